@@ -1,0 +1,3 @@
+from efold.controller.cli import main
+
+main()

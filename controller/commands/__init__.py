@@ -1,0 +1,1 @@
+"""One module per efold-controller command; each defines `command`."""

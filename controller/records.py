@@ -1,0 +1,118 @@
+"""The content-free records a run produces: the plan (its slots) and one receipt per
+visited slot. ``report/`` reads nothing else.
+
+Invariant: nothing here holds a prompt, an answer, a credential or a path. Ids, hashes,
+fixed codes and numbers only.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+PLAN_VERSION = 1
+RECEIPT_VERSION = 1
+
+
+class SlotStatus(enum.StrEnum):
+    """Execution status of a visited slot (DESIGN §9, aggregate)."""
+
+    SKIPPED = "skipped"  # inventory-infeasible: never admitted, keeps its denominator
+    UNADMITTED = "unadmitted"  # refused before its first hold
+    COMPLETED = "completed"  # an answer was scored
+    INCOMPLETE = "incomplete"  # admitted, then lost / aborted / capacity-refused later
+    INVALID = "invalid"  # admitted, then an invalid terminal (e.g. empty final output)
+
+
+class Outcome(enum.StrEnum):
+    CORRECT = "correct"
+    STALE = "stale"
+    CONFLICTED = "conflicted"
+    ABSTAINED = "abstained"  # includes false abstention
+    VIOLATION = "violation"
+    FABRICATED = "fabricated"
+    LEAKED = "leaked"
+
+
+class Availability(enum.StrEnum):
+    PRESENT = "present"  # expected value in the reader-visible checkpoint
+    SUPERSEDED_PRESENT = "superseded_present"  # present, but a superseded value too
+    RECOVERABLE = "recoverable"  # reachable by a reference lookup path within the meter
+    ABSENT = "absent"
+    NOT_APPLICABLE = "not_applicable"  # abstention / redaction: nothing to recall
+
+
+class Exclusion(enum.StrEnum):
+    BOUNDARY_UNVERIFIED = "boundary_unverified"
+    PRESSURE_UNVERIFIED = "pressure_unverified"
+    STORE_DEGRADED = "store_degraded"
+    FAILED = "failed"
+
+
+class PlannedSlot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    slot: str  # opaque id, e.g. "s0007"
+    role: str
+    arm: str
+    suite: str
+    trace_id: str
+    probe_id: str
+    category: str
+    repeat: int
+    eligible: bool  # inventory-feasible; an ineligible slot is skipped, never admitted
+    checkpoint: str  # checkpoint key: role × trace × repeat
+
+
+class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    input: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    output: int = 0
+    reasoning: int = 0
+
+
+class Spend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Money in integer units (1 unit = 5e-8 USD)."""
+
+    requests: int = 0
+    admitted: int = 0
+    settled_units: int = 0
+    retained_units: int = 0  # holds kept as lost / integrity (max with known partial)
+    usage: Usage = Usage()
+    usage_known: bool = True  # False once any request's usage went missing
+
+
+class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One visited slot, content-free. Written once, fsynced, digest journaled."""
+
+    slot: str
+    role: str
+    arm: str
+    trace_id: str
+    probe_id: str
+    category: str
+    repeat: int
+    status: SlotStatus
+    code: str | None = None  # fixed code of a refusal / stop / loss
+    outcome: Outcome | None = None  # only when completed
+    correct: bool | None = None
+    availability: Availability | None = None
+    excluded: Exclusion | None = None
+    spend: Spend = Spend()
+    lookup_calls: int = 0
+    answer_sha256: str | None = None
+    checkpoint_sha256: str | None = None
+    elapsed_ms: int = 0
+    version: int = RECEIPT_VERSION
+
+
+class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    registration_sha256: str
+    campaign: str
+    roles: list[str]
+    repeats: int
+    cap_units: int
+    rmax_units: int
+    slots: list[PlannedSlot]  # in schedule order
+    schedule_sha256: str
+    version: int = PLAN_VERSION

@@ -1,0 +1,126 @@
+"""Trace, event and probe schemas (versioned msgspec Structs).
+
+A trace file is JSONL: the first line is a ``TraceHeader``, every later line an ``Event``
+shaped like an OpenAI chat message (``role``, ``content``, ``tool_calls``,
+``tool_call_id``, ``name``) so that other tools can read it. Probes live in a separate,
+evaluator-only file and never enter the reader projection.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import msgspec
+
+TRACE_VERSION = 1
+PROBE_VERSION = 1
+
+
+class Category(enum.StrEnum):
+    TOOL_IDENTIFIER = "tool_identifier"
+    ACTIVE_CONSTRAINT = "active_constraint"
+    SUPERSEDED_CURRENT = "superseded_current"
+    COMMITMENT_STATUS = "commitment_status"
+    ARTIFACT_STATUS = "artifact_status"
+    NEXT_ACTION = "next_action"
+    ABSTENTION = "abstention"
+    REDACTION = "redaction"  # hard suite only
+
+
+class ToolSource(enum.StrEnum):
+    """What kind of record a tool result is."""
+
+    EMAIL = "email"
+    CHAT = "chat"
+    WEB = "web"
+    DOCUMENT = "document"
+    CALENDAR = "calendar"
+    PARCEL = "parcel"
+
+
+class TraceHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="trace", tag_field="kind"):
+    trace_id: str
+    suite: str  # "original" | "hard" | "hard-distractors"
+    family: str  # scenario family, e.g. "kiln"
+    fictional: bool
+    title: str
+    sessions: int
+    seed: int | None = None
+    version: int = TRACE_VERSION
+
+
+class FunctionCall(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    arguments: str  # JSON text, as in the OpenAI shape
+
+
+class ToolCall(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    function: FunctionCall
+    type: Literal["function"] = "function"
+
+
+class Event(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, tag="message", tag_field="kind"):
+    """One message of the conversation.
+
+    ``id`` is stable across runs (record ids in the history store cite it). ``role`` is
+    ``user`` (the owner), ``assistant`` or ``tool``. A tool result carries
+    ``tool_call_id``, ``name`` (the tool) and ``source``. ``steer`` marks owner input
+    delivered mid-turn, while a tool call was in flight.
+    """
+
+    id: str
+    session: int
+    day: int
+    role: Literal["user", "assistant", "tool"]
+    content: str
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    source: ToolSource | None = None
+    steer: bool = False
+
+
+TraceLine = TraceHeader | Event
+
+
+class Probe(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """An evaluator-only question about the trace.
+
+    Only ``question`` ever reaches a reader. Field use by category:
+    - ``expected``: accepted current values (tool_identifier, superseded_current), the
+      required terms (active_constraint recall), the accepted first status tokens
+      (commitment_status, artifact_status), the keywords (next_action); empty for
+      abstention and redaction.
+    - ``superseded``: stale values (decoys, earlier dates/amounts).
+    - ``forbidden``: patterns whose appearance is a violation (active_constraint task).
+    - ``secret``: the string no 8-character run of which may appear (redaction).
+    - ``source_event``: the event id holding the expected value (availability analysis);
+      None when the value never came up.
+    """
+
+    id: str
+    trace_id: str
+    category: Category
+    question: str
+    expected: list[str] = []
+    superseded: list[str] = []
+    forbidden: list[str] = []
+    secret: str | None = None
+    mode: Literal["recall", "task"] | None = None
+    source_event: str | None = None
+    version: int = PROBE_VERSION
+
+
+class ProbeFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    trace_id: str
+    probes: list[Probe]
+    version: int = PROBE_VERSION
+
+
+class Trace(msgspec.Struct, frozen=True):
+    """A loaded trace: header plus events (in conversation order)."""
+
+    header: TraceHeader
+    events: list[Event]

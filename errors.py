@@ -1,0 +1,160 @@
+"""The closed set of fixed codes and the root of efold's error tree.
+
+Every refusal efold makes carries one `Code`. Reports and logs print codes, never
+free-form error text (which could carry paths or content).
+
+Error tree (each package adds its own subclasses in its own ``errors.py``)::
+
+    EfoldError                      every efold failure; ``.code`` is a Code
+    ├── registry.errors.RegistryError   durable files, lease, journal, authorization, burn
+    ├── ipc.errors.IpcError             framing and lockstep channel violations
+    ├── guard.errors.GuardError         refusals and stops on the one path to a model
+    ├── corpus.errors.CorpusError       invalid traces and probes
+    ├── folds.errors.FoldError          fold arms, plugins, history store, meter
+    ├── worker.errors.WorkerError       child self-verification failures
+    └── controller.errors.ControllerError  registration, plan, pilot, containment
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Code(enum.StrEnum):
+    """Fixed codes: a closed set. Add members here (in the section of the package that
+    raises them); never print an ad-hoc string where a code belongs."""
+
+    # -- Refusals that may continue (DESIGN §11) ----------------------------------
+    NOT_ADMITTED_INPUT_ENVELOPE = "not_admitted_input_envelope"
+    LOOKUP_REQUEST_LIMIT = "lookup_request_limit"
+    NOT_ADMITTED_CAP = "not_admitted_cap"
+    LOOKUP_STOPPED = "lookup_stopped"
+    LOOKUP_SLOT_TERMINAL = "lookup_slot_terminal"
+
+    # -- Policy and integrity (DESIGN §11) ----------------------------------------
+    LOOKUP_BODY_MISMATCH = "lookup_body_mismatch"
+    LOOKUP_INVALID_USAGE = "lookup_invalid_usage"
+    LOOKUP_UNKNOWN_TIER = "lookup_unknown_tier"
+    LOOKUP_METHOD_FORBIDDEN = "lookup_method_forbidden"
+    LOOKUP_EXTERNAL_FETCH_FORBIDDEN = "lookup_external_fetch_forbidden"
+    LOOKUP_PROMPT_CACHE_KEY_FORBIDDEN = "lookup_prompt_cache_key_forbidden"
+    LOOKUP_CACHE_ASSIGNMENT_INVALID = "lookup_cache_assignment_invalid"
+    LOOKUP_AUXILIARY_CALLERS_FORBIDDEN = "lookup_auxiliary_callers_forbidden"
+    LOOKUP_MODEL_SWITCH_FORBIDDEN = "lookup_model_switch_forbidden"
+    LOOKUP_PREPARATION_FORBIDDEN = "lookup_preparation_forbidden"
+    LOOKUP_ROUTE_MISMATCH = "lookup_route_mismatch"
+    LOOKUP_RETRY_PROFILE_FORBIDDEN = "lookup_retry_profile_forbidden"
+    LOOKUP_TOOLS_FORBIDDEN = "lookup_tools_forbidden"
+    LOOKUP_NATIVE_IDENTITY_FORBIDDEN = "lookup_native_identity_forbidden"
+    LOOKUP_UNGUARDED_DISPATCH = "lookup_unguarded_dispatch"
+    LOOKUP_ARRIVAL_PERSIST_FAILED = "lookup_arrival_persist_failed"
+    LOOKUP_ARRIVAL_RECEIPT_INVALID = "lookup_arrival_receipt_invalid"
+    IPC_OUT_OF_ORDER = "ipc_out_of_order"
+    IPC_FRAME_TOO_LARGE = "ipc_frame_too_large"
+    IPC_BAD_MAC = "ipc_bad_mac"
+    IPC_BINDING_MISMATCH = "ipc_binding_mismatch"
+    LOOKUP_WORKER_LOST = "lookup_worker_lost"
+    LOOKUP_REPEATED_LOSS = "lookup_repeated_loss"
+    LOOKUP_INVALID_RATE = "lookup_invalid_rate"
+    LOOKUP_PREPARATION_INVALID = "lookup_preparation_invalid"
+    INVENTORY_INFEASIBLE = "inventory_infeasible"
+    LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE = "lookup_pilot_real_route_unavailable"
+    UNRECONCILED_CONTAINMENT = "unreconciled_containment"
+
+    # -- registry/ -----------------------------------------------------------------
+    PUBLISH_TARGET_EXISTS = "publish_target_exists"
+    PRIVATE_READ_REFUSED = "private_read_refused"
+    FSYNC_FAILED = "fsync_failed"
+    LEASE_HELD = "lease_held"
+    LEASE_NOT_HELD = "lease_not_held"
+    JOURNAL_INVALID = "journal_invalid"
+    JOURNAL_READ_ONLY = "journal_read_only"
+    AUTHORIZATION_INVALID = "authorization_invalid"
+    AUTHORIZATION_UNTRUSTED = "authorization_untrusted"
+    AUTHORIZATION_DOMAIN_MISMATCH = "authorization_domain_mismatch"
+    AUTHORIZATION_BINDING_MISMATCH = "authorization_binding_mismatch"
+    AUTHORIZATION_EXPIRED = "authorization_expired"
+    AUTHORIZATION_NOT_YET_VALID = "authorization_not_yet_valid"
+    AUTHORIZATION_CONSUMED = "authorization_consumed"
+    AUTHORIZATION_CLAIM_INVALID = "authorization_claim_invalid"
+
+    # -- ipc/ ----------------------------------------------------------------------
+    IPC_TRUNCATED_FRAME = "ipc_truncated_frame"
+    IPC_EOF = "ipc_eof"
+    IPC_BAD_MESSAGE = "ipc_bad_message"
+    IPC_SEQ_MISMATCH = "ipc_seq_mismatch"
+    IPC_POISONED = "ipc_poisoned"
+    IPC_CANCELLED = "ipc_cancelled"
+    IPC_TIMEOUT = "ipc_timeout"
+
+    # -- guard/ --------------------------------------------------------------------
+    LOOKUP_STOP_FAILED = "lookup_stop_failed"
+    LOOKUP_EMPTY_FINAL_OUTPUT = "lookup_empty_final_output"
+    LOOKUP_OPTION_FORBIDDEN = "lookup_option_forbidden"
+    LOOKUP_PAYLOAD_FORBIDDEN = "lookup_payload_forbidden"
+    LOOKUP_SEND_REENTERED = "lookup_send_reentered"
+    LOOKUP_REDIRECT_FORBIDDEN = "lookup_redirect_forbidden"
+    LOOKUP_HTTP_STATUS = "lookup_http_status"
+    LOOKUP_STREAM_LOST = "lookup_stream_lost"
+    LOOKUP_MISSING_USAGE = "lookup_missing_usage"
+    LOOKUP_RESPONSE_FAILED = "lookup_response_failed"
+    LOOKUP_COST_EXCEEDS_HOLD = "lookup_cost_exceeds_hold"
+    LOOKUP_TEST_ONLY_SOURCE = "lookup_test_only_source"
+    CATALOG_INVALID = "catalog_invalid"
+
+    # -- corpus/ -------------------------------------------------------------------
+    TRACE_SCHEMA_INVALID = "trace_schema_invalid"
+    TRACE_NOT_FICTIONAL = "trace_not_fictional"
+    TRACE_SHAPE_INVALID = "trace_shape_invalid"
+    TRACE_MISSING_STEER = "trace_missing_steer"
+    TRACE_MISSING_CATEGORY = "trace_missing_category"
+    TRACE_IDENTIFIER_OUTSIDE_TOOL = "trace_identifier_outside_tool"
+    TRACE_SECRET_OUTSIDE_TOOL = "trace_secret_outside_tool"
+    TRACE_SEED_OUT_OF_RANGE = "trace_seed_out_of_range"
+    PROBE_INVALID = "probe_invalid"
+
+    # -- folds/ --------------------------------------------------------------------
+    FOLD_UNKNOWN = "fold_unknown"
+    FOLD_PLUGIN_INVALID = "fold_plugin_invalid"
+    FOLD_PLUGIN_TIMEOUT = "fold_plugin_timeout"
+    FOLD_PLUGIN_OUTPUT_TOO_LARGE = "fold_plugin_output_too_large"
+    FOLD_PLUGIN_FAILED = "fold_plugin_failed"
+    METER_CALLS_EXHAUSTED = "meter_calls_exhausted"
+    METER_BYTES_EXHAUSTED = "meter_bytes_exhausted"
+    HISTORY_RECORD_UNKNOWN = "history_record_unknown"
+    HISTORY_CURSOR_INVALID = "history_cursor_invalid"
+    HISTORY_QUERY_INVALID = "history_query_invalid"
+
+    # -- worker/ -------------------------------------------------------------------
+    WORKER_KEY_INVALID = "worker_key_invalid"
+    WORKER_PARENT_UNVERIFIED = "worker_parent_unverified"
+    WORKER_LEASE_NOT_LIVE = "worker_lease_not_live"
+    WORKER_DIGEST_MISMATCH = "worker_digest_mismatch"
+    WORKER_SNAPSHOT_INVALID = "worker_snapshot_invalid"
+    WORKER_USAGE = "worker_usage"
+
+    # -- controller/ ---------------------------------------------------------------
+    CAMPAIGN_INVALID = "campaign_invalid"
+    REGISTRATION_INVALID = "registration_invalid"
+    REGISTRATION_DIGEST_MISMATCH = "registration_digest_mismatch"
+    RUN_ROOT_EXISTS = "run_root_exists"
+    RECEIPT_DUPLICATE = "receipt_duplicate"
+    RECEIPT_CHANGED = "receipt_changed"
+    RECEIPT_UNPLANNED = "receipt_unplanned"
+    RECEIPT_UNVISITED = "receipt_unvisited"
+    PREFLIGHT_TREE_INVALID = "preflight_tree_invalid"
+    LAUNCH_FAILED = "launch_failed"
+    WORKER_TIMEOUT = "worker_timeout"
+    INVALID_SLOT_RATE = "invalid_slot_rate"
+
+
+class EfoldError(Exception):
+    """Root of every efold failure. ``code`` is the fixed code a report may print;
+    ``detail`` is for a human at the terminal and never enters a report."""
+
+    code: Code
+
+    def __init__(self, code: Code, detail: str = "") -> None:
+        super().__init__(f"{code.value}: {detail}" if detail else code.value)
+        self.code = code
+        self.detail = detail

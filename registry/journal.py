@@ -1,0 +1,346 @@
+"""The run journal: the controller's durable memory of one run.
+
+SQLite in WAL mode with ``synchronous=FULL`` at ``<run>/journal.sqlite``. Each ``record_*``
+method is one committed transaction: when it returns, the row is on disk, so a caller
+may then send the acknowledgement that depends on it (holds and consumption are
+persisted *before* the permit or ``Consumed`` is sent; containment members before the
+first signal).
+
+Invariant: only the holder of the run lease writes (``JournalWriter`` demands a held
+lease at open). Every other process, children included, opens ``JournalReader``
+(``mode=ro``) to confirm what was persisted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from efold.errors import Code
+from efold.identity import ProcessIdentity
+from efold.registry.errors import RegistryError
+
+JOURNAL_NAME = "journal.sqlite"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- One row per controller epoch (a controller start on this run).
+CREATE TABLE epochs (
+    epoch INTEGER PRIMARY KEY, pid INTEGER NOT NULL, start_time INTEGER NOT NULL,
+    boot_id TEXT NOT NULL, started_ns INTEGER NOT NULL
+);
+-- Every child started: identity journaled before its first message is accepted.
+CREATE TABLE launches (
+    launch_id INTEGER PRIMARY KEY AUTOINCREMENT, epoch INTEGER NOT NULL,
+    slot TEXT NOT NULL, kind TEXT NOT NULL, pid INTEGER NOT NULL,
+    start_time INTEGER NOT NULL, boot_id TEXT NOT NULL, pgid INTEGER NOT NULL,
+    launched_ns INTEGER NOT NULL, exited_ns INTEGER, exit_status INTEGER
+);
+-- Containment: one row per episode, its members persisted before the first signal.
+CREATE TABLE containments (
+    containment_id INTEGER PRIMARY KEY AUTOINCREMENT, launch_id INTEGER NOT NULL,
+    cause TEXT NOT NULL, started_ns INTEGER NOT NULL, finished_ns INTEGER, result TEXT
+);
+CREATE TABLE members (
+    member_id INTEGER PRIMARY KEY AUTOINCREMENT, containment_id INTEGER,
+    launch_id INTEGER NOT NULL, pid INTEGER NOT NULL, start_time INTEGER NOT NULL,
+    boot_id TEXT NOT NULL, pgid INTEGER NOT NULL, role TEXT NOT NULL,
+    recorded_ns INTEGER NOT NULL
+);
+CREATE TABLE signals (
+    signal_id INTEGER PRIMARY KEY AUTOINCREMENT, containment_id INTEGER,
+    launch_id INTEGER NOT NULL, pid INTEGER NOT NULL, signal INTEGER NOT NULL,
+    via TEXT NOT NULL, sent_ns INTEGER NOT NULL
+);
+-- Money: a hold exists from admission; consumption and settlement update it.
+CREATE TABLE holds (
+    permit_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, slot TEXT NOT NULL,
+    request_id TEXT NOT NULL, round INTEGER NOT NULL, payload_digest TEXT NOT NULL,
+    hold_units INTEGER NOT NULL, state TEXT NOT NULL, body_digest TEXT,
+    outcome TEXT, code TEXT, settled_units INTEGER, partial_units INTEGER,
+    usage TEXT, tier TEXT,
+    admitted_ns INTEGER NOT NULL, consumed_ns INTEGER, settled_ns INTEGER
+);
+CREATE TABLE stops (
+    stop_id INTEGER PRIMARY KEY AUTOINCREMENT, epoch INTEGER NOT NULL,
+    code TEXT NOT NULL, slot TEXT, sticky INTEGER NOT NULL, recorded_ns INTEGER NOT NULL
+);
+-- Slot execution status as the controller saw it (visited slots only).
+CREATE TABLE slot_status (
+    slot TEXT PRIMARY KEY, status TEXT NOT NULL, code TEXT, updated_ns INTEGER NOT NULL
+);
+CREATE TABLE receipts (
+    slot TEXT PRIMARY KEY, digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL
+);
+"""
+
+# Hold states. Invariant: a hold leaves `active`/`consumed` exactly once.
+HOLD_ACTIVE = "active"
+HOLD_CONSUMED = "consumed"
+HOLD_SETTLED = "settled"
+HOLD_LOST = "lost"
+HOLD_INTEGRITY = "integrity_stop"
+
+
+class LeaseLike(Protocol):
+    def assert_held(self) -> None: ...
+
+
+def journal_path(run_dir: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(run_dir), JOURNAL_NAME)
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+class JournalReader:
+    """Read-only view; safe from any process while the writer is live."""
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        path = journal_path(run_dir)
+        if not os.path.exists(path):
+            raise RegistryError(Code.JOURNAL_INVALID, "journal does not exist")
+        try:
+            self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            self._check_version()
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+
+    def _check_version(self) -> None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            raise RegistryError(Code.JOURNAL_INVALID, "unknown journal schema version")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> JournalReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def rows(self, table: str, where: str = "", params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        if table not in _TABLES:
+            raise ValueError(table)
+        sql = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "")
+        sql += f" ORDER BY {_ORDER[table]}"
+        try:
+            return [dict(r) for r in self._conn.execute(sql, params)]
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+
+    def hold(self, permit_id: str) -> dict[str, Any] | None:
+        found = self.rows("holds", "permit_id = ?", (permit_id,))
+        return found[0] if found else None
+
+    def sticky_stop(self) -> str | None:
+        """The code of the first sticky stop, with unreconciled containment outranking
+        every other cause."""
+        stops = self.rows("stops", "sticky = 1")
+        codes = [s["code"] for s in stops]
+        if Code.UNRECONCILED_CONTAINMENT.value in codes:
+            return Code.UNRECONCILED_CONTAINMENT.value
+        return codes[0] if codes else None
+
+
+_TABLES = {
+    "meta", "epochs", "launches", "containments", "members", "signals", "holds",
+    "stops", "slot_status", "receipts",
+}
+_ORDER = {
+    "meta": "key", "epochs": "epoch", "launches": "launch_id",
+    "containments": "containment_id", "members": "member_id", "signals": "signal_id",
+    "holds": "admitted_ns, permit_id", "stops": "stop_id", "slot_status": "slot",
+    "receipts": "slot",
+}
+
+
+class JournalWriter(JournalReader):
+    """The single writer. Every ``record_*`` commits before returning (fsync via
+    ``synchronous=FULL``); a failed commit raises and is never retried."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], lease: LeaseLike) -> None:
+        lease.assert_held()
+        self._lease = lease
+        path = journal_path(run_dir)
+        fresh = not os.path.exists(path)
+        try:
+            self._conn = sqlite3.connect(path, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise RegistryError(Code.JOURNAL_INVALID, "journal is not in WAL mode")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            if fresh:
+                with self._transaction() as c:
+                    for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                        c.execute(stmt)
+                    c.execute(
+                        "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+                os.chmod(path, 0o600)
+            self._check_version()
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _insert(self, table: str, values: Mapping[str, Any]) -> int:
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._transaction() as c:
+            cur = c.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+        return int(cur.lastrowid or 0)
+
+    # -- epochs and processes ------------------------------------------------------
+
+    def record_epoch(self, identity: ProcessIdentity) -> int:
+        """Start a new controller epoch (one more than the last); returns it."""
+        with self._transaction() as c:
+            row = c.execute("SELECT COALESCE(MAX(epoch), 0) FROM epochs").fetchone()
+            epoch = int(row[0]) + 1
+            c.execute(
+                "INSERT INTO epochs VALUES (?, ?, ?, ?, ?)",
+                (epoch, identity.pid, identity.start_time, identity.boot_id, _now()),
+            )
+        return epoch
+
+    def record_launch(
+        self, *, epoch: int, slot: str, kind: str, identity: ProcessIdentity, pgid: int
+    ) -> int:
+        return self._insert("launches", {
+            "epoch": epoch, "slot": slot, "kind": kind, "pid": identity.pid,
+            "start_time": identity.start_time, "boot_id": identity.boot_id, "pgid": pgid,
+            "launched_ns": _now(),
+        })
+
+    def record_exit(self, launch_id: int, exit_status: int | None) -> None:
+        with self._transaction() as c:
+            c.execute(
+                "UPDATE launches SET exited_ns = ?, exit_status = ? WHERE launch_id = ?",
+                (_now(), exit_status, launch_id),
+            )
+
+    def record_containment_start(self, launch_id: int, cause: str) -> int:
+        return self._insert("containments", {
+            "launch_id": launch_id, "cause": cause, "started_ns": _now(),
+        })
+
+    def record_containment_end(self, containment_id: int, result: str) -> None:
+        with self._transaction() as c:
+            c.execute(
+                "UPDATE containments SET finished_ns = ?, result = ? WHERE containment_id = ?",
+                (_now(), result, containment_id),
+            )
+
+    def record_members(
+        self,
+        *,
+        launch_id: int,
+        containment_id: int | None,
+        members: list[tuple[ProcessIdentity, int, str]],
+    ) -> list[int]:
+        """Persist (identity, pgid, role) members in one transaction; returns their ids."""
+        ids: list[int] = []
+        now = _now()
+        with self._transaction() as c:
+            for identity, pgid, role in members:
+                cur = c.execute(
+                    "INSERT INTO members (containment_id, launch_id, pid, start_time, boot_id,"
+                    " pgid, role, recorded_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (containment_id, launch_id, identity.pid, identity.start_time,
+                     identity.boot_id, pgid, role, now),
+                )
+                ids.append(int(cur.lastrowid or 0))
+        return ids
+
+    def record_signal(
+        self, *, launch_id: int, containment_id: int | None, pid: int, signal: int, via: str
+    ) -> None:
+        self._insert("signals", {
+            "containment_id": containment_id, "launch_id": launch_id, "pid": pid,
+            "signal": signal, "via": via, "sent_ns": _now(),
+        })
+
+    # -- money ---------------------------------------------------------------------
+
+    def record_hold(
+        self, *, permit_id: str, epoch: int, slot: str, request_id: str, round: int,
+        payload_digest: str, hold_units: int,
+    ) -> None:
+        self._insert("holds", {
+            "permit_id": permit_id, "epoch": epoch, "slot": slot, "request_id": request_id,
+            "round": round, "payload_digest": payload_digest, "hold_units": hold_units,
+            "state": HOLD_ACTIVE, "admitted_ns": _now(),
+        })
+
+    def record_consumption(self, permit_id: str, body_digest: str) -> None:
+        with self._transaction() as c:
+            cur = c.execute(
+                "UPDATE holds SET state = ?, body_digest = ?, consumed_ns = ?"
+                " WHERE permit_id = ? AND state = ?",
+                (HOLD_CONSUMED, body_digest, _now(), permit_id, HOLD_ACTIVE),
+            )
+            if cur.rowcount != 1:
+                raise RegistryError(Code.JOURNAL_INVALID, "consumption of a non-active hold")
+
+    def record_settlement(
+        self, *, permit_id: str, state: str, outcome: str, code: str | None,
+        settled_units: int | None, partial_units: int | None,
+        usage: Mapping[str, int] | None, tier: str | None,
+    ) -> None:
+        if state not in (HOLD_SETTLED, HOLD_LOST, HOLD_INTEGRITY):
+            raise ValueError(state)
+        with self._transaction() as c:
+            cur = c.execute(
+                "UPDATE holds SET state = ?, outcome = ?, code = ?, settled_units = ?,"
+                " partial_units = ?, usage = ?, tier = ?, settled_ns = ?"
+                " WHERE permit_id = ? AND state IN (?, ?)",
+                (state, outcome, code, settled_units, partial_units,
+                 json.dumps(dict(usage), sort_keys=True) if usage is not None else None,
+                 tier, _now(), permit_id, HOLD_ACTIVE, HOLD_CONSUMED),
+            )
+            if cur.rowcount != 1:
+                raise RegistryError(Code.JOURNAL_INVALID, "settlement of a closed hold")
+
+    # -- run status ----------------------------------------------------------------
+
+    def record_stop(self, *, epoch: int, code: str, slot: str | None, sticky: bool) -> None:
+        self._insert("stops", {
+            "epoch": epoch, "code": code, "slot": slot, "sticky": int(sticky),
+            "recorded_ns": _now(),
+        })
+
+    def record_slot_status(self, slot: str, status: str, code: str | None = None) -> None:
+        with self._transaction() as c:
+            c.execute(
+                "INSERT INTO slot_status VALUES (?, ?, ?, ?) ON CONFLICT(slot) DO UPDATE"
+                " SET status = excluded.status, code = excluded.code,"
+                " updated_ns = excluded.updated_ns",
+                (slot, status, code, _now()),
+            )
+
+    def record_receipt(self, slot: str, digest: str) -> None:
+        """A slot's receipt digest, once. A second receipt for a slot is refused."""
+        try:
+            self._insert("receipts", {"slot": slot, "digest": digest, "recorded_ns": _now()})
+        except sqlite3.IntegrityError as exc:
+            raise RegistryError(Code.RECEIPT_DUPLICATE, slot) from exc
