@@ -11,6 +11,13 @@ import enum
 
 import msgspec
 
+from efold.corpus.model import Availability, Outcome
+
+__all__ = [
+    "Availability", "Exclusion", "Outcome", "Plan", "PlannedSlot", "Receipt", "SlotStatus",
+    "Spend", "Usage",
+]
+
 PLAN_VERSION = 1
 RECEIPT_VERSION = 1
 
@@ -23,24 +30,6 @@ class SlotStatus(enum.StrEnum):
     COMPLETED = "completed"  # an answer was scored
     INCOMPLETE = "incomplete"  # admitted, then lost / aborted / capacity-refused later
     INVALID = "invalid"  # admitted, then an invalid terminal (e.g. empty final output)
-
-
-class Outcome(enum.StrEnum):
-    CORRECT = "correct"
-    STALE = "stale"
-    CONFLICTED = "conflicted"
-    ABSTAINED = "abstained"  # includes false abstention
-    VIOLATION = "violation"
-    FABRICATED = "fabricated"
-    LEAKED = "leaked"
-
-
-class Availability(enum.StrEnum):
-    PRESENT = "present"  # expected value in the reader-visible checkpoint
-    SUPERSEDED_PRESENT = "superseded_present"  # present, but a superseded value too
-    RECOVERABLE = "recoverable"  # reachable by a reference lookup path within the meter
-    ABSENT = "absent"
-    NOT_APPLICABLE = "not_applicable"  # abstention / redaction: nothing to recall
 
 
 class Exclusion(enum.StrEnum):

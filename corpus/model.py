@@ -28,6 +28,24 @@ class Category(enum.StrEnum):
     REDACTION = "redaction"  # hard suite only
 
 
+class Outcome(enum.StrEnum):
+    CORRECT = "correct"
+    STALE = "stale"
+    CONFLICTED = "conflicted"
+    ABSTAINED = "abstained"  # includes false abstention
+    VIOLATION = "violation"
+    FABRICATED = "fabricated"
+    LEAKED = "leaked"
+
+
+class Availability(enum.StrEnum):
+    PRESENT = "present"  # expected value in the reader-visible checkpoint
+    SUPERSEDED_PRESENT = "superseded_present"  # present, but a superseded value too
+    RECOVERABLE = "recoverable"  # reachable by a reference lookup path within the meter
+    ABSENT = "absent"
+    NOT_APPLICABLE = "not_applicable"  # abstention / redaction: nothing to recall
+
+
 class ToolSource(enum.StrEnum):
     """What kind of record a tool result is."""
 
