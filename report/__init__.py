@@ -1,1 +1,27 @@
-"""report"""
+"""report: statistics and renderers for a run's content-free results.
+
+Reads nothing but the plan and the receipts (``efold.controller.records``); builds the
+``results-v1`` schema and renders it as ``results.json``, ``summary.md`` and a
+self-contained ``report.html``. The aggregate command calls::
+
+    results = build_results(plan, receipts, faux=True)
+    files = render_reports(results)  # {"results.json": b..., "summary.md": b..., ...}
+"""
+
+from efold.report.errors import ReportError as ReportError
+from efold.report.render_html import render_html as render_html
+from efold.report.render_json import decode_results as decode_results
+from efold.report.render_json import render_json as render_json
+from efold.report.render_markdown import render_markdown as render_markdown
+from efold.report.reports import REPORT_FILES as REPORT_FILES
+from efold.report.reports import render_reports as render_reports
+from efold.report.results import FAUX_NOTE as FAUX_NOTE
+from efold.report.results import build_results as build_results
+from efold.report.results import money as money
+from efold.report.schema import RESULTS_SCHEMA as RESULTS_SCHEMA
+from efold.report.schema import Results as Results
+from efold.report.stats import Z95 as Z95
+from efold.report.stats import flip_count as flip_count
+from efold.report.stats import paired_counts as paired_counts
+from efold.report.stats import proportion as proportion
+from efold.report.stats import wilson_interval as wilson_interval

@@ -1,0 +1,53 @@
+"""``summary.md``: the run's identity, the fixed notes and every report table."""
+
+from __future__ import annotations
+
+from efold.report.results import FAUX_NOTE
+from efold.report.schema import Results
+from efold.report.tables import Table, report_tables
+
+__all__ = ["render_markdown"]
+
+
+def _cell(text: str) -> str:
+    # Cells come from ids, codes and numbers, none of which may hold a pipe or newline;
+    # escape anyway so a table can never be broken.
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(table: Table) -> list[str]:
+    rule = ["---:" if align == "right" else "---" for align in table.align]
+    lines = [f"## {table.title}", ""]
+    if table.caption:
+        lines += [table.caption, ""]
+    lines.append("| " + " | ".join(_cell(h) for h in table.headers) + " |")
+    lines.append("| " + " | ".join(rule) + " |")
+    if not table.rows:
+        lines.append("| " + " | ".join(["\u2014"] * len(table.headers)) + " |")
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
+    return [*lines, ""]
+
+
+def render_markdown(results: Results) -> str:
+    lines = [
+        f"# efold results: {results.campaign}",
+        "",
+        # The one statement a reader must not miss, first and set apart.
+        *([f"> {FAUX_NOTE}", ""] if FAUX_NOTE in results.notes else []),
+        f"- schema: `{results.schema}`",
+        f"- registration sha256: `{results.registration_sha256}`",
+        f"- schedule sha256: `{results.schedule_sha256}`",
+        f"- reader: {'faux extractive' if results.reader_faux else 'registered model'}",
+        f"- roles: {', '.join(results.roles)}",
+        f"- repeats: {results.repeats}",
+        f"- cap: {results.cap.usd} USD ({results.cap.units} units); "
+        f"Rmax: {results.rmax.usd} USD ({results.rmax.units} units)",
+        "",
+        "## Notes",
+        "",
+        *[f"- {note}" for note in results.notes if note != FAUX_NOTE],
+        "",
+    ]
+    for table in report_tables(results):
+        lines += _table(table)
+    return "\n".join(lines)

@@ -1,0 +1,321 @@
+"""Build ``results-v1`` from the plan and the receipts (the aggregate command's library).
+
+Counting rules (continuity reference, "Reading results" and "Pilot controller and
+partial reports"):
+
+- ``exact``: correct / completed eligible non-excluded slots.
+- ``exact_with_failures``: the same, with failed feasible slots (eligible, non-excluded,
+  admitted but incomplete or invalid) counted as wrong; their count is reported too.
+- Skipped (inventory-infeasible) slots leave both numerator and denominator; unadmitted,
+  missing and unvisited slots are coverage only, never reader failures; excluded slots
+  are never scored as passes or failures.
+- Planned and eligible describe the whole frozen inventory; status counts describe
+  visited slots only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+
+from efold.controller.records import Availability, Exclusion, Outcome, Plan, Receipt, SlotStatus
+from efold.corpus.model import Category
+from efold.report.join import Observation, join_receipts
+from efold.report.schema import (
+    RESULTS_SCHEMA,
+    Contrast,
+    Execution,
+    FlipCount,
+    Money,
+    PairedTally,
+    RepeatSplit,
+    Results,
+    RoleResult,
+    SlotRow,
+    Spend,
+    Tally,
+    Tokens,
+)
+from efold.report.stats import flip_count, paired_counts, proportion
+
+__all__ = [
+    "COVERAGE_NOTE", "DESCRIPTIVE_NOTE", "FAUX_NOTE", "PROXY_NOTE", "UNKNOWN_USAGE_NOTE",
+    "build_results", "money",
+]
+
+# The report's only sentences. Fixed text, chosen here, never built from inputs.
+FAUX_NOTE = (
+    "The reader is the faux extractive reader: its accuracy measures what the fold kept, "
+    "not model quality."
+)
+DESCRIPTIVE_NOTE = (
+    "Intervals and paired deltas are descriptive. They are not significance, power, "
+    "model-quality or treatment-benefit claims."
+)
+COVERAGE_NOTE = (
+    "Missing and unvisited slots are coverage only, never reader failures. Excluded "
+    "slots are never scored as passes or failures."
+)
+PROXY_NOTE = (
+    "Constraint and redaction probes also pass when the fold simply lost the source "
+    "material. Read them next to the recall probes."
+)
+UNKNOWN_USAGE_NOTE = (
+    "Some usage was never reported. Token counts are lower bounds, not totals."
+)
+
+# 1 unit = 5e-8 USD, so one unit is five hundred-millionths of a dollar.
+_USD_PER_UNIT_E8 = 5
+_E8 = 100_000_000
+
+
+def money(units: int) -> Money:
+    """Integer units and the exact USD amount as a decimal string with 8 places."""
+    if units < 0:
+        raise ValueError("money units are never negative")
+    whole, fraction = divmod(units * _USD_PER_UNIT_E8, _E8)
+    return Money(units=units, usd=f"{whole}.{fraction:08d}")
+
+
+def _ordered_categories(observations: Sequence[Observation]) -> list[str]:
+    """Known categories in the corpus order, then any others as first planned."""
+    planned: list[str] = []
+    for obs in observations:
+        if obs.planned.category not in planned:
+            planned.append(obs.planned.category)
+    known = [c.value for c in Category if c.value in planned]
+    return known + [c for c in planned if c not in known]
+
+
+def _execution(observations: Sequence[Observation]) -> Execution:
+    statuses = [obs.status for obs in observations if obs.status is not None]
+    completed = statuses.count(SlotStatus.COMPLETED)
+    incomplete = statuses.count(SlotStatus.INCOMPLETE)
+    invalid = statuses.count(SlotStatus.INVALID)
+    return Execution(
+        planned=len(observations),
+        eligible=sum(obs.planned.eligible for obs in observations),
+        visited=len(statuses),
+        skipped=statuses.count(SlotStatus.SKIPPED),
+        unadmitted=statuses.count(SlotStatus.UNADMITTED),
+        admitted=completed + incomplete + invalid,
+        completed=completed,
+        incomplete=incomplete,
+        invalid=invalid,
+        missing=sum(obs.planned.eligible and obs.status is None for obs in observations),
+        receipt_copies_missing=sum(obs.receipt_copy_missing for obs in observations),
+    )
+
+
+def _flip(observations: Sequence[Observation]) -> FlipCount:
+    groups: dict[tuple[str, str, str], list[tuple[int, bool]]] = {}
+    for obs in observations:
+        key = (obs.planned.suite, obs.planned.trace_id, obs.planned.probe_id)
+        bucket = groups.setdefault(key, [])
+        if obs.scored:
+            bucket.append((obs.planned.repeat, obs.correct))
+    return flip_count([correct for _, correct in sorted(group)] for group in groups.values())
+
+
+def _tally(observations: Sequence[Observation], category: str | None, repeats: int) -> Tally:
+    scored = [obs for obs in observations if obs.scored]
+    correct = sum(obs.correct for obs in scored)
+    failed = sum(obs.failed_feasible for obs in observations)
+    judged = [obs for obs in observations
+              if obs.status is not None and obs.planned.eligible and obs.excluded is None]
+    availability = dict.fromkeys((a.value for a in Availability), 0)
+    for obs in judged:
+        if obs.availability is not None:
+            availability[obs.availability.value] += 1
+    outcomes = dict.fromkeys((o.value for o in Outcome), 0)
+    for obs in scored:
+        if obs.outcome is not None:  # always: join_receipts refuses an unscored completion
+            outcomes[obs.outcome.value] += 1
+    excluded = dict.fromkeys((e.value for e in Exclusion), 0)
+    for obs in observations:
+        if obs.excluded is not None:
+            excluded[obs.excluded.value] += 1
+    by_repeat = [
+        RepeatSplit(
+            repeat=repeat,
+            correct=sum(obs.correct for obs in scored if obs.planned.repeat == repeat),
+            completed=sum(obs.planned.repeat == repeat for obs in scored),
+        )
+        for repeat in sorted({obs.planned.repeat for obs in observations})
+    ]
+    return Tally(
+        category=category,
+        execution=_execution(observations),
+        exact=proportion(correct, len(scored)),
+        exact_with_failures=proportion(correct, len(scored) + failed),
+        failed_feasible=failed,
+        by_repeat=by_repeat,
+        availability=availability,
+        availability_unknown=sum(obs.availability is None for obs in judged),
+        outcomes=outcomes,
+        excluded=excluded,
+        flip=_flip(observations) if repeats > 1 else None,
+    )
+
+
+def _spend(receipts: Sequence[Receipt]) -> Spend:
+    spends = [receipt.spend for receipt in receipts]
+    settled = sum(s.settled_units for s in spends)
+    retained = sum(s.retained_units for s in spends)
+    unknown = sum(not s.usage_known for s in spends)
+    return Spend(
+        slots=len(spends),
+        requests=sum(s.requests for s in spends),
+        admitted_requests=sum(s.admitted for s in spends),
+        tokens=Tokens(
+            input=sum(s.usage.input for s in spends),
+            cache_read=sum(s.usage.cache_read for s in spends),
+            cache_write=sum(s.usage.cache_write for s in spends),
+            output=sum(s.usage.output for s in spends),
+            reasoning=sum(s.usage.reasoning for s in spends),
+        ),
+        usage_known=unknown == 0,
+        usage_unknown_slots=unknown,
+        settled=money(settled),
+        retained=money(retained),
+        total=money(settled + retained),
+    )
+
+
+def _receipts(observations: Iterable[Observation]) -> list[Receipt]:
+    return [obs.receipt for obs in observations if obs.receipt is not None]
+
+
+def _role_result(role: str, observations: Sequence[Observation], categories: Sequence[str],
+                 repeats: int) -> RoleResult:
+    codes: dict[str, int] = {}
+    for receipt in _receipts(observations):
+        if receipt.code is not None:
+            codes[receipt.code] = codes.get(receipt.code, 0) + 1
+    present = [c for c in categories if any(o.planned.category == c for o in observations)]
+    return RoleResult(
+        role=role,
+        arm=observations[0].planned.arm,  # join_receipts: every role has a slot
+        overall=_tally(observations, None, repeats),
+        categories=[
+            _tally([o for o in observations if o.planned.category == category], category,
+                   repeats)
+            for category in present
+        ],
+        codes=codes,
+        spend=_spend(_receipts(observations)),
+    )
+
+
+_PairKey = tuple[str, str, str, int]  # suite, trace, probe, repeat
+
+
+def _paired_tally(pairs: Sequence[tuple[Observation, Observation]],
+                  category: str | None) -> PairedTally:
+    eligible = [(a, b) for a, b in pairs if a.planned.eligible and b.planned.eligible]
+
+    def counted(obs: Observation) -> bool:
+        return obs.scored or obs.failed_feasible
+
+    return PairedTally(
+        category=category,
+        planned_pairs=len(pairs),
+        eligible_pairs=len(eligible),
+        completed=paired_counts(
+            (a.correct, b.correct) for a, b in eligible if a.scored and b.scored
+        ),
+        # A failed feasible slot is wrong (obs.correct is False without a score).
+        with_failures=paired_counts(
+            (a.correct, b.correct) for a, b in eligible if counted(a) and counted(b)
+        ),
+    )
+
+
+def _contrast(role_a: str, role_b: str, index: dict[str, dict[_PairKey, Observation]],
+              categories: Sequence[str]) -> Contrast:
+    a_slots, b_slots = index[role_a], index[role_b]
+    pairs = [(a_slots[key], b_slots[key]) for key in a_slots if key in b_slots]
+    present = [c for c in categories if any(a.planned.category == c for a, _ in pairs)]
+    return Contrast(
+        role_a=role_a,
+        role_b=role_b,
+        overall=_paired_tally(pairs, None),
+        categories=[
+            _paired_tally([(a, b) for a, b in pairs if a.planned.category == category],
+                          category)
+            for category in present
+        ],
+    )
+
+
+def _slot_row(obs: Observation) -> SlotRow:
+    planned, receipt = obs.planned, obs.receipt
+    if obs.status is not None:
+        status = obs.status.value
+    elif obs.receipt_copy_missing:
+        status = "receipt_missing"
+    else:
+        status = "missing" if planned.eligible else "unvisited"
+    return SlotRow(
+        slot=planned.slot,
+        role=planned.role,
+        trace_id=planned.trace_id,
+        probe_id=planned.probe_id,
+        category=planned.category,
+        repeat=planned.repeat,
+        eligible=planned.eligible,
+        status=status,
+        code=receipt.code if receipt else None,
+        outcome=obs.outcome.value if obs.outcome else None,
+        correct=receipt.correct if receipt else None,
+        availability=obs.availability.value if obs.availability else None,
+        excluded=obs.excluded.value if obs.excluded else None,
+        checkpoint_sha256=receipt.checkpoint_sha256 if receipt else None,
+    )
+
+
+def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
+                  receipt_copies_missing: Iterable[str] = ()) -> Results:
+    """The content-free results of one run, complete or partial.
+
+    ``faux`` says whether the registered reader is the faux extractive reader (the plan
+    does not record it); when true the results say plainly that accuracy measures what
+    the fold kept, not model quality. ``receipt_copies_missing`` lists slots the journal
+    records as visited whose receipt file is gone: they are counted as such (and as
+    missing when eligible), never given an invented status.
+
+    Raises ``ReportError`` when the plan and receipts are not one consistent,
+    content-free record (see ``report.join.join_receipts``).
+    """
+    observations = join_receipts(plan, receipts, receipt_copies_missing)
+    categories = _ordered_categories(observations)
+    by_role = {role: [o for o in observations if o.planned.role == role] for role in plan.roles}
+    index = {
+        role: {(o.planned.suite, o.planned.trace_id, o.planned.probe_id, o.planned.repeat): o
+               for o in role_observations}
+        for role, role_observations in by_role.items()
+    }
+    run_spend = _spend(_receipts(observations))
+    notes = [FAUX_NOTE] if faux else []
+    notes += [DESCRIPTIVE_NOTE, COVERAGE_NOTE, PROXY_NOTE]
+    if not run_spend.usage_known:
+        notes.append(UNKNOWN_USAGE_NOTE)
+    return Results(
+        schema=RESULTS_SCHEMA,
+        campaign=plan.campaign,
+        registration_sha256=plan.registration_sha256,
+        schedule_sha256=plan.schedule_sha256,
+        reader_faux=faux,
+        repeats=plan.repeats,
+        roles=list(plan.roles),
+        categories=categories,
+        cap=money(plan.cap_units),
+        rmax=money(plan.rmax_units),
+        notes=notes,
+        execution=_execution(observations),
+        spend=run_spend,
+        results=[_role_result(role, by_role[role], categories, plan.repeats)
+                 for role in plan.roles],
+        contrasts=[_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)],
+        slots=[_slot_row(obs) for obs in observations],
+    )

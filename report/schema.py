@@ -1,0 +1,221 @@
+"""The ``results-v1`` schema: what a finished (or partial) run reports.
+
+Everything here is content-free by construction: opaque ids (roles, arms, categories,
+traces, probes, slots), content hashes, fixed codes, enum values and numbers. No field
+can hold a prompt, an answer, a path or free-form error text; ``report._inputs`` refuses
+ids that could smuggle one in.
+
+Schema evolution follows the msgspec habit: a new field gets a default, and a change
+that breaks readers gets a new ``schema`` value.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+RESULTS_SCHEMA: Literal["results-v1"] = "results-v1"
+
+
+class Interval(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A closed interval of proportions, 0 <= lower <= upper <= 1."""
+
+    lower: float
+    upper: float
+
+
+class Proportion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``successes`` out of ``trials`` with its Wilson 95% interval.
+
+    Invariant: ``rate`` and ``wilson95`` are null exactly when ``trials == 0`` (no
+    observation is not a 0% observation).
+    """
+
+    successes: int
+    trials: int
+    rate: float | None
+    wilson95: Interval | None
+
+
+class Money(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Integer money units (1 unit = 5e-8 USD) and the same amount as an exact decimal
+    USD string with eight decimals (no float ever touches money)."""
+
+    units: int
+    usd: str
+
+
+class Tokens(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    input: int
+    cache_read: int
+    cache_write: int
+    output: int
+    reasoning: int
+
+
+class Spend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Spend over a set of receipts.
+
+    Invariant: ``usage_known`` is false as soon as one receipt's usage went missing;
+    ``tokens`` then sums only what was reported and is a lower bound, never a total
+    (``usage_unknown_slots`` says how many slots it is missing). Unknown usage is never
+    read as zero usage.
+    """
+
+    slots: int  # receipts counted
+    requests: int
+    admitted_requests: int
+    tokens: Tokens
+    usage_known: bool
+    usage_unknown_slots: int
+    settled: Money  # settled actual cost
+    retained: Money  # holds kept (lost / aborted / integrity): an upper bound, not a cost
+    total: Money  # settled + retained: what the cap was charged
+
+
+class Execution(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Coverage counts.
+
+    ``planned`` and ``eligible`` describe the whole frozen inventory. The status counts
+    (``skipped`` .. ``invalid``) cover visited slots only (slots with a receipt), and
+    ``admitted = completed + incomplete + invalid``. ``missing`` counts planned eligible
+    slots without a receipt: coverage only, never a reader failure.
+    ``receipt_copies_missing`` is an independent coverage counter: slots the journal
+    records as visited whose receipt file is gone (their status is unknown, so they are
+    in no status count).
+    """
+
+    planned: int
+    eligible: int
+    visited: int
+    skipped: int
+    unadmitted: int
+    admitted: int
+    completed: int
+    incomplete: int
+    invalid: int
+    missing: int
+    receipt_copies_missing: int
+
+
+class RepeatSplit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Exact accuracy of one repeat alone (the per-repeat split)."""
+
+    repeat: int
+    correct: int
+    completed: int
+
+
+class FlipCount(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Across repeats: of the (trace, probe) groups with at least two scored repeats
+    (``comparable``), how many changed pass/fail (``flipped``)."""
+
+    comparable: int
+    flipped: int
+    rate: float | None  # null when nothing is comparable
+
+
+class Tally(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One role over one category (``category`` null: all categories).
+
+    ``exact`` = correct / completed eligible non-excluded slots.
+    ``exact_with_failures`` additionally counts ``failed_feasible`` slots (eligible,
+    non-excluded, admitted but incomplete or invalid) as wrong. Excluded slots are never
+    scored as passes or failures; they are only counted in ``excluded``.
+    """
+
+    category: str | None
+    execution: Execution
+    exact: Proportion
+    exact_with_failures: Proportion
+    failed_feasible: int
+    by_repeat: list[RepeatSplit]
+    availability: dict[str, int]  # availability class -> eligible non-excluded visited slots
+    availability_unknown: int  # of those, slots whose receipt carries no availability
+    outcomes: dict[str, int]  # outcome class -> scored slots
+    excluded: dict[str, int]  # exclusion reason -> visited slots
+    flip: FlipCount | None  # null when the plan has a single repeat
+
+
+class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    role: str
+    arm: str
+    overall: Tally
+    categories: list[Tally]  # in category order
+    codes: dict[str, int]  # fixed code -> visited slots that ended with it
+    spend: Spend
+
+
+class PairCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Paired observations of role a and role b on the same (trace, probe, repeat).
+
+    ``b``: a correct and b wrong; ``c``: a wrong and b correct (McNemar's discordant
+    cells). ``delta_pp`` = 100 * (c - b) / pairs: accuracy of b minus accuracy of a over
+    the same pairs, in percentage points; null when there is no pair. Descriptive only:
+    not a significance, power, model-quality or treatment-benefit claim.
+    """
+
+    pairs: int
+    both_correct: int
+    b: int
+    c: int
+    both_wrong: int
+    delta_pp: float | None
+
+
+class PairedTally(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    category: str | None
+    planned_pairs: int
+    eligible_pairs: int
+    completed: PairCounts  # both completed, eligible, non-excluded
+    with_failures: PairCounts  # failed feasible slots count as wrong
+
+
+class Contrast(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``role_b - role_a`` (role_a comes first in the plan's role order)."""
+
+    role_a: str
+    role_b: str
+    overall: PairedTally
+    categories: list[PairedTally]
+
+
+class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One planned slot as the report sees it. Without a receipt, ``status`` is
+    ``receipt_missing`` when the journal recorded one, else ``missing`` for an eligible
+    slot and ``unvisited`` for an ineligible one."""
+
+    slot: str
+    role: str
+    trace_id: str
+    probe_id: str
+    category: str
+    repeat: int
+    eligible: bool
+    status: str
+    code: str | None = None
+    outcome: str | None = None
+    correct: bool | None = None
+    availability: str | None = None
+    excluded: str | None = None
+    checkpoint_sha256: str | None = None
+
+
+class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    schema: Literal["results-v1"]
+    campaign: str
+    registration_sha256: str
+    schedule_sha256: str
+    reader_faux: bool
+    repeats: int
+    roles: list[str]
+    categories: list[str]
+    cap: Money
+    rmax: Money
+    notes: list[str]  # fixed statements only (see report._notes)
+    execution: Execution  # whole run
+    spend: Spend  # whole run
+    results: list[RoleResult]  # in the plan's role order
+    contrasts: list[Contrast]  # every pair of roles
+    slots: list[SlotRow]  # in schedule order

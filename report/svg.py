@@ -1,0 +1,142 @@
+"""Inline SVG charts for ``report.html``: accuracy bars with Wilson whiskers, and
+diverging bars for paired deltas.
+
+Plain SVG elements with presentation attributes: no script, no external reference, no
+``xmlns`` URL (inline SVG in HTML needs none), no font but the page's. Every bar carries
+a ``<title>`` with its exact numbers, so hovering shows what the table says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+import msgspec
+
+from efold.report.schema import Proportion
+from efold.report.tables import NONE, format_delta, format_interval, format_proportion
+
+__all__ = ["AccuracyBar", "DeltaBar", "accuracy_chart", "delta_chart"]
+
+_RIGHT = 130  # room for the counts / delta label right of the axis
+_PLOT = 260  # width of the 0..100% axis
+_CHAR = 6.6  # approximate label glyph width at 11px
+_ROW = 30
+_TOP = 8
+_AXIS = 22
+EXACT_COLOUR = "#1f5fa8"
+FAILURES_COLOUR = "#e08a1e"
+NEGATIVE_COLOUR = "#b8432f"
+
+
+class AccuracyBar(msgspec.Struct, frozen=True):
+    label: str
+    exact: Proportion
+    with_failures: Proportion
+
+
+class DeltaBar(msgspec.Struct, frozen=True):
+    label: str
+    delta_pp: float | None
+    pairs: int
+
+
+def _label_width(labels: Sequence[str]) -> float:
+    longest = max((len(label) for label in labels), default=4)
+    return min(220.0, 12.0 + _CHAR * longest)
+
+
+def _open(width: float, height: float, caption: str) -> str:
+    return (f'<svg class="chart" viewBox="0 0 {width:.0f} {height}" width="{width:.0f}" '
+            f'height="{height}" role="img" aria-label="{escape(caption)}">')
+
+
+def _text(x: float, y: float, content: str, anchor: str = "start", css: str = "") -> str:
+    extra = f' class="{css}"' if css else ""
+    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{extra}>'
+            f"{escape(content)}</text>")
+
+
+def _bar(x0: float, y: float, height: float, value: Proportion, colour: str,
+         what: str) -> list[str]:
+    title = f"<title>{escape(what)}: {escape(format_proportion(value))}, 95% CI " \
+            f"{escape(format_interval(value.wilson95))}</title>"
+    if value.rate is None:
+        return [f'<g>{title}{_text(x0 + 4, y + height - 1, "none scored", css="muted")}</g>']
+    width = _PLOT * value.rate
+    parts = [f'<g>{title}<rect x="{x0:.1f}" y="{y:.1f}" width="{width:.1f}" '
+             f'height="{height:.1f}" fill="{colour}"/>']
+    if value.wilson95 is not None:
+        lo = x0 + _PLOT * value.wilson95.lower
+        hi = x0 + _PLOT * value.wilson95.upper
+        mid = y + height / 2
+        parts.append(
+            f'<path d="M{lo:.1f} {mid:.1f}H{hi:.1f}M{lo:.1f} {mid - 4:.1f}V{mid + 4:.1f}'
+            f'M{hi:.1f} {mid - 4:.1f}V{mid + 4:.1f}" stroke="#222" stroke-width="1.2" '
+            f'fill="none"/>'
+        )
+    parts.append("</g>")
+    return parts
+
+
+def _axis(x0: float, top: float, bottom: float, ticks: Sequence[tuple[float, str]]) -> list[str]:
+    parts = []
+    for fraction, label in ticks:
+        x = x0 + _PLOT * fraction
+        parts.append(f'<line x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{bottom:.1f}" '
+                     f'stroke="#ccc" stroke-width="1"/>')
+        parts.append(_text(x, bottom + 14, label, anchor="middle", css="muted"))
+    return parts
+
+
+def accuracy_chart(bars: Sequence[AccuracyBar], caption: str) -> str:
+    """One row per role: exact (dark) and exactWithFailures (light) as bars on a
+    0..100% axis, each with its Wilson 95% interval as a whisker."""
+    x0 = _label_width([bar.label for bar in bars])
+    height = _TOP + _ROW * len(bars) + _AXIS
+    bottom = _TOP + _ROW * len(bars)
+    parts = [_open(x0 + _PLOT + _RIGHT, height, caption)]
+    parts += _axis(x0, _TOP, bottom, [(i / 4, f"{25 * i}%") for i in range(5)])
+    for row, bar in enumerate(bars):
+        y = _TOP + _ROW * row
+        parts.append(_text(x0 - 6, y + 15, bar.label, anchor="end"))
+        if bar.exact.rate is None and bar.with_failures.rate is None:
+            parts.append(_text(x0 + 4, y + 15, "no scored slot", css="muted"))
+        else:
+            parts += _bar(x0, y + 3, 11, bar.exact, EXACT_COLOUR, f"{bar.label} exact")
+            parts += _bar(x0, y + 16, 8, bar.with_failures, FAILURES_COLOUR,
+                          f"{bar.label} exactWithFailures")
+        counts = f"{bar.exact.successes}/{bar.exact.trials}" if bar.exact.trials else NONE
+        parts.append(_text(x0 + _PLOT + 8, y + 14, counts, css="muted"))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def delta_chart(bars: Sequence[DeltaBar], caption: str) -> str:
+    """One row per contrast: the paired delta in percentage points on a -100..+100
+    axis, positive to the right."""
+    x0 = _label_width([bar.label for bar in bars])
+    height = _TOP + _ROW * len(bars) + _AXIS
+    bottom = _TOP + _ROW * len(bars)
+    centre = x0 + _PLOT / 2
+    parts = [_open(x0 + _PLOT + _RIGHT, height, caption)]
+    parts += _axis(x0, _TOP, bottom, [(i / 4, f"{50 * i - 100:+d}") for i in range(5)])
+    for row, bar in enumerate(bars):
+        y = _TOP + _ROW * row
+        parts.append(_text(x0 - 6, y + 17, bar.label, anchor="end"))
+        title = f"<title>{escape(bar.label)}: {escape(format_delta(bar.delta_pp))} over " \
+                f"{bar.pairs} pairs</title>"
+        if bar.delta_pp is None:
+            parts.append(f"<g>{title}{_text(centre + 4, y + 17, 'no pair', css='muted')}</g>")
+            continue
+        width = _PLOT / 2 * abs(bar.delta_pp) / 100.0
+        left = centre if bar.delta_pp >= 0 else centre - width
+        colour = EXACT_COLOUR if bar.delta_pp >= 0 else NEGATIVE_COLOUR
+        parts.append(f'<g>{title}<rect x="{left:.1f}" y="{y + 6:.1f}" width="{width:.1f}" '
+                     f'height="14" fill="{colour}"/></g>')
+        parts.append(_text(x0 + _PLOT + 8, y + 17,
+                           f"{format_delta(bar.delta_pp)} (n={bar.pairs})", css="muted"))
+    parts.append(f'<line x1="{centre:.1f}" y1="{_TOP}" x2="{centre:.1f}" y2="{bottom}" '
+                 f'stroke="#555" stroke-width="1"/>')
+    parts.append("</svg>")
+    return "".join(parts)
