@@ -77,6 +77,13 @@ class Code(enum.StrEnum):
     AUTHORIZATION_NOT_YET_VALID = "authorization_not_yet_valid"
     AUTHORIZATION_CONSUMED = "authorization_consumed"
     AUTHORIZATION_CLAIM_INVALID = "authorization_claim_invalid"
+    LEASE_FILE_INVALID = "lease_file_invalid"
+    PATH_REFUSED = "path_refused"
+    PUBLISH_FAILED = "publish_failed"
+    PRIVATE_DIR_REFUSED = "private_dir_refused"
+    PRIVATE_FILE_MISSING = "private_file_missing"
+    RUN_ROOT_IN_USE = "run_root_in_use"
+    APPROVER_KEY_INVALID = "approver_key_invalid"
 
     # -- ipc/ ----------------------------------------------------------------------
     IPC_TRUNCATED_FRAME = "ipc_truncated_frame"
@@ -101,6 +108,15 @@ class Code(enum.StrEnum):
     LOOKUP_COST_EXCEEDS_HOLD = "lookup_cost_exceeds_hold"
     LOOKUP_TEST_ONLY_SOURCE = "lookup_test_only_source"
     CATALOG_INVALID = "catalog_invalid"
+    LOOKUP_USAGE_INPUT_ABOVE_ADMITTED = "lookup_usage_input_above_admitted"
+    LOOKUP_USAGE_OUTPUT_ABOVE_MAX = "lookup_usage_output_above_max"
+    LOOKUP_USAGE_REASONING_ABOVE_OUTPUT = "lookup_usage_reasoning_above_output"
+    LOOKUP_USAGE_CACHE_ABOVE_INPUT = "lookup_usage_cache_above_input"
+    LOOKUP_REQUEST_DEADLINE = "lookup_request_deadline"
+    LOOKUP_RESPONSE_TOO_LARGE = "lookup_response_too_large"
+    LOOKUP_SEND_FAILED = "lookup_send_failed"
+    LOOKUP_SETTLE_FAILED = "lookup_settle_failed"
+    LOOKUP_PERMIT_INVALID = "lookup_permit_invalid"
 
     # -- corpus/ -------------------------------------------------------------------
     TRACE_SCHEMA_INVALID = "trace_schema_invalid"
@@ -112,6 +128,9 @@ class Code(enum.StrEnum):
     TRACE_SECRET_OUTSIDE_TOOL = "trace_secret_outside_tool"
     TRACE_SEED_OUT_OF_RANGE = "trace_seed_out_of_range"
     PROBE_INVALID = "probe_invalid"
+    TRACE_SIZE_INVALID = "trace_size_invalid"
+    TRACE_PLACEMENT_INVALID = "trace_placement_invalid"
+    SUITE_UNKNOWN = "suite_unknown"
 
     # -- folds/ --------------------------------------------------------------------
     FOLD_UNKNOWN = "fold_unknown"
@@ -124,6 +143,12 @@ class Code(enum.StrEnum):
     HISTORY_RECORD_UNKNOWN = "history_record_unknown"
     HISTORY_CURSOR_INVALID = "history_cursor_invalid"
     HISTORY_QUERY_INVALID = "history_query_invalid"
+    HISTORY_TOOL_UNKNOWN = "history_tool_unknown"
+    HISTORY_ARGUMENTS_INVALID = "history_arguments_invalid"
+    HISTORY_STORE_INVALID = "history_store_invalid"
+    FOLD_INPUT_INVALID = "fold_input_invalid"
+    CHECKPOINT_SNAPSHOT_INVALID = "checkpoint_snapshot_invalid"
+    CHECKPOINT_DIGEST_MISMATCH = "checkpoint_digest_mismatch"
 
     # -- worker/ -------------------------------------------------------------------
     WORKER_KEY_INVALID = "worker_key_invalid"
@@ -132,6 +157,8 @@ class Code(enum.StrEnum):
     WORKER_DIGEST_MISMATCH = "worker_digest_mismatch"
     WORKER_SNAPSHOT_INVALID = "worker_snapshot_invalid"
     WORKER_USAGE = "worker_usage"
+    WORKER_STOPPED = "worker_stopped"
+    WORKER_BODY_FAILED = "worker_body_failed"
 
     # -- controller/ ---------------------------------------------------------------
     CAMPAIGN_INVALID = "campaign_invalid"
@@ -146,6 +173,9 @@ class Code(enum.StrEnum):
     LAUNCH_FAILED = "launch_failed"
     WORKER_TIMEOUT = "worker_timeout"
     INVALID_SLOT_RATE = "invalid_slot_rate"
+
+    # -- report/ -------------------------------------------------------------------
+    REPORT_INPUT_INVALID = "report_input_invalid"
 
 
 class EfoldError(Exception):
