@@ -6,11 +6,19 @@ fictional conversations, builds a checkpoint through a fold arm, asks probes in 
 continuation turns and scores the answers deterministically.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("efold")
-except PackageNotFoundError:  # pragma: no cover - running from an uninstalled tree
-    __version__ = "0.0.0"
+
+def __getattr__(name: str) -> str:
+    # Lazy: importlib.metadata costs ~20 ms, and every child process imports `efold`.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("efold")
+        except PackageNotFoundError:  # pragma: no cover - an uninstalled tree
+            return "0.0.0"
+    raise AttributeError(name)
+
 
 __all__ = ["__version__"]

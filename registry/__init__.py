@@ -1,1 +1,134 @@
-"""registry"""
+"""registry/: durable state. Durable and private files, the run lease, the journal,
+signed authorizations and the burn registry. It never talks to a model.
+
+Import the public names from here (``from efold.registry import acquire_lease``).
+Names load lazily: a child process that only needs ``probe_lease`` imports the lease
+module (msgspec) and not the authorization code (cryptography), which would cost tens
+of milliseconds per child start (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> defining module
+_EXPORTS: dict[str, str] = {
+    "AccountCommitment": "efold.registry.authorization",
+    "Attestation": "efold.registry.authorization",
+    "AuthorizationBindings": "efold.registry.authorization",
+    "AuthorizationDomain": "efold.registry.authorization",
+    "CLAIM_NAME": "efold.registry.burn",
+    "CONSUMED_MARKER": "efold.registry.burn",
+    "ConsumptionRecord": "efold.registry.burn",
+    "FAUX_ACCOUNT_ID": "efold.registry.authorization",
+    "FauxMint": "efold.registry.authorization",
+    "JOURNAL_NAME": "efold.registry.journal",
+    "JournalReader": "efold.registry.journal",
+    "JournalWriter": "efold.registry.journal",
+    "LEASE_NAME": "efold.registry.lease",
+    "Lease": "efold.registry.lease",
+    "LeaseHolder": "efold.registry.lease",
+    "LeaseState": "efold.registry.lease",
+    "LeaseStatus": "efold.registry.lease",
+    "MAX_CLOCK_SKEW_S": "efold.registry.authorization",
+    "MAX_VALIDITY_S": "efold.registry.authorization",
+    "RegistryError": "efold.registry.errors",
+    "SignedAuthorization": "efold.registry.authorization",
+    "VerifiedAuthorization": "efold.registry.authorization",
+    "acquire_lease": "efold.registry.lease",
+    "canonical_output_root": "efold.registry.authorization",
+    "check_owner_safe": "efold.registry.files",
+    "check_signature": "efold.registry.authorization",
+    "commit_account": "efold.registry.authorization",
+    "consume_authorization": "efold.registry.burn",
+    "faux_registry_root": "efold.registry.burn",
+    "fsync_dir": "efold.registry.files",
+    "fsync_fd": "efold.registry.files",
+    "journal_path": "efold.registry.journal",
+    "load_private_key": "efold.registry.approver_keys",
+    "load_public_key": "efold.registry.approver_keys",
+    "make_private_dir": "efold.registry.files",
+    "mint_faux_authorization": "efold.registry.authorization",
+    "new_authorization_id": "efold.registry.authorization",
+    "open_dir_nofollow": "efold.registry.files",
+    "probe_lease": "efold.registry.lease",
+    "public_key_id": "efold.registry.authorization",
+    "publish_exclusive": "efold.registry.files",
+    "read_private": "efold.registry.files",
+    "real_registry_root": "efold.registry.burn",
+    "registry_key": "efold.registry.burn",
+    "sign_attestation": "efold.registry.authorization",
+    "verify_authorization": "efold.registry.authorization",
+    "verify_consumption": "efold.registry.burn",
+    "verify_faux_authorization": "efold.registry.authorization",
+    "verify_real_authorization": "efold.registry.authorization",
+    "write_key_pair": "efold.registry.approver_keys",
+}
+
+if TYPE_CHECKING:
+    from efold.registry.approver_keys import load_private_key as load_private_key
+    from efold.registry.approver_keys import load_public_key as load_public_key
+    from efold.registry.approver_keys import write_key_pair as write_key_pair
+    from efold.registry.authorization import FAUX_ACCOUNT_ID as FAUX_ACCOUNT_ID
+    from efold.registry.authorization import MAX_CLOCK_SKEW_S as MAX_CLOCK_SKEW_S
+    from efold.registry.authorization import MAX_VALIDITY_S as MAX_VALIDITY_S
+    from efold.registry.authorization import AccountCommitment as AccountCommitment
+    from efold.registry.authorization import Attestation as Attestation
+    from efold.registry.authorization import AuthorizationBindings as AuthorizationBindings
+    from efold.registry.authorization import AuthorizationDomain as AuthorizationDomain
+    from efold.registry.authorization import FauxMint as FauxMint
+    from efold.registry.authorization import SignedAuthorization as SignedAuthorization
+    from efold.registry.authorization import VerifiedAuthorization as VerifiedAuthorization
+    from efold.registry.authorization import canonical_output_root as canonical_output_root
+    from efold.registry.authorization import check_signature as check_signature
+    from efold.registry.authorization import commit_account as commit_account
+    from efold.registry.authorization import mint_faux_authorization as mint_faux_authorization
+    from efold.registry.authorization import new_authorization_id as new_authorization_id
+    from efold.registry.authorization import public_key_id as public_key_id
+    from efold.registry.authorization import sign_attestation as sign_attestation
+    from efold.registry.authorization import verify_authorization as verify_authorization
+    from efold.registry.authorization import verify_faux_authorization as verify_faux_authorization
+    from efold.registry.authorization import verify_real_authorization as verify_real_authorization
+    from efold.registry.burn import CLAIM_NAME as CLAIM_NAME
+    from efold.registry.burn import CONSUMED_MARKER as CONSUMED_MARKER
+    from efold.registry.burn import ConsumptionRecord as ConsumptionRecord
+    from efold.registry.burn import consume_authorization as consume_authorization
+    from efold.registry.burn import faux_registry_root as faux_registry_root
+    from efold.registry.burn import real_registry_root as real_registry_root
+    from efold.registry.burn import registry_key as registry_key
+    from efold.registry.burn import verify_consumption as verify_consumption
+    from efold.registry.errors import RegistryError as RegistryError
+    from efold.registry.files import check_owner_safe as check_owner_safe
+    from efold.registry.files import fsync_dir as fsync_dir
+    from efold.registry.files import fsync_fd as fsync_fd
+    from efold.registry.files import make_private_dir as make_private_dir
+    from efold.registry.files import open_dir_nofollow as open_dir_nofollow
+    from efold.registry.files import publish_exclusive as publish_exclusive
+    from efold.registry.files import read_private as read_private
+    from efold.registry.journal import JOURNAL_NAME as JOURNAL_NAME
+    from efold.registry.journal import JournalReader as JournalReader
+    from efold.registry.journal import JournalWriter as JournalWriter
+    from efold.registry.journal import journal_path as journal_path
+    from efold.registry.lease import LEASE_NAME as LEASE_NAME
+    from efold.registry.lease import Lease as Lease
+    from efold.registry.lease import LeaseHolder as LeaseHolder
+    from efold.registry.lease import LeaseState as LeaseState
+    from efold.registry.lease import LeaseStatus as LeaseStatus
+    from efold.registry.lease import acquire_lease as acquire_lease
+    from efold.registry.lease import probe_lease as probe_lease
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

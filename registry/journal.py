@@ -88,6 +88,13 @@ HOLD_LOST = "lost"
 HOLD_INTEGRITY = "integrity_stop"
 
 
+def _schema_statements() -> list[str]:
+    # Comments are dropped first: a ';' inside one must not split a statement.
+    # (executescript would COMMIT outside our transaction.)
+    lines = [line for line in _SCHEMA.splitlines() if not line.lstrip().startswith("--")]
+    return [stmt.strip() for stmt in "\n".join(lines).split(";") if stmt.strip()]
+
+
 class LeaseLike(Protocol):
     def assert_held(self) -> None: ...
 
@@ -109,10 +116,17 @@ class JournalReader:
             raise RegistryError(Code.JOURNAL_INVALID, "journal does not exist")
         try:
             self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+        try:
             self._conn.row_factory = sqlite3.Row
             self._check_version()
         except sqlite3.Error as exc:
+            self._conn.close()
             raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+        except BaseException:
+            self._conn.close()
+            raise
 
     def _check_version(self) -> None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -175,6 +189,9 @@ class JournalWriter(JournalReader):
         fresh = not os.path.exists(path)
         try:
             self._conn = sqlite3.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+        try:
             self._conn.row_factory = sqlite3.Row
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -182,7 +199,7 @@ class JournalWriter(JournalReader):
             self._conn.execute("PRAGMA synchronous=FULL")
             if fresh:
                 with self._transaction() as c:
-                    for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                    for stmt in _schema_statements():
                         c.execute(stmt)
                     c.execute(
                         "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
@@ -190,10 +207,17 @@ class JournalWriter(JournalReader):
                 os.chmod(path, 0o600)
             self._check_version()
         except sqlite3.Error as exc:
+            self._conn.close()
             raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+        except BaseException:
+            self._conn.close()
+            raise
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # Invariant: only the lease holder writes, at every write and not just at open:
+        # a controller that released (or lost) its lease must not append anything.
+        self._lease.assert_held()
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:

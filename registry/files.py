@@ -1,0 +1,295 @@
+"""Durable and private files: the only way efold writes a file that must never be
+overwritten or half-written, and reads a file it must trust.
+
+Rules (DESIGN §4):
+
+* **Publish** = temp file ``O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`` in the same directory →
+  write → fsync → ``os.link`` to the final name (``EEXIST`` = taken; never ``rename``,
+  which overwrites) → fsync the directory → unlink the temp → fsync the directory.
+  After ``publish_exclusive`` returns, the file is complete and durable; if it raises,
+  the final name either did not appear or belongs to someone else.
+* **Private read**: every directory on the path is opened ``O_DIRECTORY|O_NOFOLLOW``
+  (a symlink anywhere refuses), the file is named through ``dir_fd``, and the file must
+  be a regular, single-link, owned file that is not group/other-writable, whose
+  ``st_dev/st_ino`` is the same before opening, after opening and after reading.
+* **fsync errors are fatal** (``FSYNC_FAILED``) and never retried: after a failed fsync
+  the kernel may have dropped the dirty pages, so a retry can "succeed" over lost data.
+
+Paths are resolved component by component from ``/`` without following symlinks, so a
+symlink planted at any parent is refused, not just one at the last component.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from efold.errors import Code
+from efold.registry.errors import RegistryError
+
+__all__ = [
+    "check_owner_safe",
+    "fsync_dir",
+    "fsync_fd",
+    "make_private_dir",
+    "open_dir_nofollow",
+    "publish_exclusive",
+    "read_private",
+]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO swapped in at the name must not hang the reader; it is refused
+# by the regular-file check right after.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _check_name(name: str) -> None:
+    """A caller bug, not a filesystem condition: names are single components."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"not a single path component: {name!r}")
+
+
+def fsync_fd(fd: int) -> None:
+    """fsync, mapping failure to the fatal ``FSYNC_FAILED``. Never retried."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise RegistryError(Code.FSYNC_FAILED, f"fsync failed: errno {exc.errno}") from exc
+
+
+def open_dir_nofollow(path: str | os.PathLike[str]) -> int:
+    """Open ``path`` as a directory, walking from ``/`` one component at a time with
+    ``O_NOFOLLOW``: a symlink at any component refuses (``PATH_REFUSED``). The caller
+    owns (and closes) the returned descriptor.
+
+    The path is made absolute lexically (``..`` collapsed). Because no component may be
+    a symlink, the lexical and the physical path are the same directory."""
+    absolute = os.path.abspath(os.fspath(path))
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        for part in absolute.split("/"):
+            if not part:
+                continue
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                why = {errno.ELOOP: "symlink", errno.ENOTDIR: "not a directory",
+                       errno.ENOENT: "missing"}.get(exc.errno or 0, f"errno {exc.errno}")
+                raise RegistryError(Code.PATH_REFUSED, f"directory component {why}") from exc
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def _opened_dir(path: str | os.PathLike[str]) -> Iterator[int]:
+    fd = open_dir_nofollow(path)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a directory's entries durable (a created, linked or removed name)."""
+    with _opened_dir(path) as fd:
+        fsync_fd(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def publish_exclusive(
+    directory: str | os.PathLike[str], name: str, data: bytes, *, mode: int = 0o600
+) -> None:
+    """Publish ``data`` at ``directory/name`` exactly once, complete and durable.
+
+    Raises ``PUBLISH_TARGET_EXISTS`` if the name is taken by anything (a file, a
+    directory, a dangling symlink): the existing entry is never touched.
+    ``PATH_REFUSED`` if the directory path holds a symlink; ``FSYNC_FAILED`` (fatal) or
+    ``PUBLISH_FAILED`` on an I/O error, after which the final name is absent."""
+    _check_name(name)
+    with _opened_dir(directory) as dir_fd:
+        temp = f".{name}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+        try:
+            fd = os.open(temp, _TEMP_FLAGS, mode, dir_fd=dir_fd)
+        except OSError as exc:
+            raise RegistryError(Code.PUBLISH_FAILED, f"temp create: errno {exc.errno}") from exc
+        linked = False
+        try:
+            try:
+                os.fchmod(fd, mode)  # the umask must not widen or narrow the mode
+                _write_all(fd, data)
+            except OSError as exc:
+                raise RegistryError(Code.PUBLISH_FAILED, f"write: errno {exc.errno}") from exc
+            fsync_fd(fd)
+            try:
+                os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError as exc:
+                raise RegistryError(Code.PUBLISH_TARGET_EXISTS, "target name is taken") from exc
+            except OSError as exc:
+                raise RegistryError(Code.PUBLISH_FAILED, f"link: errno {exc.errno}") from exc
+            linked = True
+            fsync_fd(dir_fd)
+        finally:
+            os.close(fd)
+            # The temp name is ours alone (O_EXCL + random suffix): always remove it.
+            try:
+                os.unlink(temp, dir_fd=dir_fd)
+            except OSError as exc:
+                if linked:
+                    raise RegistryError(
+                        Code.PUBLISH_FAILED, f"temp unlink: errno {exc.errno}"
+                    ) from exc
+        fsync_fd(dir_fd)
+
+
+def _refuse_unsafe_file(st: os.stat_result, *, owner_only: bool) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, "symlink")
+    if not stat.S_ISREG(st.st_mode):
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, "not a regular file")
+    if st.st_nlink != 1:
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, "link count is not 1")
+    if st.st_uid != os.geteuid():
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, "not owned by this user")
+    if st.st_mode & 0o022:
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, "group/other-writable")
+    if owner_only and st.st_mode & 0o077:
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, "group/other-accessible")
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def read_private(
+    directory: str | os.PathLike[str], name: str, *, max_bytes: int, owner_only: bool = False
+) -> bytes:
+    """Read a file efold must trust. Refuses (``PRIVATE_READ_REFUSED``) a symlink, a
+    non-regular file, link count ≠ 1, a file not owned by this user, a group/other-
+    writable file (with ``owner_only``: any group/other permission), a file larger than
+    ``max_bytes``, and a name whose ``st_dev/st_ino`` changes between the checks.
+    ``PRIVATE_FILE_MISSING`` if the name does not exist."""
+    _check_name(name)
+    with _opened_dir(directory) as dir_fd:
+        try:
+            before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError as exc:
+            raise RegistryError(Code.PRIVATE_FILE_MISSING, "no such file") from exc
+        _refuse_unsafe_file(before, owner_only=owner_only)
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError as exc:
+            raise RegistryError(Code.PRIVATE_READ_REFUSED, "file vanished") from exc
+        except OSError as exc:
+            raise RegistryError(Code.PRIVATE_READ_REFUSED, f"open: errno {exc.errno}") from exc
+        try:
+            opened = os.fstat(fd)
+            if not _same_file(before, opened):
+                raise RegistryError(Code.PRIVATE_READ_REFUSED, "file replaced before open")
+            _refuse_unsafe_file(opened, owner_only=owner_only)
+            if opened.st_size > max_bytes:
+                raise RegistryError(Code.PRIVATE_READ_REFUSED, "file larger than allowed")
+            chunks: list[bytes] = []
+            total = 0
+            while True:
+                chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > max_bytes:
+                    raise RegistryError(Code.PRIVATE_READ_REFUSED, "file larger than allowed")
+            # Re-check both the open file (a link added meanwhile) and the name (a
+            # rename over it meanwhile): what we read must still be what the name means.
+            _refuse_unsafe_file(os.fstat(fd), owner_only=owner_only)
+        except OSError as exc:
+            raise RegistryError(Code.PRIVATE_READ_REFUSED, f"read: errno {exc.errno}") from exc
+        finally:
+            os.close(fd)
+        try:
+            after = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError as exc:
+            raise RegistryError(Code.PRIVATE_READ_REFUSED, "file vanished") from exc
+        if not _same_file(opened, after):
+            raise RegistryError(Code.PRIVATE_READ_REFUSED, "file replaced while reading")
+        return b"".join(chunks)
+
+
+def _refuse_unsafe_dir(st: os.stat_result) -> None:
+    if not stat.S_ISDIR(st.st_mode):
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "not a directory")
+    if st.st_uid != os.geteuid():
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "not owned by this user")
+    if st.st_mode & 0o022:
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "group/other-writable")
+
+
+def make_private_dir(path: str | os.PathLike[str], *, parents: bool = False) -> None:
+    """Create ``path`` as an owner-only (0700) directory and make its name durable (the
+    parent is fsynced). An existing directory is accepted only if it is a real directory
+    (not a symlink) owned by this user and not group/other-writable; otherwise
+    ``PRIVATE_DIR_REFUSED``. With ``parents``, missing ancestors are created the same
+    way (existing ancestors are only required to contain no symlink)."""
+    absolute = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(absolute)
+    if not name:
+        raise ValueError("the root directory cannot be made private")
+    if parents:
+        prefix = "/"
+        for part in parent.split("/"):
+            prefix = os.path.join(prefix, part)
+            if part and not os.path.lexists(prefix):
+                make_private_dir(prefix)
+    with _opened_dir(parent) as parent_fd:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+            created = True
+        except FileExistsError:
+            created = False
+        except OSError as exc:
+            raise RegistryError(Code.PRIVATE_DIR_REFUSED, f"mkdir: errno {exc.errno}") from exc
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as exc:
+            why = "symlink" if exc.errno == errno.ELOOP else f"errno {exc.errno}"
+            raise RegistryError(Code.PRIVATE_DIR_REFUSED, why) from exc
+        try:
+            if created:
+                os.fchmod(fd, 0o700)  # exact mode whatever the umask
+            _refuse_unsafe_dir(os.fstat(fd))
+        finally:
+            os.close(fd)
+        if created:
+            fsync_fd(parent_fd)
+
+
+def check_owner_safe(path: str | os.PathLike[str]) -> None:
+    """Refuse (``PATH_REFUSED``) unless every directory from ``/`` to ``path`` is a real
+    directory (no symlink) owned by root or this user, and not writable by group/other
+    unless it has the sticky bit (as ``/tmp`` does: others there cannot rename or delete
+    our entries). This is what "owner-safe ancestors" means for the burn registry and
+    the run root: nobody else can swap a directory on the way."""
+    absolute = os.path.abspath(os.fspath(path))
+    current = "/"
+    for part in [""] + [p for p in absolute.split("/") if p]:
+        current = os.path.join(current, part) if part else "/"
+        with _opened_dir(current) as fd:
+            st = os.fstat(fd)
+        if st.st_uid not in (0, os.geteuid()):
+            raise RegistryError(Code.PATH_REFUSED, "ancestor owned by another user")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            raise RegistryError(Code.PATH_REFUSED, "ancestor writable by others")

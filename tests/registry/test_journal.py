@@ -1,0 +1,232 @@
+"""The run journal: single writer under the lease, committed-before-return, read-only
+readers in other processes, and the hold state machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from efold.errors import Code
+from efold.identity import ProcessIdentity, current_identity
+from efold.registry.errors import RegistryError
+from efold.registry.journal import (
+    HOLD_ACTIVE,
+    HOLD_CONSUMED,
+    HOLD_LOST,
+    HOLD_SETTLED,
+    JOURNAL_NAME,
+    SCHEMA_VERSION,
+    JournalReader,
+    JournalWriter,
+)
+from efold.registry.lease import acquire_lease
+
+
+def _code_of(call: object) -> Code:
+    with pytest.raises(RegistryError) as info:
+        call()  # type: ignore[operator]
+    return info.value.code
+
+
+def _hold(writer: JournalWriter, permit_id: str, units: int = 100) -> None:
+    writer.record_hold(permit_id=permit_id, epoch=1, slot="s0001", request_id="r1",
+                       round=1, payload_digest="d" * 64, hold_units=units)
+
+
+def test_writer_creates_a_private_wal_journal_with_full_sync(run_dir: Path) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        conn = writer._conn
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert tables - {"sqlite_sequence"} == {
+            "meta", "epochs", "launches", "containments", "members", "signals", "holds",
+            "stops", "slot_status", "receipts"}
+        writer.close()
+    assert stat.S_IMODE(os.stat(run_dir / JOURNAL_NAME).st_mode) == 0o600
+    with JournalReader(run_dir) as reader:
+        assert reader.rows("meta") == [{"key": "schema_version", "value": str(SCHEMA_VERSION)}]
+
+
+def test_only_the_lease_holder_writes(run_dir: Path) -> None:
+    lease = acquire_lease(run_dir)
+    writer = JournalWriter(run_dir, lease)
+    writer.record_epoch(current_identity())
+    lease.release()
+    # A writer whose lease is gone appends nothing, and none can be opened.
+    assert _code_of(lambda: writer.record_epoch(current_identity())) is Code.LEASE_NOT_HELD
+    assert _code_of(lambda: JournalWriter(run_dir, lease)) is Code.LEASE_NOT_HELD
+    writer.close()
+    with JournalReader(run_dir) as reader:
+        assert len(reader.rows("epochs")) == 1
+
+
+def test_reader_is_read_only(run_dir: Path) -> None:
+    with acquire_lease(run_dir) as lease:
+        JournalWriter(run_dir, lease).close()
+    with JournalReader(run_dir) as reader, pytest.raises(sqlite3.OperationalError):
+        reader._conn.execute("INSERT INTO stops (epoch, code, sticky, recorded_ns)"
+                             " VALUES (1, 'x', 0, 0)")
+    with JournalReader(run_dir) as reader, pytest.raises(ValueError):
+        reader.rows("holds; DROP TABLE holds")
+
+
+def test_missing_or_foreign_journal_is_refused(run_dir: Path, tmp_path: Path) -> None:
+    assert _code_of(lambda: JournalReader(run_dir)) is Code.JOURNAL_INVALID
+    with acquire_lease(run_dir) as lease:
+        JournalWriter(run_dir, lease).close()
+    conn = sqlite3.connect(run_dir / JOURNAL_NAME)
+    conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    assert _code_of(lambda: JournalReader(run_dir)) is Code.JOURNAL_INVALID
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / JOURNAL_NAME).write_bytes(b"not a database at all, just bytes" * 10)
+    assert _code_of(lambda: JournalReader(other)) is Code.JOURNAL_INVALID
+
+
+def test_epochs_launches_containment_members_signals(run_dir: Path) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        me = current_identity()
+        assert writer.record_epoch(me) == 1
+        assert writer.record_epoch(me) == 2
+        child = ProcessIdentity(pid=4242, start_time=99, boot_id=me.boot_id)
+        launch = writer.record_launch(epoch=2, slot="s0001", kind="probe", identity=child,
+                                      pgid=4242)
+        containment = writer.record_containment_start(launch, "worker_timeout")
+        ids = writer.record_members(launch_id=launch, containment_id=containment,
+                                    members=[(child, 4242, "leader"), (child, 4242, "desc")])
+        assert len(ids) == 2 and ids[0] < ids[1]
+        writer.record_signal(launch_id=launch, containment_id=containment, pid=4242,
+                             signal=15, via="pidfd")
+        writer.record_containment_end(containment, "contained")
+        writer.record_exit(launch, -9)
+        writer.close()
+    with JournalReader(run_dir) as reader:
+        assert [e["epoch"] for e in reader.rows("epochs")] == [1, 2]
+        (row,) = reader.rows("launches")
+        assert (row["pid"], row["start_time"], row["pgid"], row["exit_status"]) == \
+            (4242, 99, 4242, -9)
+        assert reader.rows("containments")[0]["result"] == "contained"
+        assert [m["role"] for m in reader.rows("members")] == ["leader", "desc"]
+        assert reader.rows("signals")[0]["via"] == "pidfd"
+
+
+def test_hold_state_machine(run_dir: Path) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        _hold(writer, "p1")
+        assert writer.hold("p1")["state"] == HOLD_ACTIVE  # type: ignore[index]
+        writer.record_consumption("p1", "b" * 64)
+        assert _code_of(lambda: writer.record_consumption("p1", "b" * 64)) \
+            is Code.JOURNAL_INVALID
+        writer.record_settlement(permit_id="p1", state=HOLD_SETTLED, outcome="settled",
+                                 code=None, settled_units=40, partial_units=None,
+                                 usage={"output": 5, "input": 10}, tier="default")
+        assert _code_of(lambda: writer.record_settlement(
+            permit_id="p1", state=HOLD_LOST, outcome="lost", code=None, settled_units=None,
+            partial_units=None, usage=None, tier=None)) is Code.JOURNAL_INVALID
+        # An admitted request may fail before consumption: the hold is kept as lost.
+        _hold(writer, "p2")
+        writer.record_settlement(permit_id="p2", state=HOLD_LOST, outcome="lost",
+                                 code="lookup_stream_lost", settled_units=None,
+                                 partial_units=None, usage=None, tier=None)
+        with pytest.raises(ValueError):
+            writer.record_settlement(permit_id="p3", state=HOLD_CONSUMED, outcome="x",
+                                     code=None, settled_units=None, partial_units=None,
+                                     usage=None, tier=None)
+        assert _code_of(lambda: writer.record_consumption("unknown", "b" * 64)) \
+            is Code.JOURNAL_INVALID
+        with pytest.raises(sqlite3.IntegrityError):
+            _hold(writer, "p1")  # a permit id is never reused
+        writer.close()
+    with JournalReader(run_dir) as reader:
+        p1 = reader.hold("p1")
+        assert p1 is not None
+        assert (p1["state"], p1["settled_units"], p1["usage"]) == \
+            (HOLD_SETTLED, 40, '{"input": 10, "output": 5}')
+        assert reader.hold("p2")["state"] == HOLD_LOST  # type: ignore[index]
+        assert reader.hold("nope") is None
+
+
+def test_stops_receipts_and_slot_status(run_dir: Path) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        writer.record_stop(epoch=1, code="lookup_repeated_loss", slot="s1", sticky=False)
+        assert writer.sticky_stop() is None
+        writer.record_stop(epoch=1, code="lookup_invalid_usage", slot="s1", sticky=True)
+        writer.record_stop(epoch=1, code="unreconciled_containment", slot=None, sticky=True)
+        assert writer.sticky_stop() == "unreconciled_containment"  # outranks every cause
+        writer.record_receipt("s1", "r" * 64)
+        assert _code_of(lambda: writer.record_receipt("s1", "q" * 64)) \
+            is Code.RECEIPT_DUPLICATE
+        writer.record_slot_status("s1", "incomplete", "lookup_stream_lost")
+        writer.record_slot_status("s1", "completed")
+        writer.close()
+    with JournalReader(run_dir) as reader:
+        assert reader.rows("receipts")[0]["digest"] == "r" * 64
+        (status,) = reader.rows("slot_status")
+        assert (status["status"], status["code"]) == ("completed", None)
+
+
+def test_a_record_is_durable_when_the_call_returns(run_dir: Path) -> None:
+    # The writer is SIGKILLed the instant record_hold returns; another process then
+    # finds the hold. (Committed-before-return is what lets a permit follow a hold.)
+    code = textwrap.dedent("""
+        import os, signal, sys
+        from efold.registry.journal import JournalWriter
+        from efold.registry.lease import acquire_lease
+        lease = acquire_lease(sys.argv[1])
+        writer = JournalWriter(sys.argv[1], lease)
+        writer.record_hold(permit_id="p-kill", epoch=1, slot="s", request_id="r", round=1,
+                           payload_digest="d" * 64, hold_units=7)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(run_dir)], capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    reader_code = textwrap.dedent("""
+        import sys
+        from efold.registry.journal import JournalReader
+        with JournalReader(sys.argv[1]) as reader:
+            print(reader.hold("p-kill")["hold_units"])
+    """)
+    out = subprocess.run([sys.executable, "-c", reader_code, str(run_dir)],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "7"
+    # The next controller (the lease of the dead one is retaken) continues the journal.
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        assert writer.record_epoch(current_identity()) == 1
+        assert writer.hold("p-kill") is not None
+        writer.close()
+
+
+def test_reader_in_another_process_sees_rows_while_writer_is_open(run_dir: Path) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        _hold(writer, "p-live", 11)
+        code = textwrap.dedent("""
+            import sys
+            from efold.registry.journal import JournalReader
+            with JournalReader(sys.argv[1]) as reader:
+                print(reader.hold("p-live")["state"])
+        """)
+        out = subprocess.run([sys.executable, "-c", code, str(run_dir)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert out == HOLD_ACTIVE
+        writer.record_consumption("p-live", "b" * 64)
+        out = subprocess.run([sys.executable, "-c", code, str(run_dir)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert out == HOLD_CONSUMED
+        writer.close()
