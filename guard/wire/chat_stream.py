@@ -1,0 +1,165 @@
+"""Parsers of OpenAI Chat Completions responses: streaming and non-streaming.
+
+Output is converted to Responses-shaped items so the reader loop sees one shape:
+``{"type": "message", "role": "assistant", "content": [{"type": "output_text",
+"text": ...}]}`` and ``{"type": "function_call", "call_id", "name", "arguments"}``.
+
+Streaming: ``data: {chunk}`` events, ``data: [DONE]`` terminal. Content and tool-call
+deltas are accumulated (tool calls by ``index``). With ``stream_options.include_usage``
+the last chunk carries ``usage`` (every earlier chunk has ``usage: null``); a stream
+whose usage never arrives (several local OpenAI-compatible servers) reads as
+**missing usage**, never zero. ``finish_reason`` ``length``/``content_filter`` reads as
+incomplete. A chunk with an ``error`` object is a failure. No ``[DONE]``: lost.
+
+Non-streaming: the body is buffered and decoded once at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from efold.guard.wire.outcome import Terminal, WireOutcome, read_tier, read_usage
+from efold.guard.wire.sse import SseDecoder, SseError
+
+_INCOMPLETE_REASONS = frozenset({"length", "content_filter"})
+
+
+def _items(text: str, calls: list[dict[str, str]]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if text:
+        items.append({"type": "message", "role": "assistant",
+                      "content": [{"type": "output_text", "text": text}]})
+    for call in calls:
+        items.append({"type": "function_call", "call_id": call["id"], "name": call["name"],
+                      "arguments": call["arguments"]})
+    return items
+
+
+class ChatStreamParser:
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._decoder = msgspec.json.Decoder()
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, str]] = {}
+        self._finish_reason: str | None = None
+        self._usage: Any = None
+        self._tier: str | None = None
+        self._failed = False
+        self._done = False
+        self._malformed = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self._done or self._malformed:
+            return
+        try:
+            events = self._sse.feed(chunk)
+        except SseError:
+            self._malformed = True
+            return
+        for event in events:
+            if event.data.strip() == "[DONE]":
+                self._done = True
+                return
+            try:
+                data = self._decoder.decode(event.data)
+            except msgspec.DecodeError:
+                self._malformed = True
+                return
+            if not isinstance(data, dict):
+                self._malformed = True
+                return
+            self._chunk(data)
+
+    def _chunk(self, data: dict[str, Any]) -> None:
+        if data.get("error") is not None:
+            self._failed = True
+        if data.get("usage") is not None:
+            self._usage = data["usage"]
+        tier = read_tier(data)
+        if tier is not None:
+            self._tier = tier
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            if isinstance(choice.get("finish_reason"), str):
+                self._finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        if isinstance(delta.get("content"), str):
+            self._text.append(delta["content"])
+        calls = delta.get("tool_calls")
+        if not isinstance(calls, list):
+            return
+        for call in calls:
+            if not isinstance(call, dict) or not isinstance(call.get("index"), int):
+                continue
+            acc = self._calls.setdefault(call["index"], {"id": "", "name": "", "arguments": ""})
+            if isinstance(call.get("id"), str):
+                acc["id"] = call["id"]
+            fn = call.get("function")
+            if isinstance(fn, dict):
+                if isinstance(fn.get("name"), str):
+                    acc["name"] += fn["name"]
+                if isinstance(fn.get("arguments"), str):
+                    acc["arguments"] += fn["arguments"]
+
+    def finish(self) -> WireOutcome:
+        usage, invalid = read_usage(self._usage, chat=True)
+        items = _items("".join(self._text), [self._calls[i] for i in sorted(self._calls)])
+        if self._failed:
+            terminal = Terminal.FAILED
+        elif not self._done or self._malformed:
+            terminal = Terminal.NONE
+        elif self._finish_reason in _INCOMPLETE_REASONS:
+            terminal = Terminal.INCOMPLETE
+        else:
+            terminal = Terminal.COMPLETED
+        return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid,
+                           tier=self._tier, output_items=items, malformed=self._malformed)
+
+
+class ChatBodyParser:
+    """Non-streaming: buffer the JSON body, decode it at the end."""
+
+    def __init__(self) -> None:
+        self._body = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self._body += chunk
+
+    def finish(self) -> WireOutcome:
+        try:
+            data = msgspec.json.decode(bytes(self._body))
+        except msgspec.DecodeError:
+            return WireOutcome(terminal=Terminal.NONE, malformed=True)
+        if not isinstance(data, dict):
+            return WireOutcome(terminal=Terminal.NONE, malformed=True)
+        usage, invalid = read_usage(data.get("usage"), chat=True)
+        tier = read_tier(data)
+        if data.get("error") is not None:
+            return WireOutcome(terminal=Terminal.FAILED, usage=usage, usage_invalid=invalid,
+                               tier=tier)
+        choices = data.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+            return WireOutcome(terminal=Terminal.NONE, malformed=True)
+        message = choice["message"]
+        text = message.get("content") if isinstance(message.get("content"), str) else ""
+        calls = []
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                calls.append({"id": str(call.get("id", "")), "name": str(fn.get("name", "")),
+                              "arguments": str(fn.get("arguments", ""))})
+        terminal = (Terminal.INCOMPLETE if choice.get("finish_reason") in _INCOMPLETE_REASONS
+                    else Terminal.COMPLETED)
+        return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid, tier=tier,
+                           output_items=_items(text or "", calls))

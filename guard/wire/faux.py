@@ -1,0 +1,146 @@
+"""The faux transport: a scripted provider speaking Responses SSE, offline.
+
+``FauxTransport(responder)`` decodes the exact body the guard sends, hands the payload
+to ``responder(payload) -> list[output item]`` (or a ``FauxReply`` for fault scripts),
+renders the reply as Responses SSE bytes (``response.created``, ``output_item.added``,
+text/argument deltas, ``output_item.done``, a terminal event with usage) and returns
+them split into small chunks, so the faux path runs through the *same* incremental
+parser as the real adapter.
+
+Faux usage, when not scripted, is deterministic: ``input_tokens = max(1, ceil(body
+bytes / 4))`` (so always ≤ U_k, which counts every body byte), ``output_tokens =
+ceil(bytes of the JSON output items / 4)``, no cached or reasoning tokens, tier
+``default``. This module imports only the standard library and msgspec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from efold.errors import Code
+from efold.guard.contract import FAUX_BASE_URL
+from efold.guard.errors import GuardError
+from efold.guard.transport import SendTicket, WireRequest, WireResponse, require_ticket
+
+FauxTerminal = Literal["completed", "incomplete", "failed", "error", "cut"]
+
+
+@dataclass(frozen=True)
+class FauxReply:
+    """A scripted reply. ``usage="computed"`` derives faux usage; ``None`` sends no
+    usage (missing); a dict is sent verbatim as the raw ``usage`` object. ``tier=None``
+    omits ``service_tier``. ``terminal="cut"`` ends the stream without a terminal event."""
+
+    items: list[dict[str, Any]]
+    usage: dict[str, Any] | Literal["computed"] | None = "computed"
+    tier: str | None = "default"
+    terminal: FauxTerminal = "completed"
+
+
+Responder = Callable[[dict[str, Any]], "list[dict[str, Any]] | FauxReply"]
+
+
+def faux_usage(body: bytes, items: list[dict[str, Any]]) -> dict[str, Any]:
+    output_bytes = len(msgspec.json.encode(items))
+    return {
+        "input_tokens": max(1, -(-len(body) // 4)),
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": -(-output_bytes // 4),
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+
+
+def _event(kind: str, seq: int, **fields: Any) -> bytes:
+    data = msgspec.json.encode({"type": kind, "sequence_number": seq, **fields})
+    return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
+
+
+def _halves(text: str) -> list[str]:
+    mid = len(text) // 2
+    return [part for part in (text[:mid], text[mid:]) if part]
+
+
+def render_responses_sse(reply: FauxReply, usage: dict[str, Any] | None) -> bytes:
+    """A reply as a Responses event stream."""
+    out: list[bytes] = []
+    seq = iter(range(1 << 30))
+    created = {"id": "resp_faux", "object": "response", "status": "in_progress",
+               "output": [], "service_tier": "auto"}  # the *requested* tier: never billed
+    out.append(_event("response.created", next(seq), response=created))
+    for index, item in enumerate(reply.items):
+        kind = item.get("type")
+        skeleton = {**item, "content": []} if kind == "message" else item
+        out.append(_event("response.output_item.added", next(seq), output_index=index,
+                          item=skeleton))
+        if kind == "message":
+            for part in item.get("content", []):
+                for piece in _halves(str(part.get("text", ""))):
+                    out.append(_event("response.output_text.delta", next(seq),
+                                      output_index=index, content_index=0, delta=piece))
+        elif kind == "function_call":
+            for piece in _halves(str(item.get("arguments", ""))):
+                out.append(_event("response.function_call_arguments.delta", next(seq),
+                                  output_index=index, delta=piece))
+        out.append(_event("response.output_item.done", next(seq), output_index=index,
+                          item=item))
+    if reply.terminal == "cut":
+        return b"".join(out)
+    if reply.terminal == "error":
+        out.append(_event("error", next(seq), code="server_error", message="faux error"))
+        return b"".join(out)
+    final: dict[str, Any] = {"id": "resp_faux", "object": "response",
+                             "status": reply.terminal, "output": reply.items}
+    if usage is not None:
+        final["usage"] = usage
+    if reply.tier is not None:
+        final["service_tier"] = reply.tier
+    out.append(_event(f"response.{reply.terminal}", next(seq), response=final))
+    return b"".join(out)
+
+
+class BufferedResponse:
+    """A complete body handed out in fixed-size chunks (splitting UTF-8 sequences
+    and line ends wherever they fall)."""
+
+    def __init__(self, status: int, body: bytes, chunk_size: int) -> None:
+        self.status = status
+        self._body = body
+        self._chunk_size = chunk_size
+
+    def chunks(self) -> Iterator[bytes]:
+        body, size = self._body, self._chunk_size
+        for start in range(0, len(body), size):
+            yield body[start:start + size]
+
+    def close(self) -> None:
+        self._body = b""
+
+
+class FauxTransport:
+    """Offline scripted provider for the Responses route ``faux://local``."""
+
+    route = FAUX_BASE_URL
+
+    def __init__(self, responder: Responder, *, chunk_size: int = 61) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be >= 1")
+        self._responder = responder
+        self._chunk_size = chunk_size
+        self.sends = 0  # how many requests reached the responder
+
+    def open(self, ticket: SendTicket, request: WireRequest) -> WireResponse:
+        require_ticket(ticket)
+        if request.path != "/responses" or not request.stream:
+            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "faux speaks streaming Responses only")
+        self.sends += 1
+        payload = msgspec.json.decode(request.body)
+        reply = self._responder(payload)
+        if not isinstance(reply, FauxReply):
+            reply = FauxReply(items=list(reply))
+        usage = (faux_usage(request.body, reply.items) if isinstance(reply.usage, str)
+                 else reply.usage)
+        return BufferedResponse(200, render_responses_sse(reply, usage), self._chunk_size)
