@@ -1,1 +1,105 @@
-"""folds"""
+"""folds: fold arms, the plugin loader, the history store and its metered lookup tool,
+checkpoint snapshots, and availability analysis (DESIGN §7).
+
+The prep child builds a checkpoint (``get_fold(name).build(TracePrefix.of(trace))``) and
+writes it (``write_checkpoint``); the probe child restores it (``read_checkpoint``),
+builds the first request (``checkpoint_to_request``) and serves lookups
+(``RestoredCheckpoint.lookup_tool()``, a fresh meter per probe); the evaluator judges
+what a fold kept without a model (``checkpoint_availability``).
+
+Public names are re-exported lazily (PEP 562): a probe child that needs only the
+snapshot and the lookup tool does not pay for the plugin loader (importlib.metadata),
+the external-command runner (subprocess) or the evaluator's availability analysis.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from efold.folds.availability import AvailabilityResult as AvailabilityResult
+    from efold.folds.availability import checkpoint_availability as checkpoint_availability
+    from efold.folds.availability import probe_availability as probe_availability
+    from efold.folds.checkpoint import HISTORY_GET as HISTORY_GET
+    from efold.folds.checkpoint import HISTORY_SEARCH as HISTORY_SEARCH
+    from efold.folds.checkpoint import LOOKUP_TOOLS as LOOKUP_TOOLS
+    from efold.folds.checkpoint import Checkpoint as Checkpoint
+    from efold.folds.checkpoint import FoldReceipt as FoldReceipt
+    from efold.folds.checkpoint import HistoryRecord as HistoryRecord
+    from efold.folds.checkpoint import ReaderMessage as ReaderMessage
+    from efold.folds.checkpoint import RetainedStore as RetainedStore
+    from efold.folds.errors import FoldError as FoldError
+    from efold.folds.errors import PluginError as PluginError
+    from efold.folds.external import ExternalCommandFold as ExternalCommandFold
+    from efold.folds.fold import Fold as Fold
+    from efold.folds.fold import TracePrefix as TracePrefix
+    from efold.folds.lookup import LookupTool as LookupTool
+    from efold.folds.lookup import lookup_tool_schemas as lookup_tool_schemas
+    from efold.folds.meter import LOOKUP_BYTE_BUDGET as LOOKUP_BYTE_BUDGET
+    from efold.folds.meter import LOOKUP_CALL_BUDGET as LOOKUP_CALL_BUDGET
+    from efold.folds.meter import Meter as Meter
+    from efold.folds.meter import MeterWitness as MeterWitness
+    from efold.folds.registry import BUILTIN_ARMS as BUILTIN_ARMS
+    from efold.folds.registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+    from efold.folds.registry import arm_names as arm_names
+    from efold.folds.registry import get_fold as get_fold
+    from efold.folds.request import checkpoint_to_request as checkpoint_to_request
+    from efold.folds.snapshot import RestoredCheckpoint as RestoredCheckpoint
+    from efold.folds.snapshot import SnapshotManifest as SnapshotManifest
+    from efold.folds.snapshot import copy_snapshot as copy_snapshot
+    from efold.folds.snapshot import read_checkpoint as read_checkpoint
+    from efold.folds.snapshot import write_checkpoint as write_checkpoint
+    from efold.folds.store import HistoryStore as HistoryStore
+
+# Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "AvailabilityResult": "efold.folds.availability",
+    "checkpoint_availability": "efold.folds.availability",
+    "probe_availability": "efold.folds.availability",
+    "HISTORY_GET": "efold.folds.checkpoint",
+    "HISTORY_SEARCH": "efold.folds.checkpoint",
+    "LOOKUP_TOOLS": "efold.folds.checkpoint",
+    "Checkpoint": "efold.folds.checkpoint",
+    "FoldReceipt": "efold.folds.checkpoint",
+    "HistoryRecord": "efold.folds.checkpoint",
+    "ReaderMessage": "efold.folds.checkpoint",
+    "RetainedStore": "efold.folds.checkpoint",
+    "FoldError": "efold.folds.errors",
+    "PluginError": "efold.folds.errors",
+    "ExternalCommandFold": "efold.folds.external",
+    "Fold": "efold.folds.fold",
+    "TracePrefix": "efold.folds.fold",
+    "LookupTool": "efold.folds.lookup",
+    "lookup_tool_schemas": "efold.folds.lookup",
+    "LOOKUP_BYTE_BUDGET": "efold.folds.meter",
+    "LOOKUP_CALL_BUDGET": "efold.folds.meter",
+    "Meter": "efold.folds.meter",
+    "MeterWitness": "efold.folds.meter",
+    "BUILTIN_ARMS": "efold.folds.registry",
+    "ENTRY_POINT_GROUP": "efold.folds.registry",
+    "arm_names": "efold.folds.registry",
+    "get_fold": "efold.folds.registry",
+    "checkpoint_to_request": "efold.folds.request",
+    "RestoredCheckpoint": "efold.folds.snapshot",
+    "SnapshotManifest": "efold.folds.snapshot",
+    "copy_snapshot": "efold.folds.snapshot",
+    "read_checkpoint": "efold.folds.snapshot",
+    "write_checkpoint": "efold.folds.snapshot",
+    "HistoryStore": "efold.folds.store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

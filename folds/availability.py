@@ -1,0 +1,212 @@
+"""Availability: can the reader reach a probe's expected value in this checkpoint?
+
+Evaluator side and model-free (DESIGN §7): it reads the probe's expected values, so it
+runs in the controller or the evaluator, never in a reader's context. Per probe:
+
+* ``not_applicable``: abstention and redaction probes (nothing to recall);
+* ``present`` / ``superseded_present``: a *fact line* for the probe is visible in the
+  checkpoint and holds an expected value (and a superseded value is visible too);
+* ``recoverable``: not visible, but the reference lookup path reaches the value within
+  a fresh meter (below);
+* ``absent``: neither.
+
+Fact lines follow ``corpus/FORMS.md``; a visible line is first stripped of a leading
+``- `` bullet and of ``[record <id>]`` citations (how the pack and projection show
+them). Which lines count, per category:
+
+* tool_identifier, superseded_current: ``<Label>: <value>`` lines and
+  ``Correction: the <label> changes from .. to ..`` lines for the probe's label;
+  identifiers compare after normalisation (case, separators), other values literally
+  (case-insensitive), as the trace writes them in one canonical form;
+* commitment_status, artifact_status: ``Status of the <thing>: <TOKEN>`` lines whose
+  ``status of the <thing>`` equals the probe's label;
+* next_action: ``Next: <task> by <deadline>.`` lines holding every expected keyword;
+* active_constraint: ``Rule: never ...`` lines holding the expected topic (recall) or,
+  in task mode, every forbidden value across the visible rule lines.
+
+The reference lookup path (reference "Frozen sizing policy"): the source record is
+looked up in the arm's own sanitized store; if the checkpoint cites it, one
+``history_get``, otherwise one ``history_search`` at limit 10 with the evaluator-only
+source line as the query; then every ``next_cursor`` page. It succeeds when the source
+was found, fully returned within the meter, and its concatenated pages equal the
+retained record and hold an expected value. It never scans the store linearly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from efold.corpus.forms import CORRECTION_LINE, FACT_LINE, NEXT_LINE, RULE_LINE, STATUS_LINE
+from efold.corpus.model import Availability, Category, Probe
+from efold.folds.checkpoint import (
+    CITATION_PATTERN,
+    HISTORY_GET,
+    HISTORY_SEARCH,
+    Checkpoint,
+    cite,
+    visible_text,
+)
+from efold.folds.lookup import MAX_SEARCH_LIMIT, LookupTool
+from efold.folds.meter import Meter
+from efold.folds.store import HistoryStore
+
+
+class AvailabilityResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Content-free availability of one probe in one checkpoint."""
+
+    probe_id: str
+    availability: Availability
+    path: Literal["visible", "get", "search"] | None  # how it was reached, if it was
+    calls: int  # reference-path lookup calls spent (0 unless the path ran)
+    bytes: int  # reference-path response bytes delivered
+
+
+def _clean_line(line: str) -> str:
+    line = CITATION_PATTERN.sub("", line).strip()
+    return line[2:] if line.startswith("- ") else line
+
+
+def fact_lines(text: str) -> list[str]:
+    """Every line of ``text``, cleaned of bullets and citations."""
+    return [_clean_line(line) for line in text.split("\n")]
+
+
+def _identifier_regex(value: str) -> re.Pattern[str]:
+    body = r"[\s\-_./]*".join(re.escape(c) for c in value if c.isalnum())
+    return re.compile(rf"(?i)(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])")
+
+
+def _holds(line: str, value: str, kind: str | None) -> bool:
+    if kind == "identifier":
+        return _identifier_regex(value).search(line) is not None
+    return value.lower() in line.lower()
+
+
+def _relevant(line: str, probe: Probe) -> bool:
+    """Whether ``line`` is a fact line for ``probe`` (see the module docstring)."""
+    label = (probe.label or "").lower()
+    category = probe.category
+    if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT):
+        fact = FACT_LINE.match(line)
+        if fact is not None and fact.group("label").lower() == label:
+            return True
+        correction = CORRECTION_LINE.match(line)
+        return correction is not None and correction.group("label").lower() == label
+    if category in (Category.COMMITMENT_STATUS, Category.ARTIFACT_STATUS):
+        status = STATUS_LINE.match(line)
+        return status is not None and f"status of the {status.group('thing')}".lower() == label
+    if category is Category.NEXT_ACTION:
+        return NEXT_LINE.match(line) is not None
+    if category is Category.ACTIVE_CONSTRAINT:
+        return RULE_LINE.match(line) is not None
+    return False
+
+
+def _sought(probe: Probe) -> list[str]:
+    if probe.category is Category.ACTIVE_CONSTRAINT and probe.mode == "task":
+        return list(probe.forbidden)
+    return list(probe.expected)
+
+
+def _found(lines: Sequence[str], probe: Probe, values: Sequence[str]) -> bool:
+    """Whether the relevant lines hold the values: all of them in one line for
+    next-action keywords, all of them across rule lines for a constraint task, any one
+    otherwise."""
+    relevant = [line for line in lines if _relevant(line, probe)]
+    kind = probe.value_kind
+    if not values:
+        return False
+    if probe.category is Category.NEXT_ACTION:
+        return any(all(_holds(line, v, kind) for v in values) for line in relevant)
+    if probe.category is Category.ACTIVE_CONSTRAINT and probe.mode == "task":
+        return all(any(_holds(line, v, kind) for line in relevant) for v in values)
+    return any(_holds(line, v, kind) for line in relevant for v in values)
+
+
+def _superseded_found(lines: Sequence[str], probe: Probe) -> bool:
+    relevant = [line for line in lines if _relevant(line, probe)]
+    return any(_holds(line, v, probe.value_kind) for line in relevant for v in probe.superseded)
+
+
+def _source_line(text: str, probe: Probe) -> str | None:
+    """The evaluator-only query: the source record's line holding an expected value."""
+    sought = _sought(probe)
+    for raw, line in zip(text.split("\n"), fact_lines(text), strict=True):
+        if _relevant(line, probe) and any(_holds(line, v, probe.value_kind) for v in sought):
+            return raw
+    return None
+
+
+def _reference_path(
+    checkpoint_text: str, probe: Probe, store: HistoryStore
+) -> tuple[bool, Literal["get", "search"], Meter]:
+    meter = Meter()
+    tool = LookupTool(store, meter)
+    source = probe.source_event
+    record = None if source is None else store.record(source)
+    path: Literal["get", "search"] = "get"
+    if source is None or record is None:
+        return False, path, meter
+    if cite(source) not in checkpoint_text:
+        path = "search"
+        query = _source_line(record.text, probe)
+        if query is None:
+            return False, path, meter
+        found = msgspec.json.decode(
+            tool.call(HISTORY_SEARCH, msgspec.json.encode({"query": query, "limit": MAX_SEARCH_LIMIT}).decode())
+        )
+        if not isinstance(found, dict) or source not in {hit.get("id") for hit in found.get("results", ())}:
+            return False, path, meter
+    pages: list[str] = []
+    arguments: dict[str, str] = {"id": source}
+    while True:
+        response = msgspec.json.decode(tool.call(HISTORY_GET, msgspec.json.encode(arguments).decode()))
+        if not isinstance(response, dict) or "error" in response:
+            return False, path, meter
+        pages.append(str(response["text"]))
+        cursor = response.get("next_cursor")
+        if cursor is None:
+            break
+        arguments = {"id": source, "cursor": str(cursor)}
+    text = "".join(pages)
+    ok = text == record.text and _found(fact_lines(text), probe, _sought(probe))
+    return ok, path, meter
+
+
+def probe_availability(
+    checkpoint: Checkpoint, probe: Probe, *, store: HistoryStore | None = None
+) -> AvailabilityResult:
+    """Availability of one probe. ``store`` is the checkpoint's store, opened (pass it
+    to analyse many probes without rebuilding the index); built here when omitted."""
+    if probe.category in (Category.ABSTENTION, Category.REDACTION) or not _sought(probe):
+        return AvailabilityResult(probe.id, Availability.NOT_APPLICABLE, None, 0, 0)
+    text = visible_text(checkpoint.messages)
+    lines = fact_lines(text)
+    if _found(lines, probe, _sought(probe)):
+        state = Availability.SUPERSEDED_PRESENT if _superseded_found(lines, probe) else Availability.PRESENT
+        return AvailabilityResult(probe.id, state, "visible", 0, 0)
+    if checkpoint.store is None or not checkpoint.tools:
+        return AvailabilityResult(probe.id, Availability.ABSENT, None, 0, 0)
+    own = store is None
+    opened = HistoryStore.build(checkpoint.store) if store is None else store
+    try:
+        ok, path, meter = _reference_path(text, probe, opened)
+    finally:
+        if own:
+            opened.close()
+    state = Availability.RECOVERABLE if ok else Availability.ABSENT
+    return AvailabilityResult(probe.id, state, path if ok else None, meter.calls, meter.bytes)
+
+
+def checkpoint_availability(checkpoint: Checkpoint, probes: Sequence[Probe]) -> list[AvailabilityResult]:
+    """Availability of every probe, opening the checkpoint's store once."""
+    store = None if checkpoint.store is None else HistoryStore.build(checkpoint.store)
+    try:
+        return [probe_availability(checkpoint, p, store=store) for p in probes]
+    finally:
+        if store is not None:
+            store.close()

@@ -1,0 +1,125 @@
+"""Arms by name: the built-in reference arms and third-party plugins.
+
+A plugin registers under the entry-point group ``efold.folds``; the entry point's name
+is the arm name and it loads to a ``Fold`` instance, or to a class or zero-argument
+factory returning one::
+
+    [project.entry-points."efold.folds"]
+    my-fold = "my_package.folds:MyFold"
+
+Built-in names always mean the built-in arm: a plugin that claims one is rejected (and
+listed as rejected), never silently preferred or silently dropped. Every checkpoint a
+plugin builds passes ``fold.checked`` before anyone writes it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from efold.errors import Code
+from efold.folds.arms import (
+    CeilingFold,
+    ColdRebuildFold,
+    CompactionFold,
+    CompactionTwiceFold,
+    NativeFold,
+    PackFold,
+    StoreFold,
+)
+from efold.folds.checkpoint import Checkpoint
+from efold.folds.errors import FoldError, PluginError
+from efold.folds.fold import Fold, TracePrefix, checked
+
+ENTRY_POINT_GROUP = "efold.folds"
+
+BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
+    "native": NativeFold,
+    "cold-rebuild": ColdRebuildFold,
+    "compaction": CompactionFold,
+    "compaction-2": CompactionTwiceFold,
+    "ceiling": CeilingFold,
+    "store": StoreFold,
+    "pack": PackFold,
+}
+
+
+@dataclass(frozen=True)
+class RejectedPlugin:
+    name: str
+    code: Code
+
+
+class CheckedFold:
+    """A plugin fold behind the validation every plugin checkpoint must pass; a plugin
+    exception becomes ``fold_plugin_failed`` with the cause chained."""
+
+    def __init__(self, name: str, inner: Fold) -> None:
+        self._name = name
+        self._inner = inner
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def build(self, prefix: TracePrefix) -> Checkpoint:
+        try:
+            built = self._inner.build(prefix)
+        except FoldError:
+            raise
+        except Exception as exc:  # the plugin's fault; mapped once, here
+            raise PluginError(Code.FOLD_PLUGIN_FAILED, f"plugin {self._name} raised") from exc
+        return checked(built, self._name, prefix)
+
+
+def _plugin_entry_points() -> list[importlib.metadata.EntryPoint]:
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def plugin_arms() -> tuple[list[str], list[RejectedPlugin]]:
+    """Installed plugin arm names (sorted) and the plugins rejected without loading."""
+    names: list[str] = []
+    rejected: list[RejectedPlugin] = []
+    seen: set[str] = set()
+    for entry in _plugin_entry_points():
+        if entry.name in BUILTIN_ARMS or entry.name in seen:
+            rejected.append(RejectedPlugin(entry.name, Code.FOLD_PLUGIN_INVALID))
+            continue
+        seen.add(entry.name)
+        names.append(entry.name)
+    return names, rejected
+
+
+def arm_names() -> list[str]:
+    """Every arm name a campaign may select: built-ins first, then valid plugins."""
+    return [*BUILTIN_ARMS, *plugin_arms()[0]]
+
+
+def _load_plugin(name: str) -> Fold:
+    matches = [ep for ep in _plugin_entry_points() if ep.name == name]
+    if not matches:
+        raise FoldError(Code.FOLD_UNKNOWN, f"no arm named {name!r}")
+    if len(matches) > 1:
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name!r} is registered twice")
+    try:
+        target = matches[0].load()
+        # A class passes a runtime Protocol check too (it has ``name`` and ``build``):
+        # instantiate classes and factories, take instances as they are.
+        is_factory = isinstance(target, type) or (callable(target) and not isinstance(target, Fold))
+        fold = target() if is_factory else target
+    except Exception as exc:
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"plugin {name!r} does not load") from exc
+    if not isinstance(fold, Fold) or not callable(getattr(fold, "build", None)):
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"plugin {name!r} is not a Fold")
+    if fold.name != name:
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"plugin {name!r} calls itself {fold.name!r}")
+    return fold
+
+
+def get_fold(name: str) -> Fold:
+    """The arm named ``name``: a built-in, or a plugin wrapped in ``CheckedFold``."""
+    factory = BUILTIN_ARMS.get(name)
+    if factory is not None:
+        return factory()
+    return CheckedFold(name, _load_plugin(name))
