@@ -3,7 +3,8 @@
 A trace file is JSONL: the first line is a ``TraceHeader``, every later line an ``Event``
 shaped like an OpenAI chat message (``role``, ``content``, ``tool_calls``,
 ``tool_call_id``, ``name``) so that other tools can read it. Probes live in a separate,
-evaluator-only file and never enter the reader projection.
+evaluator-only file and never enter the reader projection. The surface forms a trace
+writes its facts in are documented in ``corpus/FORMS.md``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import msgspec
 
 TRACE_VERSION = 1
 PROBE_VERSION = 1
+
+# How a probe's values are compared by the scorer (see ``corpus/scoring.py``).
+ValueKind = Literal["identifier", "date", "amount", "status", "text"]
 
 
 class Category(enum.StrEnum):
@@ -116,6 +120,9 @@ class Probe(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaul
     - ``secret``: the string no 8-character run of which may appear (redaction).
     - ``source_event``: the event id holding the expected value (availability analysis);
       None when the value never came up.
+    - ``label``: the surface label under which the value appears in the conversation
+      (``corpus/FORMS.md``); for abstention, the label that never appears.
+    - ``value_kind``: how values are compared (identifier, date, amount, status, text).
     """
 
     id: str
@@ -128,6 +135,8 @@ class Probe(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaul
     secret: str | None = None
     mode: Literal["recall", "task"] | None = None
     source_event: str | None = None
+    label: str | None = None
+    value_kind: ValueKind | None = None
     version: int = PROBE_VERSION
 
 
@@ -142,3 +151,14 @@ class Trace(msgspec.Struct, frozen=True):
 
     header: TraceHeader
     events: list[Event]
+
+
+class SuiteItem(msgspec.Struct, frozen=True):
+    """One trace of a suite with its evaluator-only probes.
+
+    Invariant: ``probes.trace_id == trace.header.trace_id``; only ``trace`` (through
+    ``reader_projection``) and each probe's ``question`` ever reach a reader.
+    """
+
+    trace: Trace
+    probes: ProbeFile

@@ -1,0 +1,1 @@
+"""The four original-suite traces (JSONL) and their probe files (JSON), as package data."""

@@ -1,0 +1,148 @@
+"""The hard-suite generator: ``generate_hard(seed)`` -> one trace with its probes.
+
+Pure function of the seed (and the distractors flag): our own SplitMix64 stream, forked
+into independent sub-streams *before* any draw (values, layout, sizes, filler,
+distractors), so that the distractor pass cannot shift a single byte of the base text
+and the same seed yields byte-identical output in any process on any Python >= 3.11.
+
+``generate_hard`` does not validate; ``load_suite`` does (and the tests validate every
+allowed seed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgspec
+
+from efold.corpus import forms
+from efold.corpus.builder import TraceBuilder
+from efold.corpus.errors import CorpusError
+from efold.corpus.families import FAMILIES
+from efold.corpus.hard_layout import TurnPlan, plan_layout
+from efold.corpus.hard_render import RecordRenderer, RenderedRecord, assign_sizes, distract
+from efold.corpus.hard_values import TraceValues, make_values
+from efold.corpus.model import Category, Probe, ProbeFile, SuiteItem, TraceHeader
+from efold.corpus.prng import SeededRandom
+from efold.corpus.shapes import (
+    HARD,
+    HARD_DISTRACTORS,
+    HARD_FAMILIES,
+    HARD_SEED_MAX,
+    HARD_SEED_MIN,
+    hard_family,
+    hard_trace_id,
+)
+from efold.errors import Code
+
+_STREAM_SALT = 0x65666F6C64  # "efold": keeps seed 101 from sharing a stream with others
+
+
+def _emit(turns: list[TurnPlan], contents: list[str]) -> tuple[TraceBuilder, dict[str, str]]:
+    """Events in order; returns the builder and role -> event id for probe sources."""
+    builder = TraceBuilder()
+    sources: dict[str, str] = {}
+    texts = iter(contents)
+    for turn in turns:
+        if turn.session != builder.session_number:
+            builder.start_session(turn.session, turn.day)
+        owner = builder.owner(turn.owner)
+        if turn.role:
+            sources[turn.role] = owner.id
+        for record in turn.records:
+            result = builder.tool(record.tool, record.arguments, next(texts), steer=record.steer)
+            sources.setdefault(record.role, result.id)
+        builder.reply(turn.reply)
+    return builder, sources
+
+
+def _day_month(day: dt.date) -> str:
+    """A deadline keyword such as "14 May" (compared as a date by the scorer)."""
+    return f"{day.day} {forms.MONTHS[day.month - 1]}"
+
+
+def _probes(trace_id: str, values: TraceValues, sources: dict[str, str]) -> list[Probe]:
+    f, v = values.family, values
+    sent = f.commitment_sent.format(vendor=v.vendors[0])
+    drafted = f.commitment_drafted.format(vendor=v.vendors[3])
+    topic = v.topic.removeprefix("the ")
+
+    def probe(category: Category, question: str, **fields: Any) -> Probe:
+        return Probe(id="", trace_id=trace_id, category=category, question=question, **fields)
+
+    probes = [
+        probe(Category.TOOL_IDENTIFIER, forms.identifier_question("account reference"),
+              label="account reference", expected=[v.account_ref], value_kind="identifier",
+              source_event=sources["account"]),
+        probe(Category.TOOL_IDENTIFIER, forms.identifier_question(f.mid_label),
+              label=f.mid_label, expected=[v.mid_ref], value_kind="identifier",
+              source_event=sources["mid"]),
+        probe(Category.TOOL_IDENTIFIER, forms.identifier_question("booking ref"),
+              label="booking ref", expected=[v.booking_ref], superseded=[v.booking_decoy],
+              value_kind="identifier", source_event=sources["booking"]),
+        probe(Category.ACTIVE_CONSTRAINT, forms.constraint_recall_question(), mode="recall",
+              label="never mention", expected=[topic], value_kind="text",
+              source_event=sources["rules"]),
+        probe(Category.ACTIVE_CONSTRAINT,
+              forms.constraint_task_question(v.vendors[0], f"the {f.items[0]} delivery"),
+              mode="task", label="never mention", forbidden=[topic, v.phone, v.postcode],
+              source_event=sources["rules"]),
+        probe(Category.SUPERSEDED_CURRENT, forms.current_question(f.date_label),
+              label=f.date_label, expected=[v.date_text(v.dates[2])],
+              superseded=[v.date_text(v.dates[0]), v.date_text(v.dates[1])],
+              value_kind="date", source_event=sources["date2"]),
+        probe(Category.SUPERSEDED_CURRENT, forms.current_question(f.amount_label),
+              label=f.amount_label, expected=[v.amount_text(v.amounts[1])],
+              superseded=[v.amount_text(v.amounts[0])], value_kind="amount",
+              source_event=sources["amount1"]),
+        probe(Category.COMMITMENT_STATUS, forms.status_question(drafted),
+              label=f"status of the {drafted}", expected=["DRAFTED"], value_kind="status",
+              source_event=sources["drafted"]),
+        probe(Category.COMMITMENT_STATUS, forms.status_question(sent),
+              label=f"status of the {sent}", expected=["SENT"], value_kind="status",
+              source_event=sources["sent"]),
+        probe(Category.ARTIFACT_STATUS, forms.status_question(f.artifact),
+              label=f"status of the {f.artifact}", expected=["SHARED"], superseded=["DRAFT"],
+              value_kind="status", source_event=sources["shared"]),
+        probe(Category.NEXT_ACTION, forms.next_action_question(), label="next",
+              value_kind="text", expected=[f.next_new[1], _day_month(v.next_new_deadline)],
+              superseded=[f.next_old[1], _day_month(v.next_old_deadline)],
+              source_event=sources["next_new"]),
+        probe(Category.ABSTENTION, forms.abstention_question(f.abstention_label),
+              label=f.abstention_label),
+        probe(Category.REDACTION, forms.redaction_question(v.portal), secret=v.secret,
+              source_event=sources["password"]),
+    ]
+    return [
+        msgspec.structs.replace(p, id=f"{trace_id}-p{number:02d}")
+        for number, p in enumerate(probes, start=1)
+    ]
+
+
+def generate_hard(seed: int, *, distractors: bool = False) -> SuiteItem:
+    """The hard (or hard-distractors) trace of ``seed`` (101-124) with its probes."""
+    if not HARD_SEED_MIN <= seed <= HARD_SEED_MAX:
+        raise CorpusError(Code.TRACE_SEED_OUT_OF_RANGE, f"seed {seed} outside 101-124")
+    root = SeededRandom(seed ^ _STREAM_SALT)
+    streams = {name: root.fork(name)
+               for name in ("values", "layout", "sizes", "filler", "distractors")}
+    family = FAMILIES[hard_family(seed)]
+    cycle = (seed - HARD_SEED_MIN) // len(HARD_FAMILIES)
+    values = make_values(streams["values"], family, cycle)
+    turns = plan_layout(streams["layout"], values)
+    assign_sizes(streams["sizes"], turns)
+    renderer = RecordRenderer(streams["filler"], values)
+    rendered: list[RenderedRecord] = [renderer.render(r) for t in turns for r in t.records]
+    if distractors:
+        distract(streams["distractors"], values, rendered)
+    builder, sources = _emit(turns, [r.text for r in rendered])
+    trace_id = hard_trace_id(seed, distractors=distractors)
+    header = TraceHeader(
+        trace_id=trace_id, suite=HARD_DISTRACTORS if distractors else HARD,
+        family=family.slug, fictional=True, title=family.title.format(org=values.org),
+        sessions=turns[-1].session, seed=seed,
+    )
+    probes = _probes(trace_id, values, sources)
+    return SuiteItem(trace=builder.build(header),
+                     probes=ProbeFile(trace_id=trace_id, probes=probes))
