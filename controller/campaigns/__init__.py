@@ -1,1 +1,1 @@
-"""controller/campaigns"""
+"""Bundled campaigns (package data)."""

@@ -155,7 +155,7 @@ def _check_input(items: Any, contract: Contract, *, first_request: bool) -> tupl
         if kind == "message":
             _check_message(item)
         elif kind == "function_call":
-            rules.check_tool_name(item.get("name"), contract)
+            rules.check_replayed_call_name(item.get("name"))
             rules.require_str(item.get("call_id"), "function_call.call_id")
             rules.require_str(item.get("arguments"), "function_call.arguments")
         elif kind == "function_call_output":

@@ -5,6 +5,8 @@ Every check raises ``PolicyViolation`` with the fixed code of the rule it enforc
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -80,6 +82,19 @@ def check_bool(payload: Mapping[str, Any], key: str) -> None:
 def check_tool_name(name: Any, contract: Contract) -> str:
     if not isinstance(name, str) or name not in contract.tools:
         raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tool is not a registered history tool")
+    return name
+
+
+_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_replayed_call_name(name: Any) -> str:
+    """A ``function_call`` replayed from the transcript names the tool the *original*
+    agent called (``email_read``...): a well-formed function name, not necessarily one
+    offered now. Only offered tools (``check_tool_name``) can be called by the reader,
+    and the reader loop executes nothing but the history tools."""
+    if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
+        raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "malformed function name")
     return name
 
 

@@ -90,7 +90,7 @@ RESPONSES_REFUSALS: list[tuple[str, Edit, Code]] = [
     ("web search call", _add_input({"type": "web_search_call", "id": "ws_1"}), P),
     ("typeless non-message", _add_input({"call_id": "c1"}), P),
     ("item extra key", _add_input({**CALL_ITEM, "extra": 1}), P),
-    ("call to unknown tool", _add_input({**CALL_ITEM, "name": "shell"}), T),
+    ("replayed call with a malformed name", _add_input({**CALL_ITEM, "name": "a b/c"}), T),
     ("output not string", _add_input({**OUTPUT_ITEM, "output": [{"type": "input_image"}]}), P),
     ("reasoning content two parts", _add_input({**REASONING_ITEM, "content": [
         {"type": "reasoning_text", "text": "a"}, {"type": "reasoning_text", "text": "b"}]}), P),
@@ -234,3 +234,17 @@ def test_chat_accepts_a_tool_round_and_non_streaming() -> None:
     with pytest.raises(PolicyViolation):
         CHAT.check({**kit.chat_payload(stream=False), "stream_options": {"include_usage": True}},
                    plain, first_request=True)
+
+
+
+def test_replayed_calls_may_name_the_original_agents_tools() -> None:
+    """A native transcript replays the original agent's calls (``email_read``): they are
+    history, not tools offered to the reader, so they pass; offering one does not."""
+    payload = kit.responses_payload()
+    _add_input({**CALL_ITEM, "name": "email_read"})(payload)
+    RESPONSES.check(payload, kit.faux_contract(), first_request=False)  # no refusal
+    offered = kit.responses_payload()
+    _tool(type="function", name="email_read", parameters={"type": "object"})(offered)
+    with pytest.raises(PolicyViolation) as err:
+        RESPONSES.check(offered, kit.faux_contract(), first_request=False)
+    assert err.value.code is Code.LOOKUP_TOOLS_FORBIDDEN

@@ -1,0 +1,195 @@
+"""Campaigns: what an operator asks efold to measure, validated before anything runs.
+
+A campaign is a TOML file (two ship in ``controller/campaigns/``). Validation is closed:
+an unknown key, an unknown arm or suite, a seed out of range, a cap below one maximum
+reservation... each refuses with ``campaign_invalid`` and a detail naming the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+import msgspec
+
+from efold.errors import Code, EfoldError
+
+CAMPAIGN_VERSION = 1
+SUITES = ("original", "hard", "hard-distractors")
+ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack")
+HARD_SEEDS_ALLOWED = range(101, 125)
+BUNDLED = ("default", "hard")
+
+
+class CampaignError(EfoldError):
+    """The campaign file is not a valid campaign (the operator's input)."""
+
+
+class Reader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    provider: str = "faux"
+    model: str = "faux-extractive-v1"
+    api: str = "openai-responses"
+    base_url: str = "faux://local"
+    effort: str = "low"
+
+
+class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An arm plus its frozen settings."""
+
+    name: str
+    arm: str
+    instructions: str | None = None  # system prompt text (frozen into the registration)
+
+
+class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    max_requests: int = 10
+    lookup_calls: int = 8
+    lookup_bytes: int = 126_976
+
+
+class Deadlines(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    prep_seconds: float = 120.0
+    probe_seconds: float = 60.0
+    run_seconds: float = 6 * 3600.0
+    grace_seconds: float = 2.0  # SIGTERM -> SIGKILL during containment
+
+
+class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    suite: str
+    roles: list[Role]
+    repeats: int = 1
+    seeds: list[int] = []
+    probe_limit: int | None = None  # probes per trace; None = all
+    selection_seed: int = 0
+    schedule_seed: int = 0
+    cap_usd: str = "0"  # exact decimal string
+    concurrency: int = 1
+    reader: Reader = Reader()
+    budgets: Budgets = Budgets()
+    deadlines: Deadlines = Deadlines()
+    version: int = CAMPAIGN_VERSION
+
+
+class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    arm: str | None = None
+    instructions: str | None = None
+
+
+class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The on-disk shape: ``roles`` is a list of names; ``[role.NAME]`` tables may set an
+    arm other than the name, or instructions."""
+
+    name: str
+    suite: str
+    roles: list[str]
+    repeats: int = 1
+    seeds: list[int] = []
+    probe_limit: int | None = None
+    selection_seed: int = 0
+    schedule_seed: int = 0
+    cap_usd: str = "0"
+    concurrency: int = 1
+    reader: Reader = Reader()
+    budgets: Budgets = Budgets()
+    deadlines: Deadlines = Deadlines()
+    role: dict[str, _RoleTable] = {}
+    version: int = CAMPAIGN_VERSION
+
+
+def _invalid(detail: str) -> CampaignError:
+    return CampaignError(Code.CAMPAIGN_INVALID, detail)
+
+
+def parse_campaign(text: str) -> Campaign:
+    try:
+        raw = tomllib.loads(text)
+        spec = msgspec.convert(raw, _CampaignFile)
+    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        raise _invalid(str(exc)) from exc
+    unknown_role_tables = set(spec.role) - set(spec.roles)
+    if unknown_role_tables:
+        raise _invalid(f"[role.*] tables for unlisted roles: {sorted(unknown_role_tables)}")
+    roles = [
+        Role(
+            name=name,
+            arm=spec.role.get(name, _RoleTable()).arm or name,
+            instructions=spec.role.get(name, _RoleTable()).instructions,
+        )
+        for name in spec.roles
+    ]
+    campaign = Campaign(
+        name=spec.name, suite=spec.suite, roles=roles, repeats=spec.repeats,
+        seeds=list(spec.seeds), probe_limit=spec.probe_limit,
+        selection_seed=spec.selection_seed, schedule_seed=spec.schedule_seed,
+        cap_usd=spec.cap_usd, concurrency=spec.concurrency, reader=spec.reader,
+        budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
+    )
+    validate_campaign(campaign)
+    return campaign
+
+
+def validate_campaign(c: Campaign) -> None:
+    from efold.guard import usd_to_units  # money parsing is the guard's
+
+    if c.version != CAMPAIGN_VERSION:
+        raise _invalid(f"unknown campaign version {c.version}")
+    if not c.name or not c.name.replace("-", "").replace("_", "").isalnum():
+        raise _invalid("name must be alphanumeric (with - or _)")
+    if c.suite not in SUITES:
+        raise _invalid(f"suite must be one of {SUITES}")
+    if c.suite == "original" and c.seeds:
+        raise _invalid("seeds apply to the hard suites only")
+    if c.suite != "original":
+        if not c.seeds:
+            raise _invalid("a hard suite needs seeds")
+        bad = [s for s in c.seeds if s not in HARD_SEEDS_ALLOWED]
+        if bad or len(set(c.seeds)) != len(c.seeds):
+            raise _invalid("seeds must be distinct, within 101-124")
+    if not c.roles:
+        raise _invalid("at least one role")
+    names = [r.name for r in c.roles]
+    if len(set(names)) != len(names):
+        raise _invalid("role names must be distinct")
+    for r in c.roles:
+        if r.arm not in ARMS:
+            raise _invalid(f"role {r.name!r}: unknown arm {r.arm!r} (arms: {ARMS})")
+    if not 1 <= c.repeats <= 10:
+        raise _invalid("repeats must be 1-10")
+    if c.probe_limit is not None and c.probe_limit < 1:
+        raise _invalid("probe_limit must be >= 1 when given")
+    if c.concurrency != 1:
+        raise _invalid("concurrency must be 1 (forks of one checkpoint never overlap)")
+    if not 1 <= c.budgets.max_requests <= 10:
+        raise _invalid("budgets.max_requests must be 1-10")
+    if not (1 <= c.budgets.lookup_calls <= 8 and 1 <= c.budgets.lookup_bytes <= 126_976):
+        raise _invalid("lookup budgets may only be tightened (<= 8 calls, <= 126976 bytes)")
+    d = c.deadlines
+    if min(d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds) <= 0:
+        raise _invalid("deadlines must be positive")
+    try:
+        cap = usd_to_units(c.cap_usd)
+    except EfoldError as exc:
+        raise _invalid(f"cap_usd: {exc.detail or exc.code}") from exc
+    if cap <= 0:
+        raise _invalid("cap_usd must be positive")
+    if c.reader.provider not in ("faux", "openai"):
+        raise _invalid("reader.provider must be faux or openai")
+
+
+def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
+    """Parse a campaign file; returns it with the raw bytes (bound into registration)."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _invalid("campaign is not UTF-8") from exc
+    return parse_campaign(text), raw
+
+
+def bundled_campaign(name: str) -> tuple[Campaign, bytes]:
+    if name not in BUNDLED:
+        raise _invalid(f"no bundled campaign {name!r} (bundled: {BUNDLED})")
+    raw = resources.files("efold.controller.campaigns").joinpath(f"{name}.toml").read_bytes()
+    return parse_campaign(raw.decode("utf-8")), raw

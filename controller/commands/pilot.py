@@ -1,0 +1,91 @@
+"""``efold-controller pilot``: run a campaign end to end."""
+
+from __future__ import annotations
+
+import click
+
+from efold.controller.commands._options import fail, registration_options
+
+
+@click.command("pilot")
+@click.option("--faux", is_flag=True, help="Offline: the faux extractive reader, no credential.")
+@click.option("--real", is_flag=True, help="Paid route (refused in this build; see below).")
+@registration_options(required=False)
+@click.option("--runs", "runs_root", default=None, type=click.Path(file_okay=False),
+              help="Parent of the new run directory (default: ./efold-runs).")
+@click.option("--run-dir", "run_dir", default=None, type=click.Path(file_okay=False),
+              help="Exact new run directory (must not exist).")
+@click.option("--authorization", default=None, type=click.Path(dir_okay=False),
+              help="--real: a signed authorization file.")
+@click.option("--trust", multiple=True, type=click.Path(dir_okay=False),
+              help="--real: a trusted approver public key (repeatable).")
+@click.option("--credential-env", default="OPENAI_API_KEY", show_default=True,
+              help="--real: the NAME of the variable holding the credential.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
+            runs_root: str | None, run_dir: str | None, authorization: str | None,
+            trust: tuple[str, ...], credential_env: str, no_progress: bool) -> None:
+    """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
+
+    Every run gets a new directory (printed first); nothing is resumed or reused. The
+    faux route mints and burns a faux authorization; --real verifies an authorization
+    against --trust keys and then refuses with lookup_pilot_real_route_unavailable (the
+    paid dispatch is not released in this build; the authorization is not consumed).
+    """
+    import os
+    from pathlib import Path
+
+    from efold.controller.campaign import bundled_campaign
+    from efold.controller.registration import (
+        compute_registration,
+        encode_registration,
+        load_registration,
+    )
+    from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
+    from efold.errors import EfoldError
+
+    if faux == real:
+        fail("campaign_invalid", "choose exactly one of --faux and --real")
+    if (registration is None) != (sha256 is None):
+        fail("registration_invalid", "--registration and --sha256 go together")
+    if run_dir is not None and runs_root is not None:
+        fail("campaign_invalid", "--run-dir and --runs are exclusive")
+    try:
+        if registration is not None and sha256 is not None:
+            reg = load_registration(registration, sha256)
+            reg_bytes = Path(registration).read_bytes()
+        else:
+            campaign, raw = bundled_campaign("default")
+            reg = compute_registration(campaign, raw)
+            reg_bytes = encode_registration(reg)
+        if real:
+            from efold.controller.authorize_run import refuse_real
+            from efold.controller.plan import plan_for
+
+            target = Path(run_dir or runs_root or DEFAULT_RUNS_ROOT).absolute()
+            raise refuse_real(
+                reg, reg_bytes, plan_for(reg).schedule_sha256, authorization=authorization,
+                trusted=list(trust), output_root=target, credential_env_var=credential_env,
+                account_id=os.environ.get("EFOLD_ACCOUNT_ID"),
+            )
+        if reg.campaign.reader.provider != "faux":
+            fail("lookup_pilot_real_route_unavailable", "--faux needs a faux reader")
+        run = claim_run_dir(run_dir) if run_dir else new_run_dir(
+            runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
+    except EfoldError as exc:
+        fail(exc.code.value, exc.detail)
+        return
+    click.echo(f"run: {run}")
+    from efold.controller.pilot_view import run_with_progress
+
+    try:
+        outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress)
+    except EfoldError as exc:
+        fail(exc.code.value, exc.detail)
+        return
+    from efold.controller.pilot_view import print_summary
+
+    print_summary(outcome)
+    if outcome.stop_code is not None:
+        click.echo(f"stopped: {outcome.stop_code.value}")
+        raise SystemExit(3)

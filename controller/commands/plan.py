@@ -1,0 +1,61 @@
+"""``efold-controller plan --registration F --sha256 S``: slots, schedule, cost estimate."""
+
+from __future__ import annotations
+
+import click
+
+from efold.controller.commands._options import fail, registration_options
+from efold.errors import EfoldError
+
+
+@click.command("plan")
+@registration_options()
+@click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
+def command(registration: str, sha256: str, as_json: bool) -> None:
+    """Show the slots, schedule digest, workload and cost estimate. No model call."""
+    import msgspec
+
+    from efold.controller.plan import estimate, plan_for
+    from efold.controller.registration import load_registration
+    from efold.guard import expected_slot_units, units_to_usd
+
+    try:
+        reg = load_registration(registration, sha256)
+        plan = plan_for(reg)
+        est = estimate(plan, expected_slot_units(reg.campaign.reader.provider,
+                                                 reg.campaign.reader.model),
+                       reg.campaign.budgets.max_requests)
+    except EfoldError as exc:
+        fail(exc.code.value, exc.detail)
+        return
+    roles = sorted({s.role for s in plan.slots})
+    traces = sorted({s.trace_id for s in plan.slots})
+    summary = {
+        "campaign": plan.campaign,
+        "slots": len(plan.slots),
+        "eligible": est.eligible_slots,
+        "skipped_inventory_infeasible": est.skipped_slots,
+        "roles": roles,
+        "traces": len(traces),
+        "repeats": plan.repeats,
+        "checkpoints": len({s.checkpoint for s in plan.slots if s.eligible}),
+        "schedule_sha256": plan.schedule_sha256,
+        "estimate": {
+            "expected_per_slot_usd": units_to_usd(est.expected_units_per_slot),
+            "expected_usd": units_to_usd(est.expected_units),
+            "rmax_usd": units_to_usd(est.rmax_units),
+            "full_upfront_usd": units_to_usd(est.full_upfront_units),
+            "cap_usd": units_to_usd(est.cap_units),
+            "cap_minus_rmax_usd": units_to_usd(est.cap_minus_rmax_units),
+            "cap_over_expected": est.cap_over_expected,
+            "admits_nothing": est.admits_nothing,
+        },
+    }
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2))
+        return
+    for key, value in summary.items():
+        if key != "estimate":
+            click.echo(f"{key}: {value}")
+    for key, value in summary["estimate"].items():  # type: ignore[attr-defined]
+        click.echo(f"estimate.{key}: {value}")

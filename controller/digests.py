@@ -1,0 +1,57 @@
+"""Canonical digests: the same content always hashes the same, in any process."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+# What a build is: the package's source and data, never caches, tests or environments.
+_BUILD_SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".typed", ".md", ".sh")
+_BUILD_PACKAGES = (
+    "controller", "worker", "ipc", "guard", "registry", "corpus", "folds", "report",
+)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted-key compact JSON: the bytes that every digest of structured data covers."""
+    return msgspec.json.encode(value, order="sorted")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_of(value: Any) -> str:
+    return sha256_hex(canonical_json(value))
+
+
+def package_root() -> Path:
+    import efold
+
+    return Path(efold.__file__).resolve().parent
+
+
+def build_digest(root: Path | None = None) -> str:
+    """sha256 over (relative path, sha256 of bytes) of every shipped source/data file.
+
+    Binds a registration to the exact code that runs it: an edited module is a new build.
+    """
+    base = root or package_root()
+    entries: list[tuple[str, str]] = []
+    candidates = [p for p in base.iterdir() if p.is_file() and p.suffix in (".py", ".typed")]
+    for pkg in _BUILD_PACKAGES:
+        pkg_dir = base / pkg
+        if pkg_dir.is_dir():
+            for dirpath, dirnames, filenames in os.walk(pkg_dir):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                candidates.extend(Path(dirpath) / f for f in filenames)
+    for path in candidates:
+        if path.suffix in _BUILD_SUFFIXES or path.name == "py.typed":
+            rel = path.relative_to(base).as_posix()
+            entries.append((rel, sha256_hex(path.read_bytes())))
+    entries.sort()
+    return digest_of(entries)

@@ -1,0 +1,237 @@
+"""The pilot: one registered campaign, end to end, under one writer.
+
+Order (each step completes before the next; nothing is resumed or reused):
+1. claim a new run directory; take the run lease; open the journal; start epoch 1;
+2. publish registration.json and plan.json into the run; consume the authorization
+   (faux: minted, burned in the faux registry, pair verified) before any child starts;
+3. write reader-safe traces; one prep child per checkpoint (role × trace × repeat);
+   verify each snapshot; compute evaluator-side evidence (availability, exclusions);
+4. one probe child per slot in schedule order, the durable permit source answering;
+   one receipt per visited slot; stop policies after every slot;
+5. aggregate: results.json, summary.md, report.html; release the lease.
+
+A stop ends scheduling: the slots after it are unvisited (they stay in the plan's
+inventory, never in the execution counts).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from efold.controller.aggregate import PLAN_NAME, read_run, render_reports
+from efold.controller.digests import canonical_json, sha256_hex
+from efold.controller.permits import DurablePermitSource
+from efold.controller.plan import plan_for
+from efold.controller.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
+from efold.controller.registration import REGISTRATION_NAME, Registration
+from efold.controller.runroot import private_subdir
+from efold.controller.slots import (
+    Evidence,
+    PrepResult,
+    RunContext,
+    run_prep,
+    run_probe,
+    skipped_receipt,
+    slot_end,
+)
+from efold.controller.stops import StopPolicy
+from efold.corpus.model import Probe, SuiteItem
+from efold.errors import Code
+from efold.identity import current_identity
+from efold.ipc.messages import Budgets
+from efold.worker.assignment import SnapshotRef
+from efold.worker.tasks import PrepTask, ProbeTask
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+# Pressure is required on long traces only (reference: "On long traces, each sample
+# must also show the pressure its arm is designed to test").
+_PRESSURE_SUITES = frozenset({"hard", "hard-distractors"})
+
+
+@dataclass(frozen=True)
+class PilotOutcome:
+    run_dir: Path
+    stop_code: Code | None
+    receipts: list[Receipt]
+    plan: Plan
+    reports: dict[str, bytes]
+
+
+def _publish(run: Path, name: str, data: bytes) -> None:
+    from efold.registry import publish_exclusive
+
+    publish_exclusive(run, name, data)
+
+
+def _evidence(arm: str, suite: str, snapshot: SnapshotRef,
+              probes: list[Probe]) -> dict[str, Evidence]:
+    """Evaluator-side facts per probe for one checkpoint: availability (model-free) and
+    the exclusions its fold receipt shows."""
+    from efold.folds import probe_availability, read_checkpoint
+
+    restored = read_checkpoint(snapshot.path, expected_digest=snapshot.digest)
+    cp = restored.checkpoint
+    receipt = cp.receipt
+    excluded: Exclusion | None = None
+    if not receipt.boundary.verified:
+        excluded = Exclusion.BOUNDARY_UNVERIFIED
+    elif suite in _PRESSURE_SUITES and not all(p.met for p in receipt.pressure):
+        excluded = Exclusion.PRESSURE_UNVERIFIED
+    elif cp.store is not None and (receipt.store is None or receipt.store.records == 0):
+        excluded = Exclusion.STORE_DEGRADED
+    store = restored.open_store()
+    out: dict[str, Evidence] = {}
+    for probe in probes:
+        result = probe_availability(cp, probe, store=store)
+        out[probe.id] = Evidence(Availability(result.availability.value), excluded,
+                                 restored.manifest.content_digest)
+    return out
+
+
+async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
+                  progress: Progress | None = None) -> PilotOutcome:
+    from efold.controller.authorize_run import consume_faux
+    from efold.controller.digests import build_digest
+    from efold.corpus import dump_trace, load_suite
+    from efold.guard import pricer_for
+    from efold.registry.journal import JournalWriter
+    from efold.registry.lease import acquire_lease
+
+    campaign = reg.campaign
+    plan = plan_for(reg)
+    plan_bytes = canonical_json(plan) + b"\n"
+    tick = progress or (lambda phase, done, total: None)
+    with acquire_lease(run) as lease:
+        journal = JournalWriter(run, lease)
+        epoch = journal.record_epoch(current_identity())
+        lease.set_epoch(epoch)
+        # The consumption marker precedes every other file of the run and any launch.
+        consume_faux(reg, reg_bytes, plan.schedule_sha256, lease, run_id=run.name)
+        _publish(run, REGISTRATION_NAME, reg_bytes)
+        _publish(run, PLAN_NAME, plan_bytes)
+
+        items: dict[str, SuiteItem] = {
+            i.trace.header.trace_id: i for i in load_suite(campaign.suite, campaign.seeds or None)
+        }
+        probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
+        policy = StopPolicy()
+        ctx = RunContext(
+            run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
+            registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
+            build_digest=build_digest(),
+            source=DurablePermitSource(
+                journal, epoch=epoch, cap_units=reg.cap_units, rmax_units=reg.rmax_units,
+                max_requests=campaign.budgets.max_requests,
+                price=pricer_for(campaign.reader.provider, campaign.reader.model),
+            ),
+            policy=policy,
+            budgets=Budgets(max_requests=campaign.budgets.max_requests,
+                            meter_calls=campaign.budgets.lookup_calls,
+                            meter_bytes=campaign.budgets.lookup_bytes),
+            prep_seconds=campaign.deadlines.prep_seconds,
+            probe_seconds=campaign.deadlines.probe_seconds,
+        )
+
+        # -- prep: one child per checkpoint used by an eligible slot -------------------
+        traces_dir = private_subdir(run, "traces")
+        private_subdir(run, "checkpoints")
+        needed: dict[str, PlannedSlot] = {}
+        for s in plan.slots:
+            if s.eligible and s.checkpoint not in needed:
+                needed[s.checkpoint] = s
+        trace_files: dict[str, tuple[str, str]] = {}
+        from efold.corpus import trace_digest
+
+        for trace_id in sorted({s.trace_id for s in needed.values()}):
+            trace = items[trace_id].trace
+            _publish(traces_dir, f"{trace_id}.jsonl", dump_trace(trace))
+            trace_files[trace_id] = (str(traces_dir / f"{trace_id}.jsonl"), trace_digest(trace))
+        preps: dict[str, PrepResult] = {}
+        evidence: dict[tuple[str, str], Evidence] = {}
+        for n, (key, first) in enumerate(needed.items()):
+            tick("prep", n, len(needed))
+            if policy.stopped:
+                break
+            path, digest = trace_files[first.trace_id]
+            result = await run_prep(
+                ctx, key=key, slot_dir=private_subdir(run, "checkpoints", key),
+                task=PrepTask(arm=first.arm, trace_file=path, trace_sha256=digest),
+            )
+            preps[key] = result
+            if result.snapshot is not None:
+                wanted = [probes[(first.trace_id, s.probe_id)] for s in plan.slots
+                          if s.checkpoint == key]
+                for pid, ev in _evidence(first.arm, campaign.suite, result.snapshot,
+                                         wanted).items():
+                    evidence[(key, pid)] = ev
+        tick("prep", len(needed), len(needed))
+
+        # -- probes: one child per slot, in schedule order -----------------------------
+        from efold.controller.slots import _write
+
+        receipts: list[Receipt] = []
+        roles = {r.name: r for r in campaign.roles}
+        private_subdir(run, "slots")
+        private_subdir(run, "receipts")
+        for n, planned in enumerate(plan.slots):
+            tick("probe", n, len(plan.slots))
+            if policy.stopped or ctx.source.cap_refused:
+                break
+            if not planned.eligible:
+                receipt = skipped_receipt(planned, Code.INVENTORY_INFEASIBLE)
+                _write(ctx, receipt)
+                receipts.append(receipt)
+                continue
+            prep = preps.get(planned.checkpoint)
+            if prep is None or prep.snapshot is None:
+                receipt = skipped_receipt(planned, prep.code if prep and prep.code
+                                          else Code.LOOKUP_PREPARATION_INVALID)
+                _write(ctx, receipt)
+                receipts.append(receipt)
+                continue
+            probe = probes[(planned.trace_id, planned.probe_id)]
+            reader = campaign.reader
+            task = ProbeTask(
+                question=probe.question, instructions=roles[planned.role].instructions,
+                provider=reader.provider, model=reader.model, api=reader.api,
+                base_url=reader.base_url, effort=reader.effort,
+            )
+            receipt, exchange = await run_probe(
+                ctx, planned=planned, probe=probe,
+                slot_dir=private_subdir(run, "slots", planned.slot),
+                snapshot=prep.snapshot, cache_key=f"efold-{run.name[-6:]}-{n:06d}",
+                task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
+            )
+            receipts.append(receipt)
+            end = slot_end(receipt, exchange.own_abort)
+            if end is not None:
+                code = policy.slot_admitted_end(end)
+                if code is not None and code in (Code.LOOKUP_REPEATED_LOSS,
+                                                 Code.INVALID_SLOT_RATE):
+                    ctx.record_stop(code, planned.slot)
+        tick("probe", len(plan.slots), len(plan.slots))
+        if ctx.source.cap_refused and policy.stop_code is None:
+            journal.record_stop(epoch=epoch, code=Code.NOT_ADMITTED_CAP.value, slot=None,
+                                sticky=False)
+
+        # -- aggregate -----------------------------------------------------------------
+        view = read_run(run)
+        reports = render_reports(view, faux=campaign.reader.provider == "faux")
+        for name, data in reports.items():
+            _publish(run, name, data)
+        stop = policy.stop_code or (Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)
+        journal.close()
+    return PilotOutcome(run, stop, receipts, plan, reports)
+
+
+def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
+              progress: Progress | None = None) -> PilotOutcome:
+    """Synchronous entry: the async pilot on the trio backend."""
+    os.umask(0o077)  # everything the run writes is owner-only
+    return anyio.run(lambda: execute(reg, reg_bytes, run, progress=progress), backend="trio")

@@ -1,0 +1,67 @@
+"""What the operator sees while a pilot runs: a progress bar, then a summary table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from efold.controller.pilot import PilotOutcome, run_pilot
+from efold.controller.registration import Registration
+
+
+def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
+                      show: bool) -> PilotOutcome:
+    if not show:
+        return run_pilot(reg, reg_bytes, run)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), transient=False,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def tick(phase: str, done: int, total: int) -> None:
+            label = {"prep": "checkpoints", "probe": "probe slots"}[phase]
+            if phase not in tasks:
+                tasks[phase] = int(bar.add_task(label, total=total))
+            bar.update(tasks[phase], completed=done, total=total)  # type: ignore[arg-type]
+
+        return run_pilot(reg, reg_bytes, run, progress=tick)
+
+
+def print_summary(outcome: PilotOutcome) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from efold.report import decode_results
+
+    results = decode_results(outcome.reports["results.json"])
+    table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")
+    for column in ("role", "completed", "correct", "exact", "95% CI", "incomplete",
+                   "unadmitted", "skipped", "excluded", "settled USD"):
+        table.add_column(column, justify="left" if column == "role" else "right")
+    for role in results.results:
+        t = role.overall
+        e = t.execution
+        rate = t.exact.rate
+        ci = t.exact.wilson95
+        table.add_row(
+            role.role, str(e.completed), str(t.exact.successes),
+            "-" if rate is None else f"{rate:.1%}",
+            "-" if ci is None else f"{ci.lower:.0%}-{ci.upper:.0%}",
+            str(e.incomplete), str(e.unadmitted), str(e.skipped),
+            str(sum(t.excluded.values())), role.spend.settled.usd,
+        )
+    console = Console()
+    console.print(table)
+    ex = results.execution
+    console.print(
+        f"planned {ex.planned} · eligible {ex.eligible} · visited {ex.visited} · "
+        f"completed {ex.completed} · missing {ex.missing} · "
+        f"spend settled ${results.spend.settled.usd} (cap ${results.cap.usd})"
+    )
+    if results.reader_faux:
+        console.print("faux reader: accuracy measures what each fold kept, not model quality.")
+    run = outcome.run_dir
+    console.print(f"results: {run / 'results.json'}\nsummary: {run / 'summary.md'}\n"
+                  f"report:  {run / 'report.html'}")

@@ -1,0 +1,102 @@
+"""The plan: every slot of a registration, in schedule order, with its cost estimate.
+
+No model call and no child process: the plan is a pure function of the registration, so
+``plan`` and ``pilot`` always agree on it and its digest.
+
+Schedule (seeded, ``seeded-sha256-rank-v1``): per repeat, conversation/probe blocks
+ordered by rank; inside each block all roles interleaved in ranked order. Concurrency
+one, no spares, no substitution.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from efold.controller.digests import digest_of
+from efold.controller.records import Plan, PlannedSlot
+from efold.controller.registration import Registration, rank_key, registration_sha256
+
+# Arms that need what a suite does not have: the ceiling arm needs a trace long enough
+# to reach the 200k-token ceiling, which only the hard suites have (reference: "ceiling
+# (e, hard only)"). Such slots are planned, counted, and skipped as inventory_infeasible.
+_HARD_ONLY_ARMS = frozenset({"ceiling"})
+
+
+def slot_id(repeat: int, role: str, trace_id: str, probe_id: str) -> str:
+    return f"r{repeat}.{role}.{trace_id}.{probe_id}"
+
+
+def checkpoint_key(repeat: int, role: str, trace_id: str) -> str:
+    return f"r{repeat}.{role}.{trace_id}"
+
+
+def eligible(arm: str, suite: str) -> bool:
+    return not (arm in _HARD_ONLY_ARMS and suite == "original")
+
+
+def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Plan:
+    """``categories`` maps (trace_id, probe_id) to the probe's category."""
+    c = reg.campaign
+    seed = c.schedule_seed
+    slots: list[PlannedSlot] = []
+    for repeat in range(1, c.repeats + 1):
+        blocks = [(t.trace_id, pid) for t in reg.selection for pid in t.probe_ids]
+        blocks.sort(key=lambda b: rank_key(seed, str(repeat), *b))
+        for trace_id, probe_id in blocks:
+            roles = sorted(c.roles, key=lambda r: rank_key(seed, str(repeat), trace_id, probe_id, r.name))
+            for role in roles:
+                slots.append(PlannedSlot(
+                    slot=slot_id(repeat, role.name, trace_id, probe_id),
+                    role=role.name, arm=role.arm, suite=c.suite, trace_id=trace_id,
+                    probe_id=probe_id, category=categories[(trace_id, probe_id)],
+                    repeat=repeat, eligible=eligible(role.arm, c.suite),
+                    checkpoint=checkpoint_key(repeat, role.name, trace_id),
+                ))
+    schedule_sha = digest_of([s.slot for s in slots])
+    return Plan(
+        registration_sha256=registration_sha256(reg), campaign=c.name,
+        roles=[r.name for r in c.roles], repeats=c.repeats, cap_units=reg.cap_units,
+        rmax_units=reg.rmax_units, slots=slots, schedule_sha256=schedule_sha,
+    )
+
+
+def plan_for(reg: Registration) -> Plan:
+    from efold.corpus import load_suite
+
+    items = load_suite(reg.campaign.suite, reg.campaign.seeds or None)
+    categories = {
+        (item.trace.header.trace_id, p.id): p.category.value
+        for item in items for p in item.probes.probes
+    }
+    return build_plan(reg, categories)
+
+
+class Estimate(msgspec.Struct, frozen=True):
+    """Exact integer money (units of 5e-8 USD); no float on this path."""
+
+    eligible_slots: int
+    skipped_slots: int
+    expected_units_per_slot: int
+    expected_units: int  # E: the expected scenario over every eligible slot
+    rmax_units: int  # worst-case reservation of one request
+    full_upfront_units: int  # 10 maximum reservations per eligible slot (comparison only)
+    cap_units: int
+    cap_minus_rmax_units: int
+    cap_over_expected: str | None  # C/E as an exact decimal string (6 places), None if E = 0
+    admits_nothing: bool  # C < Rmax: no request can ever be admitted
+
+
+def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int) -> Estimate:
+    n = sum(1 for s in plan.slots if s.eligible)
+    e = n * expected_units_per_slot
+    ratio = None
+    if e:
+        scaled = plan.cap_units * 1_000_000 // e
+        ratio = f"{scaled // 1_000_000}.{scaled % 1_000_000:06d}"
+    return Estimate(
+        eligible_slots=n, skipped_slots=len(plan.slots) - n,
+        expected_units_per_slot=expected_units_per_slot, expected_units=e,
+        rmax_units=plan.rmax_units, full_upfront_units=n * max_requests * plan.rmax_units,
+        cap_units=plan.cap_units, cap_minus_rmax_units=plan.cap_units - plan.rmax_units,
+        cap_over_expected=ratio, admits_nothing=plan.cap_units < plan.rmax_units,
+    )

@@ -1,0 +1,173 @@
+"""Registration: freeze a campaign into ``registration.json`` and bind every digest.
+
+Every later command takes ``--registration FILE --sha256 SHA`` and re-verifies: the file's
+bytes hash to SHA, and the corpus, build, catalog, policy, reader and selection digests
+recomputed *now* equal the registered ones. A changed module, catalog or trace is a new
+registration, never a silent drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import msgspec
+
+from efold.controller.campaign import Campaign, CampaignError
+from efold.controller.digests import build_digest, canonical_json, digest_of, sha256_hex
+from efold.errors import Code, EfoldError
+
+REGISTRATION_VERSION = 1
+REGISTRATION_NAME = "registration.json"
+SELECTION_ALGORITHM = "seeded-sha256-rank-v1"
+
+
+class RegistrationError(EfoldError):
+    """A registration is missing, altered, or no longer matches the code or corpus."""
+
+
+class Digests(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    corpus: str
+    build: str
+    catalog: str
+    policy: str
+    reader: str
+    selection: str
+
+
+class SelectedTrace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    trace_id: str
+    trace_sha256: str
+    probe_ids: list[str]
+
+
+class Registration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    campaign: Campaign
+    campaign_sha256: str  # of the raw campaign file bytes
+    digests: Digests
+    cap_units: int
+    rmax_units: int
+    selection: list[SelectedTrace]
+    selection_algorithm: str = SELECTION_ALGORITHM
+    version: int = REGISTRATION_VERSION
+
+
+def rank_key(seed: int, *parts: str) -> str:
+    """The seeded ordering used for selection and schedule: sha256 of ``seed:parts``."""
+    return hashlib.sha256(":".join([str(seed), *parts]).encode()).hexdigest()
+
+
+def select_probes(campaign: Campaign, items: list[object]) -> list[SelectedTrace]:
+    from efold.corpus import SuiteItem, trace_digest
+
+    selected: list[SelectedTrace] = []
+    for item in items:
+        assert isinstance(item, SuiteItem)
+        trace_id = item.trace.header.trace_id
+        probe_ids = [p.id for p in item.probes.probes]
+        if campaign.probe_limit is not None:
+            ranked = sorted(probe_ids, key=lambda pid: rank_key(campaign.selection_seed, trace_id, pid))
+            keep = set(ranked[: campaign.probe_limit])
+            probe_ids = [pid for pid in probe_ids if pid in keep]
+        selected.append(SelectedTrace(trace_id, trace_digest(item.trace), probe_ids))
+    return selected
+
+
+def policy_document(campaign: Campaign) -> dict[str, object]:
+    """Every rule a run is judged by, as data: its digest is the policy digest."""
+    from efold.controller import stops
+    from efold.guard import contract_policy
+
+    return {
+        "guard": contract_policy(),
+        "budgets": msgspec.to_builtins(campaign.budgets),
+        "deadlines": msgspec.to_builtins(campaign.deadlines),
+        "stops": {
+            "repeated_loss": stops.REPEATED_LOSS_LIMIT,
+            "invalid_rate_percent": stops.INVALID_RATE_LIMIT_PERCENT,
+        },
+        "concurrency": campaign.concurrency,
+    }
+
+
+def reader_document(campaign: Campaign) -> dict[str, object]:
+    doc: dict[str, object] = {"reader": msgspec.to_builtins(campaign.reader)}
+    doc["roles"] = [msgspec.to_builtins(r) for r in campaign.roles]
+    if campaign.reader.provider == "faux":
+        from efold.worker import faux_reader
+
+        doc["faux_reader_sha256"] = sha256_hex(Path(faux_reader.__file__).read_bytes())
+    return doc
+
+
+def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
+    from efold.corpus import corpus_digest, load_suite, validate
+    from efold.guard import catalog_digest, rmax_for_reader, usd_to_units
+
+    items = load_suite(campaign.suite, campaign.seeds or None)
+    for item in items:
+        validate(item)
+    selection = select_probes(campaign, list(items))
+    digests = Digests(
+        corpus=corpus_digest(items),
+        build=build_digest(),
+        catalog=catalog_digest(),
+        policy=digest_of(policy_document(campaign)),
+        reader=digest_of(reader_document(campaign)),
+        selection=digest_of([SELECTION_ALGORITHM, campaign.selection_seed, selection]),
+    )
+    return Registration(
+        campaign=campaign,
+        campaign_sha256=sha256_hex(raw),
+        digests=digests,
+        cap_units=usd_to_units(campaign.cap_usd),
+        rmax_units=rmax_for_reader(campaign.reader.provider, campaign.reader.model),
+        selection=selection,
+    )
+
+
+def encode_registration(reg: Registration) -> bytes:
+    return canonical_json(reg) + b"\n"
+
+
+def write_registration(reg: Registration, output_dir: str | os.PathLike[str]) -> tuple[Path, str]:
+    """Publish ``registration.json`` exclusively (never overwrite); returns path and sha256."""
+    from efold.registry import make_private_dir, publish_exclusive
+
+    out = Path(output_dir)
+    make_private_dir(out, parents=True)
+    data = encode_registration(reg)
+    publish_exclusive(out, REGISTRATION_NAME, data)
+    return out / REGISTRATION_NAME, sha256_hex(data)
+
+
+def load_registration(path: str | os.PathLike[str], sha256: str, *, verify_now: bool = True) -> Registration:
+    """Read a registration, check its sha256, and (by default) re-derive its digests."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise RegistrationError(Code.REGISTRATION_INVALID, "cannot read registration") from exc
+    if sha256_hex(data) != sha256.strip().lower():
+        raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH, "sha256 does not match the file")
+    try:
+        reg = msgspec.json.decode(data, type=Registration)
+    except msgspec.DecodeError as exc:
+        raise RegistrationError(Code.REGISTRATION_INVALID, str(exc)) from exc
+    if verify_now:
+        try:
+            fresh = compute_registration(reg.campaign, b"")
+        except CampaignError as exc:
+            raise RegistrationError(Code.REGISTRATION_INVALID, exc.detail) from exc
+        for name in Digests.__struct_fields__:
+            if getattr(fresh.digests, name) != getattr(reg.digests, name):
+                raise RegistrationError(
+                    Code.REGISTRATION_DIGEST_MISMATCH, f"{name} digest changed since registration"
+                )
+        if fresh.selection != reg.selection or fresh.rmax_units != reg.rmax_units:
+            raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH, "selection changed")
+    return reg
+
+
+def registration_sha256(reg: Registration) -> str:
+    return sha256_hex(encode_registration(reg))

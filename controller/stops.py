@@ -1,0 +1,68 @@
+"""Stop policies: when the run stops admitting work, and why.
+
+Causes, in precedence order (the first recorded sticky cause is reported, except that
+unreconciled containment outranks everything, DESIGN §9):
+- an integrity stop (sticky; closes admission for the rest of the run);
+- two consecutive admitted provider-side losses (``lookup_repeated_loss``);
+- strictly more than 10% invalid admitted slots (``invalid_slot_rate``);
+- the cap: a request refused ``not_admitted_cap`` ends scheduling (spend never falls, so
+  every later slot would be refused too).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from efold.errors import Code
+
+REPEATED_LOSS_LIMIT = 2
+INVALID_RATE_LIMIT_PERCENT = 10
+
+
+class SlotEnd(enum.StrEnum):
+    """How an admitted slot ended, as the stop policy sees it."""
+
+    COMPLETED = "completed"
+    INVALID = "invalid"
+    LOST = "lost"  # provider-side loss: missing usage, failed response, lost stream
+    OWN_ABORT = "own_abort"  # our own deadline/latency abort after send
+    CAPACITY = "capacity"  # a later round refused for capacity: incomplete, not a loss
+
+
+class StopPolicy:
+    """Tracks the run-level stop rules over the slots the controller finishes.
+
+    Invariant: once ``stop_code`` is set it never changes, except that
+    ``unreconciled_containment`` replaces any other cause (absorbing safety stop).
+    """
+
+    def __init__(self) -> None:
+        self.stop_code: Code | None = None
+        self.admitted = 0
+        self.invalid = 0
+        # Invariant: counts consecutive admitted LOST slots; own aborts neither count
+        # nor reset it; unadmitted/skipped slots are invisible to it.
+        self.loss_streak = 0
+
+    @property
+    def stopped(self) -> bool:
+        return self.stop_code is not None
+
+    def stop(self, code: Code) -> None:
+        if code is Code.UNRECONCILED_CONTAINMENT or self.stop_code is None:
+            self.stop_code = code
+
+    def slot_admitted_end(self, end: SlotEnd) -> Code | None:
+        """Record an admitted slot's end; returns the stop code if this ends the run."""
+        self.admitted += 1
+        if end is SlotEnd.INVALID:
+            self.invalid += 1
+        if end is SlotEnd.LOST:
+            self.loss_streak += 1
+        elif end is not SlotEnd.OWN_ABORT:
+            self.loss_streak = 0
+        if self.loss_streak >= REPEATED_LOSS_LIMIT:
+            self.stop(Code.LOOKUP_REPEATED_LOSS)
+        elif self.invalid * 100 > INVALID_RATE_LIMIT_PERCENT * self.admitted:
+            self.stop(Code.INVALID_SLOT_RATE)
+        return self.stop_code

@@ -1,0 +1,50 @@
+"""The prep body: replay a trace through one fold arm offline and write the snapshot.
+
+Runs with no credentials and makes no model request (the offline summariser is
+deterministic). Writes only inside its private slot directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from efold.errors import Code, EfoldError
+from efold.ipc.messages import Prepared, Welcome
+from efold.worker.assignment import Assignment
+from efold.worker.errors import WorkerError
+from efold.worker.tasks import PrepTask
+
+SNAPSHOT_DIR = "snapshot"
+
+
+def snapshot_path(slot_dir: str) -> Path:
+    return Path(slot_dir) / SNAPSHOT_DIR
+
+
+class FoldPrep:
+    """Registered as the ``fold`` prep body."""
+
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        from efold.corpus import load_trace, trace_digest
+        from efold.folds import TracePrefix, get_fold, write_checkpoint
+
+        task = assignment.task
+        if not isinstance(task, PrepTask):
+            raise WorkerError(Code.WORKER_USAGE, "a prep child needs a prep task")
+        try:
+            trace = load_trace(Path(task.trace_file).read_bytes())
+            if trace_digest(trace) != task.trace_sha256:
+                raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "trace digest differs")
+            checkpoint = get_fold(task.arm).build(TracePrefix.of(trace))
+            manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))
+        except WorkerError:
+            raise
+        except EfoldError as exc:
+            raise WorkerError(Code.LOOKUP_PREPARATION_INVALID, exc.code.value) from exc
+        sizes = [f.bytes for f in manifest.files]
+        return Prepared(
+            snapshot_digest=manifest.digest,
+            files=len(sizes) + 1,
+            bytes=sum(sizes),
+            rejected={},
+        )

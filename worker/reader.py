@@ -1,0 +1,152 @@
+"""The probe body: restore the verified checkpoint, then run the reader loop.
+
+One probe run (DESIGN §8): the first request is the checkpoint plus the probe question;
+every model request goes through the guard (admit → consume → one send → settle over
+IPC to the controller's durable source); a ``function_call`` for a history tool is
+served by the metered lookup tool and appended with its output; the first reply without
+a tool call is the answer. At most ``max_requests`` rounds.
+
+The faux provider is the extractive reader behind ``FauxTransport``: it sees exactly the
+payload the guard admitted, so its answers measure what the fold kept, not model quality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from efold.errors import Code
+from efold.ipc.messages import Meter as MeterCounts
+from efold.ipc.messages import Terminal, TerminalStatus
+from efold.worker.assignment import Assignment
+from efold.worker.errors import WorkerError
+from efold.worker.session import ProbeSession
+from efold.worker.tasks import ProbeTask
+
+RESTORED_DIR = "checkpoint"
+
+
+def _task(assignment: Assignment) -> ProbeTask:
+    task = assignment.task
+    if not isinstance(task, ProbeTask):
+        raise WorkerError(Code.WORKER_USAGE, "a probe child needs a probe task")
+    return task
+
+
+def _answer_text(items: list[dict[str, Any]]) -> str:
+    parts = [
+        part.get("text", "")
+        for item in items if item.get("type") == "message"
+        for part in item.get("content", ()) if part.get("type") == "output_text"
+    ]
+    return "".join(parts).strip()
+
+
+class ReaderProbe:
+    """Registered as the ``reader`` probe body."""
+
+    def __init__(self) -> None:
+        self._restored: Any = None
+
+    def restore(self, assignment: Assignment) -> str:
+        from efold.folds.errors import FoldError
+        from efold.folds.snapshot import copy_snapshot
+
+        snapshot = assignment.snapshot
+        if snapshot is None:
+            raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "no snapshot assigned")
+        try:
+            self._restored = copy_snapshot(
+                snapshot.path, Path(assignment.slot_dir) / RESTORED_DIR,
+                expected_digest=snapshot.digest,
+            )
+        except FoldError as exc:
+            raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, exc.code.value) from exc
+        return str(self._restored.manifest.digest)
+
+    def run(self, session: ProbeSession) -> Terminal:
+        from efold.folds.meter import Meter
+        from efold.folds.request import checkpoint_to_request
+        from efold.guard import Contract, Guard, WireApi, bundled_catalog
+        from efold.worker.permit_client import SessionPermitSource
+
+        assignment = session.assignment
+        task = _task(assignment)
+        budgets = session.welcome.budgets
+        restored = self._restored
+        meter = Meter(call_budget=budgets.meter_calls, byte_budget=budgets.meter_bytes)
+        lookup = restored.lookup_tool(meter)
+        contract = Contract(
+            provider=task.provider, model=task.model, api=WireApi(task.api),
+            base_url=task.base_url, effort=task.effort, prompt_cache_key=assignment.cache_key,
+        )
+        entry = bundled_catalog().entry(task.provider, task.model)
+        source = SessionPermitSource(session)
+        guard = Guard(contract, entry, source, _transport(task), run_id=assignment.slot)
+        payload = checkpoint_to_request(
+            restored.checkpoint, task.question, model=task.model,
+            instructions=task.instructions,
+        )
+        payload["reasoning"] = {"effort": task.effort}
+        payload["prompt_cache_key"] = assignment.cache_key
+        rounds: list[dict[str, Any]] = []
+        status, code, answer = TerminalStatus.REFUSED, Code.LOOKUP_REQUEST_LIMIT, ""
+        for _ in range(budgets.max_requests + 1):  # the extra round meets the limit refusal
+            result = guard.request(payload)
+            rounds.append({"outcome": result.outcome.value,
+                           "code": result.code.value if result.code else None})
+            if not result.ok:
+                status, code = _terminal_of(result.outcome.value, source.stop_code or result.code)
+                break
+            calls = [i for i in result.output_items if i.get("type") == "function_call"]
+            if not calls:
+                answer = _answer_text(result.output_items)
+                if answer:
+                    status, code = TerminalStatus.ANSWERED, None
+                else:
+                    status, code = TerminalStatus.FAILED, Code.LOOKUP_EMPTY_FINAL_OUTPUT
+                break
+            for call in calls:
+                if lookup is None:
+                    status, code = TerminalStatus.FAILED, Code.LOOKUP_TOOLS_FORBIDDEN
+                    break
+                output = lookup.call(str(call.get("name")), str(call.get("arguments", "")))
+                payload["input"].append(call)
+                payload["input"].append(
+                    {"type": "function_call_output", "call_id": call.get("call_id"), "output": output}
+                )
+            else:
+                continue
+            break
+        witness_doc: dict[str, Any] = {"rounds": rounds}
+        calls_made = bytes_used = 0
+        if lookup is not None:
+            w = lookup.witness()
+            calls_made, bytes_used = w.calls, w.bytes
+            witness_doc["meter"] = msgspec.to_builtins(w)
+        witness = hashlib.sha256(msgspec.json.encode(witness_doc, order="sorted")).hexdigest()
+        return Terminal(
+            status=status, code=code, answer=answer,
+            meter=MeterCounts(calls=calls_made, bytes=bytes_used), witness=witness,
+        )
+
+
+def _terminal_of(outcome: str, code: Code | None) -> tuple[TerminalStatus, Code | None]:
+    if outcome == "integrity_stop":
+        return TerminalStatus.INTEGRITY_STOP, code
+    if outcome in ("lost", "own_abort_after_send"):
+        return TerminalStatus.LOST, code
+    return TerminalStatus.REFUSED, code
+
+
+def _transport(task: ProbeTask) -> Any:
+    if task.provider == "faux":
+        from efold.guard.wire.faux import FauxTransport
+        from efold.worker.faux_reader import respond
+
+        return FauxTransport(respond)
+    # Real routes are a later milestone: the controller refuses them before any launch.
+    raise WorkerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, "no real transport here")

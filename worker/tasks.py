@@ -1,0 +1,31 @@
+"""What a child is asked to do, beyond the protocol: the task inside its ``Assignment``.
+
+Content rule: a probe task carries the probe *question* (what the reader is asked) and
+nothing evaluator-only (no expected values, categories or secrets). A prep task names a
+trace file in the run directory and the digest it must have.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from efold.ipc.messages import Digest
+
+
+class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="prep", tag_field="task"):
+    arm: str
+    trace_file: str  # path of the trace JSONL (reader-safe: no probes)
+    trace_sha256: Digest
+
+
+class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="probe", tag_field="task"):
+    question: str
+    instructions: str | None
+    provider: str
+    model: str
+    api: str
+    base_url: str
+    effort: str
+
+
+Task = PrepTask | ProbeTask
