@@ -1,0 +1,139 @@
+"""Per-child cost: launch -> handshake -> DoneAck -> reaped exit, next to a bare
+interpreter spawn (``python -c pass``) measured in the same run.
+
+    python benchmarks/bench_spawn.py [--runs 25]
+
+Each child is a real prep worker (``python -I -m efold.worker prep``, built-in body)
+under the real launcher: key pipe, pidfd, identity journaled, Hello/Welcome, Prepared,
+membership journaled, DoneAck, exit reaped and journaled. The baseline spawns
+``python -I -c pass`` through the same anyio/trio process API and waits for it; two
+more spawns show where the time goes: an interpreter that only imports msgspec (the
+floor of any child sharing the msgspec codec) and one that only imports the child's
+modules. All are interleaved so that machine load hits them alike; medians are printed
+with the ratio (target: <= 1.5x), then the child's import tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from efold.controller.launcher import supervise
+from efold.identity import current_identity
+from efold.ipc.messages import Budgets, Deadlines, Prepared, Welcome
+from efold.registry.journal import JournalWriter
+from efold.registry.lease import acquire_lease
+from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment
+
+DIGEST = "d" * 64
+WELCOME = Welcome(deadlines=Deadlines(run_ms=10_000, exchange_ms=10_000),
+                  budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=126_976))
+
+
+async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int) -> float:
+    slot_dir = os.path.join(run_dir, f"slot-{n}")
+    os.mkdir(slot_dir, 0o700)
+    assignment = Assignment(
+        version=ASSIGNMENT_VERSION, kind="prep", body="builtin", run_dir=run_dir,
+        slot_dir=slot_dir, epoch=epoch, slot=f"s{n:05d}", controller=current_identity(),
+        registration_digest=DIGEST, plan_digest=DIGEST, build_digest=DIGEST, cache_key=None,
+        snapshot=None, hello_timeout_ms=10_000,
+    )
+    start = time.perf_counter()
+    async with supervise(journal, assignment) as handle:
+        await handle.accept_hello(WELCOME, timeout=10)
+        msg = await handle.channel.receive(timeout=10)
+        assert isinstance(msg, Prepared)
+        await handle.acknowledge_done()
+    exit_ = await handle.close()
+    elapsed = time.perf_counter() - start
+    assert exit_.status == 0 and exit_.containment is None, exit_
+    return elapsed
+
+
+async def spawn(code: str) -> float:
+    """Wall time to spawn ``python -I -c code`` and wait for it."""
+    start = time.perf_counter()
+    process = await anyio.open_process([sys.executable, "-I", "-c", code],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+    await process.wait()
+    return time.perf_counter() - start
+
+
+BASELINES = {
+    "bare `python -I -c pass`": "pass",
+    "`python -I -c 'import msgspec'`": "import msgspec",
+    "child imports only (entry + builtin)": "import efold.worker.entry, efold.worker.builtin",
+}
+
+
+async def measure(runs: int) -> tuple[list[float], dict[str, list[float]]]:
+    with tempfile.TemporaryDirectory() as root:
+        run_dir = os.path.join(root, "run")
+        os.mkdir(run_dir, 0o700)
+        lease = acquire_lease(run_dir)
+        journal = JournalWriter(run_dir, lease)
+        epoch = journal.record_epoch(current_identity())
+        lease.set_epoch(epoch)
+        children: list[float] = []
+        baselines: dict[str, list[float]] = {name: [] for name in BASELINES}
+        for n in range(3):  # warm caches (pyc, page cache) for all
+            await one_child(journal, run_dir, epoch, 1000 + n)
+            for code in BASELINES.values():
+                await spawn(code)
+        for n in range(runs):  # interleaved, so machine load hits all alike
+            children.append(await one_child(journal, run_dir, epoch, n))
+            for name, code in BASELINES.items():
+                baselines[name].append(await spawn(code))
+        journal.close()
+        lease.release()
+    return children, baselines
+
+
+def import_breakdown() -> list[str]:
+    """The child's imports costing >= 1 ms cumulative, as a tree (in-process figures)."""
+    out = subprocess.run(
+        [sys.executable, "-I", "-X", "importtime", "-c",
+         "import efold.worker.entry, efold.worker.builtin"],
+        capture_output=True, text=True, check=True,
+    )
+    lines: list[str] = []
+    for line in out.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit() and int(parts[1]) >= 1000:
+            lines.append(f"  {int(parts[1]):8d} us  {parts[2].rstrip()[1:]}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=25)
+    args = parser.parse_args()
+    children, baselines = anyio.run(measure, args.runs, backend="trio")
+    child_ms = statistics.median(children) * 1000
+    medians = {name: statistics.median(xs) * 1000 for name, xs in baselines.items()}
+    bare_ms = medians["bare `python -I -c pass`"]
+    msgspec_ms = medians["`python -I -c 'import msgspec'`"]
+    print(f"runs: {args.runs} each, interleaved (median wall time, spawn to reaped exit)")
+    for name, ms in medians.items():
+        print(f"  {name:42s} {ms:7.2f} ms  ({ms / bare_ms:4.2f}x bare)")
+    print(f"  {'worker launch->handshake->DoneAck->exit':42s} {child_ms:7.2f} ms")
+    print(f"ratio worker / bare           : {child_ms / bare_ms:5.2f}x (target <= 1.5x)")
+    print(f"ratio worker / msgspec floor  : {child_ms / msgspec_ms:5.2f}x")
+    print("child imports >= 1 ms (cumulative, -X importtime, in-process):")
+    for line in import_breakdown():
+        print(line)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()

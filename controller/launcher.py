@@ -1,0 +1,367 @@
+"""Launching one child and seeing it through to its reaped end (DESIGN §9, launcher).
+
+``launch_worker`` starts ``python -m efold.worker KIND --ipc-fd N --key-fd M``:
+
+* a fresh 32-byte key and the ``Assignment`` go into a pipe, written and closed before
+  the spawn; the read end and the child's socket end are passed with ``pass_fds`` and
+  closed here right after, so a dead child reads as EOF on our end;
+* ``start_new_session=True`` (the child leads its own session and process group),
+  stdio on /dev/null, the controller a child subreaper;
+* a pidfd is opened at once, then the identity (pid, start time, boot id, pgid) is
+  journaled (``record_launch``) **before** any message from the child is read.
+
+``supervise`` wraps one launch in an async context: whatever leaves the block (an IPC
+error, a cancelled exchange, a timeout, any exception) contains the worker, shielded;
+a normal exit closes it (``WorkerHandle.close``): wait for the exit, contain leftovers,
+reap the leader, journal the exit.
+
+The leader is reaped only by its trio ``Process`` (``await process.wait()``), and only
+at the very end: until then its zombie pins the process group number for containment.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+import anyio.abc
+
+from efold.controller.containment import (
+    ContainmentPolicy,
+    ContainmentResult,
+    LaunchTarget,
+    contain,
+)
+from efold.controller.errors import ControllerError
+from efold.controller.membership import tied_processes
+from efold.controller.proctable import ProcEntry, scan
+from efold.controller.proof import (
+    ROLE_DESCENDANT,
+    ROLE_LEADER,
+    group_signal_supported,
+    signal_pidfd,
+)
+from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper, reap_adopted
+from efold.errors import Code, EfoldError
+from efold.identity import ProcessIdentity, identity_of, process_group
+from efold.ipc.controller_channel import ControllerChannel
+from efold.ipc.errors import IpcCancelled, IpcLocalMisuse
+from efold.ipc.framing import DEFAULT_MAX_FRAME, KEY_SIZE
+from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Stop, Welcome
+from efold.registry.journal import JournalWriter
+from efold.worker.assignment import Assignment, encode_key_pipe
+from efold.worker.exit_codes import code_for_exit_status
+
+# -I: isolated (no PYTHON* variables, no user site, no cwd on sys.path): a planted module
+# in the working directory cannot shadow efold inside a child.
+DEFAULT_PROGRAM: Final[tuple[str, ...]] = (sys.executable, "-I", "-m", "efold.worker")
+DEFAULT_EXIT_GRACE: Final = 5.0  # seconds from DoneAck/Stop to the child's own exit
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """How a launch ended. ``status`` is the reaped exit status (negative: killed by that
+    signal; None: could not be reaped in time); ``code`` the fixed code the status stands
+    for (``efold.worker.exit_codes``); ``containment`` the episode, if there was one."""
+
+    status: int | None
+    code: Code | None
+    containment: ContainmentResult | None
+
+
+class WorkerHandle:
+    """One launched child. Owns its pidfd, channel and trio process until ``close``."""
+
+    def __init__(
+        self,
+        *,
+        journal: JournalWriter,
+        assignment: Assignment,
+        launch_id: int,
+        identity: ProcessIdentity,
+        pgid: int,
+        pidfd: int,
+        process: anyio.abc.Process,
+        channel: ControllerChannel,
+    ) -> None:
+        self.journal = journal
+        self.assignment = assignment
+        self.launch_id = launch_id
+        self.identity = identity
+        self.pgid = pgid
+        self.pidfd = pidfd
+        self.process = process
+        self.channel = channel
+        self.containment: ContainmentResult | None = None
+        self._closed = False
+
+    @property
+    def target(self) -> LaunchTarget:
+        a = self.assignment
+        return LaunchTarget(
+            launch_id=self.launch_id, epoch=a.epoch, slot=a.slot, leader=self.identity,
+            pgid=self.pgid, leader_pidfd=self.pidfd,
+        )
+
+    # -- protocol steps the controller always takes the same way -------------------
+
+    async def accept_hello(self, welcome: Welcome, *, timeout: float) -> Hello:
+        """Receive ``Hello``; answer ``Welcome`` if its protocol, digests and cache key
+        are the assignment's, else ``Stop{worker_digest_mismatch}`` and raise."""
+        msg = await self.channel.receive(timeout=timeout)
+        if not isinstance(msg, Hello):  # the core admits nothing else first: a bug here
+            raise self.channel.abandon(IpcLocalMisuse("accept_hello after the handshake"))
+        a = self.assignment
+        expected = (a.protocol, a.registration_digest, a.plan_digest, a.build_digest,
+                    a.cache_key)
+        got = (msg.protocol, msg.registration_digest, msg.plan_digest, msg.build_digest,
+               msg.cache_key)
+        if got != expected:
+            await self.channel.reply(Stop(code=Code.WORKER_DIGEST_MISMATCH))
+            raise ControllerError(Code.WORKER_DIGEST_MISMATCH, "hello differs from assignment")
+        await self.channel.reply(welcome)
+        return msg
+
+    async def accept_ready(self, *, timeout: float) -> Ready:
+        """Receive ``Ready``; its arrival digest must be the assigned snapshot's."""
+        msg = await self.channel.receive(timeout=timeout)
+        if not isinstance(msg, Ready):  # a probe child sends nothing else after Welcome
+            raise self.channel.abandon(IpcLocalMisuse("accept_ready out of place"))
+        snapshot = self.assignment.snapshot
+        if snapshot is None or msg.arrival_digest != snapshot.digest:
+            raise ControllerError(Code.WORKER_SNAPSHOT_INVALID, "arrival digest differs")
+        return msg
+
+    async def acknowledge_done(self) -> None:
+        """Journal the worker's live descendants, then send ``DoneAck`` (the reference's
+        order: membership is durable before the child may exit)."""
+        members = [(self.identity, self.pgid, ROLE_LEADER)]
+        for entry in self._tied():
+            if entry.exited or entry.pid == self.identity.pid:
+                continue
+            ident = ProcessIdentity(
+                pid=entry.pid, start_time=entry.start_time, boot_id=self.identity.boot_id
+            )
+            members.append((ident, entry.pgid, ROLE_DESCENDANT))
+        self.journal.record_members(launch_id=self.launch_id, containment_id=None, members=members)
+        await self.channel.reply(DoneAck())
+
+    # -- the end -------------------------------------------------------------------
+
+    async def wait_exit(self, timeout: float) -> bool:
+        """True once the leader has exited (pidfd readable), without reaping it."""
+        with anyio.move_on_after(timeout):
+            await anyio.wait_readable(self.pidfd)
+            return True
+        return False
+
+    async def contain(
+        self, cause: Code, *, policy: ContainmentPolicy | None = None,
+        survivor_stop: Code | None = None,
+    ) -> ContainmentResult:
+        """Contain this launch now (the channel is abandoned first)."""
+        if not self.channel.finished:
+            self.channel.abandon(IpcCancelled("contained"))
+        result = await contain(
+            self.target, journal=self.journal, cause=cause, policy=policy,
+            survivor_stop=survivor_stop,
+        )
+        self.containment = result
+        return result
+
+    async def close(
+        self, *, policy: ContainmentPolicy | None = None,
+        exit_grace: float = DEFAULT_EXIT_GRACE,
+    ) -> WorkerExit:
+        """Finish the launch: containment if the exchange did not end by protocol, the
+        child outlives ``exit_grace``, or it left live processes behind (those take a
+        durable ``lookup_worker_lost`` stop first); then reap and journal the exit.
+        Shielded and bounded; idempotent."""
+        with anyio.CancelScope(shield=True):
+            if not self._closed:
+                self._closed = True
+                await self._finish(policy, exit_grace)
+            status = self.process.returncode
+        return WorkerExit(
+            status=status,
+            code=code_for_exit_status(status) if status is not None else None,
+            containment=self.containment,
+        )
+
+    async def _finish(self, policy: ContainmentPolicy | None, exit_grace: float) -> None:
+        if self.containment is None:
+            if not self.channel.finished:
+                await self.contain(self.channel.failure or Code.LOOKUP_WORKER_LOST, policy=policy)
+            elif not await self.wait_exit(exit_grace):
+                await self.contain(Code.WORKER_TIMEOUT, policy=policy)
+            elif self._leftovers():
+                await self.contain(
+                    Code.LOOKUP_WORKER_LOST, policy=policy, survivor_stop=Code.LOOKUP_WORKER_LOST
+                )
+        await self.channel.aclose()
+        # The leader is dead unless containment could not kill it: bounded reap.
+        with anyio.move_on_after((policy or ContainmentPolicy()).kill_wait):
+            await self.process.wait()
+        status = self.process.returncode
+        if status is not None:
+            DIRECT_CHILDREN.discard(self.identity.pid)
+            os.close(self.pidfd)
+        self._leftovers()  # reap any orphan that died after the last look
+        try:
+            self.journal.record_exit(self.launch_id, status)
+        except (EfoldError, sqlite3.Error):
+            pass  # the exit row is bookkeeping; the containment episode is the record
+
+    def _tied(self) -> list[ProcEntry]:
+        """Processes tied to this launch now (``efold.controller.membership``)."""
+        return tied_processes(
+            scan(), leader=self.identity, pgid=self.pgid, recorded=(),
+            controller_pid=os.getpid(),
+            direct_children=DIRECT_CHILDREN.pids() - {self.identity.pid},
+        )
+
+    def _leftovers(self) -> bool:
+        """Whether the exited leader left live processes behind. Exited ones that are
+        now our adopted zombies are reaped on the way (nobody else ever will)."""
+        leftovers = False
+        for entry in self._tied():
+            if entry.pid == self.identity.pid:
+                continue
+            if entry.exited:
+                reap_adopted(entry.pid, entry.start_time)
+            else:
+                leftovers = True
+        return leftovers
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+async def launch_worker(
+    journal: JournalWriter,
+    assignment: Assignment,
+    *,
+    program: Sequence[str] = DEFAULT_PROGRAM,
+    max_frame: int = DEFAULT_MAX_FRAME,
+    env: dict[str, str] | None = None,
+) -> WorkerHandle:
+    """Start one child for ``assignment``; see the module docstring for the order."""
+    become_subreaper()
+    key = secrets.token_bytes(KEY_SIZE)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    key_read, key_write = os.pipe()  # both O_CLOEXEC; pass_fds makes the read end inherit
+    try:
+        try:
+            _write_all(key_write, encode_key_pipe(key, assignment))
+        finally:
+            os.close(key_write)
+        argv = [*program, assignment.kind, "--ipc-fd", str(theirs.fileno()),
+                "--key-fd", str(key_read)]
+        process = await anyio.open_process(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+            pass_fds=(theirs.fileno(), key_read), env=env,
+        )
+    except BaseException as exc:
+        ours.close()
+        if isinstance(exc, OSError):
+            raise ControllerError(Code.LAUNCH_FAILED, f"spawn errno {exc.errno}") from exc
+        raise
+    finally:
+        theirs.close()
+        os.close(key_read)
+    pid = process.pid
+    try:
+        pidfd = os.pidfd_open(pid)  # our unreaped child: the pid cannot be recycled yet
+        identity = identity_of(pid)
+        pgid = process_group(pid)
+    except OSError as exc:
+        ours.close()
+        process.kill()  # by pid, but safe: an unreaped child's pid is still its own
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+        raise ControllerError(Code.LAUNCH_FAILED, "child vanished before its identity") from exc
+    DIRECT_CHILDREN.add(identity)
+    try:
+        if pgid != pid:
+            raise ControllerError(Code.LAUNCH_FAILED, "child does not lead its own group")
+        launch_id = journal.record_launch(
+            epoch=assignment.epoch, slot=assignment.slot, kind=assignment.kind,
+            identity=identity, pgid=pgid,
+        )
+        binding = Binding(epoch=assignment.epoch, slot=assignment.slot, worker=identity)
+        channel = await ControllerChannel.over_socket(
+            ours, protocol=assignment.protocol, binding=binding, key=key, max_frame=max_frame
+        )
+    except BaseException:
+        # No handle will exist: kill its whole fresh group through the leader's pidfd
+        # (the unreaped leader pins that group), reap the leader, give up.
+        with anyio.CancelScope(shield=True):
+            ours.close()
+            _kill_via(pidfd)
+            os.close(pidfd)
+            await process.wait()
+            DIRECT_CHILDREN.discard(pid)
+        raise
+    return WorkerHandle(
+        journal=journal, assignment=assignment, launch_id=launch_id, identity=identity,
+        pgid=pgid, pidfd=pidfd, process=process, channel=channel,
+    )
+
+
+def _kill_via(pidfd: int) -> None:
+    """SIGKILL a child that never got a handle, with its group where the kernel can."""
+    if group_signal_supported(pidfd):
+        signal_pidfd(pidfd, signal.SIGKILL, group=True)
+    signal_pidfd(pidfd, signal.SIGKILL)
+
+
+def cause_of(exc: BaseException) -> Code:
+    """The containment cause for an exception leaving a supervised block."""
+    if isinstance(exc, EfoldError):
+        return exc.code
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return Code.IPC_CANCELLED
+    if isinstance(exc, TimeoutError):
+        return Code.WORKER_TIMEOUT
+    return Code.LOOKUP_WORKER_LOST
+
+
+@asynccontextmanager
+async def supervise(
+    journal: JournalWriter,
+    assignment: Assignment,
+    *,
+    policy: ContainmentPolicy | None = None,
+    exit_grace: float = DEFAULT_EXIT_GRACE,
+    program: Sequence[str] = DEFAULT_PROGRAM,
+    max_frame: int = DEFAULT_MAX_FRAME,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[WorkerHandle]:
+    """Launch a worker for the block; contain it if anything escapes the block, close
+    it otherwise. The handle's ``containment`` and ``close()`` result say what happened."""
+    handle = await launch_worker(
+        journal, assignment, program=program, max_frame=max_frame, env=env
+    )
+    try:
+        yield handle
+    except BaseException as exc:
+        with anyio.CancelScope(shield=True):
+            if handle.containment is None:
+                await handle.contain(cause_of(exc), policy=policy)
+            await handle.close(policy=policy, exit_grace=exit_grace)
+        raise
+    await handle.close(policy=policy, exit_grace=exit_grace)

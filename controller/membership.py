@@ -1,0 +1,87 @@
+"""Which processes belong to a launch: the ties containment and recovery rely on.
+
+A process is *tied* to a launch when, in one /proc snapshot, it is
+
+1. the leader itself (same pid and start time);
+2. in the launch's process group **while the leader pins it** (the leader is alive or an
+   unreaped zombie, so the group number cannot have been recycled);
+3. a recorded member still holding its pid with the recorded start time (whatever group
+   it is in now: a member that called ``setsid`` is still ours);
+4. an orphan adopted by the controller (the controller is a child subreaper): parented
+   to the controller, not one of its registered direct children, and started no
+   earlier than the leader;
+5. a descendant, by parent links, of any of the above.
+
+Rule 3 and 4 are how a descendant that escaped the group with ``setsid`` is still
+found: through its recorded identity, its parent chain, or (once its parent is gone)
+its adoption by the controller. Only a process that escaped *and* was reparented away
+from the controller before any snapshot saw it can be missed; that cannot happen while
+the controller is a subreaper and alive.
+
+With several launches live at once, an adopted orphan that left its group is attributed
+to whichever launch is contained first (rule 4 cannot tell launches apart). It is a
+worker's orphan either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from efold.controller.proctable import ProcEntry, descendants
+from efold.identity import ProcessIdentity
+
+
+def leader_pins_group(table: Mapping[int, ProcEntry], leader: ProcessIdentity) -> bool:
+    entry = table.get(leader.pid)
+    return entry is not None and entry.start_time == leader.start_time
+
+
+def tied_processes(
+    table: Mapping[int, ProcEntry],
+    *,
+    leader: ProcessIdentity,
+    pgid: int,
+    recorded: Iterable[ProcessIdentity],
+    controller_pid: int,
+    direct_children: frozenset[int],
+) -> list[ProcEntry]:
+    """Entries tied to the launch, zombies included, in a stable discovery order:
+    leader, group members, recorded members, adopted orphans, then descendants."""
+    order: list[int] = []
+    seen: set[int] = set()
+
+    def add(pid: int) -> None:
+        if pid not in seen:
+            seen.add(pid)
+            order.append(pid)
+
+    pinned = leader_pins_group(table, leader)
+    if pinned:
+        add(leader.pid)
+        for pid in sorted(table):
+            if table[pid].pgid == pgid:
+                add(pid)
+    for ident in recorded:
+        entry = table.get(ident.pid)
+        if entry is not None and entry.start_time == ident.start_time:
+            add(ident.pid)
+    for pid in sorted(table):
+        entry = table[pid]
+        if (
+            entry.ppid == controller_pid
+            and pid not in direct_children
+            and pid != leader.pid
+            and entry.start_time >= leader.start_time
+        ):
+            add(pid)
+    for pid in descendants(table, list(order)):
+        add(pid)
+    return [table[pid] for pid in order]
+
+
+def live_in_groups(
+    table: Mapping[int, ProcEntry], groups: Iterable[int]
+) -> list[ProcEntry]:
+    """Live (non-zombie) processes whose process group is one of ``groups``."""
+    wanted = set(groups)
+    return [e for pid, e in sorted(table.items()) if e.pgid in wanted and not e.exited]

@@ -1,0 +1,188 @@
+"""Recovery: observe what a run left behind. Observation only.
+
+``observe(run_dir)`` reads the journal read-only, re-proves every recorded process
+(launch leaders and containment members) against /proc, looks for live processes still
+tied to each launch, and returns a content-free report: ids, pids, start times, process
+groups, states, fixed codes. It never signals, never launches, never writes the journal
+and never readmits a slot: after a controller crash the processes it left are named here
+so that an operator (or a later controller that re-proves them) can act.
+
+Ties are those of ``efold.controller.membership`` except adoption (rule 4): the process
+that would have adopted orphans is the dead controller, so its orphans now belong to
+init or another subreaper and cannot be attributed by parentage. They are still found
+through their recorded identity (rule 3) and their recorded process group.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import Any
+
+import msgspec
+
+from efold.controller.membership import leader_pins_group, live_in_groups, tied_processes
+from efold.controller.proctable import ProcEntry, scan
+from efold.controller.proof import Member as RecordedMember
+from efold.controller.proof import ProofState, prove
+from efold.identity import ProcessIdentity, boot_id
+from efold.registry.journal import JournalReader
+from efold.registry.lease import probe_lease
+
+REPORT_VERSION = 1
+
+
+class SurvivorTie(enum.StrEnum):
+    RECORDED = "recorded"  # a recorded process, re-proven alive
+    DESCENDANT = "descendant"  # tied by group or parent links, never recorded
+    UNPROVABLE = "unprovable"  # alive in a recorded group, identity not re-provable
+
+
+class ProcessState(msgspec.Struct, frozen=True):
+    role: str  # leader | descendant
+    launch_id: int
+    pid: int
+    start_time: int
+    pgid: int
+    proof: ProofState
+
+
+class LaunchState(msgspec.Struct, frozen=True):
+    launch_id: int
+    epoch: int
+    slot: str
+    kind: str
+    pid: int
+    start_time: int
+    pgid: int
+    exit_recorded: bool
+    exit_status: int | None
+    proof: ProofState
+
+
+class ContainmentState(msgspec.Struct, frozen=True):
+    containment_id: int
+    launch_id: int
+    cause: str
+    finished: bool
+    result: str | None
+
+
+class SurvivorState(msgspec.Struct, frozen=True):
+    launch_id: int
+    pid: int
+    start_time: int
+    ppid: int
+    pgid: int
+    tie: SurvivorTie
+
+
+class RecoveryReport(msgspec.Struct, frozen=True):
+    version: int
+    lease: str
+    lease_holder_pid: int | None
+    sticky_stop: str | None
+    launches: list[LaunchState]
+    members: list[ProcessState]
+    containments: list[ContainmentState]
+    survivors: list[SurvivorState]
+    unfinished_containments: int
+    reconciled: bool  # nothing tied to any launch is alive
+
+
+def _identity(row: dict[str, Any]) -> ProcessIdentity:
+    return ProcessIdentity(pid=row["pid"], start_time=row["start_time"], boot_id=row["boot_id"])
+
+
+def _survivors_of(
+    launch: dict[str, Any],
+    members: list[RecordedMember],
+    table: dict[int, ProcEntry],
+    current_boot: str,
+) -> list[SurvivorState]:
+    leader = _identity(launch)
+    if leader.boot_id != current_boot:
+        return []  # another boot: nothing of this launch can be alive
+    recorded = [m.identity for m in members] + [leader]
+    tied = tied_processes(
+        table, leader=leader, pgid=launch["pgid"], recorded=recorded, controller_pid=-1,
+        direct_children=frozenset(),
+    )
+    groups = {m.pgid for m in members if m.pgid == m.identity.pid}
+    if leader_pins_group(table, leader):
+        groups.add(launch["pgid"])
+    groups.discard(os.getpgrp())
+    known = {(i.pid, i.start_time) for i in recorded}
+    tied_pids = {e.pid for e in tied}
+    found: dict[int, SurvivorState] = {}
+    for entry in [*tied, *live_in_groups(table, groups)]:
+        if entry.exited or entry.pid in found or entry.pid == os.getpid():
+            continue
+        if (entry.pid, entry.start_time) in known:
+            tie = SurvivorTie.RECORDED
+        elif entry.pid in tied_pids:
+            tie = SurvivorTie.DESCENDANT
+        else:
+            tie = SurvivorTie.UNPROVABLE
+        found[entry.pid] = SurvivorState(
+            launch_id=launch["launch_id"], pid=entry.pid, start_time=entry.start_time,
+            ppid=entry.ppid, pgid=entry.pgid, tie=tie,
+        )
+    return list(found.values())
+
+
+def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
+    """The recovery report for ``run_dir``. Raises ``RegistryError(journal_invalid)`` if
+    the journal cannot be read."""
+    with JournalReader(run_dir) as journal:
+        launches = journal.rows("launches")
+        member_rows = journal.rows("members")
+        containment_rows = journal.rows("containments")
+        sticky = journal.sticky_stop()
+    lease = probe_lease(run_dir)
+    current_boot = boot_id()
+    table = scan()
+    by_launch: dict[int, list[RecordedMember]] = {}
+    members: list[ProcessState] = []
+    for row in member_rows:
+        member = RecordedMember(_identity(row), row["pgid"], row["role"])
+        by_launch.setdefault(row["launch_id"], []).append(member)
+        proof = prove(member, current_boot=current_boot)
+        proof.close()
+        members.append(ProcessState(
+            role=row["role"], launch_id=row["launch_id"], pid=row["pid"],
+            start_time=row["start_time"], pgid=row["pgid"], proof=proof.state,
+        ))
+    launch_states: list[LaunchState] = []
+    survivors: list[SurvivorState] = []
+    for row in launches:
+        proof = prove(RecordedMember(_identity(row), row["pgid"], "leader"), current_boot=current_boot)
+        proof.close()
+        launch_states.append(LaunchState(
+            launch_id=row["launch_id"], epoch=row["epoch"], slot=row["slot"], kind=row["kind"],
+            pid=row["pid"], start_time=row["start_time"], pgid=row["pgid"],
+            exit_recorded=row["exited_ns"] is not None, exit_status=row["exit_status"],
+            proof=proof.state,
+        ))
+        survivors.extend(
+            _survivors_of(row, by_launch.get(row["launch_id"], []), table, current_boot)
+        )
+    containments = [
+        ContainmentState(
+            containment_id=r["containment_id"], launch_id=r["launch_id"], cause=r["cause"],
+            finished=r["finished_ns"] is not None, result=r["result"],
+        )
+        for r in containment_rows
+    ]
+    return RecoveryReport(
+        version=REPORT_VERSION,
+        lease=lease.state.value,
+        lease_holder_pid=lease.holder.pid if lease.holder else None,
+        sticky_stop=sticky,
+        launches=launch_states,
+        members=members,
+        containments=containments,
+        survivors=survivors,
+        unfinished_containments=sum(1 for c in containments if not c.finished),
+        reconciled=not survivors,
+    )

@@ -1,0 +1,5 @@
+"""``python -m efold.worker probe|prep --ipc-fd N --key-fd M`` (see ``efold.worker.entry``)."""
+
+from efold.worker.entry import main
+
+raise SystemExit(main())

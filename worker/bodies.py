@@ -1,0 +1,92 @@
+"""The pluggable part of a child: which code runs between the handshake and the end.
+
+The entry point (``efold.worker.entry``) owns the protocol: key pipe, self-checks,
+``Hello``/``Welcome``, ``Ready``, ``Terminal``/``Prepared`` and ``DoneAck``. A *body*
+owns the work in between:
+
+* a **probe body** ``restore``s the assigned snapshot into the private slot directory
+  and returns its arrival digest (sent in ``Ready``), then ``run``s with a
+  ``ProbeSession`` (admit / consume / settle) and returns the ``Terminal`` message;
+* a **prep body** ``run``s with the assignment and the ``Welcome`` and returns the
+  ``Prepared`` message.
+
+Registration is explicit: the tables below map the body name an ``Assignment`` carries
+to ``"module:attribute"`` (a zero-argument factory or class). Only the chosen module is
+imported, and only when the child starts, so a child pays for the imports of its own
+body and nothing else. Registered here:
+
+====================  ======  =========================================================
+name                  kind    what it is
+====================  ======  =========================================================
+``builtin``           probe   ``efold.worker.builtin.BuiltinProbe``: restores and verifies
+                              a single-file snapshot, answers ``UNKNOWN`` without any
+                              model request (a skeleton for the protocol, not a reader)
+``builtin``           prep    ``efold.worker.builtin.BuiltinPrep``: writes a tiny
+                              snapshot file into its slot directory and reports it
+====================  ======  =========================================================
+
+``reader``            probe   ``efold.worker.reader.ReaderProbe``: restores the verified
+                              checkpoint and runs the reader loop through the guard
+``fold``              prep    ``efold.worker.prep.FoldPrep``: replays a trace through a
+                              fold arm offline and writes the snapshot
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Final, Protocol, cast
+
+from efold.errors import Code
+from efold.ipc.messages import Prepared, Terminal, Welcome
+from efold.worker.assignment import Assignment
+from efold.worker.errors import WorkerError
+from efold.worker.session import ProbeSession
+
+
+class ProbeBody(Protocol):
+    def restore(self, assignment: Assignment) -> str:
+        """Restore and verify the snapshot inside ``assignment.slot_dir``; return the
+        arrival digest. Raise ``WorkerError(worker_snapshot_invalid)`` if it does not
+        verify."""
+        ...
+
+    def run(self, session: ProbeSession) -> Terminal:
+        """Do the probe run and return the terminal message."""
+        ...
+
+
+class PrepBody(Protocol):
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        """Prepare the checkpoint snapshot inside ``assignment.slot_dir``."""
+        ...
+
+
+PROBE_BODIES: Final[Mapping[str, str]] = {
+    "builtin": "efold.worker.builtin:BuiltinProbe",
+    "reader": "efold.worker.reader:ReaderProbe",
+}
+
+PREP_BODIES: Final[Mapping[str, str]] = {
+    "builtin": "efold.worker.builtin:BuiltinPrep",
+    "fold": "efold.worker.prep:FoldPrep",
+}
+
+
+def _load(table: Mapping[str, str], name: str) -> object:
+    target = table.get(name)
+    if target is None:
+        raise WorkerError(Code.WORKER_USAGE, "unregistered body")
+    module_name, _, attr = target.partition(":")
+    factory = getattr(importlib.import_module(module_name), attr)
+    return factory()
+
+
+def load_probe_body(name: str) -> ProbeBody:
+    """Instantiate the registered probe body ``name`` (``worker_usage`` if unknown)."""
+    return cast(ProbeBody, _load(PROBE_BODIES, name))
+
+
+def load_prep_body(name: str) -> PrepBody:
+    """Instantiate the registered prep body ``name`` (``worker_usage`` if unknown)."""
+    return cast(PrepBody, _load(PREP_BODIES, name))

@@ -1,0 +1,129 @@
+"""``python -m efold.worker probe|prep --ipc-fd N --key-fd M``: a child's whole life.
+
+1. Read the key pipe once (key + ``Assignment``), close it. The kind on argv must match.
+2. Verify, before saying anything: the parent is the assigned controller (pid + start
+   time + boot id) and the run lease is live, held by it at the assigned epoch.
+3. ``Hello`` (the assignment's digests and cache key) ; ``Welcome`` (deadlines, budgets).
+4. probe: the body restores and verifies the snapshot; ``Ready{arrival_digest}``; the
+   body runs with a ``ProbeSession``; ``Terminal`` ; ``DoneAck``.
+   prep: the body prepares; ``Prepared`` ; ``DoneAck``.
+5. Exit 0 after ``DoneAck``.
+
+Any failure exits with the fixed status of its code (``efold.worker.exit_codes``) and
+nothing else: no message after a failed check, nothing on stdout/stderr (they are
+/dev/null anyway). A ``Stop`` from the controller exits ``worker_stopped``.
+
+Imports are kept to the standard library, msgspec and efold's child-side modules: each
+child pays for its imports at every launch (see ``benchmarks/bench_spawn.py``).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Final, cast
+
+from efold.errors import Code, EfoldError
+from efold.identity import current_identity
+from efold.ipc.child_channel import ChildChannel
+from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Welcome
+from efold.worker.assignment import Assignment, read_key_pipe
+from efold.worker.bodies import PrepBody, ProbeBody, load_prep_body, load_probe_body
+from efold.worker.errors import WorkerError
+from efold.worker.exit_codes import EXIT_OK, exit_status_for
+from efold.worker.session import ProbeSession, expect
+from efold.worker.verify import verify_lease, verify_parent
+
+USAGE: Final = "usage: python -m efold.worker probe|prep --ipc-fd N --key-fd M"
+
+
+def parse_argv(argv: Sequence[str]) -> tuple[str, int, int]:
+    """(kind, ipc fd, key fd). Deliberately tiny (no argparse: it costs import time)."""
+    if len(argv) != 5 or argv[0] not in ("probe", "prep"):
+        raise WorkerError(Code.WORKER_USAGE, USAGE)
+    options = {argv[1]: argv[2], argv[3]: argv[4]}
+    try:
+        ipc_fd = int(options["--ipc-fd"])
+        key_fd = int(options["--key-fd"])
+    except (KeyError, ValueError) as exc:
+        raise WorkerError(Code.WORKER_USAGE, USAGE) from exc
+    if ipc_fd < 3 or key_fd < 3 or ipc_fd == key_fd:
+        raise WorkerError(Code.WORKER_USAGE, "descriptors must be distinct and above stdio")
+    return argv[0], ipc_fd, key_fd
+
+
+def _open_socket(fd: int) -> socket.socket:
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise WorkerError(Code.WORKER_USAGE, f"ipc fd errno {exc.errno}") from exc
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        sock.detach()
+        raise WorkerError(Code.WORKER_USAGE, "ipc fd is not a unix stream socket")
+    return sock
+
+
+def _hello(assignment: Assignment) -> Hello:
+    return Hello(
+        protocol=assignment.protocol,
+        registration_digest=assignment.registration_digest,
+        plan_digest=assignment.plan_digest,
+        build_digest=assignment.build_digest,
+        cache_key=assignment.cache_key,
+    )
+
+
+def run(kind: str, ipc_fd: int, key_fd: int, *, body: ProbeBody | PrepBody | None = None) -> None:
+    """The child's protocol; returns normally only after ``DoneAck``.
+
+    ``body`` overrides the registered body the assignment names: for programs that
+    embed this entry point (test children), never set from anything the child reads.
+    """
+    key, assignment = read_key_pipe(key_fd)
+    if assignment.kind != kind:
+        raise WorkerError(Code.WORKER_USAGE, "argv kind differs from the assignment")
+    sock = _open_socket(ipc_fd)
+    verify_parent(assignment)
+    verify_lease(assignment)
+    # Load the body before speaking: an unregistered body refuses without a message.
+    probe_body: ProbeBody | None = None
+    prep_body: PrepBody | None = None
+    if kind == "probe":
+        probe_body = cast(ProbeBody, body) if body else load_probe_body(assignment.body)
+    else:
+        prep_body = cast(PrepBody, body) if body else load_prep_body(assignment.body)
+    binding = Binding(epoch=assignment.epoch, slot=assignment.slot, worker=current_identity())
+    channel = ChildChannel(
+        sock,
+        protocol=assignment.protocol,
+        binding=binding,
+        key=key,
+        exchange_timeout=assignment.hello_timeout_ms / 1000,
+    )
+    welcome = expect(channel.request(_hello(assignment)), Welcome)
+    channel.set_exchange_timeout(welcome.deadlines.exchange_ms / 1000)
+    if probe_body is not None:
+        arrival = probe_body.restore(assignment)
+        channel.send(Ready(arrival_digest=arrival))
+        final = probe_body.run(ProbeSession(channel, assignment, welcome))
+        expect(channel.request(final), DoneAck)
+    else:
+        assert prep_body is not None
+        prepared = prep_body.run(assignment, welcome)
+        expect(channel.request(prepared), DoneAck)
+    channel.close()
+
+
+def main(argv: Sequence[str] | None = None, *, body: ProbeBody | PrepBody | None = None) -> int:
+    """Run the child and return its exit status (never raises, never prints)."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        run(*parse_argv(args), body=body)
+    except EfoldError as exc:
+        return exit_status_for(exc.code)
+    except Exception:
+        # Never a traceback (stderr is /dev/null anyway) and never exit status 1, which
+        # would read as "unknown": a body bug is a fixed code like any other failure.
+        return exit_status_for(Code.WORKER_BODY_FAILED)
+    return EXIT_OK
