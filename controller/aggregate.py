@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from efold.controller.digests import sha256_hex
+from efold.digests import sha256_hex
 from efold.controller.records import Plan, Receipt
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JournalReader

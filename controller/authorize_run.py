@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from efold.controller.digests import sha256_hex
+from efold.digests import sha256_hex
 from efold.controller.errors import ControllerError
 from efold.controller.registration import Registration
 from efold.errors import Code, EfoldError
@@ -30,7 +30,7 @@ FAUX_CREDENTIAL_ENV: Final = "EFOLD_FAUX_NO_CREDENTIAL"
 
 def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
                  output_root: Path, credential_env_var: str) -> AuthorizationBindings:
-    from efold.controller.digests import canonical_json
+    from efold.digests import canonical_json
 
     d = reg.campaign.deadlines
     return AuthorizationBindings(

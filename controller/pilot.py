@@ -10,8 +10,11 @@ Order (each step completes before the next; nothing is resumed or reused):
    one receipt per visited slot; stop policies after every slot;
 5. aggregate: results.json, summary.md, report.html; release the lease.
 
-A stop ends scheduling: the slots after it are unvisited (they stay in the plan's
-inventory, never in the execution counts).
+A stop closes admission: every later slot is still visited, in order, and receives an
+``unadmitted`` receipt with the refusal's code (``lookup_stopped``, or
+``not_admitted_cap`` once the cap refused) without a child being launched, so the
+counts of a stopped run are complete and honest. Only a controller that dies leaves
+slots unvisited (they stay in the plan's inventory, never in the execution counts).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import anyio
 
 from efold.controller.aggregate import PLAN_NAME, read_run, render_reports
-from efold.controller.digests import canonical_json, sha256_hex
+from efold.digests import canonical_json, sha256_hex
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for
 from efold.controller.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
@@ -95,9 +98,10 @@ def _evidence(arm: str, suite: str, snapshot: SnapshotRef,
 
 
 async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
-                  progress: Progress | None = None) -> PilotOutcome:
+                  progress: Progress | None = None,
+                  program: tuple[str, ...] | None = None) -> PilotOutcome:
     from efold.controller.authorize_run import consume_faux
-    from efold.controller.digests import build_digest
+    from efold.digests import build_digest
     from efold.corpus import dump_trace, load_suite
     from efold.guard import pricer_for
     from efold.registry.journal import JournalWriter
@@ -136,6 +140,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                             meter_bytes=campaign.budgets.lookup_bytes),
             prep_seconds=campaign.deadlines.prep_seconds,
             probe_seconds=campaign.deadlines.probe_seconds,
+            program=program,
         )
 
         # -- prep: one child per checkpoint used by an eligible slot -------------------
@@ -181,17 +186,19 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
         private_subdir(run, "receipts")
         for n, planned in enumerate(plan.slots):
             tick("probe", n, len(plan.slots))
-            if policy.stopped or ctx.source.cap_refused:
-                break
-            if not planned.eligible:
-                receipt = skipped_receipt(planned, Code.INVENTORY_INFEASIBLE)
-                _write(ctx, receipt)
-                receipts.append(receipt)
-                continue
             prep = preps.get(planned.checkpoint)
-            if prep is None or prep.snapshot is None:
-                receipt = skipped_receipt(planned, prep.code if prep and prep.code
-                                          else Code.LOOKUP_PREPARATION_INVALID)
+            refusal: Code | None = None
+            if not planned.eligible:
+                refusal = Code.INVENTORY_INFEASIBLE
+            elif policy.stopped:  # admission is closed for the rest of the run
+                refusal = Code.LOOKUP_STOPPED
+            elif ctx.source.cap_refused:  # spend never falls: every later admit refuses
+                refusal = Code.NOT_ADMITTED_CAP
+            elif prep is None or prep.snapshot is None:
+                refusal = (prep.code if prep and prep.code
+                           else Code.LOOKUP_PREPARATION_INVALID)
+            if refusal is not None:
+                receipt = skipped_receipt(planned, refusal)
                 _write(ctx, receipt)
                 receipts.append(receipt)
                 continue
@@ -231,7 +238,11 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
 
 
 def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
-              progress: Progress | None = None) -> PilotOutcome:
+              progress: Progress | None = None,
+              program: tuple[str, ...] | None = None) -> PilotOutcome:
     """Synchronous entry: the async pilot on the trio backend."""
     os.umask(0o077)  # everything the run writes is owner-only
-    return anyio.run(lambda: execute(reg, reg_bytes, run, progress=progress), backend="trio")
+    return anyio.run(
+        lambda: execute(reg, reg_bytes, run, progress=progress, program=program),
+        backend="trio",
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from efold.controller.digests import digest_of
+from efold.digests import digest_of
 from efold.controller.records import Plan, PlannedSlot
 from efold.controller.registration import Registration, rank_key, registration_sha256
 

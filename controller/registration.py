@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from efold.controller.campaign import Campaign, CampaignError
-from efold.controller.digests import build_digest, canonical_json, digest_of, sha256_hex
+from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 
 REGISTRATION_VERSION = 1

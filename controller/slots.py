@@ -41,6 +41,7 @@ from efold.controller.records import (
 )
 from efold.controller.stops import SlotEnd, StopPolicy
 from efold.corpus.model import Probe
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity
 from efold.ipc.errors import IpcError, IpcPeerError
@@ -89,6 +90,15 @@ class RunContext:
     probe_seconds: float
     containment: ContainmentPolicy = field(default_factory=ContainmentPolicy)
     hello_timeout_ms: int = 30_000
+    # The child command line (the launcher's default: ``python -I -m efold.worker``).
+    # Tests substitute a program that embeds the same entry point with a faulty body.
+    program: tuple[str, ...] | None = None
+
+    def launch_options(self) -> dict[str, object]:
+        options: dict[str, object] = {"policy": self.containment}
+        if self.program is not None:
+            options["program"] = self.program
+        return options
 
     def welcome(self, seconds: float) -> Welcome:
         ms = int(seconds * 1000)
@@ -137,7 +147,7 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     prepared: Prepared | None = None
     code: Code | None = None
     try:
-        async with supervise(ctx.journal, assignment, policy=ctx.containment) as handle:
+        async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
             with anyio.fail_after(ctx.prep_seconds):
                 await handle.accept_hello(ctx.welcome(ctx.prep_seconds), timeout=ctx.prep_seconds)
                 msg = await handle.channel.receive(timeout=ctx.prep_seconds)
@@ -234,7 +244,7 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     ex = _Exchange()
     receipt: Receipt | None = None
     try:
-        async with supervise(ctx.journal, assignment, policy=ctx.containment) as handle:
+        async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
             try:
                 with anyio.fail_after(ctx.probe_seconds):
                     await _serve_probe(ctx, handle, slot, ex)
@@ -257,8 +267,10 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     except IpcError as exc:  # pragma: no cover - IpcError is an EfoldError
         ex.failure = exc.code
     if receipt is None:
-        kind = SettleKind.OWN_ABORT_AFTER_SEND if ex.own_abort else SettleKind.LOST
         failure = ex.failure or Code.LOOKUP_WORKER_LOST
+        kind = (SettleKind.OWN_ABORT_AFTER_SEND if ex.own_abort
+                else SettleKind.INTEGRITY_STOP if failure is ctx.policy.stop_code
+                else SettleKind.LOST)
         ctx.source.abandon_slot(slot, failure, kind)
         receipt = _receipt(ctx, planned, probe, ex, evidence, started)
         _write(ctx, receipt)
@@ -319,9 +331,7 @@ def _receipt(ctx: RunContext, planned: PlannedSlot, probe: Probe, ex: _Exchange,
         status = SlotStatus.COMPLETED
         result = score(probe, terminal.answer)
         outcome, correct = result.outcome, result.correct
-        import hashlib
-
-        answer_sha = hashlib.sha256(terminal.answer.encode()).hexdigest()
+        answer_sha = sha256_hex(terminal.answer.encode())
     elif terminal is not None and terminal.status is TerminalStatus.FAILED \
             and not led.lost and not led.own_abort:
         status = SlotStatus.INVALID
@@ -359,7 +369,9 @@ def _code(code: Code | None) -> str | None:
 
 
 def skipped_receipt(planned: PlannedSlot, code: Code) -> Receipt:
-    """An inventory-infeasible (or unpreparable) slot: planned, counted, never admitted."""
+    """A slot visited but never launched: inventory-infeasible (``skipped``), or refused
+    before any hold because its checkpoint could not be prepared or admission is closed
+    (a sticky stop, the cap): ``unadmitted`` with that code."""
     return Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,

@@ -1,0 +1,32 @@
+"""``efold-controller preflight --registration F --sha256 S``."""
+
+from __future__ import annotations
+
+import click
+
+from efold.controller.commands._options import fail, registration_options
+
+
+@click.command("preflight")
+@registration_options()
+def command(registration: str, sha256: str) -> None:
+    """Run only the prep children in a private temporary root (removed afterwards),
+    dry-restore every snapshot and print a JSON report per slot. Exits 1 if any
+    eligible slot fails (tree limits, restore, watchdog)."""
+    from pathlib import Path
+
+    import msgspec
+
+    from efold.controller.preflight import run_preflight
+    from efold.controller.registration import load_registration
+    from efold.errors import EfoldError
+
+    try:
+        reg = load_registration(registration, sha256)
+        report = run_preflight(reg, Path(registration).read_bytes())
+    except EfoldError as exc:
+        fail(exc.code.value, exc.detail)
+        return
+    click.echo(msgspec.json.format(msgspec.json.encode(report), indent=2))
+    if not report.ok:
+        raise SystemExit(1)

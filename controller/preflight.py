@@ -1,0 +1,152 @@
+"""Preflight: only the prep children, in a private temporary root removed afterwards.
+
+For every checkpoint the plan needs: run the real prep child, check the tree it left
+(``controller.tree``), verify and dry-restore its snapshot into a fresh directory, and
+time both phases against the prep watchdog. The report has one entry per planned slot
+(a slot is as preparable as its checkpoint). No authorization, no burn registry, no
+probe and no model: this is a free feasibility check, not a prediction of a full run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from efold.controller.permits import DurablePermitSource
+from efold.controller.plan import plan_for
+from efold.controller.registration import Registration
+from efold.controller.runroot import claim_run_dir, private_subdir
+from efold.controller.slots import RunContext, run_prep
+from efold.controller.stops import StopPolicy
+from efold.controller.tree import inspect_tree
+from efold.digests import build_digest, canonical_json, sha256_hex
+from efold.errors import Code, EfoldError
+from efold.identity import current_identity
+from efold.ipc.messages import Budgets
+from efold.worker.tasks import PrepTask
+
+
+class PreflightSlot(msgspec.Struct, frozen=True):
+    slot: str
+    checkpoint: str
+    eligible: bool
+    ok: bool
+    code: str | None
+    files: int
+    bytes: int
+    largest_bytes: int
+    rejected: dict[str, int]
+    prepare_ms: int
+    restore_ms: int
+    watchdog_ms: int
+
+
+class PreflightReport(msgspec.Struct, frozen=True):
+    registration_sha256: str
+    ok: bool
+    checkpoints: int
+    slots: list[PreflightSlot]
+    version: int = 1
+
+
+async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
+                     program: tuple[str, ...] | None) -> PreflightReport:
+    from efold.corpus import dump_trace, load_suite, trace_digest
+    from efold.folds import copy_snapshot
+    from efold.registry import publish_exclusive
+    from efold.registry.journal import JournalWriter
+    from efold.registry.lease import acquire_lease
+
+    campaign = reg.campaign
+    plan = plan_for(reg)
+    run = claim_run_dir(root / "run")
+    items = {i.trace.header.trace_id: i for i in load_suite(campaign.suite, campaign.seeds or None)}
+    watchdog_ms = int(campaign.deadlines.prep_seconds * 1000)
+    results: dict[str, PreflightSlot] = {}
+    with acquire_lease(run) as lease:
+        journal = JournalWriter(run, lease)
+        epoch = journal.record_epoch(current_identity())
+        lease.set_epoch(epoch)
+        plan_bytes = canonical_json(plan) + b"\n"
+        ctx = RunContext(
+            run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
+            registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
+            build_digest=build_digest(),
+            # Preflight admits nothing: a zero cap refuses any request that could appear.
+            source=DurablePermitSource(journal, epoch=epoch, cap_units=0, rmax_units=1,
+                                       max_requests=1, price=lambda usage, tier: 0),
+            policy=StopPolicy(),
+            budgets=Budgets(max_requests=0, meter_calls=0, meter_bytes=0),
+            prep_seconds=campaign.deadlines.prep_seconds,
+            probe_seconds=campaign.deadlines.probe_seconds, program=program,
+        )
+        publish_exclusive(run, "registration.json", reg_bytes)
+        publish_exclusive(run, "plan.json", plan_bytes)
+        traces = private_subdir(run, "traces")
+        private_subdir(run, "checkpoints")
+        private_subdir(run, "restore")
+        for s in plan.slots:
+            if not s.eligible or s.checkpoint in results:
+                continue
+            trace = items[s.trace_id].trace
+            trace_file = traces / f"{s.trace_id}.jsonl"
+            if not trace_file.exists():
+                publish_exclusive(traces, trace_file.name, dump_trace(trace))
+            slot_dir = private_subdir(run, "checkpoints", s.checkpoint)
+            result = await run_prep(ctx, key=s.checkpoint, slot_dir=slot_dir, task=PrepTask(
+                arm=s.arm, trace_file=str(trace_file), trace_sha256=trace_digest(trace)))
+            tree = inspect_tree(slot_dir)
+            code = result.code
+            if code is None and not tree.ok:
+                code = Code.PREFLIGHT_TREE_INVALID
+            restore_ms = 0
+            if code is None and result.snapshot is not None:
+                started = time.monotonic()
+                try:
+                    copy_snapshot(result.snapshot.path, run / "restore" / s.checkpoint,
+                                  expected_digest=result.snapshot.digest)
+                except EfoldError:
+                    code = Code.LOOKUP_PREPARATION_INVALID
+                restore_ms = int((time.monotonic() - started) * 1000)
+            if code is None and result.elapsed_ms + restore_ms > watchdog_ms:
+                code = Code.WORKER_TIMEOUT
+            results[s.checkpoint] = PreflightSlot(
+                slot="", checkpoint=s.checkpoint, eligible=True, ok=code is None,
+                code=code.value if code else None, files=tree.files, bytes=tree.bytes,
+                largest_bytes=tree.largest, rejected=dict(sorted(tree.rejected.items())),
+                prepare_ms=result.elapsed_ms, restore_ms=restore_ms, watchdog_ms=watchdog_ms,
+            )
+        journal.close()
+    slots = []
+    for s in plan.slots:
+        base = results.get(s.checkpoint)
+        if not s.eligible or base is None:
+            slots.append(PreflightSlot(
+                slot=s.slot, checkpoint=s.checkpoint, eligible=False, ok=True,
+                code=Code.INVENTORY_INFEASIBLE.value, files=0, bytes=0, largest_bytes=0,
+                rejected={}, prepare_ms=0, restore_ms=0, watchdog_ms=watchdog_ms))
+        else:
+            slots.append(msgspec.structs.replace(base, slot=s.slot))
+    return PreflightReport(
+        registration_sha256=sha256_hex(reg_bytes), ok=all(x.ok for x in slots),
+        checkpoints=len(results), slots=slots,
+    )
+
+
+def run_preflight(reg: Registration, reg_bytes: bytes, *,
+                  program: tuple[str, ...] | None = None,
+                  keep_root: list[Path] | None = None) -> PreflightReport:
+    """Run preflight in a private temporary root, always removed afterwards.
+    ``keep_root`` (tests) receives the root's path so its removal can be checked."""
+    root = Path(tempfile.mkdtemp(prefix="efold-preflight-"))
+    if keep_root is not None:
+        keep_root.append(root)
+    try:
+        return anyio.run(lambda: _preflight(reg, reg_bytes, root, program), backend="trio")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
