@@ -17,8 +17,8 @@ from pathlib import Path
 
 import msgspec
 
-from efold.digests import sha256_hex
 from efold.controller.records import Plan, Receipt
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JournalReader
 

@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Final
 
-from efold.digests import sha256_hex
 from efold.controller.errors import ControllerError
 from efold.controller.registration import Registration
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.authorization import AuthorizationBindings
 from efold.registry.lease import Lease
@@ -92,7 +92,8 @@ def refuse_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, *,
         return ControllerError(code, "paid runs never run where CI is set")
     if authorization is None or not trusted:
         return ControllerError(code, "--real needs --authorization FILE and --trust KEY")
-    from efold.registry.authorization import load_public_key, verify_real_authorization
+    from efold.registry.approver_keys import load_public_key
+    from efold.registry.authorization import verify_real_authorization
 
     try:
         artifact = Path(authorization).read_bytes()

@@ -34,12 +34,19 @@ class Reader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     effort: str = "low"
 
 
+DEFAULT_INSTRUCTIONS = (
+    "You are the assistant in an ongoing conversation with its owner. Answer the owner's "
+    "question from what you know of the conversation, tool results included. Be brief. "
+    "If the answer never came up, say UNKNOWN."
+)
+
+
 class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An arm plus its frozen settings."""
 
     name: str
     arm: str
-    instructions: str | None = None  # system prompt text (frozen into the registration)
+    instructions: str = DEFAULT_INSTRUCTIONS  # the reader's system prompt, frozen into the registration
 
 
 class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -115,7 +122,7 @@ def parse_campaign(text: str) -> Campaign:
         Role(
             name=name,
             arm=spec.role.get(name, _RoleTable()).arm or name,
-            instructions=spec.role.get(name, _RoleTable()).instructions,
+            instructions=spec.role.get(name, _RoleTable()).instructions or DEFAULT_INSTRUCTIONS,
         )
         for name in spec.roles
     ]

@@ -220,9 +220,10 @@ class DurablePermitSource:
             else:
                 led.lost = True
         outcome = kind.value if integrity is None else SettleKind.INTEGRITY_STOP.value
+        final_code = integrity or code
         self._journal.record_settlement(
             permit_id=permit_id, state=state, outcome=outcome,
-            code=(integrity or code).value if (integrity or code) else None,
+            code=final_code.value if final_code is not None else None,
             settled_units=settled, partial_units=partial,
             usage=dict(usage) if usage is not None else None, tier=tier,
         )

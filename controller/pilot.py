@@ -27,7 +27,6 @@ from pathlib import Path
 import anyio
 
 from efold.controller.aggregate import PLAN_NAME, read_run, render_reports
-from efold.digests import canonical_json, sha256_hex
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for
 from efold.controller.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
@@ -44,6 +43,7 @@ from efold.controller.slots import (
 )
 from efold.controller.stops import StopPolicy
 from efold.corpus.model import Probe, SuiteItem
+from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
 from efold.ipc.messages import Budgets
@@ -101,8 +101,8 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
                   program: tuple[str, ...] | None = None) -> PilotOutcome:
     from efold.controller.authorize_run import consume_faux
-    from efold.digests import build_digest
     from efold.corpus import dump_trace, load_suite
+    from efold.digests import build_digest
     from efold.guard import pricer_for
     from efold.registry.journal import JournalWriter
     from efold.registry.lease import acquire_lease
@@ -202,6 +202,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 _write(ctx, receipt)
                 receipts.append(receipt)
                 continue
+            assert prep is not None and prep.snapshot is not None  # refused above otherwise
             probe = probes[(planned.trace_id, planned.probe_id)]
             reader = campaign.reader
             task = ProbeTask(

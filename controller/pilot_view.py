@@ -63,5 +63,6 @@ def print_summary(outcome: PilotOutcome) -> None:
     if results.reader_faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
     run = outcome.run_dir
-    console.print(f"results: {run / 'results.json'}\nsummary: {run / 'summary.md'}\n"
-                  f"report:  {run / 'report.html'}")
+    # Paths go out unwrapped (rich would fold them at the terminal width): scripts read them.
+    print(f"results: {run / 'results.json'}\nsummary: {run / 'summary.md'}\n"
+          f"report:  {run / 'report.html'}", flush=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import msgspec
 
-from efold.digests import digest_of
 from efold.controller.records import Plan, PlannedSlot
 from efold.controller.registration import Registration, rank_key, registration_sha256
+from efold.digests import digest_of
 
 # Arms that need what a suite does not have: the ceiling arm needs a trace long enough
 # to reach the 200k-token ceiling, which only the hard suites have (reference: "ceiling

@@ -101,9 +101,9 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
             result = await run_prep(ctx, key=s.checkpoint, slot_dir=slot_dir, task=PrepTask(
                 arm=s.arm, trace_file=str(trace_file), trace_sha256=trace_digest(trace)))
             tree = inspect_tree(slot_dir)
-            code = result.code
-            if code is None and not tree.ok:
-                code = Code.PREFLIGHT_TREE_INVALID
+            # A tree that breaks the limits is named as such, even when the snapshot's own
+            # verification also refused it (an unlisted file, say).
+            code = Code.PREFLIGHT_TREE_INVALID if not tree.ok else result.code
             restore_ms = 0
             if code is None and result.snapshot is not None:
                 started = time.monotonic()

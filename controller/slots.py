@@ -95,7 +95,9 @@ class RunContext:
     program: tuple[str, ...] | None = None
 
     def launch_options(self) -> dict[str, object]:
-        options: dict[str, object] = {"policy": self.containment}
+        from efold.controller.childenv import child_environment
+
+        options: dict[str, object] = {"policy": self.containment, "env": child_environment()}
         if self.program is not None:
             options["program"] = self.program
         return options

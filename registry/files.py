@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -122,7 +121,7 @@ def publish_exclusive(
     ``PUBLISH_FAILED`` on an I/O error, after which the final name is absent."""
     _check_name(name)
     with _opened_dir(directory) as dir_fd:
-        temp = f".{name}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+        temp = f".{name}.tmp-{os.getpid()}-{os.urandom(8).hex()}"
         try:
             fd = os.open(temp, _TEMP_FLAGS, mode, dir_fd=dir_fd)
         except OSError as exc:

@@ -13,6 +13,7 @@ from efold.ipc.messages import Prepared, Welcome
 from efold.worker.assignment import Assignment
 from efold.worker.errors import WorkerError
 from efold.worker.tasks import PrepTask
+from efold.worker.verify import verify_digests
 
 SNAPSHOT_DIR = "snapshot"
 
@@ -28,6 +29,7 @@ class FoldPrep:
         from efold.corpus import load_trace, trace_digest
         from efold.folds import TracePrefix, get_fold, write_checkpoint
 
+        verify_digests(assignment)
         task = assignment.task
         if not isinstance(task, PrepTask):
             raise WorkerError(Code.WORKER_USAGE, "a prep child needs a prep task")

@@ -25,6 +25,7 @@ from efold.worker.assignment import Assignment
 from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
 from efold.worker.tasks import ProbeTask
+from efold.worker.verify import verify_digests
 
 RESTORED_DIR = "checkpoint"
 
@@ -55,6 +56,7 @@ class ReaderProbe:
         from efold.folds.errors import FoldError
         from efold.folds.snapshot import copy_snapshot
 
+        verify_digests(assignment)
         snapshot = assignment.snapshot
         if snapshot is None:
             raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "no snapshot assigned")
@@ -93,7 +95,9 @@ class ReaderProbe:
         payload["reasoning"] = {"effort": task.effort}
         payload["prompt_cache_key"] = assignment.cache_key
         rounds: list[dict[str, Any]] = []
-        status, code, answer = TerminalStatus.REFUSED, Code.LOOKUP_REQUEST_LIMIT, ""
+        status: TerminalStatus = TerminalStatus.REFUSED
+        code: Code | None = Code.LOOKUP_REQUEST_LIMIT
+        answer = ""
         for _ in range(budgets.max_requests + 1):  # the extra round meets the limit refusal
             result = guard.request(payload)
             rounds.append({"outcome": result.outcome.value,

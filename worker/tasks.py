@@ -20,7 +20,7 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="pre
 
 class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="probe", tag_field="task"):
     question: str
-    instructions: str | None
+    instructions: str
     provider: str
     model: str
     api: str

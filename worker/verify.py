@@ -1,5 +1,6 @@
 """The child's own checks before it speaks: its parent is the live controller named in
-the assignment, and that controller holds the run lease at the assigned epoch.
+the assignment, that controller holds the run lease at the assigned epoch, and the run's
+registration, plan and this child's own build hash to the digests it was assigned.
 
 Both are POSIX observations, not kernel capabilities: they make a stale or misdirected
 child refuse (a child whose controller died reads a different parent, a child launched
@@ -44,3 +45,27 @@ def verify_lease(assignment: Assignment) -> None:
     holder = status.holder
     if holder.identity() != assignment.controller or holder.epoch != assignment.epoch:
         raise WorkerError(Code.WORKER_LEASE_NOT_LIVE, "lease holder or epoch differs")
+
+
+def _file_sha256(directory: str, name: str) -> str | None:
+    import hashlib
+
+    try:
+        with open(os.path.join(directory, name), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def verify_digests(assignment: Assignment) -> None:
+    """``worker_digest_mismatch`` unless ``registration.json`` and ``plan.json`` in the
+    run directory, and the code this child runs, hash to the assigned digests: a child
+    never works for a run, plan or build other than the one it was launched for."""
+    from efold.digests import build_digest
+
+    if _file_sha256(assignment.run_dir, "registration.json") != assignment.registration_digest:
+        raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "registration digest differs")
+    if _file_sha256(assignment.run_dir, "plan.json") != assignment.plan_digest:
+        raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "plan digest differs")
+    if build_digest() != assignment.build_digest:
+        raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "build digest differs")

@@ -6,7 +6,6 @@ Every check raises ``PolicyViolation`` with the fixed code of the rule it enforc
 from __future__ import annotations
 
 import re
-
 from collections.abc import Collection, Mapping
 from typing import Any
 

@@ -1,0 +1,97 @@
+"""A real child program for the pilot's fault tests: the production entry point with a
+faulty body. ``python -I faulty_child.py MODE MARKER KIND --ipc-fd N --key-fd M``.
+
+MARKER is a file path: a fault fires only when the marker does not exist yet (the child
+creates it first), so exactly one slot of a run is hit and the run can be seen going on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from efold.guard import rmax_for_reader
+from efold.ipc.messages import Permit, Prepared, SettleOutcome, Terminal, Usage, Welcome
+from efold.worker.assignment import Assignment
+from efold.worker.entry import main
+from efold.worker.prep import FoldPrep
+from efold.worker.reader import ReaderProbe
+from efold.worker.session import ProbeSession
+
+MODE, MARKER = sys.argv[1], sys.argv[2]
+
+
+def first_time() -> bool:
+    try:
+        fd = os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+class KillAfterAdmit(ReaderProbe):
+    """Takes a hold, then dies by SIGKILL before settling (once per run)."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
+                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
+            assert isinstance(reply, Permit)
+            session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().run(session)
+
+
+class OverspendSettlement(ReaderProbe):
+    """Reports a settled usage whose cost exceeds the hold: an integrity stop."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
+                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
+            assert isinstance(reply, Permit)
+            session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+            session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.SETTLED, code=None,
+                           usage=Usage(input=272_000, output=1_000_000), tier="default",
+                           cost=None)
+        return super().run(session)
+
+
+class EnvDump(FoldPrep):
+    """Records the names of the variables it was started with, then prepares normally."""
+
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        with open(MARKER, "w") as f:
+            json.dump(sorted(os.environ), f)
+        return super().run(assignment, welcome)
+
+
+class PlantSymlink(FoldPrep):
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        prepared = super().run(assignment, welcome)
+        os.symlink("/etc/hostname", os.path.join(assignment.slot_dir, "snapshot", "planted"))
+        return prepared
+
+
+class PlantOversized(FoldPrep):
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        prepared = super().run(assignment, welcome)
+        with open(os.path.join(assignment.slot_dir, "big.bin"), "wb") as f:
+            f.truncate(64 * 1024 * 1024 + 1)  # sparse: one byte over the per-file limit
+        return prepared
+
+
+FAULTS = {
+    "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
+    "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
+    "oversized": ("prep", PlantOversized),
+}
+
+if __name__ == "__main__":
+    kind = sys.argv[3]
+    fault_kind, fault = FAULTS[MODE]
+    body = fault() if kind == fault_kind else (ReaderProbe() if kind == "probe" else FoldPrep())
+    sys.exit(main(sys.argv[3:], body=body))

@@ -1,0 +1,193 @@
+"""The faux pilot end to end, with real children, and its fault paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from efold_pilot_kit import faulty_program, small_registration
+
+from efold.controller.aggregate import read_run
+from efold.controller.errors import ControllerError
+from efold.controller.pilot import run_pilot
+from efold.controller.records import SlotStatus
+from efold.controller.registration import Registration
+from efold.controller.runroot import claim_run_dir
+from efold.errors import Code
+from efold.report import decode_results
+
+
+def _journal(run: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+        return list(conn.execute(sql))
+
+
+def test_small_faux_pilot_runs_end_to_end(tmp_path: Path,
+                                          small: tuple[Registration, bytes]) -> None:
+    reg, raw = small
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run)
+    assert out.stop_code is None
+    assert len(out.receipts) == len(out.plan.slots) == 16
+    assert {r.status for r in out.receipts} == {SlotStatus.COMPLETED}
+    # Native keeps everything, so the extractive reader answers all its probes.
+    assert all(r.correct for r in out.receipts if r.role == "native")
+    # Every receipt is journaled, fsynced and matches; aggregation accepts the run.
+    view = read_run(run)
+    assert len(view.receipts) == 16 and view.journaled_missing == []
+    for name in ("results.json", "summary.md", "report.html"):
+        assert (run / name).stat().st_size > 0
+    results = decode_results((run / "results.json").read_bytes())
+    assert results.execution.completed == 16
+    # Holds journaled for every admitted request, all settled, none left open.
+    states = Counter(s for (s,) in _journal(run, "SELECT state FROM holds"))
+    assert states and set(states) == {"settled"}
+    # The faux authorization was consumed before any launch.
+    assert (run / "authorization-consumed.json").exists()
+    first_launch = _journal(run, "SELECT MIN(launched_ns) FROM launches")[0][0]
+    assert isinstance(first_launch, int)
+    # Reports are content-free: no probe question or answer text in them.
+    from efold.corpus import load_suite
+
+    texts = [(run / n).read_text() for n in ("results.json", "summary.md", "report.html")]
+    for item in load_suite("original"):
+        for probe in item.probes.probes:
+            assert all(probe.question not in t for t in texts)
+            for value in probe.expected:
+                if len(value) >= 8:
+                    assert all(value not in t for t in texts)
+
+
+def test_a_second_pilot_on_the_same_run_root_refuses(tmp_path: Path) -> None:
+    claim_run_dir(tmp_path / "run")
+    with pytest.raises(ControllerError) as err:
+        claim_run_dir(tmp_path / "run")
+    assert err.value.code is Code.RUN_ROOT_EXISTS
+
+
+def test_pilot_cli_refuses_an_existing_run_dir(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from efold.controller.cli import main
+
+    (tmp_path / "taken").mkdir()
+    result = CliRunner().invoke(main, ["pilot", "--faux", "--run-dir", str(tmp_path / "taken")])
+    assert result.exit_code == 2
+    assert "run_root_exists" in result.output
+
+
+def test_a_child_killed_mid_request_keeps_the_hold_and_the_run_goes_on(tmp_path: Path) -> None:
+    reg, raw = small_registration()
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run,
+                    program=faulty_program("kill-after-admit", tmp_path / "marker"))
+    assert out.stop_code is None
+    first, *rest = out.receipts
+    assert first.status is SlotStatus.INCOMPLETE
+    assert first.spend.admitted == 1 and first.spend.retained_units == reg.rmax_units
+    assert first.spend.usage_known is False
+    assert all(r.status is SlotStatus.COMPLETED for r in rest)
+    lost = _journal(run, "SELECT slot, state, hold_units FROM holds WHERE state != 'settled'")
+    assert lost == [(first.slot, "lost", reg.rmax_units)]
+    # The dead child was contained and its exit journaled.
+    statuses = _journal(run, f"SELECT exit_status FROM launches WHERE slot = '{first.slot}'")
+    assert statuses == [(-9,)]
+
+
+def test_an_integrity_stop_is_sticky_and_the_report_still_comes(tmp_path: Path) -> None:
+    reg, raw = small_registration()
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run, program=faulty_program("overspend", tmp_path / "marker"))
+    assert out.stop_code is Code.LOOKUP_COST_EXCEEDS_HOLD
+    first, *rest = out.receipts
+    assert first.status is SlotStatus.INCOMPLETE
+    assert first.code == Code.LOOKUP_COST_EXCEEDS_HOLD.value
+    assert rest and all(r.status is SlotStatus.UNADMITTED for r in rest)
+    assert all(r.code == Code.LOOKUP_STOPPED.value for r in rest)
+    assert all(r.spend.admitted == 0 for r in rest)
+    # Only the first slot ever launched a probe child.
+    probes = _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'")
+    assert probes == [(1,)]
+    stops = _journal(run, "SELECT code, sticky FROM stops")
+    assert (Code.LOOKUP_COST_EXCEEDS_HOLD.value, 1) in stops
+    results = decode_results((run / "results.json").read_bytes())
+    assert results.execution.unadmitted == len(rest) and results.execution.incomplete == 1
+
+
+def test_a_cap_below_rmax_admits_nothing_and_counts_honestly(tmp_path: Path) -> None:
+    reg, raw = small_registration(cap="1.00")
+    assert reg.cap_units < reg.rmax_units
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run)
+    assert out.stop_code is Code.NOT_ADMITTED_CAP
+    assert {r.status for r in out.receipts} == {SlotStatus.UNADMITTED}
+    assert {r.code for r in out.receipts} == {Code.NOT_ADMITTED_CAP.value}
+    assert _journal(run, "SELECT COUNT(*) FROM holds") == [(0,)]
+    results = decode_results((run / "results.json").read_bytes())
+    ex = results.execution
+    assert (ex.planned, ex.visited, ex.unadmitted, ex.admitted, ex.completed) == (16, 16, 16, 0, 0)
+
+
+def test_children_do_not_inherit_credentials(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("CI", "")
+    reg, raw = small_registration(roles='["native"]')
+    run = claim_run_dir(tmp_path / "run")
+    marker = tmp_path / "env.json"
+    run_pilot(reg, raw, run, program=faulty_program("env", marker))
+    names = json.loads(marker.read_text())
+    assert "OPENAI_API_KEY" not in names
+    assert "CI" in names  # presence preserved: paid routes refuse where it is set
+    assert set(names) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CI"}
+
+
+def test_aggregate_refuses_tampered_receipts(tmp_path: Path,
+                                             small: tuple[Registration, bytes]) -> None:
+    from efold.controller.aggregate import AggregateError
+
+    reg, raw = small
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run)
+    receipts = run / "receipts"
+    first = receipts / f"{out.receipts[0].slot}.json"
+    original = first.read_bytes()
+
+    def refused() -> Code:
+        with pytest.raises(AggregateError) as err:
+            read_run(run)
+        return err.value.code
+
+    # changed: same slot, different bytes
+    doc = json.loads(original)
+    doc["elapsed_ms"] += 1
+    os.chmod(first, 0o600)
+    first.write_bytes(json.dumps(doc).encode())
+    assert refused() is Code.RECEIPT_CHANGED
+    # duplicate: a second file claiming the same slot
+    first.write_bytes(original)
+    (receipts / "copy.json").write_bytes(original)
+    assert refused() is Code.RECEIPT_DUPLICATE
+    (receipts / "copy.json").unlink()
+    # unplanned: a receipt for a slot the plan does not have
+    doc = json.loads(original)
+    doc["slot"] = "r9.native.nowhere.p00"
+    (receipts / "extra.json").write_bytes(json.dumps(doc).encode())
+    assert refused() is Code.RECEIPT_UNPLANNED
+    (receipts / "extra.json").unlink()
+    # unvisited: a receipt the journal never recorded
+    first.unlink()
+    conn = sqlite3.connect(run / "journal.sqlite")
+    conn.execute("DELETE FROM receipts WHERE slot = ?", (out.receipts[0].slot,))
+    conn.commit()
+    conn.close()
+    first.write_bytes(original)
+    assert refused() is Code.RECEIPT_UNVISITED
+    # a journaled receipt whose copy is gone is a missing copy, never invented
+    first.unlink()
+    view = read_run(run)
+    assert len(view.receipts) == 15
