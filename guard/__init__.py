@@ -13,61 +13,145 @@ Everything here is synchronous and imports only the standard library and msgspec
 httpx is imported by ``HttpTransport`` when it first sends.
 """
 
-from efold.guard.accounting import PayloadShape as PayloadShape
-from efold.guard.accounting import count_schema_properties as count_schema_properties
-from efold.guard.accounting import input_budget as input_budget
-from efold.guard.catalog import Catalog as Catalog
-from efold.guard.catalog import CatalogEntry as CatalogEntry
-from efold.guard.catalog import bundled_catalog as bundled_catalog
-from efold.guard.catalog import catalog_digest as catalog_digest
-from efold.guard.catalog import load_catalog as load_catalog
-from efold.guard.catalog import parse_catalog as parse_catalog
-from efold.guard.contract import FAUX_BASE_URL as FAUX_BASE_URL
-from efold.guard.contract import HISTORY_TOOLS as HISTORY_TOOLS
-from efold.guard.contract import INPUT_ENVELOPE as INPUT_ENVELOPE
-from efold.guard.contract import MAX_OUTPUT as MAX_OUTPUT
-from efold.guard.contract import MAX_REQUESTS as MAX_REQUESTS
-from efold.guard.contract import Contract as Contract
-from efold.guard.contract import WireApi as WireApi
-from efold.guard.errors import CatalogError as CatalogError
-from efold.guard.errors import GuardError as GuardError
-from efold.guard.errors import OwnAbort as OwnAbort
-from efold.guard.errors import PolicyViolation as PolicyViolation
-from efold.guard.errors import SendFailed as SendFailed
-from efold.guard.errors import StreamLost as StreamLost
-from efold.guard.errors import TransportFailure as TransportFailure
-from efold.guard.estimate import ASSUMED_SCENARIO as ASSUMED_SCENARIO
-from efold.guard.estimate import EstimateScenario as EstimateScenario
-from efold.guard.estimate import expected_cost_units as expected_cost_units
-from efold.guard.estimate import expected_rounds as expected_rounds
-from efold.guard.estimate import expected_slot_units as expected_slot_units
-from efold.guard.memory_source import TEST_ONLY_BRAND as TEST_ONLY_BRAND
-from efold.guard.memory_source import PermitRecord as PermitRecord
-from efold.guard.memory_source import TestOnlyPermitSource as TestOnlyPermitSource
-from efold.guard.money import TIER_MULTIPLIERS as TIER_MULTIPLIERS
-from efold.guard.money import units_to_usd as units_to_usd
-from efold.guard.money import usd_to_units as usd_to_units
-from efold.guard.permits import CONTINUABLE_CODES as CONTINUABLE_CODES
-from efold.guard.permits import AdmitRequest as AdmitRequest
-from efold.guard.permits import OutcomeKind as OutcomeKind
-from efold.guard.permits import Permit as Permit
-from efold.guard.permits import PermitSource as PermitSource
-from efold.guard.permits import Refusal as Refusal
-from efold.guard.permits import Settlement as Settlement
-from efold.guard.permits import UsageRecord as UsageRecord
-from efold.guard.permits import assert_real_source as assert_real_source
-from efold.guard.policy import contract_policy as contract_policy
-from efold.guard.pricing import Pricer as Pricer
-from efold.guard.pricing import price_units as price_units
-from efold.guard.pricing import pricer_for as pricer_for
-from efold.guard.pricing import rmax_for_reader as rmax_for_reader
-from efold.guard.pricing import rmax_units as rmax_units
-from efold.guard.request import Guard as Guard
-from efold.guard.request import GuardResult as GuardResult
-from efold.guard.transport import SendTicket as SendTicket
-from efold.guard.transport import Transport as Transport
-from efold.guard.transport import WireRequest as WireRequest
-from efold.guard.transport import WireResponse as WireResponse
-from efold.guard.wire import FauxReply as FauxReply
-from efold.guard.wire import FauxTransport as FauxTransport
-from efold.guard.wire import HttpTransport as HttpTransport
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from efold.guard.accounting import PayloadShape as PayloadShape
+    from efold.guard.accounting import count_schema_properties as count_schema_properties
+    from efold.guard.accounting import input_budget as input_budget
+    from efold.guard.catalog import Catalog as Catalog
+    from efold.guard.catalog import CatalogEntry as CatalogEntry
+    from efold.guard.catalog import bundled_catalog as bundled_catalog
+    from efold.guard.catalog import catalog_digest as catalog_digest
+    from efold.guard.catalog import load_catalog as load_catalog
+    from efold.guard.catalog import parse_catalog as parse_catalog
+    from efold.guard.contract import FAUX_BASE_URL as FAUX_BASE_URL
+    from efold.guard.contract import HISTORY_TOOLS as HISTORY_TOOLS
+    from efold.guard.contract import INPUT_ENVELOPE as INPUT_ENVELOPE
+    from efold.guard.contract import MAX_OUTPUT as MAX_OUTPUT
+    from efold.guard.contract import MAX_REQUESTS as MAX_REQUESTS
+    from efold.guard.contract import Contract as Contract
+    from efold.guard.contract import WireApi as WireApi
+    from efold.guard.errors import CatalogError as CatalogError
+    from efold.guard.errors import GuardError as GuardError
+    from efold.guard.errors import OwnAbort as OwnAbort
+    from efold.guard.errors import PolicyViolation as PolicyViolation
+    from efold.guard.errors import SendFailed as SendFailed
+    from efold.guard.errors import StreamLost as StreamLost
+    from efold.guard.errors import TransportFailure as TransportFailure
+    from efold.guard.estimate import ASSUMED_SCENARIO as ASSUMED_SCENARIO
+    from efold.guard.estimate import EstimateScenario as EstimateScenario
+    from efold.guard.estimate import expected_cost_units as expected_cost_units
+    from efold.guard.estimate import expected_rounds as expected_rounds
+    from efold.guard.estimate import expected_slot_units as expected_slot_units
+    from efold.guard.memory_source import TEST_ONLY_BRAND as TEST_ONLY_BRAND
+    from efold.guard.memory_source import PermitRecord as PermitRecord
+    from efold.guard.memory_source import TestOnlyPermitSource as TestOnlyPermitSource
+    from efold.guard.money import TIER_MULTIPLIERS as TIER_MULTIPLIERS
+    from efold.guard.money import units_to_usd as units_to_usd
+    from efold.guard.money import usd_to_units as usd_to_units
+    from efold.guard.permits import CONTINUABLE_CODES as CONTINUABLE_CODES
+    from efold.guard.permits import AdmitRequest as AdmitRequest
+    from efold.guard.permits import OutcomeKind as OutcomeKind
+    from efold.guard.permits import Permit as Permit
+    from efold.guard.permits import PermitSource as PermitSource
+    from efold.guard.permits import Refusal as Refusal
+    from efold.guard.permits import Settlement as Settlement
+    from efold.guard.permits import UsageRecord as UsageRecord
+    from efold.guard.permits import assert_real_source as assert_real_source
+    from efold.guard.policy import contract_policy as contract_policy
+    from efold.guard.pricing import Pricer as Pricer
+    from efold.guard.pricing import price_units as price_units
+    from efold.guard.pricing import pricer_for as pricer_for
+    from efold.guard.pricing import rmax_for_reader as rmax_for_reader
+    from efold.guard.pricing import rmax_units as rmax_units
+    from efold.guard.request import Guard as Guard
+    from efold.guard.request import GuardResult as GuardResult
+    from efold.guard.transport import SendTicket as SendTicket
+    from efold.guard.transport import Transport as Transport
+    from efold.guard.transport import WireRequest as WireRequest
+    from efold.guard.transport import WireResponse as WireResponse
+    from efold.guard.wire import FauxReply as FauxReply
+    from efold.guard.wire import FauxTransport as FauxTransport
+    from efold.guard.wire import HttpTransport as HttpTransport
+
+# Public name -> the module that defines it. Loaded on first use (PEP 562): a child
+# process pays only for the modules it touches.
+_EXPORTS: dict[str, str] = {
+    "PayloadShape": "efold.guard.accounting",
+    "count_schema_properties": "efold.guard.accounting",
+    "input_budget": "efold.guard.accounting",
+    "Catalog": "efold.guard.catalog",
+    "CatalogEntry": "efold.guard.catalog",
+    "bundled_catalog": "efold.guard.catalog",
+    "catalog_digest": "efold.guard.catalog",
+    "load_catalog": "efold.guard.catalog",
+    "parse_catalog": "efold.guard.catalog",
+    "FAUX_BASE_URL": "efold.guard.contract",
+    "HISTORY_TOOLS": "efold.guard.contract",
+    "INPUT_ENVELOPE": "efold.guard.contract",
+    "MAX_OUTPUT": "efold.guard.contract",
+    "MAX_REQUESTS": "efold.guard.contract",
+    "Contract": "efold.guard.contract",
+    "WireApi": "efold.guard.contract",
+    "CatalogError": "efold.guard.errors",
+    "GuardError": "efold.guard.errors",
+    "OwnAbort": "efold.guard.errors",
+    "PolicyViolation": "efold.guard.errors",
+    "SendFailed": "efold.guard.errors",
+    "StreamLost": "efold.guard.errors",
+    "TransportFailure": "efold.guard.errors",
+    "ASSUMED_SCENARIO": "efold.guard.estimate",
+    "EstimateScenario": "efold.guard.estimate",
+    "expected_cost_units": "efold.guard.estimate",
+    "expected_rounds": "efold.guard.estimate",
+    "expected_slot_units": "efold.guard.estimate",
+    "TEST_ONLY_BRAND": "efold.guard.memory_source",
+    "PermitRecord": "efold.guard.memory_source",
+    "TestOnlyPermitSource": "efold.guard.memory_source",
+    "TIER_MULTIPLIERS": "efold.guard.money",
+    "units_to_usd": "efold.guard.money",
+    "usd_to_units": "efold.guard.money",
+    "CONTINUABLE_CODES": "efold.guard.permits",
+    "AdmitRequest": "efold.guard.permits",
+    "OutcomeKind": "efold.guard.permits",
+    "Permit": "efold.guard.permits",
+    "PermitSource": "efold.guard.permits",
+    "Refusal": "efold.guard.permits",
+    "Settlement": "efold.guard.permits",
+    "UsageRecord": "efold.guard.permits",
+    "assert_real_source": "efold.guard.permits",
+    "contract_policy": "efold.guard.policy",
+    "Pricer": "efold.guard.pricing",
+    "price_units": "efold.guard.pricing",
+    "pricer_for": "efold.guard.pricing",
+    "rmax_for_reader": "efold.guard.pricing",
+    "rmax_units": "efold.guard.pricing",
+    "Guard": "efold.guard.request",
+    "GuardResult": "efold.guard.request",
+    "SendTicket": "efold.guard.transport",
+    "Transport": "efold.guard.transport",
+    "WireRequest": "efold.guard.transport",
+    "WireResponse": "efold.guard.transport",
+    "FauxReply": "efold.guard.wire",
+    "FauxTransport": "efold.guard.wire",
+    "HttpTransport": "efold.guard.wire",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
