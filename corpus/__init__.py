@@ -5,31 +5,85 @@ Surface forms every trace uses are documented in ``corpus/FORMS.md``; that file 
 contract for readers and folds.
 """
 
-from efold.corpus.codec import dump_probes as dump_probes
-from efold.corpus.codec import dump_trace as dump_trace
-from efold.corpus.codec import load_probes as load_probes
-from efold.corpus.codec import load_trace as load_trace
-from efold.corpus.digest import corpus_digest as corpus_digest
-from efold.corpus.digest import item_digest as item_digest
-from efold.corpus.digest import probes_digest as probes_digest
-from efold.corpus.digest import trace_digest as trace_digest
-from efold.corpus.errors import CorpusError as CorpusError
-from efold.corpus.forms import estimate_tokens as estimate_tokens
-from efold.corpus.generator import generate_hard as generate_hard
-from efold.corpus.model import Availability as Availability
-from efold.corpus.model import Category as Category
-from efold.corpus.model import Event as Event
-from efold.corpus.model import Outcome as Outcome
-from efold.corpus.model import Probe as Probe
-from efold.corpus.model import ProbeFile as ProbeFile
-from efold.corpus.model import SuiteItem as SuiteItem
-from efold.corpus.model import Trace as Trace
-from efold.corpus.model import TraceHeader as TraceHeader
-from efold.corpus.projection import reader_projection as reader_projection
-from efold.corpus.scoring import Score as Score
-from efold.corpus.scoring import score as score
-from efold.corpus.shapes import HARD_DEFAULT_SEEDS as HARD_DEFAULT_SEEDS
-from efold.corpus.shapes import SUITES as SUITES
-from efold.corpus.suites import load_suite as load_suite
-from efold.corpus.suites import original_suite as original_suite
-from efold.corpus.validation import validate as validate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from efold.corpus.codec import dump_probes as dump_probes
+    from efold.corpus.codec import dump_trace as dump_trace
+    from efold.corpus.codec import load_probes as load_probes
+    from efold.corpus.codec import load_trace as load_trace
+    from efold.corpus.digest import corpus_digest as corpus_digest
+    from efold.corpus.digest import item_digest as item_digest
+    from efold.corpus.digest import probes_digest as probes_digest
+    from efold.corpus.digest import trace_digest as trace_digest
+    from efold.corpus.errors import CorpusError as CorpusError
+    from efold.corpus.forms import estimate_tokens as estimate_tokens
+    from efold.corpus.generator import generate_hard as generate_hard
+    from efold.corpus.model import Availability as Availability
+    from efold.corpus.model import Category as Category
+    from efold.corpus.model import Event as Event
+    from efold.corpus.model import Outcome as Outcome
+    from efold.corpus.model import Probe as Probe
+    from efold.corpus.model import ProbeFile as ProbeFile
+    from efold.corpus.model import SuiteItem as SuiteItem
+    from efold.corpus.model import Trace as Trace
+    from efold.corpus.model import TraceHeader as TraceHeader
+    from efold.corpus.projection import reader_projection as reader_projection
+    from efold.corpus.scoring import Score as Score
+    from efold.corpus.scoring import score as score
+    from efold.corpus.shapes import HARD_DEFAULT_SEEDS as HARD_DEFAULT_SEEDS
+    from efold.corpus.shapes import SUITES as SUITES
+    from efold.corpus.suites import load_suite as load_suite
+    from efold.corpus.suites import original_suite as original_suite
+    from efold.corpus.validation import validate as validate
+
+# Public name -> the module that defines it. Loaded on first use (PEP 562): a child
+# process pays only for the modules it touches.
+_EXPORTS: dict[str, str] = {
+    "dump_probes": "efold.corpus.codec",
+    "dump_trace": "efold.corpus.codec",
+    "load_probes": "efold.corpus.codec",
+    "load_trace": "efold.corpus.codec",
+    "corpus_digest": "efold.corpus.digest",
+    "item_digest": "efold.corpus.digest",
+    "probes_digest": "efold.corpus.digest",
+    "trace_digest": "efold.corpus.digest",
+    "CorpusError": "efold.corpus.errors",
+    "estimate_tokens": "efold.corpus.forms",
+    "generate_hard": "efold.corpus.generator",
+    "Availability": "efold.corpus.model",
+    "Category": "efold.corpus.model",
+    "Event": "efold.corpus.model",
+    "Outcome": "efold.corpus.model",
+    "Probe": "efold.corpus.model",
+    "ProbeFile": "efold.corpus.model",
+    "SuiteItem": "efold.corpus.model",
+    "Trace": "efold.corpus.model",
+    "TraceHeader": "efold.corpus.model",
+    "reader_projection": "efold.corpus.projection",
+    "Score": "efold.corpus.scoring",
+    "score": "efold.corpus.scoring",
+    "HARD_DEFAULT_SEEDS": "efold.corpus.shapes",
+    "SUITES": "efold.corpus.shapes",
+    "load_suite": "efold.corpus.suites",
+    "original_suite": "efold.corpus.suites",
+    "validate": "efold.corpus.validation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
