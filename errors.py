@@ -69,6 +69,7 @@ class Code(enum.StrEnum):
     LEASE_NOT_HELD = "lease_not_held"
     JOURNAL_INVALID = "journal_invalid"
     JOURNAL_READ_ONLY = "journal_read_only"
+    JOURNAL_WRITE_FAILED = "journal_write_failed"
     AUTHORIZATION_INVALID = "authorization_invalid"
     AUTHORIZATION_UNTRUSTED = "authorization_untrusted"
     AUTHORIZATION_DOMAIN_MISMATCH = "authorization_domain_mismatch"

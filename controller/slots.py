@@ -61,6 +61,7 @@ from efold.ipc.messages import (
     TerminalStatus,
     Welcome,
 )
+from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalWriter
 from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
 from efold.worker.tasks import PrepTask, ProbeTask
@@ -159,6 +160,8 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
         exit_ = handle.containment
         if exit_ is not None and exit_.code is not None:
             ctx.record_stop(exit_.code, key)
+    except RegistryError:
+        raise  # the journal failed: stop the run
     except (EfoldError, TimeoutError) as exc:
         code = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
     snapshot: SnapshotRef | None = None
@@ -259,6 +262,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                 await handle.acknowledge_done()
         if handle.containment is not None and handle.containment.code is not None:
             ctx.record_stop(handle.containment.code, slot)
+    except RegistryError:
+        raise  # the journal failed: nothing more may be admitted or recorded; stop the run
     except (EfoldError, TimeoutError) as exc:
         if ex.failure is None:
             ex.failure = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT

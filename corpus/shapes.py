@@ -73,6 +73,13 @@ _HARD_SHAPE: Final = SuiteShape(
     oversized_records=(2, 3),
     token_estimate=(212_000, 232_000),
 )
+# The original traces carry realistic tool results (quoted mail threads, whole pages and
+# documents, chat logs; about 38 KiB per trace). Their chars/4 bound keeps each one well
+# above the smallest compaction trigger (32,000 x 0.2 = 6,400 tokens, 4,000-token recent
+# tail), so `compaction` crosses its boundary at the probe and `compaction-2` still reaches
+# the trigger after its mid-trace compaction, while every tool record still fits the
+# cold-rebuild projection (at most 32 records and 64 KiB; tests/corpus checks it).
+ORIGINAL_TOKEN_ESTIMATE: Final = (11_000, 14_000)
 SHAPES: Final[dict[str, SuiteShape]] = {
     ORIGINAL: SuiteShape(
         families=ORIGINAL_FAMILIES,
@@ -83,6 +90,7 @@ SHAPES: Final[dict[str, SuiteShape]] = {
         probes=(13, 13),
         categories=_SEVEN,
         days_are_sessions=True,
+        token_estimate=ORIGINAL_TOKEN_ESTIMATE,
     ),
     HARD: _HARD_SHAPE,
     HARD_DISTRACTORS: _HARD_SHAPE,

@@ -219,13 +219,18 @@ class JournalWriter(JournalReader):
         # a controller that released (or lost) its lease must not append anything.
         self._lease.assert_held()
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            # Mapped once, here. Never retried: a failed commit (an fsync error among
+            # them) leaves the journal's state unknown, and the caller must stop.
+            raise RegistryError(Code.JOURNAL_WRITE_FAILED, type(exc).__name__) from exc
 
     def _insert(self, table: str, values: Mapping[str, Any]) -> int:
         cols = ", ".join(values)
@@ -366,5 +371,7 @@ class JournalWriter(JournalReader):
         """A slot's receipt digest, once. A second receipt for a slot is refused."""
         try:
             self._insert("receipts", {"slot": slot, "digest": digest, "recorded_ns": _now()})
-        except sqlite3.IntegrityError as exc:
-            raise RegistryError(Code.RECEIPT_DUPLICATE, slot) from exc
+        except RegistryError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise RegistryError(Code.RECEIPT_DUPLICATE, slot) from exc
+            raise

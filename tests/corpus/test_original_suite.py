@@ -8,8 +8,15 @@ import pytest
 
 from efold.corpus import Category, CorpusError, SuiteItem, forms, load_suite, validate
 from efold.corpus.probe_checks import FactIndex
-from efold.corpus.shapes import ORIGINAL_FAMILIES
+from efold.corpus.shapes import (
+    ORIGINAL_FAMILIES,
+    OVERSIZED_HEAD,
+    PROJECTION_BYTES,
+    PROJECTION_RECORDS,
+    SHAPES,
+)
 from efold.errors import Code
+from efold.folds.summariser import TOOL_HEAD_CHARS, TOOL_TAIL_CHARS
 
 
 def test_four_traces_all_valid(original_items: list[SuiteItem]) -> None:
@@ -85,14 +92,53 @@ def test_fits_cold_rebuild_bounds_except_early_constraints(
     original_items: list[SuiteItem],
 ) -> None:
     """The originals show little except the loss of early constraints: every tool record
-    fits the projection (<= 32 records, <= 64 KiB), the turn-1 rules do not fit the last
-    64 text messages."""
+    fits the projection (<= 32 records, <= 64 KiB, each result counted up to its 16 KiB
+    head), the turn-1 rules do not fit the last 64 text messages."""
     for item in original_items:
         events = item.trace.events
         tools = [e for e in events if e.role == "tool"]
-        assert len(tools) <= 32 and sum(len(e.content.encode()) for e in tools) <= 64 * 1024
+        retained = sum(min(len(e.content.encode()), OVERSIZED_HEAD) for e in tools)
+        assert len(tools) <= PROJECTION_RECORDS and retained <= PROJECTION_BYTES
+        assert all(len(e.content.encode()) <= OVERSIZED_HEAD for e in tools)
         texts = [e for e in events if forms.is_text_message(e)]
         assert len(texts) > 64 and events[0] not in texts[-64:]
+
+
+def test_realistic_sizes_above_the_smallest_compaction_trigger(
+    original_items: list[SuiteItem],
+) -> None:
+    """Tool results are realistic in length (quoted threads, whole pages and documents),
+    so each trace is 11k-14k chars/4 tokens: over the 6,400-token smallest trigger with
+    room for its 4,000-token recent tail, so the compaction arms cross their boundary."""
+    assert SHAPES["original"].token_estimate == (11_000, 14_000)
+    for item in original_items:
+        events = item.trace.events
+        assert 11_000 <= forms.estimate_tokens(events) <= 14_000
+        tools = [e for e in events if e.role == "tool"]
+        assert sum(len(e.content.encode()) for e in tools) >= 32 * 1024
+        # Short ones (a calendar week, a parcel history) are still not one-liners.
+        assert all(len(e.content) >= 400 for e in tools)
+        assert sum(len(e.content) >= 1_000 for e in tools) >= len(tools) // 2
+
+
+def test_fact_lines_sit_at_the_head_or_tail_of_their_results(
+    original_items: list[SuiteItem],
+) -> None:
+    """Unlike the hard suite (which hides an identifier mid-result on purpose), every
+    fact line of an original tool result lies within the head or tail that a compaction
+    summary keeps, so the originals measure the loss of early constraints, not of
+    mid-result values."""
+    for item in original_items:
+        for event in item.trace.events:
+            if event.role != "tool":
+                continue
+            text = event.content
+            for match in forms.FACT_LINE.finditer(text):
+                if match.group("label").lower() in ("estimated delivery", "delivery report"):
+                    continue  # documented context lines, never asked about
+                assert match.end() <= TOOL_HEAD_CHARS or len(text) - match.start() <= (
+                    TOOL_TAIL_CHARS
+                ), (event.id, match.group(0))
 
 
 def test_neutral_vocabulary(original_items: list[SuiteItem]) -> None:

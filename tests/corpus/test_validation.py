@@ -123,6 +123,18 @@ def test_size_outside_the_hard_bounds(hard: SuiteItem) -> None:
     assert rejected(edit(hard, tool.id, content=tool.content * 2)) is Code.TRACE_SIZE_INVALID
 
 
+def test_size_outside_the_original_bounds(orig: SuiteItem) -> None:
+    # Tool results cut back to their first lines (the originals' old size) fall under the
+    # 11,000 chars/4 floor that keeps the compaction arms above their trigger.
+    short = [replace(e, content="\n".join(e.content.split("\n")[:8])) if e.role == "tool" else e
+             for e in orig.trace.events]
+    assert rejected(with_events(orig, short)) is Code.TRACE_SIZE_INVALID
+    # ... and results padded far past realistic length go over the 14,000 ceiling.
+    tool = first(orig, lambda e: e.role == "tool")
+    assert rejected(edit(orig, tool.id, content=tool.content + " more" * 2_000)) is (
+        Code.TRACE_SIZE_INVALID)
+
+
 def test_identifier_outside_tool_output(orig: SuiteItem, hard: SuiteItem) -> None:
     ident = next(p for p in orig.probes.probes if p.category is Category.TOOL_IDENTIFIER)
     reply = first(orig, lambda e: e.role == "assistant" and bool(e.content))

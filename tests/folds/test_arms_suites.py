@@ -143,15 +143,18 @@ def test_hard_availability_differs_across_arms_as_designed(hard_checkpoints, har
         assert 0 < result.calls <= 8 and 0 < result.bytes <= 126_976
 
 
-def test_original_traces_stay_under_the_compaction_trigger(original_items):
-    # The original traces are ~3-4k estimated tokens, under the 6,400 trigger: the
-    # compaction arms do not cross their boundary there, and say so in the receipt
-    # (the controller counts such samples as boundary-unverified, never as scored).
+def test_original_traces_cross_the_smallest_compaction_trigger(original_items):
+    # The original traces are 11k-14k estimated tokens (corpus.shapes), over the 6,400
+    # trigger: both compaction arms cross their boundary there, as on the hard suite,
+    # while the 200k ceiling never fires on them.
     for item in original_items:
+        prefix = TracePrefix.of(item.trace)
         for name in ("compaction", "compaction-2"):
-            receipt = get_fold(name).build(TracePrefix.of(item.trace)).receipt
-            assert not receipt.boundary.verified
-            assert receipt.source_tokens_estimate < 6_400
+            receipt = get_fold(name).build(prefix).receipt
+            assert receipt.boundary.verified
+            assert receipt.source_tokens_estimate >= 11_000
+        assert len(get_fold("compaction-2").build(prefix).receipt.compactions) == 2
+        assert not get_fold("ceiling").build(prefix).receipt.boundary.verified
 
 
 def test_the_harness_overhead_counts_toward_the_trigger(synthetic, make_filler):

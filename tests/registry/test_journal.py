@@ -148,8 +148,10 @@ def test_hold_state_machine(run_dir: Path) -> None:
                                      usage=None, tier=None)
         assert _code_of(lambda: writer.record_consumption("unknown", "b" * 64)) \
             is Code.JOURNAL_INVALID
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(RegistryError) as reused:
             _hold(writer, "p1")  # a permit id is never reused
+        assert reused.value.code is Code.JOURNAL_WRITE_FAILED
+        assert isinstance(reused.value.__cause__, sqlite3.IntegrityError)
         writer.close()
     with JournalReader(run_dir) as reader:
         p1 = reader.hold("p1")
