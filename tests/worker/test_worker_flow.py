@@ -29,6 +29,7 @@ from efold.ipc import (
     Terminal,
     TerminalStatus,
 )
+from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalReader, JournalWriter
 from efold.worker.assignment import SnapshotRef
 from efold.worker.builtin import BUILTIN_ANSWER, RESTORED_FILE, SNAPSHOT_FILE
@@ -192,8 +193,10 @@ async def test_a_launch_that_cannot_be_journaled_leaves_no_child(run: Run) -> No
     before_children, before_direct = _our_children(), DIRECT_CHILDREN.pids()
     assignment = make_assignment(run)
     run.journal.close()  # every write now fails
-    with pytest.raises(sqlite3.Error):
+    with pytest.raises(RegistryError) as err:
         await launch_worker(run.journal, assignment)
+    assert err.value.code is Code.JOURNAL_WRITE_FAILED
+    assert isinstance(err.value.__cause__, sqlite3.Error)
     assert DIRECT_CHILDREN.pids() == before_direct
     assert _our_children() <= before_children  # killed and reaped: not even a zombie
     run.journal = JournalWriter(run.run_dir, run.lease)  # for the fixture's teardown
