@@ -122,7 +122,7 @@ def _fsync(fd: int) -> None:
         raise FoldError(Code.FSYNC_FAILED, "fsync failed while writing a snapshot") from exc
 
 
-def _write_new(dir_fd: int, name: str, data: bytes) -> SnapshotFile:
+def _write_new(dir_fd: int, name: str, data: bytes, *, sync: bool = True) -> SnapshotFile:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
@@ -133,7 +133,8 @@ def _write_new(dir_fd: int, name: str, data: bytes) -> SnapshotFile:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        _fsync(fd)
+        if sync:
+            _fsync(fd)
     finally:
         os.close(fd)
     return SnapshotFile(name=name, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
@@ -296,12 +297,13 @@ def copy_snapshot(
     was hashed, never a second read of the source."""
     restored = read_checkpoint(source, expected_digest=expected_digest)
     dir_fd = _open_empty_private_dir(destination)
+    # The copy is a probe's scratch workspace, rebuilt from the pristine snapshot by any
+    # later probe: it needs no fsync (the pristine snapshot is the durable one).
     try:
-        _write_new(dir_fd, CHECKPOINT_FILE, restored.checkpoint_bytes)
+        _write_new(dir_fd, CHECKPOINT_FILE, restored.checkpoint_bytes, sync=False)
         if restored.store_image is not None:
-            _write_new(dir_fd, STORE_FILE, restored.store_image)
-        _write_new(dir_fd, MANIFEST_FILE, msgspec.json.encode(restored.manifest))
-        _fsync(dir_fd)
+            _write_new(dir_fd, STORE_FILE, restored.store_image, sync=False)
+        _write_new(dir_fd, MANIFEST_FILE, msgspec.json.encode(restored.manifest), sync=False)
     finally:
         os.close(dir_fd)
     return restored
