@@ -35,30 +35,32 @@ def print_summary(outcome: PilotOutcome) -> None:
 
     from efold.report import decode_results
 
+    from efold.guard import units_to_usd
+
     results = decode_results(outcome.reports["results.json"])
     table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")
-    for column in ("role", "completed", "correct", "exact", "95% CI", "incomplete",
-                   "unadmitted", "skipped", "excluded", "settled USD"):
+    for column in ("role", "exact (95% CI)", "done", "incompl.", "unadm.", "skipped",
+                   "excluded", "settled $"):
         table.add_column(column, justify="left" if column == "role" else "right")
     for role in results.results:
         t = role.overall
         e = t.execution
-        rate = t.exact.rate
-        ci = t.exact.wilson95
+        exact = t.exact
+        ci = exact.wilson95
+        shown = "-" if exact.rate is None or ci is None else (
+            f"{exact.successes}/{exact.trials} {exact.rate:.0%} ({ci.lower:.0%}-{ci.upper:.0%})")
         table.add_row(
-            role.role, str(e.completed), str(t.exact.successes),
-            "-" if rate is None else f"{rate:.1%}",
-            "-" if ci is None else f"{ci.lower:.0%}-{ci.upper:.0%}",
-            str(e.incomplete), str(e.unadmitted), str(e.skipped),
-            str(sum(t.excluded.values())), role.spend.settled.usd,
+            role.role, shown, str(e.completed), str(e.incomplete), str(e.unadmitted),
+            str(e.skipped), str(sum(t.excluded.values())), units_to_usd(role.spend.settled.units),
         )
-    console = Console()
+    console = Console(width=max(100, Console().width))
     console.print(table)
     ex = results.execution
     console.print(
         f"planned {ex.planned} · eligible {ex.eligible} · visited {ex.visited} · "
         f"completed {ex.completed} · missing {ex.missing} · "
-        f"spend settled ${results.spend.settled.usd} (cap ${results.cap.usd})"
+        f"settled ${units_to_usd(results.spend.settled.units)} "
+        f"(cap ${units_to_usd(results.cap.units)})"
     )
     if results.reader_faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
