@@ -33,9 +33,8 @@ def print_summary(outcome: PilotOutcome) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from efold.report import decode_results
-
     from efold.guard import units_to_usd
+    from efold.report import decode_results
 
     results = decode_results(outcome.reports["results.json"])
     table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")

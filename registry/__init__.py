@@ -9,8 +9,9 @@ of milliseconds per child start (DESIGN §8).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from efold.lazy import lazy_exports
 
 # public name -> defining module
 _EXPORTS: dict[str, str] = {
@@ -120,15 +121,4 @@ if TYPE_CHECKING:
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
