@@ -55,7 +55,7 @@ from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper, reap_a
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.ipc.controller_channel import ControllerChannel
-from efold.ipc.errors import IpcCancelled, IpcLocalMisuse
+from efold.ipc.errors import IpcCancelled, IpcEof, IpcLocalMisuse
 from efold.ipc.framing import DEFAULT_MAX_FRAME, KEY_SIZE
 from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Stop, Welcome
 from efold.registry.journal import JournalWriter
@@ -361,6 +361,11 @@ async def supervise(
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
             if handle.containment is None:
+                if isinstance(exc, IpcEof):
+                    # The child closed its end: it refused or finished on its own. Give
+                    # it the exit grace, so its exit status (a fixed code) is what the
+                    # record shows; containment then finds only what it left behind.
+                    await handle.wait_exit(exit_grace)
                 await handle.contain(cause_of(exc), policy=policy)
             await handle.close(policy=policy, exit_grace=exit_grace)
         raise

@@ -23,6 +23,7 @@ import anyio
 
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
+from efold.controller.launcher import WorkerHandle, supervise
 from efold.controller.permits import (
     DurablePermitSource,
     Grant,
@@ -140,7 +141,6 @@ class PrepResult:
 
 async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask) -> PrepResult:
     """Build one checkpoint in a prep child; verify the snapshot it reports."""
-    from efold.controller.launcher import supervise
     from efold.folds import read_checkpoint
     from efold.worker.prep import snapshot_path
 
@@ -149,6 +149,7 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
                                 cache_key=None, snapshot=None, task=task)
     prepared: Prepared | None = None
     code: Code | None = None
+    handle: WorkerHandle | None = None
     try:
         async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
             with anyio.fail_after(ctx.prep_seconds):
@@ -163,7 +164,8 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     except RegistryError:
         raise  # the journal failed: stop the run
     except (EfoldError, TimeoutError) as exc:
-        code = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
+        code = _own_code(handle) or (
+            exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT)
     snapshot: SnapshotRef | None = None
     if prepared is not None and code is None:
         path = snapshot_path(str(slot_dir))
@@ -196,10 +198,7 @@ class _Exchange:
     own_abort: bool = False
 
 
-async def _serve_probe(ctx: RunContext, handle: object, slot: str, ex: _Exchange) -> None:
-    from efold.controller.launcher import WorkerHandle
-
-    assert isinstance(handle, WorkerHandle)
+async def _serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str, ex: _Exchange) -> None:
     channel = handle.channel
     await handle.accept_hello(ctx.welcome(ctx.probe_seconds), timeout=ctx.probe_seconds)
     await handle.accept_ready(timeout=ctx.probe_seconds)
@@ -239,8 +238,7 @@ async def _serve_probe(ctx: RunContext, handle: object, slot: str, ex: _Exchange
 async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot_dir: Path,
                     snapshot: SnapshotRef, cache_key: str, task: ProbeTask,
                     evidence: Evidence) -> tuple[Receipt, _Exchange]:
-    """One probe slot end to end; returns its receipt (already written by the caller)."""
-    from efold.controller.launcher import supervise
+    """One probe slot end to end; its receipt is written (journal, then file) here."""
 
     slot = planned.slot
     started = time.monotonic()
@@ -248,6 +246,7 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                                 cache_key=cache_key, snapshot=snapshot, task=task)
     ex = _Exchange()
     receipt: Receipt | None = None
+    handle: WorkerHandle | None = None
     try:
         async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
             try:
@@ -266,7 +265,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         raise  # the journal failed: nothing more may be admitted or recorded; stop the run
     except (EfoldError, TimeoutError) as exc:
         if ex.failure is None:
-            ex.failure = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
+            ex.failure = _own_code(handle) or (
+                exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT)
         if isinstance(exc, IpcPeerError) and exc.code in _INTEGRITY_IPC:
             ctx.record_stop(exc.code, slot)
         elif isinstance(exc, ControllerError) and exc.code is Code.UNRECONCILED_CONTAINMENT:
@@ -282,6 +282,16 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         receipt = _receipt(ctx, planned, probe, ex, evidence, started)
         _write(ctx, receipt)
     return receipt, ex
+
+
+def _own_code(handle: WorkerHandle | None) -> Code | None:
+    """The fixed code a child that exited on its own reported through its exit status
+    (``worker_digest_mismatch``, ``worker_snapshot_invalid``...), if it did."""
+    if handle is None or handle.process.returncode is None:
+        return None
+    from efold.worker.exit_codes import code_for_exit_status
+
+    return code_for_exit_status(handle.process.returncode)
 
 
 def _write(ctx: RunContext, receipt: Receipt) -> None:

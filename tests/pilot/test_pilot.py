@@ -191,3 +191,19 @@ def test_aggregate_refuses_tampered_receipts(tmp_path: Path,
     first.unlink()
     view = read_run(run)
     assert len(view.receipts) == 15
+
+
+def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller assigns a build digest; every child recomputes its own from the code
+    it runs and refuses on a difference (a module edited mid-run, a mixed install). The
+    refusal's own code, from the child's exit status, is what the receipts show."""
+    import efold.digests
+
+    monkeypatch.setattr(efold.digests, "build_digest", lambda root=None: "f" * 64)
+    reg, raw = small_registration(roles='["native"]')
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run)
+    assert {r.status for r in out.receipts} == {SlotStatus.UNADMITTED}
+    assert {r.code for r in out.receipts} == {Code.WORKER_DIGEST_MISMATCH.value}
+    assert _journal(run, "SELECT DISTINCT exit_status FROM launches") == [(68,)]
