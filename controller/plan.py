@@ -10,15 +10,21 @@ one, no spares, no substitution.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import msgspec
 
 from efold.controller.records import Plan, PlannedSlot
 from efold.controller.registration import Registration, rank_key, registration_sha256
+from efold.corpus.model import SuiteItem
 from efold.digests import digest_of
 
-# Arms that need what a suite does not have: the ceiling arm needs a trace long enough
+# Two causes make a slot inventory-infeasible (planned, counted, skipped, never launched).
+# 1. Arms that need what a suite does not have: the ceiling arm needs a trace long enough
 # to reach the 200k-token ceiling, which only the hard suites have (reference: "ceiling
-# (e, hard only)"). Such slots are planned, counted, and skipped as inventory_infeasible.
+# (e, hard only)").
+# 2. A checkpoint whose first request exceeds the input envelope I (native on the hard
+# suite: ~230k estimated tokens is ~950k bytes, and U_k counts bytes).
 _HARD_ONLY_ARMS = frozenset({"ceiling"})
 
 
@@ -34,8 +40,45 @@ def eligible(arm: str, suite: str) -> bool:
     return not (arm in _HARD_ONLY_ARMS and suite == "original")
 
 
-def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Plan:
-    """``categories`` maps (trace_id, probe_id) to the probe's category."""
+def infeasible_checkpoints(reg: Registration, items: list[SuiteItem]) -> set[tuple[str, str]]:
+    """(role, trace) pairs whose first request can never be admitted (U_1 > I), found by
+    building the checkpoint offline exactly as the prep child will and pricing round 1
+    with the slot's longest question (reference: budget-infeasible paths are skipped,
+    kept in the denominator, never counted as reader failures)."""
+    from efold.folds import TracePrefix, get_fold
+    from efold.guard.feasibility import fits_envelope
+    from efold.worker.reader import first_payload, probe_contract
+    from efold.worker.tasks import ProbeTask
+
+    c = reg.campaign
+    selected = {t.trace_id: set(t.probe_ids) for t in reg.selection}
+    cache_key = "k" * 64  # the longest key a slot can be given
+    out: set[tuple[str, str]] = set()
+    for item in items:
+        trace_id = item.trace.header.trace_id
+        if trace_id not in selected:
+            continue
+        question = max((p.question for p in item.probes.probes if p.id in selected[trace_id]),
+                       key=len, default="")
+        prefix = TracePrefix.of(item.trace)
+        for role in c.roles:
+            if not eligible(role.arm, c.suite):
+                continue
+            task = ProbeTask(question=question, instructions=role.instructions,
+                             provider=c.reader.provider, model=c.reader.model,
+                             api=c.reader.api, base_url=c.reader.base_url,
+                             effort=c.reader.effort)
+            checkpoint = get_fold(role.arm).build(prefix)
+            if not fits_envelope(first_payload(checkpoint, task, cache_key),
+                                 probe_contract(task, cache_key)):
+                out.add((role.name, trace_id))
+    return out
+
+
+def build_plan(reg: Registration, categories: dict[tuple[str, str], str],
+               infeasible: AbstractSet[tuple[str, str]] = frozenset()) -> Plan:
+    """``categories`` maps (trace_id, probe_id) to the probe's category; ``infeasible``
+    names (role, trace) pairs whose slots are inventory-infeasible."""
     c = reg.campaign
     seed = c.schedule_seed
     slots: list[PlannedSlot] = []
@@ -49,7 +92,9 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
                     slot=slot_id(repeat, role.name, trace_id, probe_id),
                     role=role.name, arm=role.arm, suite=c.suite, trace_id=trace_id,
                     probe_id=probe_id, category=categories[(trace_id, probe_id)],
-                    repeat=repeat, eligible=eligible(role.arm, c.suite),
+                    repeat=repeat,
+                    eligible=eligible(role.arm, c.suite)
+                    and (role.name, trace_id) not in infeasible,
                     checkpoint=checkpoint_key(repeat, role.name, trace_id),
                 ))
     schedule_sha = digest_of([s.slot for s in slots])
@@ -68,7 +113,7 @@ def plan_for(reg: Registration) -> Plan:
         (item.trace.header.trace_id, p.id): p.category.value
         for item in items for p in item.probes.probes
     }
-    return build_plan(reg, categories)
+    return build_plan(reg, categories, infeasible_checkpoints(reg, items))
 
 
 class Estimate(msgspec.Struct, frozen=True):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -26,6 +26,10 @@ from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
 from efold.worker.tasks import ProbeTask
 from efold.worker.verify import verify_digests
+
+if TYPE_CHECKING:
+    from efold.folds.checkpoint import Checkpoint
+    from efold.guard.contract import Contract
 
 RESTORED_DIR = "checkpoint"
 
@@ -71,8 +75,7 @@ class ReaderProbe:
 
     def run(self, session: ProbeSession) -> Terminal:
         from efold.folds.meter import Meter
-        from efold.folds.request import checkpoint_to_request
-        from efold.guard import Contract, Guard, WireApi, bundled_catalog
+        from efold.guard import Guard, bundled_catalog
         from efold.worker.permit_client import SessionPermitSource
 
         assignment = session.assignment
@@ -81,19 +84,12 @@ class ReaderProbe:
         restored = self._restored
         meter = Meter(call_budget=budgets.meter_calls, byte_budget=budgets.meter_bytes)
         lookup = restored.lookup_tool(meter)
-        contract = Contract(
-            provider=task.provider, model=task.model, api=WireApi(task.api),
-            base_url=task.base_url, effort=task.effort, prompt_cache_key=assignment.cache_key,
-        )
+        assert assignment.cache_key is not None  # a probe assignment always has one
+        contract = probe_contract(task, assignment.cache_key)
         entry = bundled_catalog().entry(task.provider, task.model)
         source = SessionPermitSource(session)
         guard = Guard(contract, entry, source, _transport(task), run_id=assignment.slot)
-        payload = checkpoint_to_request(
-            restored.checkpoint, task.question, model=task.model,
-            instructions=task.instructions,
-        )
-        payload["reasoning"] = {"effort": task.effort}
-        payload["prompt_cache_key"] = assignment.cache_key
+        payload = first_payload(restored.checkpoint, task, assignment.cache_key)
         rounds: list[dict[str, Any]] = []
         status: TerminalStatus = TerminalStatus.REFUSED
         code: Code | None = Code.LOOKUP_REQUEST_LIMIT
@@ -136,6 +132,27 @@ class ReaderProbe:
             status=status, code=code, answer=answer,
             meter=MeterCounts(calls=calls_made, bytes=bytes_used), witness=witness,
         )
+
+
+def probe_contract(task: ProbeTask, cache_key: str) -> Contract:
+    """The frozen route of one probe run (the cache key is the slot's own)."""
+    from efold.guard import Contract, WireApi
+
+    return Contract(
+        provider=task.provider, model=task.model, api=WireApi(task.api),
+        base_url=task.base_url, effort=task.effort, prompt_cache_key=cache_key,
+    )
+
+
+def first_payload(checkpoint: Checkpoint, task: ProbeTask, cache_key: str) -> dict[str, Any]:
+    """Round 1 of a probe run: the checkpoint, the question, the contract's options."""
+    from efold.folds.request import checkpoint_to_request
+
+    payload = checkpoint_to_request(checkpoint, task.question, model=task.model,
+                                    instructions=task.instructions)
+    payload["reasoning"] = {"effort": task.effort}
+    payload["prompt_cache_key"] = cache_key
+    return payload
 
 
 def _terminal_of(outcome: str, code: Code | None) -> tuple[TerminalStatus, Code | None]:
