@@ -108,6 +108,7 @@ class Code(enum.StrEnum):
     LOOKUP_RESPONSE_FAILED = "lookup_response_failed"
     LOOKUP_COST_EXCEEDS_HOLD = "lookup_cost_exceeds_hold"
     LOOKUP_TEST_ONLY_SOURCE = "lookup_test_only_source"
+    LOOKUP_COST_MISMATCH = "lookup_cost_mismatch"
     CATALOG_INVALID = "catalog_invalid"
     LOOKUP_USAGE_INPUT_ABOVE_ADMITTED = "lookup_usage_input_above_admitted"
     LOOKUP_USAGE_OUTPUT_ABOVE_MAX = "lookup_usage_output_above_max"
@@ -174,6 +175,8 @@ class Code(enum.StrEnum):
     LAUNCH_FAILED = "launch_failed"
     WORKER_TIMEOUT = "worker_timeout"
     INVALID_SLOT_RATE = "invalid_slot_rate"
+    CHILD_CODE_FORBIDDEN = "child_code_forbidden"
+    RUN_DEADLINE = "run_deadline"
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"

@@ -52,7 +52,10 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     rdir = run / RECEIPTS_DIR
-    names = sorted(os.listdir(rdir)) if rdir.is_dir() else []
+    # Only published receipts: a crash inside an exclusive publish can leave a hidden
+    # temporary file (".<name>.tmp-..."), which is never a receipt.
+    names = sorted(n for n in os.listdir(rdir) if n.endswith(".json") and not n.startswith(".")) \
+        if rdir.is_dir() else []
     for name in names:
         data = (rdir / name).read_bytes()
         try:

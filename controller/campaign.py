@@ -7,6 +7,7 @@ reservation... each refuses with ``campaign_invalid`` and a detail naming the fi
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -19,6 +20,7 @@ CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
 ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack")
 HARD_SEEDS_ALLOWED = range(101, 125)
+_ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 BUNDLED = ("default", "hard")
 
 
@@ -159,6 +161,10 @@ def validate_campaign(c: Campaign) -> None:
     names = [r.name for r in c.roles]
     if len(set(names)) != len(names):
         raise _invalid("role names must be distinct")
+    for name in names:
+        # Role names become parts of slot ids, file names and IPC tokens.
+        if not _ROLE_NAME.fullmatch(name):
+            raise _invalid(f"role name {name!r}: lowercase letters, digits, - and _ (max 40)")
     for r in c.roles:
         if r.arm not in ARMS:
             raise _invalid(f"role {r.name!r}: unknown arm {r.arm!r} (arms: {ARMS})")

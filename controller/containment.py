@@ -123,6 +123,9 @@ class ContainmentResult:
     signals: tuple[SignalSent, ...]
     survivors: tuple[Survivor, ...]
     persisted: bool  # every journal write of the episode succeeded
+    # Sticky stops this episode decided (journaled unless ``persisted`` is False): the
+    # pilot must take every one of them before it launches anything else.
+    stops: tuple[Code, ...] = ()
 
     @property
     def code(self) -> Code | None:
@@ -322,6 +325,7 @@ async def contain(
         )
         rounds = 1 + episode.policy.kill_rounds
         terminated = False  # SIGTERM sent: every later round sends SIGKILL
+        stops: list[Code] = []
         for round_no in range(rounds):
             _, tied = episode.snapshot()
             episode.record_new(tied)
@@ -335,6 +339,7 @@ async def contain(
                     break
                 if not terminated and survivor_stop is not None:
                     if any(p.member.role != ROLE_LEADER for p in alive):
+                        stops.append(survivor_stop)
                         episode.write(lambda j: j.record_stop(
                             epoch=target.epoch, code=survivor_stop.value, slot=target.slot,
                             sticky=True,
@@ -352,6 +357,7 @@ async def contain(
         if cid is not None:
             episode.write(lambda j: j.record_containment_end(cid, outcome.value))
         if outcome is ContainmentOutcome.UNRECONCILED:
+            stops.append(Code.UNRECONCILED_CONTAINMENT)
             episode.write(lambda j: j.record_stop(
                 epoch=target.epoch, code=Code.UNRECONCILED_CONTAINMENT.value, slot=target.slot,
                 sticky=True,
@@ -365,4 +371,5 @@ async def contain(
         signals=tuple(episode.signals),
         survivors=tuple(survivors),
         persisted=episode.persisted,
+        stops=tuple(stops),
     )

@@ -201,9 +201,11 @@ class WorkerHandle:
     async def _finish(self, policy: ContainmentPolicy | None, exit_grace: float) -> None:
         if self.containment is None:
             if not self.channel.finished:
-                await self.contain(self.channel.failure or Code.LOOKUP_WORKER_LOST, policy=policy)
+                await self.contain(self.channel.failure or Code.LOOKUP_WORKER_LOST,
+                                   policy=policy, survivor_stop=Code.LOOKUP_WORKER_LOST)
             elif not await self.wait_exit(exit_grace):
-                await self.contain(Code.WORKER_TIMEOUT, policy=policy)
+                await self.contain(Code.WORKER_TIMEOUT, policy=policy,
+                                   survivor_stop=Code.LOOKUP_WORKER_LOST)
             elif self._leftovers():
                 await self.contain(
                     Code.LOOKUP_WORKER_LOST, policy=policy, survivor_stop=Code.LOOKUP_WORKER_LOST
@@ -366,7 +368,10 @@ async def supervise(
                     # it the exit grace, so its exit status (a fixed code) is what the
                     # record shows; containment then finds only what it left behind.
                     await handle.wait_exit(exit_grace)
-                await handle.contain(cause_of(exc), policy=policy)
+                # Whatever the cause, descendants the worker leaves alive are a durable
+                # lookup_worker_lost stop, journaled before the first signal.
+                await handle.contain(cause_of(exc), policy=policy,
+                                     survivor_stop=Code.LOOKUP_WORKER_LOST)
             await handle.close(policy=policy, exit_grace=exit_grace)
         raise
     await handle.close(policy=policy, exit_grace=exit_grace)

@@ -22,7 +22,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from efold.errors import Code
+from efold.errors import Code, EfoldError
+from efold.guard.permits import CONTINUABLE_CODES
 from efold.registry.journal import (
     HOLD_INTEGRITY,
     HOLD_LOST,
@@ -34,11 +35,27 @@ from efold.registry.journal import (
 # an EfoldError (unknown tier...). Supplied from the guard's catalog.
 Pricer = Callable[[Mapping[str, int], "str | None"], int]
 
-# Codes after which a refused request lets the run go on (DESIGN §11).
-CONTINUABLE = frozenset({
-    Code.NOT_ADMITTED_INPUT_ENVELOPE, Code.LOOKUP_REQUEST_LIMIT, Code.NOT_ADMITTED_CAP,
-    Code.LOOKUP_STOPPED, Code.LOOKUP_SLOT_TERMINAL,
+# Stop codes only the controller may decide: a child that reports one (in Settle or
+# Terminal) is not believed, and that claim is itself a protocol violation.
+CONTROLLER_ONLY = frozenset({
+    Code.UNRECONCILED_CONTAINMENT, Code.LOOKUP_WORKER_LOST, Code.LOOKUP_REPEATED_LOSS,
+    Code.INVALID_SLOT_RATE, Code.LOOKUP_ARRIVAL_PERSIST_FAILED, Code.LOOKUP_PERMIT_INVALID,
 })
+MAX_OUTPUT_TOKENS = 128_000  # O, checked again here (the guard checks it first)
+
+
+def child_code(code: Code | None, *, integrity: bool) -> Code | None:
+    """A code a child reported, as the controller will record it. Guard codes pass
+    (including the refusal codes the controller itself handed the child). A
+    controller-only or foreign code, a continuable refusal code claimed as an integrity
+    stop, or a missing code on an integrity stop becomes ``child_code_forbidden``."""
+    if code is None:
+        return Code.CHILD_CODE_FORBIDDEN if integrity else None
+    if code in CONTROLLER_ONLY or not code.value.startswith(("lookup_", "not_admitted_")):
+        return Code.CHILD_CODE_FORBIDDEN
+    if integrity and code in CONTINUABLE_CODES:
+        return Code.CHILD_CODE_FORBIDDEN
+    return code
 
 
 class SettleKind(enum.StrEnum):
@@ -170,38 +187,53 @@ class DurablePermitSource:
     def _permit(self, slot: str, permit_id: str) -> _Permit:
         permit = self._permits.get(permit_id)
         if permit is None or permit.slot != slot:
-            raise PermitIntegrityError(Code.LOOKUP_BODY_MISMATCH)
+            raise PermitIntegrityError(Code.LOOKUP_PERMIT_INVALID)
         return permit
 
     def consume(self, *, slot: str, permit_id: str, body_digest: str) -> None:
         permit = self._permit(slot, permit_id)
         if permit.state is not _PermitState.ACTIVE:
-            raise PermitIntegrityError(Code.LOOKUP_BODY_MISMATCH)  # reuse
+            raise PermitIntegrityError(Code.LOOKUP_PERMIT_INVALID)  # reuse
         if body_digest != permit.payload_digest:
             raise PermitIntegrityError(Code.LOOKUP_BODY_MISMATCH)
         self._journal.record_consumption(permit_id, body_digest)
         permit.state = _PermitState.CONSUMED
 
     def settle(self, *, slot: str, permit_id: str, kind: SettleKind, code: Code | None,
-               usage: Mapping[str, int] | None, tier: str | None) -> Code | None:
+               usage: Mapping[str, int] | None, tier: str | None,
+               cost_claim: int | None = None) -> Code | None:
         """Close a permit. Returns an integrity code when this settlement stops the run
-        (the controller's independent re-check, or the child's own integrity_stop)."""
+        (the controller's independent re-check, or the child's own integrity_stop).
+        ``code`` and ``cost_claim`` are the child's claims, checked, never trusted."""
         permit = self._permit(slot, permit_id)
         if permit.state is _PermitState.CLOSED:
-            raise PermitIntegrityError(Code.LOOKUP_INVALID_USAGE)
-        led = self.ledger(slot)
+            raise PermitIntegrityError(Code.LOOKUP_PERMIT_INVALID)  # settled twice
+        if permit.state is _PermitState.ACTIVE and kind in (
+                SettleKind.SETTLED, SettleKind.OWN_ABORT_AFTER_SEND):
+            # "Sent" without a consumption: a request went out unguarded.
+            raise PermitIntegrityError(Code.LOOKUP_UNGUARDED_DISPATCH)
+        claimed = child_code(code, integrity=kind is SettleKind.INTEGRITY_STOP)
+        return self._close(permit, kind, claimed, usage, tier, cost_claim)
+
+    def _close(self, permit: _Permit, kind: SettleKind, code: Code | None,
+               usage: Mapping[str, int] | None, tier: str | None,
+               cost_claim: int | None) -> Code | None:
+        permit_id = permit.permit_id
+        led = self.ledger(permit.slot)
         integrity: Code | None = code if kind is SettleKind.INTEGRITY_STOP else None
+        if code is Code.CHILD_CODE_FORBIDDEN:
+            integrity = code
         cost: int | None = None
         if usage is not None:
             led.usage = _add(led.usage, usage)
             try:
                 cost = self._price(usage, tier)
-            except Exception as exc:  # unknown tier or invalid counts: integrity
-                integrity = getattr(exc, "code", Code.LOOKUP_INVALID_USAGE)
+            except EfoldError as exc:  # unknown tier or invalid counts: integrity
+                integrity = integrity or exc.code
         else:
             led.usage_known = False
         if kind is SettleKind.SETTLED and integrity is None:
-            integrity = _check_settled(usage, cost, permit.hold_units)
+            integrity = _check_settled(usage, cost, permit.hold_units, cost_claim)
         if kind is SettleKind.SETTLED and integrity is None:
             assert cost is not None
             state, charged, settled, partial = HOLD_SETTLED, cost, cost, None
@@ -234,17 +266,16 @@ class DurablePermitSource:
             self.stop(integrity)
         return integrity
 
-    def abandon_slot(self, slot: str, code: Code, kind: SettleKind = SettleKind.LOST) -> int:
-        """The slot's worker is gone (killed or disconnected: ``LOST``; our own deadline:
-        ``OWN_ABORT_AFTER_SEND``): every permit it still held is closed with its hold
-        retained. Returns how many."""
+    def abandon_slot(self, slot: str, code: Code) -> int:
+        """The slot's worker is gone (killed, disconnected, past the watchdog): every
+        permit it still held is closed as lost, its hold retained (whether or not the
+        request went out is unknown). ``code`` is the controller's own. Returns how many."""
         open_permits = [
             p for p in self._permits.values()
             if p.slot == slot and p.state is not _PermitState.CLOSED
         ]
         for permit in open_permits:
-            self.settle(slot=slot, permit_id=permit.permit_id, kind=kind, code=code,
-                        usage=None, tier=None)
+            self._close(permit, SettleKind.LOST, code, None, None, None)
         return len(open_permits)
 
 
@@ -255,13 +286,18 @@ def _add(total: Mapping[str, int], more: Mapping[str, int]) -> dict[str, int]:
     return out
 
 
-def _check_settled(usage: Mapping[str, int] | None, cost: int | None, hold: int) -> Code | None:
+def _check_settled(usage: Mapping[str, int] | None, cost: int | None, hold: int,
+                   cost_claim: int | None) -> Code | None:
     """The controller's own re-check of a settlement the child calls clean."""
     if usage is None or cost is None:
         return Code.LOOKUP_INVALID_USAGE
     inp, out = usage.get("input", 0), usage.get("output", 0)
     if inp < 1 or out < 0:
         return Code.LOOKUP_INVALID_USAGE
+    if out > MAX_OUTPUT_TOKENS:
+        return Code.LOOKUP_USAGE_OUTPUT_ABOVE_MAX
+    if cost_claim is not None and cost_claim != cost:
+        return Code.LOOKUP_COST_MISMATCH
     if usage.get("reasoning", 0) > out:
         return Code.LOOKUP_INVALID_USAGE
     if usage.get("cache_read", 0) + usage.get("cache_write", 0) > inp:

@@ -20,6 +20,8 @@ slots unvisited (they stay in the plan's inventory, never in the execution count
 from __future__ import annotations
 
 import os
+import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,8 @@ from pathlib import Path
 import anyio
 
 from efold.controller.aggregate import PLAN_NAME, read_run, render_reports
+from efold.controller.containment import ContainmentPolicy
+from efold.controller.errors import ControllerError
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for
 from efold.controller.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
@@ -36,10 +40,10 @@ from efold.controller.slots import (
     Evidence,
     PrepResult,
     RunContext,
+    refused_receipt,
     run_prep,
     run_probe,
-    skipped_receipt,
-    slot_end,
+    write_slot_receipt,
 )
 from efold.controller.stops import StopPolicy
 from efold.corpus.model import Probe, SuiteItem
@@ -72,7 +76,7 @@ def _publish(run: Path, name: str, data: bytes) -> None:
     publish_exclusive(run, name, data)
 
 
-def _evidence(arm: str, suite: str, snapshot: SnapshotRef,
+def _evidence(suite: str, snapshot: SnapshotRef,
               probes: list[Probe]) -> dict[str, Evidence]:
     """Evaluator-side facts per probe for one checkpoint: availability (model-free) and
     the exclusions its fold receipt shows."""
@@ -108,7 +112,13 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
     from efold.registry.lease import acquire_lease
 
     campaign = reg.campaign
+    if campaign.reader.provider != "faux":
+        # The paid route is refused before this point; never mint a faux authorization
+        # for a real reader.
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, "not a faux reader")
     plan = plan_for(reg)
+    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
+    cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
     plan_bytes = canonical_json(plan) + b"\n"
     tick = progress or (lambda phase, done, total: None)
     with acquire_lease(run) as lease:
@@ -140,6 +150,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                             meter_bytes=campaign.budgets.lookup_bytes),
             prep_seconds=campaign.deadlines.prep_seconds,
             probe_seconds=campaign.deadlines.probe_seconds,
+            containment=ContainmentPolicy(term_grace=campaign.deadlines.grace_seconds),
             program=program,
         )
 
@@ -172,14 +183,12 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             if result.snapshot is not None:
                 wanted = [probes[(first.trace_id, s.probe_id)] for s in plan.slots
                           if s.checkpoint == key]
-                for pid, ev in _evidence(first.arm, campaign.suite, result.snapshot,
+                for pid, ev in _evidence(campaign.suite, result.snapshot,
                                          wanted).items():
                     evidence[(key, pid)] = ev
         tick("prep", len(needed), len(needed))
 
         # -- probes: one child per slot, in schedule order -----------------------------
-        from efold.controller.slots import _write
-
         receipts: list[Receipt] = []
         roles = {r.name: r for r in campaign.roles}
         private_subdir(run, "slots")
@@ -194,12 +203,14 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 refusal = Code.LOOKUP_STOPPED
             elif ctx.source.cap_refused:  # spend never falls: every later admit refuses
                 refusal = Code.NOT_ADMITTED_CAP
+            elif time.monotonic() > run_deadline:
+                refusal = Code.RUN_DEADLINE
             elif prep is None or prep.snapshot is None:
                 refusal = (prep.code if prep and prep.code
                            else Code.LOOKUP_PREPARATION_INVALID)
             if refusal is not None:
-                receipt = skipped_receipt(planned, refusal)
-                _write(ctx, receipt)
+                receipt = refused_receipt(planned, refusal)
+                write_slot_receipt(ctx, receipt)
                 receipts.append(receipt)
                 continue
             assert prep is not None and prep.snapshot is not None  # refused above otherwise
@@ -210,16 +221,15 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 provider=reader.provider, model=reader.model, api=reader.api,
                 base_url=reader.base_url, effort=reader.effort,
             )
-            receipt, exchange = await run_probe(
+            done = await run_probe(
                 ctx, planned=planned, probe=probe,
                 slot_dir=private_subdir(run, "slots", planned.slot),
-                snapshot=prep.snapshot, cache_key=f"efold-{run.name[-6:]}-{n:06d}",
+                snapshot=prep.snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
                 task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
             )
-            receipts.append(receipt)
-            end = slot_end(receipt, exchange.own_abort)
-            if end is not None:
-                code = policy.slot_admitted_end(end)
+            receipts.append(done.receipt)
+            if done.end is not None:
+                code = policy.slot_admitted_end(done.end)
                 if code is not None and code in (Code.LOOKUP_REPEATED_LOSS,
                                                  Code.INVALID_SLOT_RATE):
                     ctx.record_stop(code, planned.slot)
@@ -242,8 +252,11 @@ def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
               progress: Progress | None = None,
               program: tuple[str, ...] | None = None) -> PilotOutcome:
     """Synchronous entry: the async pilot on the trio backend."""
-    os.umask(0o077)  # everything the run writes is owner-only
-    return anyio.run(
-        lambda: execute(reg, reg_bytes, run, progress=progress, program=program),
-        backend="trio",
-    )
+    previous = os.umask(0o077)  # everything the run writes is owner-only
+    try:
+        return anyio.run(
+            lambda: execute(reg, reg_bytes, run, progress=progress, program=program),
+            backend="trio",
+        )
+    finally:
+        os.umask(previous)

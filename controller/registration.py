@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from efold.controller.campaign import Campaign, CampaignError
+from efold.controller.campaign import Campaign, CampaignError, validate_campaign
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 
@@ -142,8 +142,17 @@ def write_registration(reg: Registration, output_dir: str | os.PathLike[str]) ->
     return out / REGISTRATION_NAME, sha256_hex(data)
 
 
-def load_registration(path: str | os.PathLike[str], sha256: str, *, verify_now: bool = True) -> Registration:
-    """Read a registration, check its sha256, and (by default) re-derive its digests."""
+class LoadedRegistration(msgspec.Struct, frozen=True):
+    """A verified registration and the exact bytes that were verified (read once)."""
+
+    registration: Registration
+    data: bytes
+
+
+def load_registration(path: str | os.PathLike[str], sha256: str) -> LoadedRegistration:
+    """Read a registration once, check its sha256, re-validate its campaign and re-derive
+    *everything* it freezes (digests, selection, cap, Rmax): a registration edited and
+    re-hashed by hand, or made stale by a code, catalog or corpus change, refuses."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -154,19 +163,20 @@ def load_registration(path: str | os.PathLike[str], sha256: str, *, verify_now: 
         reg = msgspec.json.decode(data, type=Registration)
     except msgspec.DecodeError as exc:
         raise RegistrationError(Code.REGISTRATION_INVALID, str(exc)) from exc
-    if verify_now:
-        try:
-            fresh = compute_registration(reg.campaign, b"")
-        except CampaignError as exc:
-            raise RegistrationError(Code.REGISTRATION_INVALID, exc.detail) from exc
-        for name in Digests.__struct_fields__:
-            if getattr(fresh.digests, name) != getattr(reg.digests, name):
-                raise RegistrationError(
-                    Code.REGISTRATION_DIGEST_MISMATCH, f"{name} digest changed since registration"
-                )
-        if fresh.selection != reg.selection or fresh.rmax_units != reg.rmax_units:
-            raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH, "selection changed")
-    return reg
+    try:
+        validate_campaign(reg.campaign)
+        fresh = compute_registration(reg.campaign, b"")
+    except CampaignError as exc:
+        raise RegistrationError(Code.REGISTRATION_INVALID, exc.detail) from exc
+    for name in Digests.__struct_fields__:
+        if getattr(fresh.digests, name) != getattr(reg.digests, name):
+            raise RegistrationError(
+                Code.REGISTRATION_DIGEST_MISMATCH, f"{name} digest changed since registration"
+            )
+    if msgspec.structs.replace(fresh, campaign_sha256=reg.campaign_sha256) != reg:
+        raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH,
+                                "registration differs from what its campaign derives")
+    return LoadedRegistration(reg, data)
 
 
 def registration_sha256(reg: Registration) -> str:

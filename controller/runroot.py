@@ -41,7 +41,7 @@ def claim_run_dir(path: str | os.PathLike[str]) -> Path:
         raise ControllerError(Code.RUN_ROOT_EXISTS, "run directories are never reused") from exc
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            raise ControllerError(Code.RUN_ROOT_EXISTS, "parent directory missing") from exc
+            raise ControllerError(Code.PATH_REFUSED, "parent directory missing") from exc
         raise
     return run
 

@@ -2,15 +2,16 @@
 
 The controller side of the lockstep protocol, with the durable permit source answering
 ``Admit``/``Consume``/``Settle`` (journal first, then the reply). Whatever happens to the
-child (clean exit, crash, timeout, IPC violation) ends in a journaled, contained launch
-and, for a probe, exactly one receipt.
+child (clean exit, crash, timeout, IPC violation) ends in a journaled, contained launch,
+every sticky stop its containment decided taken before anything else is launched, and,
+for a probe, exactly one receipt.
 
 How a probe slot's status is decided (from the controller's own ledger, never from the
 child's claim alone):
 - no hold ever granted: ``unadmitted`` (an answer without any admitted request is an
   unguarded dispatch: a sticky integrity stop);
-- holds granted, the worker lost / aborted / refused later: ``incomplete``;
-- holds granted, an answer: ``completed`` (scored); an empty answer: ``invalid``.
+- holds granted, then lost / aborted / refused later: ``incomplete``;
+- holds granted and an answer: ``completed`` (scored); a failed answer: ``invalid``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from pathlib import Path
 import anyio
 
 from efold.controller.containment import ContainmentPolicy
-from efold.controller.errors import ControllerError
 from efold.controller.launcher import WorkerHandle, supervise
 from efold.controller.permits import (
     DurablePermitSource,
     Grant,
     PermitIntegrityError,
     SettleKind,
+    child_code,
 )
+from efold.controller.receipts import write_receipt
 from efold.controller.records import (
     Availability,
     Exclusion,
@@ -41,11 +43,12 @@ from efold.controller.records import (
     Usage,
 )
 from efold.controller.stops import SlotEnd, StopPolicy
+from efold.controller.tree import TreeReport, inspect_tree
 from efold.corpus.model import Probe
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
+from efold.guard.permits import CONTINUABLE_CODES
 from efold.identity import ProcessIdentity
-from efold.ipc.errors import IpcError, IpcPeerError
 from efold.ipc.messages import (
     Admit,
     Budgets,
@@ -72,6 +75,9 @@ _INTEGRITY_IPC = frozenset({
     Code.IPC_BAD_MAC, Code.IPC_BINDING_MISMATCH, Code.IPC_OUT_OF_ORDER,
     Code.IPC_FRAME_TOO_LARGE, Code.IPC_BAD_MESSAGE, Code.IPC_SEQ_MISMATCH,
 })
+# The controller's watchdog outlasts the deadline it grants the child, so a child can
+# abort its own request first (an own abort, settled by the child) before it is killed.
+WATCHDOG_MARGIN_S = 5.0
 
 
 @dataclass
@@ -95,6 +101,8 @@ class RunContext:
     # The child command line (the launcher's default: ``python -I -m efold.worker``).
     # Tests substitute a program that embeds the same entry point with a faulty body.
     program: tuple[str, ...] | None = None
+    # Invariant: each sticky code is journaled once per run, however often it is taken.
+    _journaled: set[Code] = field(default_factory=set)
 
     def launch_options(self) -> dict[str, object]:
         from efold.controller.childenv import child_environment
@@ -120,11 +128,43 @@ class RunContext:
             hello_timeout_ms=self.hello_timeout_ms, task=task,
         )
 
-    def record_stop(self, code: Code, slot: str | None) -> None:
-        """A sticky stop of the run, journaled, with the policy's precedence."""
+    def record_stop(self, code: Code, slot: str | None, *, journaled: bool = False) -> None:
+        """Take a sticky stop of the run (journaling it unless it already is), with the
+        policy's precedence: admission closes at once."""
         self.policy.stop(code)
         self.source.stop(code)
-        self.journal.record_stop(epoch=self.epoch, code=code.value, slot=slot, sticky=True)
+        if not journaled and code not in self._journaled:
+            self.journal.record_stop(epoch=self.epoch, code=code.value, slot=slot, sticky=True)
+        self._journaled.add(code)
+
+    def adopt_containment(self, handle: WorkerHandle | None, slot: str) -> None:
+        """Every sticky stop a containment episode decided (``lookup_worker_lost``,
+        ``unreconciled_containment``) becomes the run's before anything else launches."""
+        episode = handle.containment if handle is not None else None
+        if episode is not None:
+            for code in episode.stops:
+                self.record_stop(code, slot, journaled=episode.persisted)
+
+    def failure_of(self, exc: BaseException, handle: WorkerHandle | None, slot: str) -> Code:
+        """The code a failed launch stands for: the child's own (its exit status) when
+        it exited by itself, else the failure's; an IPC integrity violation is sticky."""
+        own = _own_code(handle)
+        if own is not None:
+            return own
+        code = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
+        if code in _INTEGRITY_IPC:
+            self.record_stop(code, slot)
+        return code
+
+
+def _own_code(handle: WorkerHandle | None) -> Code | None:
+    """The fixed code a child that exited on its own reported through its exit status
+    (``worker_digest_mismatch``, ``worker_snapshot_invalid``...), if it did."""
+    if handle is None or handle.process.returncode is None:
+        return None
+    from efold.worker.exit_codes import code_for_exit_status
+
+    return code_for_exit_status(handle.process.returncode)
 
 
 # -- prep -------------------------------------------------------------------------------
@@ -135,12 +175,13 @@ class PrepResult:
     key: str
     snapshot: SnapshotRef | None
     code: Code | None
-    prepared: Prepared | None
+    tree: TreeReport
     elapsed_ms: int
 
 
 async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask) -> PrepResult:
-    """Build one checkpoint in a prep child; verify the snapshot it reports."""
+    """Build one checkpoint in a prep child; check its tree; verify and journal the
+    snapshot it reports."""
     from efold.folds import read_checkpoint
     from efold.worker.prep import snapshot_path
 
@@ -152,31 +193,35 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     handle: WorkerHandle | None = None
     try:
         async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
-            with anyio.fail_after(ctx.prep_seconds):
+            with anyio.fail_after(ctx.prep_seconds + WATCHDOG_MARGIN_S):
                 await handle.accept_hello(ctx.welcome(ctx.prep_seconds), timeout=ctx.prep_seconds)
                 msg = await handle.channel.receive(timeout=ctx.prep_seconds)
                 assert isinstance(msg, Prepared)  # the lockstep core admits nothing else
                 prepared = msg
                 await handle.acknowledge_done()
-        exit_ = handle.containment
-        if exit_ is not None and exit_.code is not None:
-            ctx.record_stop(exit_.code, key)
     except RegistryError:
-        raise  # the journal failed: stop the run
+        raise  # the journal failed: nothing more may be recorded; the run stops
     except (EfoldError, TimeoutError) as exc:
-        code = _own_code(handle) or (
-            exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT)
+        code = ctx.failure_of(exc, handle, key)
+    finally:
+        ctx.adopt_containment(handle, key)
+    tree = inspect_tree(slot_dir)
+    if code is None and not tree.ok:
+        code = Code.PREFLIGHT_TREE_INVALID
     snapshot: SnapshotRef | None = None
-    if prepared is not None and code is None:
+    if code is None and prepared is not None:
         path = snapshot_path(str(slot_dir))
         try:
             read_checkpoint(path, expected_digest=prepared.snapshot_digest)
-            snapshot = SnapshotRef(path=str(path), digest=prepared.snapshot_digest)
         except EfoldError:
             code = Code.LOOKUP_PREPARATION_INVALID
+        else:
+            snapshot = SnapshotRef(path=str(path), digest=prepared.snapshot_digest)
+            ctx.journal.record_assignment(key, kind="checkpoint",
+                                          snapshot_digest=snapshot.digest)
     if code is None and snapshot is None:
         code = Code.LOOKUP_PREPARATION_INVALID
-    return PrepResult(key, snapshot, code, prepared, int((time.monotonic() - started) * 1000))
+    return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000))
 
 
 # -- probe ------------------------------------------------------------------------------
@@ -195,7 +240,6 @@ class Evidence:
 class _Exchange:
     terminal: Terminal | None = None
     failure: Code | None = None
-    own_abort: bool = False
 
 
 async def _serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str, ex: _Exchange) -> None:
@@ -220,7 +264,7 @@ async def _serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str, ex: _Ex
                 integrity = source.settle(
                     slot=slot, permit_id=msg.permit_id, kind=SettleKind(msg.outcome.value),
                     code=msg.code, usage=msg.usage.present() if msg.usage else None,
-                    tier=msg.tier,
+                    tier=msg.tier, cost_claim=msg.cost,
                 )
                 if integrity is not None:
                     ctx.record_stop(integrity, slot)
@@ -235,13 +279,21 @@ async def _serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str, ex: _Ex
             return
 
 
+@dataclass(frozen=True)
+class SlotResult:
+    receipt: Receipt
+    end: SlotEnd | None  # how the stop policy sees it; None: never admitted
+
+
 async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot_dir: Path,
                     snapshot: SnapshotRef, cache_key: str, task: ProbeTask,
-                    evidence: Evidence) -> tuple[Receipt, _Exchange]:
+                    evidence: Evidence) -> SlotResult:
     """One probe slot end to end; its receipt is written (journal, then file) here."""
-
     slot = planned.slot
     started = time.monotonic()
+    # Journaled before the launch: the child confirms its cache key and snapshot here.
+    ctx.journal.record_assignment(slot, kind="probe", cache_key=cache_key,
+                                  snapshot_digest=snapshot.digest)
     assignment = ctx.assignment(kind="probe", body="reader", slot=slot, slot_dir=slot_dir,
                                 cache_key=cache_key, snapshot=snapshot, task=task)
     ex = _Exchange()
@@ -250,78 +302,55 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     try:
         async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
             try:
-                with anyio.fail_after(ctx.probe_seconds):
+                with anyio.fail_after(ctx.probe_seconds + WATCHDOG_MARGIN_S):
                     await _serve_probe(ctx, handle, slot, ex)
             except TimeoutError:
-                ex.own_abort, ex.failure = True, Code.WORKER_TIMEOUT
+                ex.failure = Code.WORKER_TIMEOUT
                 raise
             if ex.terminal is not None:
-                receipt = _receipt(ctx, planned, probe, ex, evidence, started)
-                _write(ctx, receipt)
+                receipt = _judge(ctx, planned, probe, ex, evidence, started)
+                write_slot_receipt(ctx, receipt)
                 await handle.acknowledge_done()
-        if handle.containment is not None and handle.containment.code is not None:
-            ctx.record_stop(handle.containment.code, slot)
     except RegistryError:
-        raise  # the journal failed: nothing more may be admitted or recorded; stop the run
+        raise  # the journal failed: nothing more may be admitted or recorded; stop
     except (EfoldError, TimeoutError) as exc:
         if ex.failure is None:
-            ex.failure = _own_code(handle) or (
-                exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT)
-        if isinstance(exc, IpcPeerError) and exc.code in _INTEGRITY_IPC:
-            ctx.record_stop(exc.code, slot)
-        elif isinstance(exc, ControllerError) and exc.code is Code.UNRECONCILED_CONTAINMENT:
-            ctx.record_stop(exc.code, slot)
-    except IpcError as exc:  # pragma: no cover - IpcError is an EfoldError
-        ex.failure = exc.code
+            ex.failure = ctx.failure_of(exc, handle, slot)
+    finally:
+        ctx.adopt_containment(handle, slot)
     if receipt is None:
-        failure = ex.failure or Code.LOOKUP_WORKER_LOST
-        kind = (SettleKind.OWN_ABORT_AFTER_SEND if ex.own_abort
-                else SettleKind.INTEGRITY_STOP if failure is ctx.policy.stop_code
-                else SettleKind.LOST)
-        ctx.source.abandon_slot(slot, failure, kind)
-        receipt = _receipt(ctx, planned, probe, ex, evidence, started)
-        _write(ctx, receipt)
-    return receipt, ex
+        # The worker is gone without a terminal: what it held is lost (whether its
+        # request went out is unknown, so the hold stays retained).
+        ctx.source.abandon_slot(slot, ex.failure or Code.LOOKUP_WORKER_LOST)
+        receipt = _judge(ctx, planned, probe, ex, evidence, started)
+        write_slot_receipt(ctx, receipt)
+    return SlotResult(receipt, _slot_end(ctx.source, receipt))
 
 
-def _own_code(handle: WorkerHandle | None) -> Code | None:
-    """The fixed code a child that exited on its own reported through its exit status
-    (``worker_digest_mismatch``, ``worker_snapshot_invalid``...), if it did."""
-    if handle is None or handle.process.returncode is None:
-        return None
-    from efold.worker.exit_codes import code_for_exit_status
-
-    return code_for_exit_status(handle.process.returncode)
-
-
-def _write(ctx: RunContext, receipt: Receipt) -> None:
-    from efold.controller.receipts import write_receipt
-
+def write_slot_receipt(ctx: RunContext, receipt: Receipt) -> None:
     write_receipt(ctx.run_dir, ctx.journal, receipt)
     ctx.journal.record_slot_status(receipt.slot, receipt.status.value, receipt.code)
 
 
-def slot_end(receipt: Receipt, own_abort: bool) -> SlotEnd | None:
-    """How the stop policy sees a finished slot (None: not admitted, invisible)."""
-    if receipt.spend.admitted == 0:
+def _slot_end(source: DurablePermitSource, receipt: Receipt) -> SlotEnd | None:
+    """From the controller's ledger, never from codes the child chose."""
+    led = source.ledger(receipt.slot)
+    if led.admitted == 0:
         return None
     if receipt.status is SlotStatus.COMPLETED:
         return SlotEnd.COMPLETED
     if receipt.status is SlotStatus.INVALID:
         return SlotEnd.INVALID
-    if own_abort:
+    if led.lost:
+        return SlotEnd.LOST
+    if led.own_abort:
         return SlotEnd.OWN_ABORT
-    return SlotEnd.LOST if receipt.code not in _CAPACITY else SlotEnd.CAPACITY
+    return SlotEnd.CAPACITY
 
 
-_CAPACITY = frozenset({
-    Code.NOT_ADMITTED_CAP.value, Code.LOOKUP_REQUEST_LIMIT.value,
-    Code.NOT_ADMITTED_INPUT_ENVELOPE.value, Code.LOOKUP_STOPPED.value,
-})
-
-
-def _receipt(ctx: RunContext, planned: PlannedSlot, probe: Probe, ex: _Exchange,
-             evidence: Evidence, started: float) -> Receipt:
+def _judge(ctx: RunContext, planned: PlannedSlot, probe: Probe, ex: _Exchange,
+           evidence: Evidence, started: float) -> Receipt:
+    """The slot's receipt, from the ledger and the terminal; takes the stops it implies."""
     from efold.corpus import score
 
     led = ctx.source.ledger(planned.slot)
@@ -330,43 +359,47 @@ def _receipt(ctx: RunContext, planned: PlannedSlot, probe: Probe, ex: _Exchange,
                   settled_units=led.settled_units, retained_units=led.retained_units,
                   usage=usage, usage_known=led.usage_known)
     terminal = ex.terminal
+    claimed = None
+    if terminal is not None:
+        claimed = child_code(terminal.code,
+                             integrity=terminal.status is TerminalStatus.INTEGRITY_STOP)
+        if terminal.status is TerminalStatus.INTEGRITY_STOP or (
+                terminal.status is TerminalStatus.REFUSED and claimed is not None
+                and claimed not in CONTINUABLE_CODES):
+            # A guard policy violation: sticky, whether or not a hold existed.
+            assert claimed is not None
+            ctx.record_stop(claimed, planned.slot)
     status: SlotStatus
-    code: str | None = None
+    code: Code | None = None
     outcome: Outcome | None = None
     correct: bool | None = None
     answer_sha: str | None = None
+    answered = terminal is not None and terminal.status is TerminalStatus.ANSWERED
     if led.admitted == 0:
         status = SlotStatus.UNADMITTED
-        if terminal is not None and terminal.status is TerminalStatus.ANSWERED:
+        if answered:
             # An answer that no admitted request produced did not come through the guard.
             ctx.record_stop(Code.LOOKUP_UNGUARDED_DISPATCH, planned.slot)
-            code = Code.LOOKUP_UNGUARDED_DISPATCH.value
+            code = Code.LOOKUP_UNGUARDED_DISPATCH
         else:
-            code = _code(terminal.code if terminal else ex.failure) or Code.LOOKUP_WORKER_LOST.value
-    elif terminal is not None and terminal.status is TerminalStatus.ANSWERED and not led.lost \
-            and not led.own_abort and led.terminal_code is None:
+            code = claimed or ex.failure or Code.LOOKUP_WORKER_LOST
+    elif terminal is not None and answered and led.terminal_code is None:
         status = SlotStatus.COMPLETED
         result = score(probe, terminal.answer)
         outcome, correct = result.outcome, result.correct
         answer_sha = sha256_hex(terminal.answer.encode())
     elif terminal is not None and terminal.status is TerminalStatus.FAILED \
-            and not led.lost and not led.own_abort:
+            and led.terminal_code is None:
         status = SlotStatus.INVALID
-        code = _code(terminal.code) or Code.LOOKUP_EMPTY_FINAL_OUTPUT.value
+        code = claimed or Code.LOOKUP_EMPTY_FINAL_OUTPUT
     else:
         status = SlotStatus.INCOMPLETE
-        code = (_code(led.terminal_code) or _code(terminal.code if terminal else None)
-                or _code(ex.failure) or Code.LOOKUP_WORKER_LOST.value)
-    if terminal is not None and terminal.status in (TerminalStatus.INTEGRITY_STOP,
-                                                    TerminalStatus.REFUSED) \
-            and terminal.code is not None and terminal.code.value not in _CONTINUE:
-        # A guard policy violation: sticky, whether or not a hold existed.
-        ctx.record_stop(terminal.code, planned.slot)
+        code = led.terminal_code or claimed or ex.failure or Code.LOOKUP_WORKER_LOST
     return Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
-        status=status, code=code, outcome=outcome, correct=correct,
-        availability=evidence.availability,
+        status=status, code=code.value if code is not None else None,
+        outcome=outcome, correct=correct, availability=evidence.availability,
         excluded=evidence.excluded if status is SlotStatus.COMPLETED else None,
         spend=spend, lookup_calls=terminal.meter.calls if terminal else 0,
         answer_sha256=answer_sha, checkpoint_sha256=evidence.checkpoint_sha256,
@@ -374,21 +407,10 @@ def _receipt(ctx: RunContext, planned: PlannedSlot, probe: Probe, ex: _Exchange,
     )
 
 
-_CONTINUE = frozenset({
-    Code.NOT_ADMITTED_INPUT_ENVELOPE.value, Code.LOOKUP_REQUEST_LIMIT.value,
-    Code.NOT_ADMITTED_CAP.value, Code.LOOKUP_STOPPED.value, Code.LOOKUP_SLOT_TERMINAL.value,
-    Code.LOOKUP_EMPTY_FINAL_OUTPUT.value,
-})
-
-
-def _code(code: Code | None) -> str | None:
-    return code.value if code is not None else None
-
-
-def skipped_receipt(planned: PlannedSlot, code: Code) -> Receipt:
+def refused_receipt(planned: PlannedSlot, code: Code) -> Receipt:
     """A slot visited but never launched: inventory-infeasible (``skipped``), or refused
     before any hold because its checkpoint could not be prepared or admission is closed
-    (a sticky stop, the cap): ``unadmitted`` with that code."""
+    (a sticky stop, the cap, the run deadline): ``unadmitted`` with that code."""
     return Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,

@@ -39,7 +39,11 @@ def inspect_tree(root: Path, *, max_file: int = MAX_FILE_BYTES,
             report.rejected["unreadable_directory"] += 1
             continue
         for entry in entries:
-            info = entry.stat(follow_symlinks=False)
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # vanished or unreadable between listing and stat
+                report.rejected["unreadable_entry"] += 1
+                continue
             if stat.S_ISLNK(info.st_mode):
                 report.rejected["symlink"] += 1
             elif stat.S_ISDIR(info.st_mode):

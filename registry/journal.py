@@ -78,6 +78,12 @@ CREATE TABLE slot_status (
 CREATE TABLE receipts (
     slot TEXT PRIMARY KEY, digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL
 );
+-- What each launch was given, before it starts: a checkpoint's verified snapshot digest,
+-- a probe slot's cache key (unique across the run) and the snapshot it restores.
+CREATE TABLE assignments (
+    slot TEXT PRIMARY KEY, kind TEXT NOT NULL, cache_key TEXT UNIQUE,
+    snapshot_digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL
+);
 """
 
 # Hold states. Invariant: a hold leaves `active`/`consumed` exactly once.
@@ -168,13 +174,13 @@ class JournalReader:
 
 _TABLES = {
     "meta", "epochs", "launches", "containments", "members", "signals", "holds",
-    "stops", "slot_status", "receipts",
+    "stops", "slot_status", "receipts", "assignments",
 }
 _ORDER = {
     "meta": "key", "epochs": "epoch", "launches": "launch_id",
     "containments": "containment_id", "members": "member_id", "signals": "signal_id",
     "holds": "admitted_ns, permit_id", "stops": "stop_id", "slot_status": "slot",
-    "receipts": "slot",
+    "receipts": "slot", "assignments": "slot",
 }
 
 
@@ -366,6 +372,14 @@ class JournalWriter(JournalReader):
                 " updated_ns = excluded.updated_ns",
                 (slot, status, code, _now()),
             )
+
+    def record_assignment(self, slot: str, *, kind: str, snapshot_digest: str,
+                          cache_key: str | None = None) -> None:
+        """Once per slot (or checkpoint); a reused cache key refuses (UNIQUE)."""
+        self._insert("assignments", {
+            "slot": slot, "kind": kind, "cache_key": cache_key,
+            "snapshot_digest": snapshot_digest, "recorded_ns": _now(),
+        })
 
     def record_receipt(self, slot: str, digest: str) -> None:
         """A slot's receipt digest, once. A second receipt for a slot is refused."""

@@ -41,6 +41,25 @@ def _task(assignment: Assignment) -> ProbeTask:
     return task
 
 
+def verify_journaled_assignment(assignment: Assignment, snapshot_digest: str) -> None:
+    """``lookup_cache_assignment_invalid`` unless the controller journaled exactly this
+    slot's cache key and snapshot before the launch, and no other slot has the key: the
+    child reads the acknowledgement from disk itself, not from the pipe alone."""
+    from efold.errors import EfoldError
+    from efold.registry.journal import JournalReader
+
+    try:
+        with JournalReader(assignment.run_dir) as journal:
+            mine = journal.rows("assignments", "slot = ?", (assignment.slot,))
+            same_key = journal.rows("assignments", "cache_key = ?", (assignment.cache_key,))
+    except EfoldError as exc:
+        raise WorkerError(Code.LOOKUP_CACHE_ASSIGNMENT_INVALID, exc.code.value) from exc
+    if len(mine) != 1 or len(same_key) != 1 or mine[0]["kind"] != "probe" \
+            or mine[0]["cache_key"] != assignment.cache_key \
+            or mine[0]["snapshot_digest"] != snapshot_digest:
+        raise WorkerError(Code.LOOKUP_CACHE_ASSIGNMENT_INVALID, "not the journaled assignment")
+
+
 def _answer_text(items: list[dict[str, Any]]) -> str:
     parts = [
         part.get("text", "")
@@ -64,6 +83,7 @@ class ReaderProbe:
         snapshot = assignment.snapshot
         if snapshot is None:
             raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "no snapshot assigned")
+        verify_journaled_assignment(assignment, snapshot.digest)
         try:
             self._restored = copy_snapshot(
                 snapshot.path, Path(assignment.slot_dir) / RESTORED_DIR,

@@ -52,8 +52,8 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
         fail("campaign_invalid", "--run-dir and --runs are exclusive")
     try:
         if registration is not None and sha256 is not None:
-            reg = load_registration(registration, sha256)
-            reg_bytes = Path(registration).read_bytes()
+            loaded = load_registration(registration, sha256)
+            reg, reg_bytes = loaded.registration, loaded.data
         else:
             campaign, raw = bundled_campaign("default")
             reg = compute_registration(campaign, raw)

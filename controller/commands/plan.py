@@ -20,7 +20,7 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
     from efold.guard import expected_slot_units, units_to_usd
 
     try:
-        reg = load_registration(registration, sha256)
+        reg = load_registration(registration, sha256).registration
         plan = plan_for(reg)
         est = estimate(plan, expected_slot_units(reg.campaign.reader.provider,
                                                  reg.campaign.reader.model),

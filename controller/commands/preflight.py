@@ -13,8 +13,6 @@ def command(registration: str, sha256: str) -> None:
     """Run only the prep children in a private temporary root (removed afterwards),
     dry-restore every snapshot and print a JSON report per slot. Exits 1 if any
     eligible slot fails (tree limits, restore, watchdog)."""
-    from pathlib import Path
-
     import msgspec
 
     from efold.controller.preflight import run_preflight
@@ -22,8 +20,8 @@ def command(registration: str, sha256: str) -> None:
     from efold.errors import EfoldError
 
     try:
-        reg = load_registration(registration, sha256)
-        report = run_preflight(reg, Path(registration).read_bytes())
+        loaded = load_registration(registration, sha256)
+        report = run_preflight(loaded.registration, loaded.data)
     except EfoldError as exc:
         fail(exc.code.value, exc.detail)
         return

@@ -118,7 +118,7 @@ def test_settlement_above_the_hold_is_a_sticky_integrity_stop(tmp_path: Path, le
     grant = admit(src)
     assert isinstance(grant, Grant)
     src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
-    huge = {"input": 270_000, "output": 1_000_000}  # priced far above Rmax
+    huge = {"input": 2_000_000, "output": 128_000}  # priced above Rmax
     code = src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.SETTLED, code=None,
                       usage=huge, tier="default")
     assert code is Code.LOOKUP_COST_EXCEEDS_HOLD
@@ -159,7 +159,9 @@ def test_total_equals_the_journal_sum(tmp_path_factory: pytest.TempPathFactory,
         src = source(run, held, cap=1000 * RMAX)
         for i, (kind, inp, out) in enumerate(steps):
             grant = admit(src, f"s{i}")
-            assert isinstance(grant, Grant)
+            if isinstance(grant, Refusal):  # an integrity stop closed admission
+                assert grant.code is Code.LOOKUP_STOPPED and src.sticky_code is not None
+                break
             src.consume(slot=f"s{i}", permit_id=grant.permit_id, body_digest=DIGEST)
             src.settle(slot=f"s{i}", permit_id=grant.permit_id, kind=kind, code=None,
                        usage={"input": inp, "output": out}, tier="default")
@@ -203,3 +205,50 @@ def test_unreconciled_containment_outranks_an_earlier_stop() -> None:
     assert policy.stop_code is Code.LOOKUP_REPEATED_LOSS
     policy.stop(Code.UNRECONCILED_CONTAINMENT)
     assert policy.stop_code is Code.UNRECONCILED_CONTAINMENT
+
+
+def test_a_child_cannot_choose_or_cancel_a_controller_stop(tmp_path: Path, lease: Lease) -> None:
+    src = source(tmp_path, lease, cap=10 * RMAX)
+    grant = admit(src, "s1")
+    assert isinstance(grant, Grant)
+    src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
+    # An integrity stop claimed with the absorbing controller-only code is not believed...
+    code = src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.INTEGRITY_STOP,
+                      code=Code.UNRECONCILED_CONTAINMENT, usage=None, tier=None)
+    assert code is Code.CHILD_CODE_FORBIDDEN and src.sticky_code is Code.CHILD_CODE_FORBIDDEN
+
+
+def test_an_integrity_stop_without_a_code_still_stops(tmp_path: Path, lease: Lease) -> None:
+    src = source(tmp_path, lease, cap=10 * RMAX)
+    grant = admit(src, "s1")
+    assert isinstance(grant, Grant)
+    src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
+    assert src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.INTEGRITY_STOP,
+                      code=None, usage=None, tier=None) is Code.CHILD_CODE_FORBIDDEN
+    assert admit(src, "s2") == Refusal(Code.LOOKUP_STOPPED)
+
+
+def test_settling_as_sent_without_consuming_is_an_unguarded_dispatch(tmp_path: Path,
+                                                                    lease: Lease) -> None:
+    src = source(tmp_path, lease, cap=10 * RMAX)
+    grant = admit(src, "s1")
+    assert isinstance(grant, Grant)
+    with pytest.raises(PermitIntegrityError) as err:
+        src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.SETTLED, code=None,
+                   usage={"input": 5, "output": 1}, tier="default")
+    assert err.value.code is Code.LOOKUP_UNGUARDED_DISPATCH
+    # Lost before the send is legal: the hold is kept.
+    src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.LOST,
+               code=Code.LOOKUP_SEND_FAILED, usage=None, tier=None)
+    assert src.total_units == RMAX
+
+
+def test_a_cost_claim_that_differs_from_the_catalog_stops(tmp_path: Path, lease: Lease) -> None:
+    src = source(tmp_path, lease, cap=10 * RMAX)
+    grant = admit(src, "s1")
+    assert isinstance(grant, Grant)
+    src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
+    usage = {"input": 10, "output": 2}
+    assert src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.SETTLED, code=None,
+                      usage=usage, tier="default",
+                      cost_claim=price(usage, "default") - 1) is Code.LOOKUP_COST_MISMATCH

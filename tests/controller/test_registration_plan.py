@@ -56,7 +56,8 @@ def test_registration_is_deterministic_and_binds_every_digest(tmp_path: Path) ->
     a, b = reg_of(), reg_of()
     assert encode_registration(a) == encode_registration(b)
     path, sha = write_registration(a, tmp_path / "reg")
-    assert load_registration(path, sha) == a
+    loaded = load_registration(path, sha)
+    assert loaded.registration == a and loaded.data == path.read_bytes()
     with pytest.raises(RegistrationError) as err:
         load_registration(path, "0" * 64)
     assert err.value.code is Code.REGISTRATION_DIGEST_MISMATCH
@@ -121,3 +122,18 @@ def test_estimate_is_exact_integer_arithmetic() -> None:
     scaled = plan.cap_units * 1_000_000 // est.expected_units
     assert est.cap_over_expected == f"{scaled // 1_000_000}.{scaled % 1_000_000:06d}"
     assert not est.admits_nothing
+
+
+def test_a_hand_edited_and_rehashed_registration_refuses(tmp_path: Path) -> None:
+    """Raising the cap in the file and re-hashing it is not a registration."""
+    import hashlib
+    import json
+
+    path, _ = write_registration(reg_of(), tmp_path / "reg")
+    doc = json.loads(path.read_bytes())
+    doc["cap_units"] = 10**15
+    forged = tmp_path / "forged.json"
+    forged.write_bytes(json.dumps(doc).encode())
+    with pytest.raises(RegistrationError) as err:
+        load_registration(forged, hashlib.sha256(forged.read_bytes()).hexdigest())
+    assert err.value.code is Code.REGISTRATION_DIGEST_MISMATCH

@@ -55,8 +55,26 @@ class OverspendSettlement(ReaderProbe):
             assert isinstance(reply, Permit)
             session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
             session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.SETTLED, code=None,
-                           usage=Usage(input=272_000, output=1_000_000), tier="default",
+                           usage=Usage(input=40_000_000, output=100), tier="default",
                            cost=None)
+        return super().run(session)
+
+
+class LeaveSurvivor(ReaderProbe):
+    """Answers normally, but leaves a grandchild that ignores SIGTERM (once per run);
+    its pid goes into the marker file."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            import subprocess
+
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import signal, time\n"
+                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            with open(MARKER, "w") as f:
+                f.write(str(child.pid))
         return super().run(session)
 
 
@@ -86,6 +104,7 @@ class PlantOversized(FoldPrep):
 
 FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
+    "survivor": ("probe", LeaveSurvivor),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "oversized": ("prep", PlantOversized),
 }

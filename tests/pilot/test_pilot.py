@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -207,3 +208,63 @@ def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
     assert {r.status for r in out.receipts} == {SlotStatus.UNADMITTED}
     assert {r.code for r in out.receipts} == {Code.WORKER_DIGEST_MISMATCH.value}
     assert _journal(run, "SELECT DISTINCT exit_status FROM launches") == [(68,)]
+
+
+def test_a_probe_child_refuses_an_assignment_the_journal_does_not_hold(
+        tmp_path: Path, small: tuple[Registration, bytes]) -> None:
+    """The child reads its cache key and snapshot back from the journal before Ready."""
+    from efold.digests import build_digest
+    from efold.identity import current_identity
+    from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
+    from efold.worker.errors import WorkerError
+    from efold.worker.reader import ReaderProbe
+    from efold.worker.tasks import ProbeTask
+
+    reg, raw = small
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run)
+    slot = out.receipts[0].slot
+    (key, digest), = _journal(run, f"SELECT cache_key, snapshot_digest FROM assignments "
+                                   f"WHERE slot = '{slot}'")
+    checkpoint = out.plan.slots[0].checkpoint
+    snapshot = SnapshotRef(path=str(run / "checkpoints" / checkpoint / "snapshot"),
+                           digest=str(digest))
+    task = ProbeTask(question="q", instructions="i", provider="faux",
+                     model="faux-extractive-v1", api="openai-responses",
+                     base_url="faux://local", effort="low")
+
+    def assignment(cache_key: str, target: str) -> Assignment:
+        return Assignment(
+            version=ASSIGNMENT_VERSION, kind="probe", body="reader", run_dir=str(run),
+            slot_dir=str(tmp_path / target), epoch=1, slot=slot,
+            controller=current_identity(),
+            registration_digest=hashlib.sha256((run / "registration.json").read_bytes()).hexdigest(),
+            plan_digest=hashlib.sha256((run / "plan.json").read_bytes()).hexdigest(),
+            build_digest=build_digest(), cache_key=cache_key, snapshot=snapshot,
+            hello_timeout_ms=1000, task=task,
+        )
+
+    (tmp_path / "ok").mkdir(mode=0o700)
+    assert ReaderProbe().restore(assignment(str(key), "ok")) == digest
+    (tmp_path / "forged").mkdir(mode=0o700)
+    with pytest.raises(WorkerError) as err:
+        ReaderProbe().restore(assignment("efold-forged-000000", "forged"))
+    assert err.value.code is Code.LOOKUP_CACHE_ASSIGNMENT_INVALID
+
+
+def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> None:
+    """Containment journals lookup_worker_lost before its first signal, kills the
+    SIGTERM-ignoring grandchild, and the pilot takes that stop before launching more."""
+    reg, raw = small_registration()
+    run = claim_run_dir(tmp_path / "run")
+    marker = tmp_path / "marker"
+    out = run_pilot(reg, raw, run, program=faulty_program("survivor", marker))
+    assert out.stop_code is Code.LOOKUP_WORKER_LOST
+    first, *rest = out.receipts
+    assert first.status is SlotStatus.COMPLETED  # its answer came before the leftover
+    assert rest and {r.code for r in rest} == {Code.LOOKUP_STOPPED.value}
+    assert _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'") == [(1,)]
+    survivor = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(survivor, 0)
+    assert (Code.LOOKUP_WORKER_LOST.value, 1) in _journal(run, "SELECT code, sticky FROM stops")

@@ -50,7 +50,7 @@ def test_writer_creates_a_private_wal_journal_with_full_sync(run_dir: Path) -> N
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert tables - {"sqlite_sequence"} == {
             "meta", "epochs", "launches", "containments", "members", "signals", "holds",
-            "stops", "slot_status", "receipts"}
+            "stops", "slot_status", "receipts", "assignments"}
         writer.close()
     assert stat.S_IMODE(os.stat(run_dir / JOURNAL_NAME).st_mode) == 0o600
     with JournalReader(run_dir) as reader:
