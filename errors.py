@@ -172,6 +172,7 @@ class Code(enum.StrEnum):
     RECEIPT_UNPLANNED = "receipt_unplanned"
     RECEIPT_UNVISITED = "receipt_unvisited"
     PREFLIGHT_TREE_INVALID = "preflight_tree_invalid"
+    RUN_RECORDS_INVALID = "run_records_invalid"
     LAUNCH_FAILED = "launch_failed"
     WORKER_TIMEOUT = "worker_timeout"
     INVALID_SLOT_RATE = "invalid_slot_rate"

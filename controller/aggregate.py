@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-from efold.controller.records import Plan, Receipt
+from efold.controller.records import Plan, PlannedSlot, Receipt, SlotStatus, Spend
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
-from efold.registry.journal import JournalReader
+from efold.registry.journal import HOLD_SETTLED, JournalReader
 
 PLAN_NAME = "plan.json"
 RECEIPTS_DIR = "receipts"
@@ -33,22 +34,41 @@ class AggregateError(EfoldError):
 @dataclass(frozen=True)
 class RunView:
     plan: Plan
-    receipts: list[Receipt]
+    receipts: list[Receipt]  # verified receipts, plus one derived per in-flight slot
     journaled_missing: list[str]  # journaled receipts whose file is absent
+    in_flight: list[str]  # launched, no receipt (the controller stopped mid-slot)
+    faux: bool  # the registered reader is the faux extractive reader
 
 
 def receipt_name(slot: str) -> str:
     return f"{slot}.json"
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> RunView:
-    run = Path(run_dir)
+def _run_records(run: Path) -> tuple[Plan, bool]:
+    """plan.json, checked against registration.json (the plan names its registration's
+    sha256, and its schedule digest covers its own slots), and the registered reader."""
+    from efold.controller.registration import REGISTRATION_NAME, Registration
+    from efold.digests import digest_of
+
     try:
         plan = msgspec.json.decode((run / PLAN_NAME).read_bytes(), type=Plan)
+        reg_bytes = (run / REGISTRATION_NAME).read_bytes()
+        reg = msgspec.json.decode(reg_bytes, type=Registration)
     except (OSError, msgspec.DecodeError) as exc:
-        raise AggregateError(Code.RECEIPT_UNPLANNED, "plan.json is missing or invalid") from exc
+        raise AggregateError(Code.RUN_RECORDS_INVALID, "plan or registration unreadable") from exc
+    if plan.registration_sha256 != sha256_hex(reg_bytes) \
+            or plan.schedule_sha256 != digest_of([s.slot for s in plan.slots]):
+        raise AggregateError(Code.RUN_RECORDS_INVALID, "plan does not match the run")
+    return plan, reg.campaign.reader.provider == "faux"
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> RunView:
+    run = Path(run_dir)
+    plan, faux = _run_records(run)
     with JournalReader(run) as journal:
         journaled = {r["slot"]: r["digest"] for r in journal.rows("receipts")}
+        launched = {r["slot"] for r in journal.rows("launches", "kind = 'probe'")}
+        holds = journal.rows("holds")
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     rdir = run / RECEIPTS_DIR
@@ -72,17 +92,38 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
             raise AggregateError(Code.RECEIPT_CHANGED, receipt.slot)
         seen[receipt.slot] = receipt
     order = {s.slot: i for i, s in enumerate(plan.slots)}
+    by_slot = {s.slot: s for s in plan.slots}
+    in_flight = sorted((launched & planned) - set(journaled), key=lambda s: order[s])
+    for slot in in_flight:
+        seen[slot] = _in_flight_receipt(by_slot[slot], [h for h in holds if h["slot"] == slot])
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
-    return RunView(plan, receipts, missing)
+    return RunView(plan, receipts, missing, in_flight, faux)
 
 
-def render_reports(view: RunView, *, faux: bool) -> dict[str, bytes]:
+def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Receipt:
+    """A slot the controller launched but never closed (it died mid-slot): visited,
+    unadmitted before its first hold, incomplete after it; every hold not settled is
+    counted at its full amount (or its known partial, if larger). Never scored."""
+    settled = sum(h["settled_units"] for h in holds if h["state"] == HOLD_SETTLED)
+    retained = sum(max(h["hold_units"], h["partial_units"] or 0)
+                   for h in holds if h["state"] != HOLD_SETTLED)
+    return Receipt(
+        slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
+        probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
+        status=SlotStatus.INCOMPLETE if holds else SlotStatus.UNADMITTED,
+        code=Code.LOOKUP_WORKER_LOST.value,
+        spend=Spend(requests=len(holds), admitted=len(holds), settled_units=settled,
+                    retained_units=retained, usage_known=not holds),
+    )
+
+
+def render_reports(view: RunView) -> dict[str, bytes]:
     """results.json, summary.md and report.html, as bytes (content-free)."""
     from efold.report import build_results, render_reports
 
     results = build_results(
-        view.plan, view.receipts, faux=faux, receipt_copies_missing=view.journaled_missing
+        view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing
     )
     return render_reports(results)
 

@@ -240,7 +240,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
 
         # -- aggregate -----------------------------------------------------------------
         view = read_run(run)
-        reports = render_reports(view, faux=campaign.reader.provider == "faux")
+        reports = render_reports(view)
         for name, data in reports.items():
             _publish(run, name, data)
         stop = policy.stop_code or (Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)

@@ -23,7 +23,6 @@ from efold.controller.registration import Registration
 from efold.controller.runroot import claim_run_dir, private_subdir
 from efold.controller.slots import RunContext, run_prep
 from efold.controller.stops import StopPolicy
-from efold.controller.tree import inspect_tree
 from efold.digests import build_digest, canonical_json, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
@@ -34,8 +33,8 @@ from efold.worker.tasks import PrepTask
 class PreflightSlot(msgspec.Struct, frozen=True):
     slot: str
     checkpoint: str
-    eligible: bool
-    ok: bool
+    eligible: bool  # admission eligibility from the plan (preparation is checked anyway)
+    ok: bool  # the checkpoint prepared, passed the tree limits and dry-restored in time
     code: str | None
     files: int
     bytes: int
@@ -52,6 +51,14 @@ class PreflightReport(msgspec.Struct, frozen=True):
     checkpoints: int
     slots: list[PreflightSlot]
     version: int = 1
+
+
+def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
+    return PreflightSlot(
+        slot="", checkpoint=checkpoint, eligible=True, ok=False, code=code.value, files=0,
+        bytes=0, largest_bytes=0, rejected={}, prepare_ms=0, restore_ms=0,
+        watchdog_ms=watchdog_ms,
+    )
 
 
 async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
@@ -90,8 +97,15 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
         traces = private_subdir(run, "traces")
         private_subdir(run, "checkpoints")
         private_subdir(run, "restore")
+        # Every checkpoint of the plan: preparation feasibility is independent of
+        # admission eligibility (an inventory-infeasible slot is still prepared here).
         for s in plan.slots:
-            if not s.eligible or s.checkpoint in results:
+            if s.checkpoint in results:
+                continue
+            if ctx.policy.stop_code is not None:
+                # A containment stop (a prep child left a process behind): launch nothing
+                # more; every later checkpoint fails with that stop.
+                results[s.checkpoint] = _failed(s.checkpoint, ctx.policy.stop_code, watchdog_ms)
                 continue
             trace = items[s.trace_id].trace
             trace_file = traces / f"{s.trace_id}.jsonl"
@@ -100,10 +114,7 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
             slot_dir = private_subdir(run, "checkpoints", s.checkpoint)
             result = await run_prep(ctx, key=s.checkpoint, slot_dir=slot_dir, task=PrepTask(
                 arm=s.arm, trace_file=str(trace_file), trace_sha256=trace_digest(trace)))
-            tree = inspect_tree(slot_dir)
-            # A tree that breaks the limits is named as such, even when the snapshot's own
-            # verification also refused it (an unlisted file, say).
-            code = Code.PREFLIGHT_TREE_INVALID if not tree.ok else result.code
+            code = ctx.policy.stop_code or result.code
             restore_ms = 0
             if code is None and result.snapshot is not None:
                 started = time.monotonic()
@@ -115,6 +126,7 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
                 restore_ms = int((time.monotonic() - started) * 1000)
             if code is None and result.elapsed_ms + restore_ms > watchdog_ms:
                 code = Code.WORKER_TIMEOUT
+            tree = result.tree
             results[s.checkpoint] = PreflightSlot(
                 slot="", checkpoint=s.checkpoint, eligible=True, ok=code is None,
                 code=code.value if code else None, files=tree.files, bytes=tree.bytes,
@@ -122,16 +134,8 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
                 prepare_ms=result.elapsed_ms, restore_ms=restore_ms, watchdog_ms=watchdog_ms,
             )
         journal.close()
-    slots = []
-    for s in plan.slots:
-        base = results.get(s.checkpoint)
-        if not s.eligible or base is None:
-            slots.append(PreflightSlot(
-                slot=s.slot, checkpoint=s.checkpoint, eligible=False, ok=True,
-                code=Code.INVENTORY_INFEASIBLE.value, files=0, bytes=0, largest_bytes=0,
-                rejected={}, prepare_ms=0, restore_ms=0, watchdog_ms=watchdog_ms))
-        else:
-            slots.append(msgspec.structs.replace(base, slot=s.slot))
+    slots = [msgspec.structs.replace(results[s.checkpoint], slot=s.slot, eligible=s.eligible)
+             for s in plan.slots]
     return PreflightReport(
         registration_sha256=sha256_hex(reg_bytes), ok=all(x.ok for x in slots),
         checkpoints=len(results), slots=slots,

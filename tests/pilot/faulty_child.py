@@ -45,6 +45,21 @@ class KillAfterAdmit(ReaderProbe):
         return super().run(session)
 
 
+class HangAfterConsume(ReaderProbe):
+    """Takes a hold, consumes it, then hangs (a request in flight, forever)."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
+                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
+            assert isinstance(reply, Permit)
+            session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+            import time
+
+            time.sleep(600)
+        return super().run(session)
+
+
 class OverspendSettlement(ReaderProbe):
     """Reports a settled usage whose cost exceeds the hold: an integrity stop."""
 
@@ -104,7 +119,7 @@ class PlantOversized(FoldPrep):
 
 FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
-    "survivor": ("probe", LeaveSurvivor),
+    "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "oversized": ("prep", PlantOversized),
 }

@@ -180,19 +180,24 @@ def test_aggregate_refuses_tampered_receipts(tmp_path: Path,
     (receipts / "extra.json").write_bytes(json.dumps(doc).encode())
     assert refused() is Code.RECEIPT_UNPLANNED
     (receipts / "extra.json").unlink()
-    # unvisited: a receipt the journal never recorded
+    # a journaled receipt whose copy is gone is a missing copy, never invented
     first.unlink()
+    view = read_run(run)
+    assert len(view.receipts) == 15 and view.journaled_missing == [out.receipts[0].slot]
+    first.write_bytes(original)
+    # unvisited: a receipt the journal never recorded
     conn = sqlite3.connect(run / "journal.sqlite")
     conn.execute("DELETE FROM receipts WHERE slot = ?", (out.receipts[0].slot,))
     conn.commit()
     conn.close()
-    first.write_bytes(original)
     assert refused() is Code.RECEIPT_UNVISITED
-    # a journaled receipt whose copy is gone is a missing copy, never invented
+    # a plan that is not the run's own
     first.unlink()
-    view = read_run(run)
-    assert len(view.receipts) == 15
-
+    plan = json.loads((run / "plan.json").read_text())
+    plan["registration_sha256"] = "0" * 64
+    os.chmod(run / "plan.json", 0o600)
+    (run / "plan.json").write_text(json.dumps(plan))
+    assert refused() is Code.RUN_RECORDS_INVALID
 
 def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,72 @@
+"""The controller SIGKILLed mid-slot: the journal still tells the truth, aggregation
+counts the in-flight slot honestly, and recover reports the survivor without touching it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from efold_pilot_kit import HERE
+
+from efold.controller.aggregate import read_run
+from efold.controller.records import SlotStatus
+from efold.errors import Code
+
+PILOT = """
+import sys
+sys.path.insert(0, {here!r})
+from efold_pilot_kit import faulty_program, small_registration
+from efold.controller.pilot import run_pilot
+from efold.controller.runroot import claim_run_dir
+reg, raw = small_registration()
+run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {marker!r}))
+"""
+
+
+def _consumed(run: Path) -> bool:
+    try:
+        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT COUNT(*) FROM holds WHERE state = 'consumed'").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row and row[0])
+
+
+def test_controller_killed_mid_slot(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    code = PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
+    controller = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while not _consumed(run):
+            assert controller.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        controller.kill()
+        controller.wait()
+    view = read_run(run)
+    assert len(view.in_flight) == 1
+    (flying,) = [r for r in view.receipts if r.slot == view.in_flight[0]]
+    assert flying.status is SlotStatus.INCOMPLETE and flying.code == Code.LOOKUP_WORKER_LOST.value
+    assert flying.spend.retained_units == 78_400_000 and flying.spend.usage_known is False
+    # recover observes the hanging child (a survivor) and signals nothing
+    report = subprocess.run(
+        [sys.executable, "-m", "efold.controller", "recover", str(run), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert report.returncode == 1, report.stderr  # survivors exist
+    doc = json.loads(report.stdout)
+    text = json.dumps(doc)
+    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+        (pid,) = conn.execute(
+            "SELECT pid FROM launches WHERE slot = ? AND kind = 'probe'", (flying.slot,)
+        ).fetchone()
+    assert str(pid) in text
+    os.kill(pid, 0)  # still alive: recover never signals
+    os.killpg(pid, signal.SIGKILL)  # the test cleans up what it made
