@@ -29,6 +29,31 @@ def digest_of(value: Any) -> str:
     return sha256_hex(canonical_json(value))
 
 
+RUNTIME_DISTRIBUTIONS = (
+    "anyio", "trio", "psutil", "msgspec", "cryptography", "click", "httpx", "rich",
+)
+
+
+def runtime_digest() -> str:
+    """What the code runs on: interpreter, platform and the runtime dependencies'
+    versions. An authorization binds it next to the source (``build_digest``)."""
+    import platform
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return digest_of({
+        "python": sys.version, "implementation": sys.implementation.name,
+        "machine": platform.machine(), "system": platform.system(),
+        "distributions": {name: installed(name) for name in RUNTIME_DISTRIBUTIONS},
+    })
+
+
 def package_root() -> Path:
     import efold
 

@@ -18,7 +18,7 @@ from typing import Final
 
 from efold.controller.errors import ControllerError
 from efold.controller.registration import Registration
-from efold.digests import sha256_hex
+from efold.digests import runtime_digest, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.authorization import AuthorizationBindings
 from efold.registry.lease import Lease
@@ -36,16 +36,21 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
     return AuthorizationBindings(
         registration_raw_sha256=sha256_hex(reg_bytes),
         registration_canonical_sha256=sha256_hex(canonical_json(reg)),
-        code_digest=reg.digests.build,
-        build_digest=reg.digests.build,
+        code_digest=reg.digests.build,  # the source tree the registration froze
+        build_digest=runtime_digest(),  # the interpreter and dependencies it runs on
         reader=f"{reg.campaign.reader.provider}/{reg.campaign.reader.model}",
         effort=reg.campaign.reader.effort,
         catalog_digest=reg.digests.catalog,
         policy_digest=reg.digests.policy,
-        cap_units=max(reg.cap_units, 1),
+        cap_units=reg.cap_units,  # positive: campaign validation guarantees it
         schedule_digest=schedule_sha256,
-        deadlines={"prep": int(d.prep_seconds), "probe": int(d.probe_seconds),
-                   "run": int(d.run_seconds)},
+        # milliseconds: exact for any deadline a campaign can hold, never truncated to 0
+        deadlines={
+            "prep_ms": round(d.prep_seconds * 1000),
+            "probe_ms": round(d.probe_seconds * 1000),
+            "run_ms": round(d.run_seconds * 1000),
+            "grace_ms": round(d.grace_seconds * 1000),
+        },
         output_root=os.path.realpath(output_root),
         credential_env_var=credential_env_var,
     )
@@ -92,6 +97,8 @@ def refuse_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, *,
         return ControllerError(code, "paid runs never run where CI is set")
     if authorization is None or not trusted:
         return ControllerError(code, "--real needs --authorization FILE and --trust KEY")
+    if not account_id:
+        return ControllerError(code, "--real needs the provider account id in EFOLD_ACCOUNT_ID")
     from efold.registry.approver_keys import load_public_key
     from efold.registry.authorization import verify_real_authorization
 
@@ -101,8 +108,7 @@ def refuse_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, *,
         bindings = run_bindings(reg, reg_bytes, schedule_sha256, output_root,
                                 credential_env_var)
         verified = verify_real_authorization(
-            artifact, trusted_keys=keys, expected=bindings,
-            account_id=account_id or "",
+            artifact, trusted_keys=keys, expected=bindings, account_id=account_id,
         )
     except EfoldError as exc:
         return ControllerError(code, f"authorization refused: {exc.code.value}")

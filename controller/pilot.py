@@ -105,7 +105,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
                   program: tuple[str, ...] | None = None) -> PilotOutcome:
     from efold.controller.authorize_run import consume_faux
-    from efold.corpus import dump_trace, load_suite
+    from efold.corpus import dump_trace, load_suite, trace_digest
     from efold.digests import build_digest
     from efold.guard import pricer_for
     from efold.registry.journal import JournalWriter
@@ -162,8 +162,6 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             if s.eligible and s.checkpoint not in needed:
                 needed[s.checkpoint] = s
         trace_files: dict[str, tuple[str, str]] = {}
-        from efold.corpus import trace_digest
-
         for trace_id in sorted({s.trace_id for s in needed.values()}):
             trace = items[trace_id].trace
             _publish(traces_dir, f"{trace_id}.jsonl", dump_trace(trace))
