@@ -52,7 +52,7 @@ def print_summary(outcome: PilotOutcome) -> None:
             role.role, shown, str(e.completed), str(e.incomplete), str(e.unadmitted),
             str(e.skipped), str(sum(t.excluded.values())), units_to_usd(role.spend.settled.units),
         )
-    console = Console(width=max(100, Console().width))
+    console = Console(width=max(110, Console().width))
     console.print(table)
     ex = results.execution
     console.print(

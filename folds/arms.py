@@ -35,6 +35,7 @@ from efold.folds.checkpoint import (
 from efold.folds.compaction import (
     CEILING,
     SMALLEST_TRIGGER,
+    CompactionPolicy,
     ContextItem,
     compact,
     context_tokens,
@@ -179,23 +180,32 @@ class _CompactingFold:
         return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages, tools=[], receipt=receipt)
 
 
-class CompactionFold(_CompactingFold):
-    """One proactive compaction at the probe, smallest trigger (6,400 tokens)."""
+class _OneCompactionFold(_CompactingFold):
+    """One compaction at the probe when the context reaches ``trigger``."""
 
-    name = "compaction"
+    trigger: CompactionPolicy
+    pressure_threshold: int
 
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript: list[ContextItem] = list(session_transcript(prefix.events))
         overhead = prefix.context_overhead_tokens
         before = context_tokens(transcript) + overhead
-        context, stats = compact(transcript, SMALLEST_TRIGGER, "probe", overhead_tokens=overhead)
+        context, stats = compact(transcript, self.trigger, "probe", overhead_tokens=overhead)
         return self._finish(
             prefix,
             context,
             [stats],
-            [("compaction_tokens_before", before, COMPACTION_PRESSURE_TOKENS)],
+            [("compaction_tokens_before", before, self.pressure_threshold)],
             verified=stats is not None,
         )
+
+
+class CompactionFold(_OneCompactionFold):
+    """One proactive compaction at the probe, smallest trigger (6,400 tokens)."""
+
+    name = "compaction"
+    trigger = SMALLEST_TRIGGER
+    pressure_threshold = COMPACTION_PRESSURE_TOKENS
 
 
 class CompactionTwiceFold(_CompactingFold):
@@ -227,20 +237,9 @@ class CompactionTwiceFold(_CompactingFold):
         )
 
 
-class CeilingFold(_CompactingFold):
+class CeilingFold(_OneCompactionFold):
     """The production default: compaction only at the 200k-token ceiling."""
 
     name = "ceiling"
-
-    def build(self, prefix: TracePrefix) -> Checkpoint:
-        transcript: list[ContextItem] = list(session_transcript(prefix.events))
-        overhead = prefix.context_overhead_tokens
-        before = context_tokens(transcript) + overhead
-        context, stats = compact(transcript, CEILING, "probe", overhead_tokens=overhead)
-        return self._finish(
-            prefix,
-            context,
-            [stats],
-            [("compaction_tokens_before", before, CEILING_PRESSURE_TOKENS)],
-            verified=stats is not None,
-        )
+    trigger = CEILING
+    pressure_threshold = CEILING_PRESSURE_TOKENS

@@ -32,15 +32,21 @@ def first_time() -> bool:
     return True
 
 
+def take_hold(session: ProbeSession) -> Permit:
+    """Admit and consume one request, as the guard would just before its send."""
+    reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
+                          rmax=rmax_for_reader("faux", "faux-extractive-v1"))
+    assert isinstance(reply, Permit)
+    session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+    return reply
+
+
 class KillAfterAdmit(ReaderProbe):
     """Takes a hold, then dies by SIGKILL before settling (once per run)."""
 
     def run(self, session: ProbeSession) -> Terminal:
         if first_time():
-            reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
-                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
-            assert isinstance(reply, Permit)
-            session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+            take_hold(session)
             os.kill(os.getpid(), signal.SIGKILL)
         return super().run(session)
 
@@ -50,10 +56,7 @@ class HangAfterConsume(ReaderProbe):
 
     def run(self, session: ProbeSession) -> Terminal:
         if first_time():
-            reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
-                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
-            assert isinstance(reply, Permit)
-            session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+            take_hold(session)
             import time
 
             time.sleep(600)
@@ -65,10 +68,7 @@ class OverspendSettlement(ReaderProbe):
 
     def run(self, session: ProbeSession) -> Terminal:
         if first_time():
-            reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
-                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
-            assert isinstance(reply, Permit)
-            session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+            reply = take_hold(session)
             session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.SETTLED, code=None,
                            usage=Usage(input=40_000_000, output=100), tier="default",
                            cost=None)
