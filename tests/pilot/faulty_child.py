@@ -93,6 +93,21 @@ class LeaveSurvivor(ReaderProbe):
         return super().run(session)
 
 
+class PrepLeavesSurvivor(FoldPrep):
+    """Prepares normally, but leaves a grandchild that ignores SIGTERM (once)."""
+
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        if first_time():
+            import subprocess
+
+            subprocess.Popen(
+                [sys.executable, "-c", "import signal, time\n"
+                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(120)"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        return super().run(assignment, welcome)
+
+
 class EnvDump(FoldPrep):
     """Records the names of the variables it was started with, then prepares normally."""
 
@@ -121,6 +136,7 @@ FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
     "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
+    "prep-survivor": ("prep", PrepLeavesSurvivor),
     "oversized": ("prep", PlantOversized),
 }
 

@@ -58,3 +58,10 @@ def test_preflight_cli_exits_nonzero_on_failure(tmp_path: Path) -> None:
          "--sha256", "0" * 64], capture_output=True, text=True, timeout=60,
     )
     assert wrong.returncode == 2 and "registration_digest_mismatch" in wrong.stderr
+
+
+def test_preflight_fails_when_a_prep_child_leaves_a_process_behind(tmp_path: Path) -> None:
+    reg, raw = small_registration(roles='["native"]')
+    report = run_preflight(reg, raw, program=faulty_program("prep-survivor", tmp_path / "m"))
+    assert not report.ok
+    assert {s.code for s in report.slots} == {Code.LOOKUP_WORKER_LOST.value}
