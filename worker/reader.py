@@ -108,7 +108,10 @@ class ReaderProbe:
         contract = probe_contract(task, assignment.cache_key)
         entry = bundled_catalog().entry(task.provider, task.model)
         source = SessionPermitSource(session)
-        guard = Guard(contract, entry, source, _transport(task), run_id=assignment.slot)
+        # Our own deadline per request: the controller's watchdog allows a margin beyond
+        # it, so a slow request ends as our own abort (settled), not as a killed worker.
+        guard = Guard(contract, entry, source, _transport(task), run_id=assignment.slot,
+                      deadline_s=session.welcome.deadlines.run_ms / 1000)
         payload = first_payload(restored.checkpoint, task, assignment.cache_key)
         rounds: list[dict[str, Any]] = []
         status: TerminalStatus = TerminalStatus.REFUSED
