@@ -23,12 +23,11 @@ name                  kind    what it is
                               model request (a skeleton for the protocol, not a reader)
 ``builtin``           prep    ``efold.worker.builtin.BuiltinPrep``: writes a tiny
                               snapshot file into its slot directory and reports it
-====================  ======  =========================================================
-
 ``reader``            probe   ``efold.worker.reader.ReaderProbe``: restores the verified
                               checkpoint and runs the reader loop through the guard
 ``fold``              prep    ``efold.worker.prep.FoldPrep``: replays a trace through a
                               fold arm offline and writes the snapshot
+====================  ======  =========================================================
 """
 
 from __future__ import annotations
