@@ -105,7 +105,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
                   program: tuple[str, ...] | None = None) -> PilotOutcome:
     from efold.controller.authorize_run import consume_faux
-    from efold.corpus import dump_trace, load_suite, trace_digest
+    from efold.corpus import load_suite
     from efold.digests import build_digest
     from efold.guard import pricer_for
     from efold.registry.journal import JournalWriter
@@ -117,8 +117,6 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
         # for a real reader.
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, "not a faux reader")
     plan = plan_for(reg)
-    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
-    cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
     plan_bytes = canonical_json(plan) + b"\n"
     tick = progress or (lambda phase, done, total: None)
     with acquire_lease(run) as lease:
@@ -133,8 +131,6 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
         items: dict[str, SuiteItem] = {
             i.trace.header.trace_id: i for i in load_suite(campaign.suite, campaign.seeds or None)
         }
-        probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
-        policy = StopPolicy()
         ctx = RunContext(
             run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
             registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
@@ -144,7 +140,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 max_requests=campaign.budgets.max_requests,
                 price=pricer_for(campaign.reader.provider, campaign.reader.model),
             ),
-            policy=policy,
+            policy=StopPolicy(),
             budgets=Budgets(max_requests=campaign.budgets.max_requests,
                             meter_calls=campaign.budgets.lookup_calls,
                             meter_bytes=campaign.budgets.lookup_bytes),
@@ -154,96 +150,113 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             program=program,
         )
 
-        # -- prep: one child per checkpoint used by an eligible slot -------------------
-        traces_dir = private_subdir(run, "traces")
-        private_subdir(run, "checkpoints")
-        needed: dict[str, PlannedSlot] = {}
-        for s in plan.slots:
-            if s.eligible and s.checkpoint not in needed:
-                needed[s.checkpoint] = s
-        trace_files: dict[str, tuple[str, str]] = {}
-        for trace_id in sorted({s.trace_id for s in needed.values()}):
-            trace = items[trace_id].trace
-            _publish(traces_dir, f"{trace_id}.jsonl", dump_trace(trace))
-            trace_files[trace_id] = (str(traces_dir / f"{trace_id}.jsonl"), trace_digest(trace))
-        preps: dict[str, PrepResult] = {}
-        evidence: dict[tuple[str, str], Evidence] = {}
-        for n, (key, first) in enumerate(needed.items()):
-            tick("prep", n, len(needed))
-            if policy.stopped:
-                break
-            path, digest = trace_files[first.trace_id]
-            result = await run_prep(
-                ctx, key=key, slot_dir=private_subdir(run, "checkpoints", key),
-                task=PrepTask(arm=first.arm, trace_file=path, trace_sha256=digest),
-            )
-            preps[key] = result
-            if result.snapshot is not None:
-                wanted = [probes[(first.trace_id, s.probe_id)] for s in plan.slots
-                          if s.checkpoint == key]
-                for pid, ev in _evidence(campaign.suite, result.snapshot,
-                                         wanted).items():
-                    evidence[(key, pid)] = ev
-        tick("prep", len(needed), len(needed))
-
-        # -- probes: one child per slot, in schedule order -----------------------------
-        receipts: list[Receipt] = []
-        roles = {r.name: r for r in campaign.roles}
-        private_subdir(run, "slots")
-        private_subdir(run, "receipts")
-        for n, planned in enumerate(plan.slots):
-            tick("probe", n, len(plan.slots))
-            prep = preps.get(planned.checkpoint)
-            refusal: Code | None = None
-            if not planned.eligible:
-                refusal = Code.INVENTORY_INFEASIBLE
-            elif policy.stopped:  # admission is closed for the rest of the run
-                refusal = Code.LOOKUP_STOPPED
-            elif ctx.source.cap_refused:  # spend never falls: every later admit refuses
-                refusal = Code.NOT_ADMITTED_CAP
-            elif time.monotonic() > run_deadline:
-                refusal = Code.RUN_DEADLINE
-            elif prep is None or prep.snapshot is None:
-                refusal = (prep.code if prep and prep.code
-                           else Code.LOOKUP_PREPARATION_INVALID)
-            if refusal is not None:
-                receipt = refused_receipt(planned, refusal)
-                write_slot_receipt(ctx, receipt)
-                receipts.append(receipt)
-                continue
-            assert prep is not None and prep.snapshot is not None  # refused above otherwise
-            probe = probes[(planned.trace_id, planned.probe_id)]
-            reader = campaign.reader
-            task = ProbeTask(
-                question=probe.question, instructions=roles[planned.role].instructions,
-                provider=reader.provider, model=reader.model, api=reader.api,
-                base_url=reader.base_url, effort=reader.effort,
-            )
-            done = await run_probe(
-                ctx, planned=planned, probe=probe,
-                slot_dir=private_subdir(run, "slots", planned.slot),
-                snapshot=prep.snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
-                task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
-            )
-            receipts.append(done.receipt)
-            if done.end is not None:
-                code = policy.slot_admitted_end(done.end)
-                if code is not None and code in (Code.LOOKUP_REPEATED_LOSS,
-                                                 Code.INVALID_SLOT_RATE):
-                    ctx.record_stop(code, planned.slot)
-        tick("probe", len(plan.slots), len(plan.slots))
-        if ctx.source.cap_refused and policy.stop_code is None:
-            journal.record_stop(epoch=epoch, code=Code.NOT_ADMITTED_CAP.value, slot=None,
-                                sticky=False)
+        preps, evidence = await _prepare(ctx, plan, items, campaign.suite, tick)
+        receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick)
 
         # -- aggregate -----------------------------------------------------------------
         view = read_run(run)
         reports = render_reports(view)
         for name, data in reports.items():
             _publish(run, name, data)
-        stop = policy.stop_code or (Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)
+        stop = ctx.policy.stop_code or (
+            Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)
         journal.close()
     return PilotOutcome(run, stop, receipts, plan, reports)
+
+
+async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem], suite: str,
+                   tick: Progress) -> tuple[dict[str, PrepResult], dict[tuple[str, str], Evidence]]:
+    """One prep child per checkpoint an eligible slot uses, then the evaluator-side
+    evidence (availability, exclusions) of every probe asked of it."""
+    from efold.corpus import dump_trace, trace_digest
+
+    traces_dir = private_subdir(ctx.run_dir, "traces")
+    private_subdir(ctx.run_dir, "checkpoints")
+    needed: dict[str, PlannedSlot] = {}
+    for s in plan.slots:
+        if s.eligible and s.checkpoint not in needed:
+            needed[s.checkpoint] = s
+    trace_files: dict[str, tuple[str, str]] = {}
+    for trace_id in sorted({s.trace_id for s in needed.values()}):
+        trace = items[trace_id].trace
+        _publish(traces_dir, f"{trace_id}.jsonl", dump_trace(trace))
+        trace_files[trace_id] = (str(traces_dir / f"{trace_id}.jsonl"), trace_digest(trace))
+    preps: dict[str, PrepResult] = {}
+    evidence: dict[tuple[str, str], Evidence] = {}
+    for n, (key, first) in enumerate(needed.items()):
+        tick("prep", n, len(needed))
+        if ctx.policy.stopped:
+            break
+        path, digest = trace_files[first.trace_id]
+        result = await run_prep(
+            ctx, key=key, slot_dir=private_subdir(ctx.run_dir, "checkpoints", key),
+            task=PrepTask(arm=first.arm, trace_file=path, trace_sha256=digest),
+        )
+        preps[key] = result
+        if result.snapshot is not None:
+            asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
+            wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
+            for pid, ev in _evidence(suite, result.snapshot, wanted).items():
+                evidence[(key, pid)] = ev
+    tick("prep", len(needed), len(needed))
+    return preps, evidence
+
+
+async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
+                     preps: dict[str, PrepResult], evidence: dict[tuple[str, str], Evidence],
+                     reg: Registration, tick: Progress) -> list[Receipt]:
+    """One probe child per slot, in schedule order; a slot whose admission is already
+    closed is visited without a launch. The stop policies run after every slot."""
+    campaign, reader = reg.campaign, reg.campaign.reader
+    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
+    cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
+    probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
+    roles = {r.name: r for r in campaign.roles}
+    private_subdir(ctx.run_dir, "slots")
+    private_subdir(ctx.run_dir, "receipts")
+    receipts: list[Receipt] = []
+    for n, planned in enumerate(plan.slots):
+        tick("probe", n, len(plan.slots))
+        prep = preps.get(planned.checkpoint)
+        refusal: Code | None = None
+        if not planned.eligible:
+            refusal = Code.INVENTORY_INFEASIBLE
+        elif ctx.policy.stopped:  # admission is closed for the rest of the run
+            refusal = Code.LOOKUP_STOPPED
+        elif ctx.source.cap_refused:  # spend never falls: every later admit refuses
+            refusal = Code.NOT_ADMITTED_CAP
+        elif time.monotonic() > run_deadline:
+            refusal = Code.RUN_DEADLINE
+        elif prep is None or prep.snapshot is None:
+            refusal = prep.code if prep and prep.code else Code.LOOKUP_PREPARATION_INVALID
+        if refusal is not None:
+            receipt = refused_receipt(planned, refusal)
+            write_slot_receipt(ctx, receipt)
+            receipts.append(receipt)
+            continue
+        assert prep is not None and prep.snapshot is not None  # refused above otherwise
+        probe = probes[(planned.trace_id, planned.probe_id)]
+        task = ProbeTask(
+            question=probe.question, instructions=roles[planned.role].instructions,
+            provider=reader.provider, model=reader.model, api=reader.api,
+            base_url=reader.base_url, effort=reader.effort,
+        )
+        done = await run_probe(
+            ctx, planned=planned, probe=probe,
+            slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
+            snapshot=prep.snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
+            task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
+        )
+        receipts.append(done.receipt)
+        if done.end is not None:
+            code = ctx.policy.slot_admitted_end(done.end)
+            if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
+                ctx.record_stop(code, planned.slot)
+    tick("probe", len(plan.slots), len(plan.slots))
+    if ctx.source.cap_refused and ctx.policy.stop_code is None:
+        ctx.journal.record_stop(epoch=ctx.epoch, code=Code.NOT_ADMITTED_CAP.value, slot=None,
+                                sticky=False)
+    return receipts
 
 
 def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
