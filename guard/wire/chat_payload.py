@@ -79,27 +79,16 @@ def check_chat_payload(payload: Any, contract: Contract, *, first_request: bool)
     )
 
 
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    fn = tool.get("function")
+    if not isinstance(fn, dict):
+        raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tool.function")
+    rules.check_keys(fn, FUNCTION_KEYS, "tool.function", Code.LOOKUP_TOOLS_FORBIDDEN)
+    return fn
+
+
 def _check_tools(tools: Any, contract: Contract) -> tuple[list[str], int]:
-    if tools is None:
-        return [], 0
-    if not isinstance(tools, list):
-        raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tools must be a list")
-    names: list[str] = []
-    properties = 0
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "only function tools")
-        rules.check_keys(tool, TOOL_KEYS, "tool", Code.LOOKUP_TOOLS_FORBIDDEN)
-        fn = tool.get("function")
-        if not isinstance(fn, dict):
-            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tool.function")
-        rules.check_keys(fn, FUNCTION_KEYS, "tool.function", Code.LOOKUP_TOOLS_FORBIDDEN)
-        name = rules.check_tool_name(fn.get("name"), contract)
-        if name in names:
-            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tool offered twice")
-        names.append(name)
-        properties += rules.check_function_schema(fn.get("parameters"), "tool")
-    return names, properties
+    return rules.check_function_tools(tools, contract, TOOL_KEYS, _function)
 
 
 def _check_message(message: dict[str, Any], contract: Contract) -> None:

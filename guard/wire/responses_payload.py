@@ -121,22 +121,8 @@ def _check_text(text: Any) -> None:
 
 
 def _check_tools(tools: Any, contract: Contract) -> tuple[list[str], int]:
-    if tools is None:
-        return [], 0
-    if not isinstance(tools, list):
-        raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tools must be a list")
-    names: list[str] = []
-    properties = 0
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "only function tools")
-        rules.check_keys(tool, TOOL_KEYS, "tool", Code.LOOKUP_TOOLS_FORBIDDEN)
-        name = rules.check_tool_name(tool.get("name"), contract)
-        if name in names:
-            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tool offered twice")
-        names.append(name)
-        properties += rules.check_function_schema(tool.get("parameters"), "tool")
-    return names, properties
+    # A Responses tool carries its name and parameters itself.
+    return rules.check_function_tools(tools, contract, TOOL_KEYS, lambda tool: tool)
 
 
 def _check_input(items: Any, contract: Contract, *, first_request: bool) -> tuple[int, int]:

@@ -6,7 +6,7 @@ Every check raises ``PolicyViolation`` with the fixed code of the rule it enforc
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from efold.errors import Code
@@ -95,6 +95,33 @@ def check_replayed_call_name(name: Any) -> str:
     if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
         raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "malformed function name")
     return name
+
+
+def check_function_tools(
+    tools: Any, contract: Contract, tool_keys: Collection[str],
+    function_of: Callable[[dict[str, Any]], dict[str, Any]],
+) -> tuple[list[str], int]:
+    """The offered tools, in either wire format: a list of distinct function tools named
+    in the contract. ``function_of`` returns the dict holding a tool's ``name`` and
+    ``parameters`` (the tool itself, or its nested ``function``). Returns the names and
+    the schema property count (for H)."""
+    if tools is None:
+        return [], 0
+    if not isinstance(tools, list):
+        raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tools must be a list")
+    names: list[str] = []
+    properties = 0
+    for tool in tools:
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "only function tools")
+        check_keys(tool, tool_keys, "tool", Code.LOOKUP_TOOLS_FORBIDDEN)
+        fn = function_of(tool)
+        name = check_tool_name(fn.get("name"), contract)
+        if name in names:
+            raise PolicyViolation(Code.LOOKUP_TOOLS_FORBIDDEN, "tool offered twice")
+        names.append(name)
+        properties += check_function_schema(fn.get("parameters"), "tool")
+    return names, properties
 
 
 def check_function_schema(parameters: Any, what: str) -> int:
