@@ -49,9 +49,9 @@ from efold.controller.stops import StopPolicy
 from efold.corpus.model import Probe, SuiteItem
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
+from efold.folds.snapshot import RestoredCheckpoint
 from efold.identity import current_identity
 from efold.ipc.messages import Budgets
-from efold.worker.assignment import SnapshotRef
 from efold.worker.tasks import PrepTask, ProbeTask
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -76,13 +76,12 @@ def _publish(run: Path, name: str, data: bytes) -> None:
     publish_exclusive(run, name, data)
 
 
-def _evidence(suite: str, snapshot: SnapshotRef,
+def _evidence(suite: str, restored: RestoredCheckpoint,
               probes: list[Probe]) -> dict[str, Evidence]:
     """Evaluator-side facts per probe for one checkpoint: availability (model-free) and
     the exclusions its fold receipt shows."""
-    from efold.folds import probe_availability, read_checkpoint
+    from efold.folds import probe_availability
 
-    restored = read_checkpoint(snapshot.path, expected_digest=snapshot.digest)
     cp = restored.checkpoint
     receipt = cp.receipt
     excluded: Exclusion | None = None
@@ -193,10 +192,10 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem], sui
             task=PrepTask(arm=first.arm, trace_file=path, trace_sha256=digest),
         )
         preps[key] = result
-        if result.snapshot is not None:
+        if result.restored is not None:
             asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
             wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
-            for pid, ev in _evidence(suite, result.snapshot, wanted).items():
+            for pid, ev in _evidence(suite, result.restored, wanted).items():
                 evidence[(key, pid)] = ev
     tick("prep", len(needed), len(needed))
     return preps, evidence

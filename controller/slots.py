@@ -47,6 +47,7 @@ from efold.controller.tree import TreeReport, inspect_tree
 from efold.corpus.model import Probe
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
+from efold.folds.snapshot import RestoredCheckpoint
 from efold.guard.permits import CONTINUABLE_CODES
 from efold.identity import ProcessIdentity
 from efold.ipc.messages import (
@@ -177,6 +178,7 @@ class PrepResult:
     code: Code | None
     tree: TreeReport
     elapsed_ms: int
+    restored: RestoredCheckpoint | None = None  # the snapshot as verified (for evidence)
 
 
 async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask) -> PrepResult:
@@ -209,10 +211,11 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     if code is None and not tree.ok:
         code = Code.PREFLIGHT_TREE_INVALID
     snapshot: SnapshotRef | None = None
+    restored: RestoredCheckpoint | None = None
     if code is None and prepared is not None:
         path = snapshot_path(str(slot_dir))
         try:
-            read_checkpoint(path, expected_digest=prepared.snapshot_digest)
+            restored = read_checkpoint(path, expected_digest=prepared.snapshot_digest)
         except EfoldError:
             code = Code.LOOKUP_PREPARATION_INVALID
         else:
@@ -221,7 +224,8 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
                                           snapshot_digest=snapshot.digest)
     if code is None and snapshot is None:
         code = Code.LOOKUP_PREPARATION_INVALID
-    return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000))
+    return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000),
+                      restored if snapshot is not None else None)
 
 
 # -- probe ------------------------------------------------------------------------------
