@@ -1,6 +1,6 @@
-"""Shared fixtures: a run (directory, lease, journal, epoch) for the process tests, trio
-for anyio tests, and the process harness (tests/worker/programs/proc_harness.py) on
-sys.path."""
+"""Shared fixtures: the original suite and one hard trace (session-scoped), a run
+(directory, lease, journal, epoch) for the process tests, trio for anyio tests, and the
+process harness (tests/worker/programs/proc_harness.py) on sys.path."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "worker" / "programs"))
 
 from proc_harness import Run, open_run
 
+from efold.corpus.model import SuiteItem
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -25,3 +27,17 @@ def run(tmp_path: Path) -> Iterator[Run]:
     opened = open_run(tmp_path)
     yield opened
     opened.close()
+
+
+@pytest.fixture(scope="session")
+def original_items() -> list[SuiteItem]:
+    from efold.corpus import original_suite
+
+    return original_suite()
+
+
+@pytest.fixture(scope="session")
+def hard_item() -> SuiteItem:
+    from efold.corpus import generate_hard
+
+    return generate_hard(101)

@@ -85,19 +85,6 @@ def make_filler() -> Callable[..., str]:
     return filler
 
 
-@pytest.fixture(scope="session")
-def original_items() -> list[SuiteItem]:
-    from efold.corpus import original_suite
-
-    return original_suite()
-
-
-@pytest.fixture(scope="session")
-def hard_item() -> SuiteItem:
-    from efold.corpus import generate_hard
-
-    return generate_hard(101)
-
 
 @pytest.fixture(scope="session")
 def hard_prefix(hard_item: SuiteItem) -> TracePrefix:

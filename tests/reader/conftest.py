@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from efold.corpus.model import SuiteItem
 from efold.folds.checkpoint import Checkpoint
 from efold.folds.lookup import LookupTool
 from efold.folds.meter import Meter, MeterWitness
@@ -54,17 +53,3 @@ def run_reader(checkpoint: Checkpoint, question: str, meter: Meter | None = None
 @pytest.fixture
 def reader() -> Callable[..., ReaderRun]:
     return run_reader
-
-
-@pytest.fixture(scope="session")
-def original_items() -> list[SuiteItem]:
-    from efold.corpus import original_suite
-
-    return original_suite()
-
-
-@pytest.fixture(scope="session")
-def hard_item() -> SuiteItem:
-    from efold.corpus import generate_hard
-
-    return generate_hard(101)
