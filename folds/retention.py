@@ -60,8 +60,9 @@ def _keyword_positions(lower: str) -> list[int]:
         at = lower.find(keyword)
         while at != -1:
             end = at + len(keyword)
-            if end < len(lower) and lower[end] == "s":
-                end += 1
+            for _ in range(2):  # the pattern allows "credentials" plus a plural "s"
+                if end < len(lower) and lower[end] == "s":
+                    end += 1
             if (at == 0 or not lower[at - 1].isalnum()) and (end == len(lower) or not lower[end].isalnum()):
                 positions.append(at)
             at = lower.find(keyword, at + 1)
@@ -83,14 +84,18 @@ def contains_credential_assignment(text: str) -> bool:
 
 
 def _assignment_in(text: str, start: int = 0, end: int | None = None) -> bool:
-    for match in _ASSIGNMENT.finditer(text, start, len(text) if end is None else end):
+    # Overlapping search: a match that is not an assignment ("pin ... is password:")
+    # must not hide one that starts inside it ("password: x").
+    stop = len(text) if end is None else end
+    match = _ASSIGNMENT.search(text, start, stop)
+    while match is not None:
         if match.group("op") in (":", "="):
             return True
         value = match.group("value").rstrip(".,;:!?")
-        if len(value) < 4 or value.lower() in _PLAIN_WORDS:
-            continue
-        if _LOOKS_LIKE_A_CREDENTIAL.search(value):
+        if len(value) >= 4 and value.lower() not in _PLAIN_WORDS \
+                and _LOOKS_LIKE_A_CREDENTIAL.search(value):
             return True
+        match = _ASSIGNMENT.search(text, match.start() + 1, stop)
     return False
 
 

@@ -128,3 +128,12 @@ def test_exactly_the_password_result_is_omitted_on_every_hard_seed():
     for seed in range(101, 109):
         prefix = TracePrefix.of(generate_hard(seed).trace)
         assert retain(session_transcript(prefix.events)).omitted_credential == 1, seed
+
+
+def test_an_assignment_inside_a_non_assignment_match_is_found():
+    """Found by hypothesis: the first match ("pin codepassword is password:") is not an
+    assignment, and must not hide the one that starts inside it."""
+    text = "pin codepassword is password: password"
+    assert _assignment_in(text) and contains_credential_assignment(text)
+    # and a doubled plural still opens a prefilter window (seed 15)
+    assert contains_credential_assignment("credentialss: passwordpassword")
