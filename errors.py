@@ -119,6 +119,10 @@ class Code(enum.StrEnum):
     LOOKUP_SEND_FAILED = "lookup_send_failed"
     LOOKUP_SETTLE_FAILED = "lookup_settle_failed"
     LOOKUP_PERMIT_INVALID = "lookup_permit_invalid"
+    LOOKUP_HOLD_MISMATCH = "lookup_hold_mismatch"  # granted hold differs from own Rmax
+    LOOKUP_HOLD_UNVERIFIED = "lookup_hold_unverified"  # journaled hold not read back
+    LOOKUP_SETTLEMENT_FAULT = "lookup_settlement_fault"  # closing a permit raised
+    CATALOG_TIERS_INVALID = "catalog_tiers_invalid"
 
     # -- corpus/ -------------------------------------------------------------------
     TRACE_SCHEMA_INVALID = "trace_schema_invalid"
@@ -178,6 +182,8 @@ class Code(enum.StrEnum):
     INVALID_SLOT_RATE = "invalid_slot_rate"
     CHILD_CODE_FORBIDDEN = "child_code_forbidden"
     RUN_DEADLINE = "run_deadline"
+    CAP_BELOW_RMAX = "cap_below_rmax"
+    CAP_NOT_WHOLE_CENTS = "cap_not_whole_cents"
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"

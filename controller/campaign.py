@@ -1,20 +1,31 @@
 """Campaigns: what an operator asks efold to measure, validated before anything runs.
 
 A campaign is a TOML file (two ship in ``controller/campaigns/``). Validation is closed:
-an unknown key, an unknown arm or suite, a seed out of range, a cap below one maximum
-reservation... each refuses with ``campaign_invalid`` and a detail naming the field.
+an unknown key, an unknown arm or suite, a seed out of range... each refuses with
+``campaign_invalid`` and a detail naming the field.
+
+The cap has its own codes, because a wrong cap is the one mistake that would otherwise
+register a run that can never admit a request: ``cap_not_whole_cents`` (operators write
+caps in cents; anything finer is a typo, not a budget) and ``cap_below_rmax`` (a cap
+below one maximum reservation admits nothing), with the least cap that fits. A reader
+the bundled catalog does not price refuses with ``lookup_invalid_rate``.
 """
 
 from __future__ import annotations
 
+import decimal
 import re
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Final
 
 import msgspec
 
 from efold.errors import Code, EfoldError
+from efold.guard.catalog import bundled_catalog
+from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
+from efold.guard.pricing import rmax_units
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
@@ -22,6 +33,10 @@ ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "stor
 HARD_SEEDS_ALLOWED = range(101, 125)
 _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 BUNDLED = ("default", "hard")
+_UNITS_PER_CENT: Final = UNITS_PER_USD // 100
+# The cap travels in JSON (registration, plan, authorization bindings); readers that hold
+# numbers as doubles are exact only below 2**53, so a larger cap could be misread.
+CAP_UNITS_LIMIT: Final = 2**53
 
 
 class CampaignError(EfoldError):
@@ -140,8 +155,6 @@ def parse_campaign(text: str) -> Campaign:
 
 
 def validate_campaign(c: Campaign) -> None:
-    from efold.guard import usd_to_units  # money parsing is the guard's
-
     if c.version != CAMPAIGN_VERSION:
         raise _invalid(f"unknown campaign version {c.version}")
     if not c.name or not c.name.replace("-", "").replace("_", "").isalnum():
@@ -181,14 +194,75 @@ def validate_campaign(c: Campaign) -> None:
     d = c.deadlines
     if min(d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds) <= 0:
         raise _invalid("deadlines must be positive")
-    try:
-        cap = usd_to_units(c.cap_usd)
-    except EfoldError as exc:
-        raise _invalid(f"cap_usd: {exc.detail or exc.code}") from exc
-    if cap <= 0:
-        raise _invalid("cap_usd must be positive")
     if c.reader.provider not in ("faux", "openai"):
         raise _invalid("reader.provider must be faux or openai")
+    cap_units(c)
+
+
+def cap_units(c: Campaign) -> int:
+    """The campaign's cap in units, once it is a positive whole number of cents, below
+    ``CAP_UNITS_LIMIT`` and at least one maximum reservation (Rmax) of its reader. Equal
+    to Rmax is enough: exactly one request fits."""
+    text = c.cap_usd.strip()
+    try:
+        value = parse_decimal(c.cap_usd, "cap_usd")
+    except EfoldError as exc:
+        raise _invalid(f"cap_usd: {exc.detail or exc.code}") from exc
+    if value <= 0:
+        raise _invalid("cap_usd must be positive")
+    if not _whole_cents(value):
+        raise CampaignError(Code.CAP_NOT_WHOLE_CENTS,
+                            f"cap_usd {text} is not a whole number of cents")
+    # Magnitude first (>= 1e10 USD is far past the limit), so the quantize below stays
+    # exact: a whole-cent value under 1e10 has at most 12 significant digits.
+    cap = None
+    if value.adjusted() < 10:
+        cap = int(value.quantize(decimal.Decimal("0.01")).scaleb(2)) * _UNITS_PER_CENT
+    if cap is None or cap >= CAP_UNITS_LIMIT:
+        largest = _cents_text((CAP_UNITS_LIMIT - 1) // _UNITS_PER_CENT)
+        raise _invalid(f"cap_usd {text} is too large: the cap in units must be below 2**53 "
+                       f"(at most {largest} USD)")
+    rmax = reader_rmax_units(c.reader)
+    if cap < rmax:
+        least = -(-rmax // _UNITS_PER_CENT)  # Rmax rounded up to a whole cent
+        route = f"Rmax for {c.reader.provider}/{c.reader.model}"
+        if rmax % _UNITS_PER_CENT:
+            route += f" is {units_to_usd(rmax)} USD"
+        raise CampaignError(
+            Code.CAP_BELOW_RMAX,
+            f"cap_usd {text} is below one maximum reservation: it must be at least "
+            f"{_cents_text(least)} USD ({route})",
+        )
+    return cap
+
+
+def reader_rmax_units(reader: Reader) -> int:
+    """Rmax of the reader's route from the bundled catalog (the one registration binds).
+    An unpriced model is refused here, naming what is priced, rather than deep inside
+    registration."""
+    catalog = bundled_catalog()
+    entry = catalog.entries.get((reader.provider, reader.model))
+    if entry is None:
+        priced = sorted(m for p, m in catalog.entries if p == reader.provider)
+        raise CampaignError(
+            Code.LOOKUP_INVALID_RATE,
+            f"reader {reader.provider}/{reader.model} has no price in the bundled catalog; "
+            f"priced {reader.provider} models: {', '.join(priced) or 'none'}",
+        )
+    return rmax_units(entry)
+
+
+def _whole_cents(value: decimal.Decimal) -> bool:
+    # From the digits, not by arithmetic: decimal's 28-digit context would round
+    # 99.999999999999999999999999999999 to 100.00 before any check saw it.
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite: parse_decimal refused NaN and infinities
+    below_cent = -2 - exponent
+    return below_cent <= 0 or not any(digits[-below_cent:])
+
+
+def _cents_text(cents: int) -> str:
+    return f"{cents // 100}.{cents % 100:02d}"
 
 
 def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:

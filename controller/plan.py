@@ -128,7 +128,8 @@ class Estimate(msgspec.Struct, frozen=True):
     cap_units: int
     cap_minus_rmax_units: int
     cap_over_expected: str | None  # C/E as an exact decimal string (6 places), None if E = 0
-    admits_nothing: bool  # C < Rmax: no request can ever be admitted
+    # No "admits nothing" flag: register refuses a cap below Rmax (cap_below_rmax), so
+    # cap_minus_rmax_units is never negative for a registered campaign.
 
 
 def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int) -> Estimate:
@@ -143,5 +144,5 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int) -> Est
         expected_units_per_slot=expected_units_per_slot, expected_units=e,
         rmax_units=plan.rmax_units, full_upfront_units=n * max_requests * plan.rmax_units,
         cap_units=plan.cap_units, cap_minus_rmax_units=plan.cap_units - plan.rmax_units,
-        cap_over_expected=ratio, admits_nothing=plan.cap_units < plan.rmax_units,
+        cap_over_expected=ratio,
     )

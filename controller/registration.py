@@ -14,7 +14,13 @@ from pathlib import Path
 
 import msgspec
 
-from efold.controller.campaign import Campaign, CampaignError, validate_campaign
+from efold.controller.campaign import (
+    Campaign,
+    CampaignError,
+    cap_units,
+    reader_rmax_units,
+    validate_campaign,
+)
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 
@@ -102,9 +108,12 @@ def reader_document(campaign: Campaign) -> dict[str, object]:
 
 
 def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
+    """Freeze a campaign. It is validated again here, cap against Rmax included, so a
+    ``Campaign`` built in code cannot register what a campaign file could not."""
     from efold.corpus import corpus_digest, load_suite, validate
-    from efold.guard import catalog_digest, rmax_for_reader, usd_to_units
+    from efold.guard import catalog_digest
 
+    validate_campaign(campaign)
     items = load_suite(campaign.suite, campaign.seeds or None)
     for item in items:
         validate(item)
@@ -121,8 +130,8 @@ def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
         campaign=campaign,
         campaign_sha256=sha256_hex(raw),
         digests=digests,
-        cap_units=usd_to_units(campaign.cap_usd),
-        rmax_units=rmax_for_reader(campaign.reader.provider, campaign.reader.model),
+        cap_units=cap_units(campaign),
+        rmax_units=reader_rmax_units(campaign.reader),
         selection=selection,
     )
 

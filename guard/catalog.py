@@ -8,6 +8,17 @@ Validation is closed: unknown keys, a duplicate (provider, model), a missing cla
 negative or non-finite rate all refuse with ``catalog_invalid``. TOML floats are parsed
 as ``Decimal`` (exactly); a looked-up model that is absent refuses with
 ``lookup_invalid_rate`` (missing pricing is never free).
+
+Two optional parts of an entry (new in the schema; version 1 still, since a reader that
+does not know them refuses them as unknown keys, which fails closed):
+
+- ``[[model.input_tier]]``: input-size price tiers. A call is priced at the highest tier
+  whose ``above_tokens`` its reported input (cached input included: reported input
+  already counts it) *strictly* exceeds, else at the base rates. Thresholds are positive
+  integers in strictly increasing order, each tier carries all four classes; a bad
+  threshold or order refuses with ``catalog_tiers_invalid``.
+- ``snapshots``: dated names the provider may report for this model (a non-empty list of
+  distinct strings, none another entry's model or another entry's snapshot).
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ import decimal
 import functools
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
@@ -27,27 +38,72 @@ from efold.guard.money import TOKEN_CLASSES, parse_decimal, rate_units_per_token
 
 CATALOG_VERSION: Final = 1
 _ENTRY_KEYS: Final = frozenset({"provider", "model", *TOKEN_CLASSES})
+_OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots"})
+_TIER_KEYS: Final = frozenset({"above_tokens", *TOKEN_CLASSES})
+_INPUT_CLASSES: Final = ("input", "cache_read", "cache_write")
+
+
+def max_input_class_rate(rates: Mapping[str, Fraction]) -> Fraction:
+    """Units per token of the dearest input class (input, cache read, cache write) of
+    one rate set: a reported input token may be any of them."""
+    return max(rates[c] for c in _INPUT_CLASSES)
+
+
+@dataclass(frozen=True)
+class InputTier:
+    """Rates that apply once reported input exceeds ``above_tokens``."""
+
+    above_tokens: int
+    usd_per_million: Mapping[str, decimal.Decimal]
+    units_per_token: Mapping[str, Fraction]
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One model's rates. ``usd_per_million`` keeps the exact decimals as written;
+    """One model's rates. ``usd_per_million`` keeps the exact base decimals as written;
     ``units_per_token`` the same rates as exact fractions of a unit."""
 
     provider: str
     model: str
     usd_per_million: Mapping[str, decimal.Decimal]
     units_per_token: Mapping[str, Fraction]
+    # Invariant: strictly increasing by above_tokens (checked at parse), so the last tier
+    # the input exceeds is the highest one.
+    input_tiers: tuple[InputTier, ...] = ()
+    snapshots: frozenset[str] = frozenset()
 
     @property
     def max_input_class_rate(self) -> Fraction:
-        """Units per token of the dearest input class (input, cache read, cache write):
-        a reported input token may be any of them."""
-        return max(self.units_per_token[c] for c in ("input", "cache_read", "cache_write"))
+        """The dearest input class of the *base* rates (Rmax uses ``worst_rates_within``)."""
+        return max_input_class_rate(self.units_per_token)
 
     @property
     def output_rate(self) -> Fraction:
+        """The base output rate (Rmax uses ``worst_rates_within``)."""
         return self.units_per_token["output"]
+
+    def rates_for_input(self, input_tokens: int) -> Mapping[str, Fraction]:
+        """Units per token for a call that reported ``input_tokens`` of input (cached
+        included): the highest tier with ``input_tokens > above_tokens``, else base."""
+        rates = self.units_per_token
+        for tier in self.input_tiers:
+            if input_tokens <= tier.above_tokens:
+                break
+            rates = tier.units_per_token
+        return rates
+
+    def worst_rates_within(self, input_envelope: int) -> Mapping[str, Fraction]:
+        """Per class, the dearest rate any call with input <= ``input_envelope`` can be
+        priced at: the base and every tier with ``above_tokens < input_envelope`` (a
+        tier at or above the envelope can never be strictly exceeded)."""
+        reachable = [self.units_per_token] + [
+            t.units_per_token for t in self.input_tiers if t.above_tokens < input_envelope
+        ]
+        return {cls: max(rates[cls] for rates in reachable) for cls in TOKEN_CLASSES}
+
+    def accepts_model(self, name: str) -> bool:
+        """True when ``name`` is this model or one of its listed dated snapshots."""
+        return name == self.model or name in self.snapshots
 
 
 @dataclass(frozen=True)
@@ -84,27 +140,97 @@ def parse_catalog(data: bytes) -> Catalog:
         if key in entries:
             raise CatalogError(Code.CATALOG_INVALID, f"duplicate model {key}")
         entries[key] = entry
+    _check_snapshots_are_unambiguous(entries.values())
     return Catalog(entries=entries, digest=hashlib.sha256(data).hexdigest())
 
 
 def _parse_entry(item: object) -> CatalogEntry:
-    if not isinstance(item, dict) or set(item) != _ENTRY_KEYS:
-        raise CatalogError(Code.CATALOG_INVALID, f"a model needs exactly {sorted(_ENTRY_KEYS)}")
+    if not isinstance(item, dict) or not _ENTRY_KEYS <= set(item) <= (
+            _ENTRY_KEYS | _OPTIONAL_ENTRY_KEYS):
+        raise CatalogError(
+            Code.CATALOG_INVALID,
+            f"a model needs {sorted(_ENTRY_KEYS)} and may add {sorted(_OPTIONAL_ENTRY_KEYS)}, "
+            "nothing else",
+        )
     provider, model = item["provider"], item["model"]
     if not isinstance(provider, str) or not isinstance(model, str) or not provider or not model:
         raise CatalogError(Code.CATALOG_INVALID, "provider and model must be strings")
-    usd: dict[str, decimal.Decimal] = {}
-    for cls in TOKEN_CLASSES:
-        try:
-            usd[cls] = parse_decimal(item[cls], f"{model}.{cls}")
-        except GuardError as exc:
-            raise CatalogError(Code.CATALOG_INVALID, exc.detail) from exc
+    usd = _parse_rates(item, model)
     return CatalogEntry(
         provider=provider,
         model=model,
         usd_per_million=usd,
-        units_per_token={cls: rate_units_per_token(v) for cls, v in usd.items()},
+        units_per_token=_units(usd),
+        input_tiers=_parse_tiers(item["input_tier"], model) if "input_tier" in item else (),
+        snapshots=(_parse_snapshots(item["snapshots"], model) if "snapshots" in item
+                   else frozenset()),
     )
+
+
+def _parse_rates(table: Mapping[str, object], what: str) -> dict[str, decimal.Decimal]:
+    usd: dict[str, decimal.Decimal] = {}
+    for cls in TOKEN_CLASSES:
+        value = table[cls]
+        try:
+            if not isinstance(value, str | int | decimal.Decimal):
+                raise GuardError(Code.LOOKUP_INVALID_RATE, f"{what}.{cls}: not a decimal")
+            usd[cls] = parse_decimal(value, f"{what}.{cls}")
+        except GuardError as exc:
+            raise CatalogError(Code.CATALOG_INVALID, exc.detail) from exc
+    return usd
+
+
+def _units(usd: Mapping[str, decimal.Decimal]) -> dict[str, Fraction]:
+    return {cls: rate_units_per_token(v) for cls, v in usd.items()}
+
+
+def _parse_tiers(raw: object, model: str) -> tuple[InputTier, ...]:
+    # An array of tables; an empty one is refused so that "no tiers" has one spelling.
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise CatalogError(Code.CATALOG_INVALID,
+                           f"{model}: input_tier must be an array of [[model.input_tier]]")
+    if not raw:
+        raise CatalogError(Code.CATALOG_TIERS_INVALID, f"{model}: empty input_tier list")
+    tiers: list[InputTier] = []
+    for table in raw:
+        if set(table) != _TIER_KEYS:
+            raise CatalogError(Code.CATALOG_INVALID,
+                               f"{model}: an input tier needs exactly {sorted(_TIER_KEYS)}")
+        above = table["above_tokens"]
+        if not isinstance(above, int) or isinstance(above, bool) or above < 1:
+            raise CatalogError(Code.CATALOG_TIERS_INVALID,
+                               f"{model}: above_tokens must be a positive integer")
+        if tiers and above <= tiers[-1].above_tokens:
+            raise CatalogError(Code.CATALOG_TIERS_INVALID,
+                               f"{model}: input tiers must strictly increase by above_tokens")
+        usd = _parse_rates(table, f"{model}.input_tier[{above}]")
+        tiers.append(InputTier(above, usd_per_million=usd, units_per_token=_units(usd)))
+    return tuple(tiers)
+
+
+def _parse_snapshots(raw: object, model: str) -> frozenset[str]:
+    if not isinstance(raw, list) or not raw:
+        raise CatalogError(Code.CATALOG_INVALID, f"{model}: snapshots must be a non-empty list")
+    if not all(isinstance(s, str) and s for s in raw):
+        raise CatalogError(Code.CATALOG_INVALID, f"{model}: snapshots must be non-empty strings")
+    names = frozenset(raw)
+    if len(names) != len(raw) or model in names:
+        raise CatalogError(Code.CATALOG_INVALID,
+                           f"{model}: snapshots must be distinct and differ from the model")
+    return names
+
+
+def _check_snapshots_are_unambiguous(entries: Iterable[CatalogEntry]) -> None:
+    """A reported name must point at one entry only: a snapshot that is another entry's
+    model, or that two entries list, would let one model be priced as another."""
+    entries = list(entries)
+    models = {e.model for e in entries}
+    claimed: set[str] = set()
+    for e in entries:
+        if e.snapshots & models or e.snapshots & claimed:
+            raise CatalogError(Code.CATALOG_INVALID,
+                               f"{e.model}: a snapshot names another entry's model or snapshot")
+        claimed |= e.snapshots
 
 
 def load_catalog(path: str | os.PathLike[str]) -> Catalog:

@@ -21,6 +21,8 @@ What the reference leaves open, decided here (and bound into the policy digest t
   checkpoint's size may pass it.
 - Half of each round's input is priced as cache reads and half as uncached input
   (exactly: no rounding until the end); output at the output rate; tier default ×1.
+  Each round is priced at the catalog's input-size tier its whole input count reaches
+  (cached half included), as settlement would price that request.
 - The sum over rounds is rounded up to a whole unit once.
 """
 
@@ -93,9 +95,9 @@ def expected_cost_units(
     scenario: EstimateScenario = ASSUMED_SCENARIO,
 ) -> int:
     """E for one slot, in whole units (rounded up once)."""
-    rates = entry.units_per_token
     total = Fraction(0)
     for r in expected_rounds(initial_input_tokens, scenario):
+        rates = entry.rates_for_input(r.input)
         total += (r.input - r.cached) * rates["input"]
         total += r.cached * rates["cache_read"]
         total += r.output * rates["output"]

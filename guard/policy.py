@@ -54,7 +54,15 @@ def contract_policy() -> dict[str, Any]:
             "rounding": "cost rounded up to a whole unit once per request",
             "tiers": dict(money.TIER_MULTIPLIERS),
             "absent_tier": money.ABSENT_TIER_MULTIPLIER,
-            "rmax": "ceil(2 * (I * max input-class rate + O * output rate))",
+            "input_tiers": (
+                "each call is priced at the highest catalog input-size tier whose "
+                "above_tokens is strictly exceeded by its reported input, cached input "
+                "included; below every threshold, the base rates"
+            ),
+            "rmax": (
+                "ceil(2 * (I * max input-class rate + O * output rate)), each maximum over "
+                "the base rates and every tier with above_tokens < I"
+            ),
         },
         "estimate_scenario": scenario,
         "wire": {

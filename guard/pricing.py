@@ -1,13 +1,19 @@
 """Catalog arithmetic: the cost of reported usage and the worst-case reservation Rmax.
 
-    cost  = ceil( tier × Σ_class tokens_class × rate_class )          (units)
+    cost  = ceil( tier × Σ_class tokens_class × rate_class(input) )    (units)
     Rmax  = ceil( 2 × (I × max input-class rate + O × max output rate) )
+
+``rate_class(input)`` is the catalog's input-size tier for the reported input (the
+highest tier whose threshold the input strictly exceeds, cached input included, else
+the base rates). In Rmax each maximum runs over the base and every tier an input
+``<= I`` can reach (threshold ``< I``): a tier at or above I never raises the hold.
 
 Reported input *includes* cache reads and writes, so uncached input is
 ``input − cache_read − cache_write``; reasoning is part of output and is never added
 again. With the faux rates (2 / 10 / 0.1 / 2.5 USD/M) Rmax is exactly $3.92 =
 78,400,000 units. The factor 2 in Rmax is the largest tier multiplier (priority, and
-an absent tier), so any usage that passes settlement's checks costs at most Rmax.
+an absent tier), so any usage that passes settlement's checks (input <= U <= I,
+output <= O) costs at most Rmax.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 from efold.errors import Code
-from efold.guard.catalog import Catalog, CatalogEntry, bundled_catalog
+from efold.guard.catalog import Catalog, CatalogEntry, bundled_catalog, max_input_class_rate
 from efold.guard.contract import INPUT_ENVELOPE, MAX_OUTPUT
 from efold.guard.errors import GuardError
 from efold.guard.money import MAX_TIER_MULTIPLIER, ceil_units, tier_multiplier
@@ -40,7 +46,7 @@ def exact_cost(entry: CatalogEntry, counts: Mapping[str, int], tier: str | None)
     uncached = inp - cache_read - cache_write
     if uncached < 0:
         raise GuardError(Code.LOOKUP_USAGE_CACHE_ABOVE_INPUT, "cache tokens above input")
-    rates = entry.units_per_token
+    rates = entry.rates_for_input(inp)  # reported input already counts cached input
     base = (
         uncached * rates["input"]
         + cache_read * rates["cache_read"]
@@ -59,8 +65,9 @@ def rmax_units(
     entry: CatalogEntry, input_envelope: int = INPUT_ENVELOPE, max_output: int = MAX_OUTPUT
 ) -> int:
     """The worst-case reservation of one request (the hold every admission takes)."""
+    worst = entry.worst_rates_within(input_envelope)
     exact = MAX_TIER_MULTIPLIER * (
-        input_envelope * entry.max_input_class_rate + max_output * entry.output_rate
+        input_envelope * max_input_class_rate(worst) + max_output * worst["output"]
     )
     return ceil_units(exact)
 

@@ -48,7 +48,6 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
             "cap_usd": units_to_usd(est.cap_units),
             "cap_minus_rmax_usd": units_to_usd(est.cap_minus_rmax_units),
             "cap_over_expected": est.cap_over_expected,
-            "admits_nothing": est.admits_nothing,
         },
     }
     if as_json:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from efold.controller.campaign import CampaignError, bundled_campaign, parse_campaign
-from efold.controller.plan import estimate, plan_for
+from efold.controller.plan import Estimate, estimate, plan_for
 from efold.controller.registration import (
     RegistrationError,
     compute_registration,
@@ -38,7 +38,6 @@ def reg_of(text: str = BASE):  # type: ignore[no-untyped-def]
     ('roles = ["native", "native"]', "distinct"),
     ('roles = ["telepathy"]', "unknown arm"),
     ("repeats = 0", "repeats"),
-    ('cap_usd = "0.000000001"', "cap_usd"),
     ('cap_usd = "-1"', "cap_usd"),
     ("concurrency = 2", "concurrency"),
     ("surprise = 1", "surprise"),
@@ -121,7 +120,8 @@ def test_estimate_is_exact_integer_arithmetic() -> None:
     assert est.cap_minus_rmax_units == plan.cap_units - 78_400_000
     scaled = plan.cap_units * 1_000_000 // est.expected_units
     assert est.cap_over_expected == f"{scaled // 1_000_000}.{scaled % 1_000_000:06d}"
-    assert not est.admits_nothing
+    # A cap below Rmax is refused at register, so the plan no longer reports one.
+    assert "admits_nothing" not in Estimate.__struct_fields__
 
 
 def test_a_hand_edited_and_rehashed_registration_refuses(tmp_path: Path) -> None:

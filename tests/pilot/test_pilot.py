@@ -103,10 +103,10 @@ def test_an_integrity_stop_is_sticky_and_the_report_still_comes(tmp_path: Path) 
     reg, raw = small_registration()
     run = claim_run_dir(tmp_path / "run")
     out = run_pilot(reg, raw, run, program=faulty_program("overspend", tmp_path / "marker"))
-    assert out.stop_code is Code.LOOKUP_COST_EXCEEDS_HOLD
+    assert out.stop_code is Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED
     first, *rest = out.receipts
     assert first.status is SlotStatus.INCOMPLETE
-    assert first.code == Code.LOOKUP_COST_EXCEEDS_HOLD.value
+    assert first.code == Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED.value
     assert rest and all(r.status is SlotStatus.UNADMITTED for r in rest)
     assert all(r.code == Code.LOOKUP_STOPPED.value for r in rest)
     assert all(r.spend.admitted == 0 for r in rest)
@@ -114,23 +114,30 @@ def test_an_integrity_stop_is_sticky_and_the_report_still_comes(tmp_path: Path) 
     probes = _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'")
     assert probes == [(1,)]
     stops = _journal(run, "SELECT code, sticky FROM stops")
-    assert (Code.LOOKUP_COST_EXCEEDS_HOLD.value, 1) in stops
+    assert (Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED.value, 1) in stops
     results = decode_results((run / "results.json").read_bytes())
     assert results.execution.unadmitted == len(rest) and results.execution.incomplete == 1
 
 
-def test_a_cap_below_rmax_admits_nothing_and_counts_honestly(tmp_path: Path) -> None:
-    reg, raw = small_registration(cap="1.00")
-    assert reg.cap_units < reg.rmax_units
+def test_a_cap_that_fits_one_hold_refuses_the_next_and_counts_honestly(tmp_path: Path) -> None:
+    """Rmax <= C < 2 Rmax (a cap below Rmax no longer registers): the first request is
+    admitted, its child is killed so its whole hold is retained as lost, and the next
+    admission (retained Rmax + Rmax > C) refuses with the cap code."""
+    reg, raw = small_registration(cap="5.00")
+    assert reg.rmax_units <= reg.cap_units < 2 * reg.rmax_units
     run = claim_run_dir(tmp_path / "run")
-    out = run_pilot(reg, raw, run)
+    out = run_pilot(reg, raw, run,
+                    program=faulty_program("kill-after-admit", tmp_path / "marker"))
     assert out.stop_code is Code.NOT_ADMITTED_CAP
-    assert {r.status for r in out.receipts} == {SlotStatus.UNADMITTED}
-    assert {r.code for r in out.receipts} == {Code.NOT_ADMITTED_CAP.value}
-    assert _journal(run, "SELECT COUNT(*) FROM holds") == [(0,)]
+    first, *rest = out.receipts
+    assert first.status is SlotStatus.INCOMPLETE
+    assert first.spend.admitted == 1 and first.spend.retained_units == reg.rmax_units
+    assert rest and {r.status for r in rest} == {SlotStatus.UNADMITTED}
+    assert {r.code for r in rest} == {Code.NOT_ADMITTED_CAP.value}
+    assert _journal(run, "SELECT state, hold_units FROM holds") == [("lost", reg.rmax_units)]
     results = decode_results((run / "results.json").read_bytes())
     ex = results.execution
-    assert (ex.planned, ex.visited, ex.unadmitted, ex.admitted, ex.completed) == (16, 16, 16, 0, 0)
+    assert (ex.planned, ex.visited, ex.unadmitted, ex.admitted, ex.completed) == (16, 16, 15, 1, 0)
 
 
 def test_children_do_not_inherit_credentials(tmp_path: Path,
