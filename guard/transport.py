@@ -17,12 +17,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from efold.errors import Code
 from efold.guard.errors import GuardError
 
 _MINT = object()  # only the guard passes this; see module docstring
+
+# Every transport honours this: an exchange ends (``OwnAbort`` with
+# ``lookup_request_deadline``) no later than ``ABORT_BOUND_S`` after its
+# ``WireRequest.deadline_s`` has passed, whatever the peer sends or withholds. The
+# controller's watchdog margin over a request's deadline must exceed it, or the
+# controller could give up on a child whose guard was about to settle in time.
+ABORT_BOUND_S: Final = 1.0
 
 
 class SendTicket:

@@ -4,23 +4,35 @@ Output is converted to Responses-shaped items so the reader loop sees one shape:
 ``{"type": "message", "role": "assistant", "content": [{"type": "output_text",
 "text": ...}]}`` and ``{"type": "function_call", "call_id", "name", "arguments"}``.
 
-Streaming: ``data: {chunk}`` events, ``data: [DONE]`` terminal. Content and tool-call
-deltas are accumulated (tool calls by ``index``). With ``stream_options.include_usage``
-the last chunk carries ``usage`` (every earlier chunk has ``usage: null``); a stream
-whose usage never arrives (several local OpenAI-compatible servers) reads as
-**missing usage**, never zero. ``finish_reason`` ``length``/``content_filter`` reads as
-incomplete. A chunk with an ``error`` object is a failure. No ``[DONE]``: lost.
+Streaming: ``data: {chunk}`` events, ``data: [DONE]`` terminal (``done`` from then on;
+anything after it is not read). Content and tool-call deltas are accumulated (tool
+calls by ``index``). With ``stream_options.include_usage`` the last chunk carries
+``usage`` (every earlier chunk has ``usage: null``); a stream whose usage never arrives
+(several local OpenAI-compatible servers) reads as **missing usage**, never zero. Two
+non-null usage objects that differ (as JSON values, or in how they read) make the usage
+invalid: the parser cannot tell which one was billed, and must not pick the cheaper;
+an identical repeat is one reading. ``finish_reason`` ``length``/``content_filter``
+reads as incomplete. A chunk with an ``error`` object is a failure. No ``[DONE]``: lost.
+The top-level ``model`` of every chunk is read (see ``ModelReading``).
 
-Non-streaming: the body is buffered and decoded once at the end.
+Non-streaming: the body is buffered and decoded once at the end (never ``done``
+before: only the end of the body completes it); its ``model`` is read.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import msgspec
 
-from efold.guard.wire.outcome import Terminal, WireOutcome, read_tier, read_usage
+from efold.guard.wire.outcome import (
+    ModelReading,
+    Terminal,
+    WireOutcome,
+    read_tier,
+    read_usage,
+)
 from efold.guard.wire.sse import SseDecoder, SseError
 
 _INCOMPLETE_REASONS = frozenset({"length", "content_filter"})
@@ -37,6 +49,13 @@ def _items(text: str, calls: list[dict[str, str]]) -> list[dict[str, Any]]:
     return items
 
 
+def _same_usage(first: Any, second: Any) -> bool:
+    """One reading: equal as JSON values *and* read alike (``50 == 50.0`` in Python, but
+    only one of them is a count)."""
+    return bool(first == second) and read_usage(first, chat=True) == read_usage(second,
+                                                                               chat=True)
+
+
 class ChatStreamParser:
     def __init__(self) -> None:
         self._sse = SseDecoder()
@@ -44,11 +63,17 @@ class ChatStreamParser:
         self._text: list[str] = []
         self._calls: dict[int, dict[str, str]] = {}
         self._finish_reason: str | None = None
-        self._usage: Any = None
+        self._usage: Any = None  # Invariant: the first non-null usage; never replaced
+        self._usage_conflict = False  # a later non-null usage differed from it
+        self._model = ModelReading()
         self._tier: str | None = None
         self._failed = False
         self._done = False
         self._malformed = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
 
     def feed(self, chunk: bytes) -> None:
         if self._done or self._malformed:
@@ -75,8 +100,13 @@ class ChatStreamParser:
     def _chunk(self, data: dict[str, Any]) -> None:
         if data.get("error") is not None:
             self._failed = True
-        if data.get("usage") is not None:
-            self._usage = data["usage"]
+        usage = data.get("usage")
+        if usage is not None:
+            if self._usage is None:
+                self._usage = usage
+            elif not _same_usage(self._usage, usage):
+                self._usage_conflict = True
+        self._model.see(data)
         tier = read_tier(data)
         if tier is not None:
             self._tier = tier
@@ -113,6 +143,8 @@ class ChatStreamParser:
 
     def finish(self) -> WireOutcome:
         usage, invalid = read_usage(self._usage, chat=True)
+        if self._usage_conflict:
+            usage, invalid = None, True
         items = _items("".join(self._text), [self._calls[i] for i in sorted(self._calls)])
         if self._failed:
             terminal = Terminal.FAILED
@@ -123,7 +155,8 @@ class ChatStreamParser:
         else:
             terminal = Terminal.COMPLETED
         return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid,
-                           tier=self._tier, output_items=items, malformed=self._malformed)
+                           tier=self._tier, output_items=items, malformed=self._malformed,
+                           model=self._model.model, model_conflict=self._model.conflict)
 
 
 class ChatBodyParser:
@@ -131,6 +164,10 @@ class ChatBodyParser:
 
     def __init__(self) -> None:
         self._body = bytearray()
+
+    @property
+    def done(self) -> bool:
+        return False  # a JSON body is complete only when the stream ends
 
     def feed(self, chunk: bytes) -> None:
         self._body += chunk
@@ -142,6 +179,12 @@ class ChatBodyParser:
             return WireOutcome(terminal=Terminal.NONE, malformed=True)
         if not isinstance(data, dict):
             return WireOutcome(terminal=Terminal.NONE, malformed=True)
+        model = ModelReading()
+        model.see(data)
+        return replace(self._outcome(data), model=model.model, model_conflict=model.conflict)
+
+    @staticmethod
+    def _outcome(data: dict[str, Any]) -> WireOutcome:
         usage, invalid = read_usage(data.get("usage"), chat=True)
         tier = read_tier(data)
         if data.get("error") is not None:

@@ -10,7 +10,8 @@ parser as the real adapter.
 Faux usage, when not scripted, is deterministic: ``input_tokens = max(1, ceil(body
 bytes / 4))`` (so always ≤ U_k, which counts every body byte), ``output_tokens =
 ceil(bytes of the JSON output items / 4)``, no cached or reasoning tokens, tier
-``default``. This module imports only the standard library and msgspec.
+``default``. Like a real provider, every response object reports the model: the
+payload's ``model``. This module imports only the standard library and msgspec.
 """
 
 from __future__ import annotations
@@ -64,12 +65,16 @@ def _halves(text: str) -> list[str]:
     return [part for part in (text[:mid], text[mid:]) if part]
 
 
-def render_responses_sse(reply: FauxReply, usage: dict[str, Any] | None) -> bytes:
-    """A reply as a Responses event stream."""
+def render_responses_sse(reply: FauxReply, usage: dict[str, Any] | None, *,
+                         model: str | None = None) -> bytes:
+    """A reply as a Responses event stream; ``model`` (if given) in every response
+    object, as a real provider reports it."""
     out: list[bytes] = []
     seq = iter(range(1 << 30))
+    reported = {} if model is None else {"model": model}
     created = {"id": "resp_faux", "object": "response", "status": "in_progress",
-               "output": [], "service_tier": "auto"}  # the *requested* tier: never billed
+               "output": [], "service_tier": "auto",  # the *requested* tier: never billed
+               **reported}
     out.append(_event("response.created", next(seq), response=created))
     for index, item in enumerate(reply.items):
         kind = item.get("type")
@@ -93,7 +98,7 @@ def render_responses_sse(reply: FauxReply, usage: dict[str, Any] | None) -> byte
         out.append(_event("error", next(seq), code="server_error", message="faux error"))
         return b"".join(out)
     final: dict[str, Any] = {"id": "resp_faux", "object": "response",
-                             "status": reply.terminal, "output": reply.items}
+                             "status": reply.terminal, "output": reply.items, **reported}
     if usage is not None:
         final["usage"] = usage
     if reply.tier is not None:
@@ -143,4 +148,7 @@ class FauxTransport:
             reply = FauxReply(items=list(reply))
         usage = (faux_usage(request.body, reply.items) if isinstance(reply.usage, str)
                  else reply.usage)
-        return BufferedResponse(200, render_responses_sse(reply, usage), self._chunk_size)
+        model = payload.get("model") if isinstance(payload, dict) else None
+        rendered = render_responses_sse(reply, usage,
+                                        model=model if isinstance(model, str) else None)
+        return BufferedResponse(200, rendered, self._chunk_size)

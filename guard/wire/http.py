@@ -3,18 +3,30 @@
 One POST per guard-minted ticket, streamed, with:
 
 - ``follow_redirects=False`` (a 3xx comes back as a status; the guard stops on it),
-- zero retries (``HTTPTransport(retries=0)``), no connection re-attempts,
+- zero retries (``HTTPTransport(retries=0)``), no connection re-attempts, and no
+  keep-alive: every send opens its own connection (a pooled one could be stale, and
+  the deadline watchdog must see the socket from the start, see ``_Watchdog``),
 - ``trust_env=False``: no proxy, netrc or certificate settings from the environment,
 - headers built here only: content type, accept, ``accept-encoding: identity``, user
   agent and the bearer credential (never logged, never in ``repr``, never in a record).
 
+The deadline is a hard one: the exchange ends no later than ``ABORT_BOUND_S`` after it
+(``efold.guard.transport``). httpx's timeouts alone cannot promise that: they bound each
+read, and a peer that sends a byte before every read timeout (late data, a trickled
+head, a chunk line that never ends) keeps them alive for ever. So a watchdog shuts the
+connection down at the deadline, and whatever the blocked read then reports (an error,
+or the end of a close-delimited body) is read as the deadline abort.
+
 Failures are mapped once, here: nothing left (connect failed) → ``SendFailed``; the
 guard's deadline passed or the response grew past its limit → ``OwnAbort``; anything
-else after the request went out → ``StreamLost``.
+else after the request went out → ``StreamLost``. Name resolution is not covered by
+the watchdog (no socket exists yet): routes are expected to resolve promptly.
 """
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -27,6 +39,82 @@ if TYPE_CHECKING:
     import httpx
 
 MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
+# httpcore's trace event once the TCP connection exists (the httpx ``trace`` extension).
+_CONNECTED: Final = "connection.connect_tcp.complete"
+
+
+def _deadline_abort(why: str) -> OwnAbort:
+    return OwnAbort(Code.LOOKUP_REQUEST_DEADLINE, why)
+
+
+class _Watchdog:
+    """Shuts one exchange's connection down when its deadline passes.
+
+    It holds its own duplicate of the connection's socket: shutting that down ends the
+    connection for every descriptor of it (TLS included, even mid-handshake, when the
+    original socket object has been wrapped), and, being ours until ``close``, the
+    descriptor cannot be reused by an unrelated socket before the timer fires.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        # Invariants, all under the lock: ``expired`` and ``closed`` flip to True once;
+        # after ``expired``, any socket held or handed over is shut down; after
+        # ``closed``, no socket is held and the timer does nothing.
+        self._expired = False
+        self._closed = False
+        self._sock: socket.socket | None = None
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    @property
+    def expired(self) -> bool:
+        return self._expired
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """The httpx ``trace`` extension: picks up the socket as soon as it connects."""
+        if event == _CONNECTED:
+            self.watch(info.get("return_value"))
+
+    def watch(self, stream: Any) -> None:
+        """Watch the socket of an httpcore network stream (the first one seen)."""
+        get_extra_info = getattr(stream, "get_extra_info", None)
+        sock = get_extra_info("socket") if callable(get_extra_info) else None
+        if not isinstance(sock, socket.socket):
+            return
+        with self._lock:
+            if self._closed or self._sock is not None:
+                return
+            try:
+                self._sock = sock.dup()
+            except OSError:
+                return
+            if self._expired:
+                _shut(self._sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._expired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def close(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._closed = True
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already gone: nothing left to stop
+        pass
 
 
 class HttpTransport:
@@ -60,7 +148,9 @@ class HttpTransport:
             self._client = httpx.Client(
                 follow_redirects=False,
                 trust_env=False,
-                transport=httpx.HTTPTransport(retries=0, trust_env=False),
+                transport=httpx.HTTPTransport(
+                    retries=0, trust_env=False,
+                    limits=httpx.Limits(max_keepalive_connections=0)),
             )
         return self._client
 
@@ -71,6 +161,7 @@ class HttpTransport:
 
     def open(self, ticket: SendTicket, request: WireRequest) -> WireResponse:
         require_ticket(ticket)
+        started = time.monotonic()  # the deadline counts from open, setup included
         import httpx
 
         client = self._http()
@@ -83,28 +174,50 @@ class HttpTransport:
         if self._credential is not None:
             headers["authorization"] = f"Bearer {self._credential}"
         deadline = request.deadline_s
+        # Per-operation backstops; the watchdog is what bounds the whole exchange.
         timeout = httpx.Timeout(connect=min(self._connect_timeout_s, deadline), read=deadline,
                                 write=deadline, pool=deadline)
-        started = time.monotonic()
+        watchdog = _Watchdog(started + deadline - time.monotonic())
         built = client.build_request("POST", self.route.rstrip("/") + request.path,
-                                     content=request.body, headers=headers, timeout=timeout)
+                                     content=request.body, headers=headers, timeout=timeout,
+                                     extensions={"trace": watchdog.trace})
         try:
             response = client.send(built, stream=True, follow_redirects=False)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise SendFailed(type(exc).__name__) from exc
-        except httpx.ReadTimeout as exc:
-            raise OwnAbort(Code.LOOKUP_REQUEST_DEADLINE, "no response head in time") from exc
         except httpx.HTTPError as exc:
-            raise StreamLost(type(exc).__name__) from exc
-        return _HttpResponse(response, started + deadline, self._max_response_bytes)
+            watchdog.close()
+            raise _open_failure(exc, expired=watchdog.expired) from exc
+        except BaseException:
+            watchdog.close()
+            raise
+        # Only if the connect event was somehow missed (it fires for every new
+        # connection, and keep-alive is off): the head has then come unguarded.
+        watchdog.watch(response.extensions.get("network_stream"))
+        return _HttpResponse(response, started + deadline, self._max_response_bytes, watchdog)
+
+
+def _open_failure(exc: Exception, *, expired: bool) -> Exception:
+    import httpx
+
+    if expired:  # whatever broke, the watchdog broke it: the deadline passed
+        return _deadline_abort("no response head in time")
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+        return SendFailed(type(exc).__name__)
+    if isinstance(exc, httpx.ReadTimeout):
+        return _deadline_abort("no response head in time")
+    return StreamLost(type(exc).__name__)
 
 
 class _HttpResponse:
-    def __init__(self, response: Any, deadline_at: float, max_bytes: int) -> None:
+    def __init__(self, response: Any, deadline_at: float, max_bytes: int,
+                 watchdog: _Watchdog) -> None:
         self._response = response
         self.status: int = response.status_code
         self._deadline_at = deadline_at
         self._max_bytes = max_bytes
+        self._watchdog = watchdog
+
+    def _past_deadline(self) -> bool:
+        return self._watchdog.expired or time.monotonic() > self._deadline_at
 
     def chunks(self) -> Iterator[bytes]:
         import httpx
@@ -115,13 +228,22 @@ class _HttpResponse:
                 seen += len(chunk)
                 if seen > self._max_bytes:
                     raise OwnAbort(Code.LOOKUP_RESPONSE_TOO_LARGE, "response above limit")
-                if time.monotonic() > self._deadline_at:
-                    raise OwnAbort(Code.LOOKUP_REQUEST_DEADLINE, "response past deadline")
+                if self._past_deadline():
+                    raise _deadline_abort("response past deadline")
                 yield chunk
         except httpx.ReadTimeout as exc:
-            raise OwnAbort(Code.LOOKUP_REQUEST_DEADLINE, "response stalled") from exc
+            raise _deadline_abort("response stalled") from exc
         except (httpx.HTTPError, httpx.StreamError) as exc:
+            if self._watchdog.expired:
+                raise _deadline_abort("response cut at the deadline") from exc
             raise StreamLost(type(exc).__name__) from exc
+        if self._watchdog.expired:
+            # A close-delimited body "ends" when the watchdog shuts the socket: that end
+            # is ours, not the provider's.
+            raise _deadline_abort("response cut at the deadline")
 
     def close(self) -> None:
-        self._response.close()
+        try:
+            self._response.close()
+        finally:
+            self._watchdog.close()

@@ -1,9 +1,19 @@
-"""What a wire parser makes of a response, and the raw-usage readers it uses.
+"""What a wire parser makes of a response, and the raw readers every parser shares.
 
 Missing usage is not zero usage: a usage object that is absent or null reads as
-``usage=None`` (settlement keeps the hold as lost), a present but malformed one
-(non-integer or negative counts) as ``usage_invalid`` (an integrity stop). Only the
-allowlisted numeric counts are read; nothing else of a raw usage object survives.
+``usage=None`` (settlement keeps the hold as lost), a present but malformed one as
+``usage_invalid`` (an integrity stop, with ``usage=None``). Malformed means any count
+that is not an ``int`` (a bool, a float such as ``1e29``, a string) or lies outside
+``[0, USAGE_COUNT_LIMIT)`` (a u64 ``-1`` sentinel decodes as 18446744073709551615).
+Only the allowlisted counts are read; nothing else of a raw usage object survives.
+
+Conflicting readings are read conservatively, never as the cheaper one: two differing
+usage objects, or a second terminal event, make the usage invalid (each parser says
+which applies to its wire format).
+
+The response's model is read, never judged: ``ModelReading`` keeps the first reported
+model and notes a conflict when a later reading differs or a reported model is not a
+string. Settlement compares it with the contract.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from efold.guard.permits import UsageRecord
+from efold.guard.usage import usage_count
 
 # A tier value that is present but not a string: unknown by construction.
 UNREADABLE_TIER: Final = "?"
@@ -29,16 +40,25 @@ class Terminal(enum.StrEnum):
 class WireOutcome:
     terminal: Terminal
     usage: UsageRecord | None = None
+    # Invariant: usage_invalid implies usage is None (an invalid reading prices nothing).
     usage_invalid: bool = False
     tier: str | None = None
     output_items: list[dict[str, Any]] = field(default_factory=list)
     malformed: bool = False  # an unreadable event or body: read as a lost stream
+    model: str | None = None  # the first model the response reported; None if none did
+    model_conflict: bool = False  # readings differed, or a reported model was not a string
 
 
 class WireParser(Protocol):
     def feed(self, chunk: bytes) -> None: ...
 
     def finish(self) -> WireOutcome: ...
+
+    @property
+    def done(self) -> bool:
+        """True once a terminal has been parsed: the caller may stop reading. Bytes
+        after it can only make the outcome more conservative, never settle it."""
+        ...
 
 
 class _Invalid(Exception):
@@ -48,9 +68,10 @@ class _Invalid(Exception):
 def _count(value: Any, *, required: bool) -> int | None:
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    count = usage_count(value)
+    if count is None:
         raise _Invalid
-    return value
+    return count
 
 
 def _detail(details: Any, key: str) -> int | None:
@@ -85,6 +106,29 @@ def read_usage(raw: Any, *, chat: bool) -> tuple[UsageRecord | None, bool]:
     except _Invalid:
         return None, True
     return usage, False
+
+
+class ModelReading:
+    """The model a response reports across its events or chunks.
+
+    A container whose ``model`` key is present reports a model; ``null`` or any other
+    non-string counts as a reading that cannot agree with anything.
+    """
+
+    def __init__(self) -> None:
+        self.model: str | None = None  # Invariant: the first string reading, never replaced
+        self.conflict = False
+
+    def see(self, container: Any) -> None:
+        if not isinstance(container, dict) or "model" not in container:
+            return
+        model = container["model"]
+        if not isinstance(model, str):
+            self.conflict = True
+        elif self.model is None:
+            self.model = model
+        elif model != self.model:
+            self.conflict = True
 
 
 def read_tier(container: Any) -> str | None:

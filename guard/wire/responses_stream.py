@@ -8,19 +8,31 @@ Events used (the event type is the JSON ``type``, falling back to the SSE ``even
   ``response.service_tier`` are read here only (``response.created`` may carry the
   *requested* tier, e.g. ``auto``, which is not what was billed);
 - ``response.failed`` and ``error``: terminal failure (usage/tier still read);
-- anything else (deltas, ``created``, ``in_progress``...) is parsed and ignored.
+- every event carrying a ``response`` object (``created``, ``in_progress``, the
+  terminals...): its ``model`` is read (see ``ModelReading``);
+- anything else (deltas...) is parsed and ignored.
 
-Events after the first terminal are ignored. An undecodable event marks the stream
-malformed and stops parsing.
+The first terminal decides the outcome and sets ``done`` (the guard stops reading
+there). Events after it in data already fed are still scanned: a second terminal event
+makes the usage invalid (two terminal readings, of which the parser cannot tell the
+true one), and their models are read; nothing else of them counts. An undecodable
+event marks the stream malformed and stops parsing (after a terminal: stops scanning).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import msgspec
 
-from efold.guard.wire.outcome import Terminal, WireOutcome, read_tier, read_usage
+from efold.guard.wire.outcome import (
+    ModelReading,
+    Terminal,
+    WireOutcome,
+    read_tier,
+    read_usage,
+)
 from efold.guard.wire.sse import SseDecoder, SseError
 
 _TERMINALS = {
@@ -36,11 +48,18 @@ class ResponsesStreamParser:
         self._sse = SseDecoder()
         self._decoder = msgspec.json.Decoder()
         self._items: list[dict[str, Any]] = []
-        self._outcome: WireOutcome | None = None  # set at the first terminal event
-        self._malformed = False
+        self._model = ModelReading()
+        # Invariant: set once, at the first terminal event; never replaced.
+        self._outcome: WireOutcome | None = None
+        self._duplicate_terminal = False
+        self._malformed = False  # before a terminal: a lost stream; after: stop scanning
+
+    @property
+    def done(self) -> bool:
+        return self._outcome is not None
 
     def feed(self, chunk: bytes) -> None:
-        if self._outcome is not None or self._malformed:
+        if self._malformed:
             return
         try:
             events = self._sse.feed(chunk)
@@ -48,8 +67,6 @@ class ResponsesStreamParser:
             self._malformed = True
             return
         for event in events:
-            if self._outcome is not None:
-                return
             try:
                 data = self._decoder.decode(event.data)
             except msgspec.DecodeError:
@@ -58,13 +75,20 @@ class ResponsesStreamParser:
             if not isinstance(data, dict):
                 self._malformed = True
                 return
-            kind = data.get("type", event.event)
-            if kind == "response.output_item.done":
-                item = data.get("item")
-                if isinstance(item, dict):
-                    self._items.append(item)
-            elif kind in _TERMINALS:
-                self._outcome = self._terminal(_TERMINALS[kind], data)
+            self._event(data.get("type", event.event), data)
+
+    def _event(self, kind: Any, data: dict[str, Any]) -> None:
+        self._model.see(data.get("response"))
+        if self._outcome is not None:
+            if kind in _TERMINALS:
+                self._duplicate_terminal = True
+            return
+        if kind == "response.output_item.done":
+            item = data.get("item")
+            if isinstance(item, dict):
+                self._items.append(item)
+        elif kind in _TERMINALS:
+            self._outcome = self._terminal(_TERMINALS[kind], data)
 
     def _terminal(self, terminal: Terminal, data: dict[str, Any]) -> WireOutcome:
         response = data.get("response")
@@ -83,7 +107,11 @@ class ResponsesStreamParser:
         )
 
     def finish(self) -> WireOutcome:
-        if self._outcome is not None:
-            return self._outcome
-        return WireOutcome(terminal=Terminal.NONE, output_items=self._items,
-                           malformed=self._malformed)
+        if self._outcome is None:
+            outcome = WireOutcome(terminal=Terminal.NONE, output_items=self._items,
+                                  malformed=self._malformed)
+        elif self._duplicate_terminal:
+            outcome = replace(self._outcome, usage=None, usage_invalid=True)
+        else:
+            outcome = self._outcome
+        return replace(outcome, model=self._model.model, model_conflict=self._model.conflict)

@@ -7,6 +7,11 @@ request is recorded (path, lower-cased headers, body) so tests can count sends.
 Responses are written with chunked transfer encoding in tiny pieces (7 bytes: UTF-8
 sequences and line ends split across chunks). The event bytes are built here, by hand,
 independently of the production faux renderer.
+
+The timed cases (``late_data``, ``late_close``, ``head_trickle``, ``extension_trickle``)
+play a peer that keeps a read alive past the guard's deadline. Each of their loops is
+bounded (``TRICKLE_STEPS``), and every wait is on the server's release event, so
+``release_stalled`` (or shutting the server down) ends them at once.
 """
 
 from __future__ import annotations
@@ -14,10 +19,20 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+# When the timed cases send their late data, measured from the request's arrival: inside
+# a 1.0 s deadline even after a cold client's setup (up to ~0.3 s before the request
+# leaves), so the data restarts a per-read timeout that would then outlast the deadline.
+LATE_S = 0.6
+# The trickling cases send one byte per TRICKLE_S, at most TRICKLE_STEPS times (6 s): far
+# past any deadline the tests use, yet bounded.
+TRICKLE_S = 0.1
+TRICKLE_STEPS = 60
 
 REPLY_TEXT = "Réponse: the parcel 🚚 ships Tuesday\u2028(line sep) \u2029 done"
 CHUNK = 7
@@ -62,10 +77,13 @@ MESSAGE_ITEM = {
 def responses_events(terminal: str | None = "response.completed",
                      usage: dict[str, Any] | None = USAGE_OK,
                      tier: str | None = "default",
-                     error_mid_stream: bool = False) -> list[dict[str, Any]]:
+                     error_mid_stream: bool = False,
+                     model: str | None = "gpt-5") -> list[dict[str, Any]]:
+    created: dict[str, Any] = {"id": "resp_1", "status": "in_progress", "service_tier": "auto"}
+    if model is not None:
+        created["model"] = model
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "sequence_number": 0,
-         "response": {"id": "resp_1", "status": "in_progress", "service_tier": "auto"}},
+        {"type": "response.created", "sequence_number": 0, "response": created},
         {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
          "item": {**MESSAGE_ITEM, "content": [], "status": "in_progress"}},
         {"type": "response.output_text.delta", "sequence_number": 2, "output_index": 0,
@@ -83,6 +101,8 @@ def responses_events(terminal: str | None = "response.completed",
         return events
     response: dict[str, Any] = {"id": "resp_1", "status": terminal.split(".")[1],
                                 "output": [MESSAGE_ITEM]}
+    if model is not None:
+        response["model"] = model
     if usage is not None:
         response["usage"] = usage
     if tier is not None:
@@ -91,6 +111,11 @@ def responses_events(terminal: str | None = "response.completed",
         response["error"] = {"code": "server_error", "message": "failed"}
     events.append({"type": terminal, "sequence_number": 5, "response": response})
     return events
+
+
+CHAT_USAGE = {"prompt_tokens": 120, "completion_tokens": 50, "total_tokens": 170,
+              "prompt_tokens_details": {"cached_tokens": 20},
+              "completion_tokens_details": {"reasoning_tokens": 10}}
 
 
 def chat_chunks(*, usage: bool, tool_call: bool = False) -> list[dict[str, Any]]:
@@ -114,11 +139,16 @@ def chat_chunks(*, usage: bool, tool_call: bool = False) -> list[dict[str, Any]]
     chunks.append({**base, "choices": [{"index": 0, "delta": {},
                                         "finish_reason": "tool_calls" if tool_call else "stop"}]})
     if usage:
-        chunks.append({**base, "choices": [], "usage": {
-            "prompt_tokens": 120, "completion_tokens": 50, "total_tokens": 170,
-            "prompt_tokens_details": {"cached_tokens": 20},
-            "completion_tokens_details": {"reasoning_tokens": 10}}})
+        chunks.append({**base, "choices": [], "usage": json.loads(json.dumps(CHAT_USAGE))})
     return chunks
+
+
+def chat_usage_conflict() -> list[dict[str, Any]]:
+    """Two terminal usage chunks that disagree; the second is the cheaper reading."""
+    chunks = chat_chunks(usage=True)
+    cheaper = {**chunks[-1], "usage": {**CHAT_USAGE, "completion_tokens": 5,
+                                       "completion_tokens_details": {"reasoning_tokens": 1}}}
+    return [*chunks, cheaper]
 
 
 def chat_sse(chunks: list[dict[str, Any]]) -> bytes:
@@ -204,6 +234,42 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def late(self, data: bytes, *, chunked: bool = True) -> None:
+        """Half of ``data`` at once, the rest ``LATE_S`` after the request arrived, then
+        silence until released (at most 5 s). ``chunked=False``: no length, no chunking,
+        the body would end only when the connection closes."""
+        arrived = time.monotonic()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding" if chunked else "connection",
+                         "chunked" if chunked else "close")
+        self.end_headers()
+        half = len(data) // 2
+        self._piece(data[:half], chunked)
+        if not self.server.release.wait(max(0.0, arrived + LATE_S - time.monotonic())):
+            self._piece(data[half:], chunked)
+            self.server.release.wait(5.0)
+        self.close_connection = True
+
+    def _piece(self, piece: bytes, chunked: bool) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+        self.wfile.flush()
+
+    def trickle(self, prefix: bytes) -> None:
+        """Write ``prefix`` raw, then one byte per ``TRICKLE_S`` that never completes the
+        line it is in: each byte keeps a per-read timeout alive."""
+        self.close_connection = True
+        try:
+            self.wfile.write(prefix)
+            self.wfile.flush()
+            for _ in range(TRICKLE_STEPS):
+                if self.server.release.wait(TRICKLE_S):
+                    return
+                self.wfile.write(b"a")
+                self.wfile.flush()
+        except OSError:  # the client hung up: the case is over
+            return
+
     def stream_until_close(self, data: bytes) -> None:
         """No length, no chunking: the body ends when the connection closes."""
         self.send_response(200)
@@ -222,6 +288,8 @@ def _responses(**kw: Any) -> Script:
     eol = kw.pop("eol", "\n")
     return lambda h, body: h.stream(sse(responses_events(**kw), eol))
 
+
+_EARLY = sse(responses_events(terminal=None))
 
 CASES: dict[str, Script] = {
     "normal": _responses(),
@@ -251,6 +319,18 @@ CASES: dict[str, Script] = {
     "chat_stream_tools": lambda h, body: h.stream(chat_sse(chat_chunks(usage=True,
                                                                        tool_call=True))),
     "chat_stream_no_usage": lambda h, body: h.stream(chat_sse(chat_chunks(usage=False))),
+    "chat_usage_conflict": lambda h, body: h.stream(chat_sse(chat_usage_conflict())),
+    "u64_usage": _responses(usage=_usage(cached=18446744073709551615)),
+    "late_data": lambda h, body: h.late(sse(responses_events(terminal=None))),
+    "late_close": lambda h, body: h.late(sse(responses_events(terminal=None)), chunked=False),
+    # A head that never ends: the status line, then one header value byte by byte.
+    "head_trickle": lambda h, body: h.trickle(b"HTTP/1.1 200 OK\r\nx-trickle: "),
+    # A chunked body whose next chunk-size line never ends (a chunk extension, byte by
+    # byte): the parser yields no data, so only the transport can notice the deadline.
+    "extension_trickle": lambda h, body: h.trickle(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\n\r\n"
+        + b"%x\r\n%s\r\n" % (len(_EARLY), _EARLY) + b"1;x="),
     "chat_body": lambda h, body: h._status(200, body=chat_body(usage=True)),
     "chat_body_no_usage": lambda h, body: h._status(200, body=chat_body(usage=False)),
 }

@@ -52,6 +52,8 @@ CASES: list[tuple[str, WireApi, bool, OutcomeKind, Code | None]] = [
     ("chat_stream", C, True, S, None),
     ("chat_stream_tools", C, True, S, None),
     ("chat_stream_no_usage", C, True, L, Code.LOOKUP_MISSING_USAGE),
+    ("chat_usage_conflict", C, True, STOP, Code.LOOKUP_INVALID_USAGE),
+    ("u64_usage", R, True, STOP, Code.LOOKUP_INVALID_USAGE),
     ("chat_body", C, False, S, None),
     ("chat_body_no_usage", C, False, L, Code.LOOKUP_MISSING_USAGE),
 ]

@@ -151,10 +151,12 @@ def test_responses_stream_invalid_utf8_is_malformed() -> None:
     assert outcome.terminal is Terminal.NONE and outcome.malformed
 
 
-def test_events_after_the_terminal_are_ignored() -> None:
+def test_a_second_terminal_after_the_first_is_read_as_invalid_usage() -> None:
     data = render_responses_sse(FauxReply(ITEMS), {"input_tokens": 1, "output_tokens": 1})
     data += b'data: {"type": "error"}\n\n'
-    assert _feed(ResponsesStreamParser(), data, []).terminal is Terminal.COMPLETED
+    outcome = _feed(ResponsesStreamParser(), data, [])
+    assert outcome.terminal is Terminal.COMPLETED  # the first terminal decides the kind
+    assert outcome.usage_invalid and outcome.usage is None
 
 
 @settings(max_examples=100, deadline=None)
