@@ -31,10 +31,10 @@ from efold.guard import (
     Contract,
     Guard,
     HttpTransport,
-    TestOnlyPermitSource,
     WireApi,
     bundled_catalog,
 )
+from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.wire import RESPONSES, ResponsesStreamParser
 
 MODEL = "gpt-5"

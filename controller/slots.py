@@ -56,6 +56,8 @@ from efold.ipc.messages import (
     Consume,
     Consumed,
     Deadlines,
+    Halt,
+    Halted,
     Permit,
     Prepared,
     Refused,
@@ -78,6 +80,7 @@ _INTEGRITY_IPC = frozenset({
 })
 # The controller's watchdog outlasts the deadline it grants the child, so a child can
 # abort its own request first (an own abort, settled by the child) before it is killed.
+# Invariant: > guard.transport.ABORT_BOUND_S, the most a transport overruns a deadline.
 WATCHDOG_MARGIN_S = 5.0
 
 
@@ -273,6 +276,11 @@ async def _serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str, ex: _Ex
                 if integrity is not None:
                     ctx.record_stop(integrity, slot)
                 await channel.reply(Settled())
+            elif isinstance(msg, Halt):
+                # The child's guard stopped the run: close admission before answering.
+                ctx.record_stop(child_code(msg.code, integrity=True) or Code.CHILD_CODE_FORBIDDEN,
+                                slot)
+                await channel.reply(Halted())
             elif isinstance(msg, Terminal):
                 ex.terminal = msg
                 return

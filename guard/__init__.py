@@ -48,9 +48,8 @@ if TYPE_CHECKING:
     from efold.guard.estimate import expected_cost_units as expected_cost_units
     from efold.guard.estimate import expected_rounds as expected_rounds
     from efold.guard.estimate import expected_slot_units as expected_slot_units
-    from efold.guard.memory_source import TEST_ONLY_BRAND as TEST_ONLY_BRAND
-    from efold.guard.memory_source import PermitRecord as PermitRecord
-    from efold.guard.memory_source import TestOnlyPermitSource as TestOnlyPermitSource
+    from efold.guard.ledger import PermitLedger as PermitLedger
+    from efold.guard.ledger import SettleKind as SettleKind
     from efold.guard.money import TIER_MULTIPLIERS as TIER_MULTIPLIERS
     from efold.guard.money import units_to_usd as units_to_usd
     from efold.guard.money import usd_to_units as usd_to_units
@@ -110,12 +109,11 @@ _EXPORTS: dict[str, str] = {
     "expected_cost_units": "efold.guard.estimate",
     "expected_rounds": "efold.guard.estimate",
     "expected_slot_units": "efold.guard.estimate",
-    "TEST_ONLY_BRAND": "efold.guard.memory_source",
-    "PermitRecord": "efold.guard.memory_source",
-    "TestOnlyPermitSource": "efold.guard.memory_source",
     "TIER_MULTIPLIERS": "efold.guard.money",
     "units_to_usd": "efold.guard.money",
     "usd_to_units": "efold.guard.money",
+    "PermitLedger": "efold.guard.ledger",
+    "SettleKind": "efold.guard.ledger",
     "CONTINUABLE_CODES": "efold.guard.permits",
     "AdmitRequest": "efold.guard.permits",
     "OutcomeKind": "efold.guard.permits",

@@ -41,6 +41,10 @@ from efold.errors import Code
 from efold.guard.errors import GuardError
 
 PERMIT_PROTOCOL_VERSION: Final = "efold-permit-v1"
+# Every usage count must be an int in [0, USAGE_COUNT_LIMIT): a larger figure (a u64
+# "-1" sentinel, 1e29) is invalid usage, refused before anything prices it. 2^53 keeps
+# every count exact in any JSON reader and every priced partial far inside SQLite's i64.
+USAGE_COUNT_LIMIT: Final = 2**53
 
 # Refusal codes after which the probe run (and the campaign) may go on (DESIGN §11).
 CONTINUABLE_CODES: Final = frozenset({
@@ -50,6 +54,43 @@ CONTINUABLE_CODES: Final = frozenset({
     Code.LOOKUP_STOPPED,
     Code.LOOKUP_SLOT_TERMINAL,
 })
+
+# Codes a guard on the far side of the protocol (a probe child) may report, in Settle
+# or Terminal. Invariant: an explicit allowlist, so a code added later is refused as
+# ``child_code_forbidden`` until someone decides a child may claim it.
+CHILD_REPORTABLE_CODES: Final = CONTINUABLE_CODES | frozenset({
+    # losses: the request may have cost money, the probe run is over
+    Code.LOOKUP_RESPONSE_FAILED, Code.LOOKUP_STREAM_LOST, Code.LOOKUP_MISSING_USAGE,
+    Code.LOOKUP_HTTP_STATUS, Code.LOOKUP_SEND_FAILED, Code.LOOKUP_REQUEST_DEADLINE,
+    Code.LOOKUP_RESPONSE_TOO_LARGE,
+    # integrity outcomes the guard decides from the response or its own checks
+    Code.LOOKUP_UNKNOWN_TIER, Code.LOOKUP_INVALID_USAGE, Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED,
+    Code.LOOKUP_USAGE_OUTPUT_ABOVE_MAX, Code.LOOKUP_USAGE_REASONING_ABOVE_OUTPUT,
+    Code.LOOKUP_USAGE_CACHE_ABOVE_INPUT, Code.LOOKUP_COST_EXCEEDS_HOLD,
+    Code.LOOKUP_MODEL_SWITCH_FORBIDDEN, Code.LOOKUP_BODY_MISMATCH, Code.LOOKUP_SEND_REENTERED,
+    Code.LOOKUP_REDIRECT_FORBIDDEN, Code.LOOKUP_UNGUARDED_DISPATCH, Code.LOOKUP_ROUTE_MISMATCH,
+    Code.LOOKUP_HOLD_MISMATCH, Code.LOOKUP_HOLD_UNVERIFIED, Code.LOOKUP_SETTLE_FAILED,
+    Code.LOOKUP_STOP_FAILED,
+    # policy violations of the caller's payload (refused before any hold)
+    Code.LOOKUP_PAYLOAD_FORBIDDEN, Code.LOOKUP_OPTION_FORBIDDEN, Code.LOOKUP_TOOLS_FORBIDDEN,
+    Code.LOOKUP_PROMPT_CACHE_KEY_FORBIDDEN, Code.LOOKUP_CACHE_ASSIGNMENT_INVALID,
+    Code.LOOKUP_EXTERNAL_FETCH_FORBIDDEN, Code.LOOKUP_METHOD_FORBIDDEN,
+    Code.LOOKUP_RETRY_PROFILE_FORBIDDEN, Code.LOOKUP_AUXILIARY_CALLERS_FORBIDDEN,
+    Code.LOOKUP_NATIVE_IDENTITY_FORBIDDEN, Code.LOOKUP_PREPARATION_FORBIDDEN,
+    # a reply the reader could not use
+    Code.LOOKUP_EMPTY_FINAL_OUTPUT,
+})
+
+
+def child_code(code: Code | None, *, integrity: bool) -> Code | None:
+    """A code a child reported, as the controller records it: an allowlisted code
+    passes; anything else, a continuable refusal code claimed as an integrity stop, or
+    no code on an integrity stop becomes ``child_code_forbidden``."""
+    if code is None:
+        return Code.CHILD_CODE_FORBIDDEN if integrity else None
+    if code not in CHILD_REPORTABLE_CODES or (integrity and code in CONTINUABLE_CODES):
+        return Code.CHILD_CODE_FORBIDDEN
+    return code
 
 
 class OutcomeKind(enum.StrEnum):

@@ -4,9 +4,10 @@
 for every request of one probe run (DESIGN §5):
 
     entry latch → sticky stop / terminal checks → caller options → serialize, detach
-    and allowlist → request limit → U_k → digest → admit → re-serialize and compare
-    with the admitted body (``lookup_body_mismatch``) → consume → ONE send →
-    incremental parse → settle (→ stop)
+    and allowlist → request limit → U_k → digest → admit → the granted hold equals our
+    own Rmax (``lookup_hold_mismatch``) → re-serialize and compare with the admitted
+    body (``lookup_body_mismatch``) → consume → ONE send → incremental parse, stopping
+    at the terminal event → settle (→ stop)
 
 and returns a ``GuardResult``; refusals and losses are results, not exceptions.
 Exceptions escape only for faults that are nobody's rule: a permit source that fails
@@ -62,6 +63,7 @@ DEFAULT_DEADLINE_S = 120.0
 # Codes a failing consume may carry that mean "the permit itself is wrong", not "lost".
 _INTEGRITY_CONSUME_CODES = frozenset({
     Code.LOOKUP_BODY_MISMATCH, Code.LOOKUP_SEND_REENTERED, Code.LOOKUP_PERMIT_INVALID,
+    Code.LOOKUP_HOLD_UNVERIFIED,
 })
 
 
@@ -238,6 +240,11 @@ class Guard:
               budget: int, round: int) -> GuardResult:
         facts: dict[str, Any] = {"round": round, "input_budget": budget,
                                  "hold_units": permit.hold_units}
+        if permit.hold_units != self.rmax_units:
+            # Our own arithmetic, independent of the source: a hold that is not exactly
+            # Rmax cannot be trusted to cover the worst case (nor be the registered one).
+            return self._close(permit, Decision(OutcomeKind.INTEGRITY_STOP,
+                                                Code.LOOKUP_HOLD_MISMATCH), facts)
         # Serialize again from the caller's object: a payload changed since it was
         # admitted (a hook, another thread) must not go out under this permit. Comparing
         # with the retained admitted bytes is the digest comparison without a second hash
@@ -281,6 +288,8 @@ class Guard:
             parser = self._wire.parser(request.stream)
             for chunk in response.chunks():
                 parser.feed(chunk)
+                if parser.done:
+                    break  # settle on the terminal event; nothing after it is read
                 if time.monotonic() - started > self._deadline_s:
                     raise OwnAbort(Code.LOOKUP_REQUEST_DEADLINE, "response past deadline")
             wire = parser.finish()

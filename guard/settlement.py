@@ -1,21 +1,27 @@
 """Settlement: from what came back to an outcome kind, a code and a cost (DESIGN §5).
 
-Pure functions, no I/O. The rules, in order:
+Pure functions, no I/O. The rules, in order (every integrity outcome is a sticky stop
+of the run with the hold retained):
 
-1. A reported tier outside {default, flex, priority} is an integrity stop
-   (``lookup_unknown_tier``) whatever else happened, failed responses included; the
-   tier is redacted to ``None`` in the record. An absent tier prices at ×2.
-2. A failed response / error event: lost (``lookup_response_failed``).
-   No terminal event (stream cut, unreadable stream): lost (``lookup_stream_lost``).
+1. Integrity, on *every* outcome that reports it, failed and cut streams included:
+   - a tier outside {default, flex, priority}: ``lookup_unknown_tier`` (the tier is
+     redacted to ``None`` in the record); an absent tier prices at ×2;
+   - usage that is malformed, conflicting, out of range (not an int in [0, 2^53)) or
+     breaks the registered assumptions (input > U_k, output > O, reasoning > output,
+     cache read + write > input): ``lookup_invalid_usage`` or the specific
+     ``lookup_usage_*`` code, decided *before* anything is priced;
+   - a model other than the contracted one or a dated snapshot the catalog lists for
+     it, or two differing model readings: ``lookup_model_switch_forbidden``;
+   - a catalog cost above the hold: ``lookup_cost_exceeds_hold``.
+2. A failed response / error event: lost (``lookup_response_failed``). No terminal
+   event (stream cut, unreadable stream): lost (``lookup_stream_lost``).
 3. A completed or incomplete response settles only with integer input ≥ 1 and
-   output ≥ 0. No usage: lost (``lookup_missing_usage``). Malformed usage or zero
-   input: integrity (``lookup_invalid_usage``).
-4. Integrity stops that falsify the registered assumptions: input > U_k, output > O,
-   reasoning > output, cache read + cache write > input, catalog cost > hold.
-5. Otherwise settled: the hold is replaced by the catalog cost.
+   output ≥ 0; no usage: lost (``lookup_missing_usage``).
+4. Otherwise settled: the hold is replaced by the catalog cost.
 
-Lost and integrity outcomes still carry the independently priced *known partial* cost
-when the reported usage can be priced (the controller retains max(hold, partial)).
+Lost and integrity outcomes carry the independently priced *known partial* cost when
+the reported usage passed the checks (so it is bounded by Rmax); the controller retains
+max(hold, partial).
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from dataclasses import dataclass
 from efold.errors import Code
 from efold.guard.catalog import CatalogEntry
 from efold.guard.contract import Contract
-from efold.guard.errors import GuardError, OwnAbort, TransportFailure
+from efold.guard.errors import OwnAbort, TransportFailure
 from efold.guard.money import TIER_MULTIPLIERS
 from efold.guard.permits import OutcomeKind, Settlement, UsageRecord
 from efold.guard.pricing import price_units
+from efold.guard.usage import usage_problem
 from efold.guard.wire.outcome import Terminal, WireOutcome
 
 _STOP_STATUSES = frozenset({401, 403, 429})  # account/credential/usage-limit faults
@@ -48,15 +55,6 @@ class Decision:
                           http_status=self.http_status)
 
 
-def _partial(entry: CatalogEntry, usage: UsageRecord | None, tier: str | None) -> int | None:
-    if usage is None:
-        return None
-    try:
-        return price_units(entry, usage.counts(), tier)
-    except GuardError:
-        return None  # e.g. cache above input: no meaningful partial
-
-
 def settle_wire(
     outcome: WireOutcome,
     *,
@@ -67,44 +65,34 @@ def settle_wire(
 ) -> Decision:
     """Decide the outcome of a response that arrived with a 2xx status."""
     usage = outcome.usage
-    tier = outcome.tier
-    if tier is not None and tier not in TIER_MULTIPLIERS:
-        return Decision(OutcomeKind.INTEGRITY_STOP, Code.LOOKUP_UNKNOWN_TIER,
-                        _partial(entry, usage, None), usage, None)
+    settling = outcome.terminal in (Terminal.COMPLETED, Terminal.INCOMPLETE)
+    tier = outcome.tier if outcome.tier is None or outcome.tier in TIER_MULTIPLIERS else None
+    problem: Code | None = Code.LOOKUP_INVALID_USAGE if outcome.usage_invalid else None
+    if problem is None and usage is not None:
+        problem = usage_problem(usage.counts(), input_limit=input_budget,
+                                max_output=contract.max_output, settling=settling)
+    cost = price_units(entry, usage.counts(), tier) if usage is not None and not problem \
+        else None
+    checked = usage if problem is None else None
+    integrity: Code | None = None
+    if outcome.tier is not None and outcome.tier not in TIER_MULTIPLIERS:
+        integrity = Code.LOOKUP_UNKNOWN_TIER
+    elif problem is not None:
+        integrity = problem
+    elif outcome.model_conflict or (outcome.model is not None
+                                    and not entry.accepts_model(outcome.model)):
+        integrity = Code.LOOKUP_MODEL_SWITCH_FORBIDDEN
+    elif cost is not None and cost > hold_units:
+        integrity = Code.LOOKUP_COST_EXCEEDS_HOLD
+    if integrity is not None:
+        return Decision(OutcomeKind.INTEGRITY_STOP, integrity, cost, checked, tier)
     if outcome.terminal is Terminal.FAILED:
-        return Decision(OutcomeKind.LOST, Code.LOOKUP_RESPONSE_FAILED,
-                        _partial(entry, usage, tier), usage, tier)
+        return Decision(OutcomeKind.LOST, Code.LOOKUP_RESPONSE_FAILED, cost, checked, tier)
     if outcome.terminal is Terminal.NONE:
-        return Decision(OutcomeKind.LOST, Code.LOOKUP_STREAM_LOST,
-                        _partial(entry, usage, tier), usage, tier)
-    if outcome.usage_invalid:
-        return Decision(OutcomeKind.INTEGRITY_STOP, Code.LOOKUP_INVALID_USAGE, None, None, tier)
-    if usage is None:
+        return Decision(OutcomeKind.LOST, Code.LOOKUP_STREAM_LOST, cost, checked, tier)
+    if usage is None or cost is None:
         return Decision(OutcomeKind.LOST, Code.LOOKUP_MISSING_USAGE, None, None, tier)
-    violation = usage_violation(usage, input_budget=input_budget, max_output=contract.max_output)
-    if violation is not None:
-        return Decision(OutcomeKind.INTEGRITY_STOP, violation, _partial(entry, usage, tier),
-                        usage, tier)
-    cost = price_units(entry, usage.counts(), tier)
-    if cost > hold_units:
-        return Decision(OutcomeKind.INTEGRITY_STOP, Code.LOOKUP_COST_EXCEEDS_HOLD, cost, usage,
-                        tier)
     return Decision(OutcomeKind.SETTLED, None, cost, usage, tier)
-
-
-def usage_violation(usage: UsageRecord, *, input_budget: int, max_output: int) -> Code | None:
-    """The first registered-assumption check the reported usage fails, if any."""
-    if usage.input < 1 or usage.output < 0:
-        return Code.LOOKUP_INVALID_USAGE
-    if usage.input > input_budget:
-        return Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED
-    if usage.output > max_output:
-        return Code.LOOKUP_USAGE_OUTPUT_ABOVE_MAX
-    if (usage.reasoning or 0) > usage.output:
-        return Code.LOOKUP_USAGE_REASONING_ABOVE_OUTPUT
-    if (usage.cache_read or 0) + (usage.cache_write or 0) > usage.input:
-        return Code.LOOKUP_USAGE_CACHE_ABOVE_INPUT
-    return None
 
 
 def settle_http_status(status: int) -> Decision:

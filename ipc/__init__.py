@@ -48,6 +48,8 @@ from efold.ipc.messages import Consumed as Consumed
 from efold.ipc.messages import ControllerMessage as ControllerMessage
 from efold.ipc.messages import Deadlines as Deadlines
 from efold.ipc.messages import DoneAck as DoneAck
+from efold.ipc.messages import Halt as Halt
+from efold.ipc.messages import Halted as Halted
 from efold.ipc.messages import Hello as Hello
 from efold.ipc.messages import Meter as Meter
 from efold.ipc.messages import Permit as Permit

@@ -10,12 +10,14 @@ The phase tables (who sends in each phase, which kinds may come next, where they
     probe:  AWAIT_HELLO    child       Hello -> AWAIT_WELCOME
             AWAIT_WELCOME  controller  Welcome -> AWAIT_READY
             AWAIT_READY    child       Ready -> IDLE
-            IDLE           child       Admit -> AWAIT_PERMIT ; Terminal -> AWAIT_DONE_ACK
+            IDLE           child       Admit -> AWAIT_PERMIT ; Halt -> AWAIT_HALTED ;
+                                       Terminal -> AWAIT_DONE_ACK
             AWAIT_PERMIT   controller  Permit -> PERMITTED ; Refused -> IDLE
             PERMITTED      child       Consume -> AWAIT_CONSUMED ; Settle -> AWAIT_SETTLED
             AWAIT_CONSUMED controller  Consumed -> CONSUMED
             CONSUMED       child       Settle -> AWAIT_SETTLED
             AWAIT_SETTLED  controller  Settled -> IDLE
+            AWAIT_HALTED   controller  Halted -> IDLE
             AWAIT_DONE_ACK controller  DoneAck -> DONE
     prep:   AWAIT_HELLO -> AWAIT_WELCOME -> AWAIT_PREPARED (Prepared) -> AWAIT_DONE_ACK -> DONE
 
@@ -58,6 +60,8 @@ from efold.ipc.messages import (
     ControllerEnvelope,
     ControllerMessage,
     DoneAck,
+    Halt,
+    Halted,
     Hello,
     Message,
     Permit,
@@ -89,6 +93,7 @@ class Phase(enum.Enum):
     AWAIT_CONSUMED = "await_consumed"
     CONSUMED = "consumed"
     AWAIT_SETTLED = "await_settled"
+    AWAIT_HALTED = "await_halted"
     AWAIT_DONE_ACK = "await_done_ack"
     DONE = "done"
     STOPPED = "stopped"
@@ -102,12 +107,14 @@ PROBE_TABLE: Final[_Table] = {
     Phase.AWAIT_HELLO: (_C, {Hello: Phase.AWAIT_WELCOME}),
     Phase.AWAIT_WELCOME: (_K, {Welcome: Phase.AWAIT_READY}),
     Phase.AWAIT_READY: (_C, {Ready: Phase.IDLE}),
-    Phase.IDLE: (_C, {Admit: Phase.AWAIT_PERMIT, Terminal: Phase.AWAIT_DONE_ACK}),
+    Phase.IDLE: (_C, {Admit: Phase.AWAIT_PERMIT, Halt: Phase.AWAIT_HALTED,
+                      Terminal: Phase.AWAIT_DONE_ACK}),
     Phase.AWAIT_PERMIT: (_K, {Permit: Phase.PERMITTED, Refused: Phase.IDLE}),
     Phase.PERMITTED: (_C, {Consume: Phase.AWAIT_CONSUMED, Settle: Phase.AWAIT_SETTLED}),
     Phase.AWAIT_CONSUMED: (_K, {Consumed: Phase.CONSUMED}),
     Phase.CONSUMED: (_C, {Settle: Phase.AWAIT_SETTLED}),
     Phase.AWAIT_SETTLED: (_K, {Settled: Phase.IDLE}),
+    Phase.AWAIT_HALTED: (_K, {Halted: Phase.IDLE}),
     Phase.AWAIT_DONE_ACK: (_K, {DoneAck: Phase.DONE}),
 }
 

@@ -13,6 +13,7 @@ Probe protocol (child → controller ; controller → child)::
     per model request:  Admit ; Permit | Refused
                         Consume ; Consumed          (the child sends the request once)
                         Settle ; Settled
+    Halt ; Halted                                   (the guard stops the run, at once)
     Terminal ; DoneAck                              (the child then exits 0)
 
 Prep protocol: ``Hello ; Welcome ; Prepared ; DoneAck``. The controller may answer any
@@ -34,9 +35,9 @@ import msgspec
 from efold.errors import Code
 from efold.identity import ProcessIdentity
 
-PROBE_PROTOCOL: Final = "efold-probe-v1"
+PROBE_PROTOCOL: Final = "efold-probe-v2"
 PREP_PROTOCOL: Final = "efold-prep-v1"
-ProtocolName = Literal["efold-probe-v1", "efold-prep-v1"]
+ProtocolName = Literal["efold-probe-v2", "efold-prep-v1"]
 
 Digest = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 """A sha256 hex digest."""
@@ -156,6 +157,14 @@ class Settle(Message, frozen=True, tag="settle"):
     cost: Count | None  # the child's own priced cost claim, when it has one
 
 
+class Halt(Message, frozen=True, tag="halt"):
+    """The child's guard stops the whole run (a policy violation, an integrity outcome,
+    a failed settle): its own message, so the controller closes admission at once
+    rather than when the probe run ends. The code is a claim, checked by allowlist."""
+
+    code: Code
+
+
 class Terminal(Message, frozen=True, tag="terminal"):
     status: TerminalStatus
     code: Code | None
@@ -196,6 +205,10 @@ class Settled(Message, frozen=True, tag="settled"):
     pass
 
 
+class Halted(Message, frozen=True, tag="halted"):
+    """The stop is journaled: admission is closed for the rest of the run."""
+
+
 class DoneAck(Message, frozen=True, tag="done_ack"):
     pass
 
@@ -204,14 +217,14 @@ class Stop(Message, frozen=True, tag="stop"):
     code: Code
 
 
-ChildMessage = Hello | Ready | Admit | Consume | Settle | Terminal | Prepared
-ControllerMessage = Welcome | Permit | Refused | Consumed | Settled | DoneAck | Stop
+ChildMessage = Hello | Ready | Admit | Consume | Settle | Halt | Terminal | Prepared
+ControllerMessage = Welcome | Permit | Refused | Consumed | Settled | Halted | DoneAck | Stop
 
 CHILD_KINDS: Final[frozenset[type[Message]]] = frozenset(
-    {Hello, Ready, Admit, Consume, Settle, Terminal, Prepared}
+    {Hello, Ready, Admit, Consume, Settle, Halt, Terminal, Prepared}
 )
 CONTROLLER_KINDS: Final[frozenset[type[Message]]] = frozenset(
-    {Welcome, Permit, Refused, Consumed, Settled, DoneAck, Stop}
+    {Welcome, Permit, Refused, Consumed, Settled, Halted, DoneAck, Stop}
 )
 
 

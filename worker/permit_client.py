@@ -1,18 +1,23 @@
 """The guard's permit source inside a probe child: each call is one lockstep exchange
 with the controller's durable source (``ProbeSession``).
 
-The guard's ``stop(code)`` has no message of its own in the protocol: the child reports
-the code in ``Terminal`` (and in ``Settle`` when a hold exists), and the controller takes
-the sticky stop. So ``stop`` only remembers the first code for the terminal message.
+Before it lets a request go out (``consume``), the child reads its hold back from the
+journal itself: a permit the controller granted but did not journal, journaled for
+another slot, epoch, body or amount, or no longer active, is ``lookup_hold_unverified``
+and the guard never sends (the pipe alone is not proof that money was reserved).
+``stop`` is its own exchange (``Halt``), so the controller closes admission at once.
 """
 
 from __future__ import annotations
 
-from efold.errors import Code
+from efold.errors import Code, EfoldError
+from efold.guard.errors import GuardError
 from efold.guard.permits import AdmitRequest, Permit, Refusal, Settlement, UsageRecord
 from efold.ipc.messages import Permit as PermitMessage
 from efold.ipc.messages import SettleOutcome, Usage
 from efold.worker.session import ProbeSession
+
+_ACTIVE = "active"  # the journal's state of a granted, unconsumed hold
 
 
 class SessionPermitSource:
@@ -33,7 +38,22 @@ class SessionPermitSource:
         return Refusal(code=reply.code)
 
     def consume(self, permit: Permit, body_digest: str) -> None:
+        self._verify_hold(permit, body_digest)
         self._session.consume(permit_id=permit.permit_id, body_digest=body_digest)
+
+    def _verify_hold(self, permit: Permit, body_digest: str) -> None:
+        from efold.registry.journal import JournalReader
+
+        assignment = self._session.assignment
+        try:
+            with JournalReader(assignment.run_dir) as journal:
+                row = journal.hold(permit.permit_id)
+        except EfoldError as exc:
+            raise GuardError(Code.LOOKUP_HOLD_UNVERIFIED, exc.code.value) from exc
+        if row is None or (row["slot"], row["epoch"], row["hold_units"], row["payload_digest"],
+                           row["state"]) != (assignment.slot, assignment.epoch,
+                                             permit.hold_units, body_digest, _ACTIVE):
+            raise GuardError(Code.LOOKUP_HOLD_UNVERIFIED, "not the journaled hold")
 
     def settle(self, permit: Permit, settlement: Settlement, usage: UsageRecord | None,
                tier: str | None) -> None:
@@ -49,3 +69,4 @@ class SessionPermitSource:
     def stop(self, code: Code) -> None:
         if self.stop_code is None:
             self.stop_code = code
+        self._session.halt(code)

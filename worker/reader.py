@@ -29,7 +29,9 @@ from efold.worker.verify import verify_digests
 
 if TYPE_CHECKING:
     from efold.folds.checkpoint import Checkpoint
+    from efold.guard.catalog import CatalogEntry
     from efold.guard.contract import Contract
+    from efold.guard.request import Guard
 
 RESTORED_DIR = "checkpoint"
 
@@ -95,7 +97,7 @@ class ReaderProbe:
 
     def run(self, session: ProbeSession) -> Terminal:
         from efold.folds.meter import Meter
-        from efold.guard import Guard, bundled_catalog
+        from efold.guard import bundled_catalog
         from efold.worker.permit_client import SessionPermitSource
 
         assignment = session.assignment
@@ -110,8 +112,8 @@ class ReaderProbe:
         source = SessionPermitSource(session)
         # Our own deadline per request: the controller's watchdog allows a margin beyond
         # it, so a slow request ends as our own abort (settled), not as a killed worker.
-        guard = Guard(contract, entry, source, _transport(task), run_id=assignment.slot,
-                      deadline_s=session.welcome.deadlines.run_ms / 1000)
+        guard = reader_guard(contract, entry, source, _transport(task), run_id=assignment.slot,
+                             deadline_s=session.welcome.deadlines.run_ms / 1000)
         payload = first_payload(restored.checkpoint, task, assignment.cache_key)
         rounds: list[dict[str, Any]] = []
         status: TerminalStatus = TerminalStatus.REFUSED
@@ -155,6 +157,17 @@ class ReaderProbe:
             status=status, code=code, answer=answer,
             meter=MeterCounts(calls=calls_made, bytes=bytes_used), witness=witness,
         )
+
+
+def reader_guard(contract: Contract, entry: CatalogEntry, source: object, transport: Any, *,
+                 run_id: str, deadline_s: float) -> Guard:
+    """The probe run's guard. Every route the reader takes, faux or real, enters here,
+    and only with a real permit source (the test-only one is refused)."""
+    from efold.guard import Guard, assert_real_source
+
+    assert_real_source(source)
+    return Guard(contract, entry, source, transport,  # type: ignore[arg-type]
+                 run_id=run_id, deadline_s=deadline_s)
 
 
 def probe_contract(task: ProbeTask, cache_key: str) -> Contract:

@@ -18,6 +18,8 @@ from efold.ipc.messages import (
     Consume,
     Consumed,
     ControllerMessage,
+    Halt,
+    Halted,
     Permit,
     Refused,
     Settle,
@@ -95,3 +97,7 @@ class ProbeSession:
             )
         )
         expect(reply, Settled)
+
+    def halt(self, code: Code) -> None:
+        """Stop the whole run now (returns once the controller has journaled the stop)."""
+        expect(self._channel.request(Halt(code=code)), Halted)

@@ -11,10 +11,10 @@ from efold.guard import (
     FauxTransport,
     Guard,
     HttpTransport,
-    TestOnlyPermitSource,
     WireApi,
     bundled_catalog,
 )
+from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.wire.faux import Responder
 
 FAUX_MODEL = "faux-extractive-v1"
@@ -106,8 +106,8 @@ def faux_guard(responder: Responder = answer, source: TestOnlyPermitSource | Non
 def http_guard(base_url: str, api: WireApi = WireApi.OPENAI_RESPONSES,
                source: TestOnlyPermitSource | None = None, deadline_s: float = 10.0,
                **contract_changes: Any) -> tuple[Guard, TestOnlyPermitSource]:
-    source = source if source is not None else TestOnlyPermitSource()
-    transport = HttpTransport(base_url, credential=CREDENTIAL)
     entry = bundled_catalog().entry("openai", REAL_MODEL)
+    source = source if source is not None else TestOnlyPermitSource(entry=entry)
+    transport = HttpTransport(base_url, credential=CREDENTIAL)
     contract = http_contract(base_url, api, **contract_changes)
     return Guard(contract, entry, source, transport, deadline_s=deadline_s), source

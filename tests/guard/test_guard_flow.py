@@ -20,11 +20,11 @@ from efold.guard import (
     OutcomeKind,
     Permit,
     Refusal,
-    TestOnlyPermitSource,
     WireRequest,
     assert_real_source,
     input_budget,
 )
+from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.transport import SendTicket, mint_ticket
 from efold.guard.wire import RESPONSES
 
@@ -173,22 +173,36 @@ def test_tier_multipliers_scale_the_cost() -> None:
     assert costs == {"default": 60_000, "flex": 30_000, "priority": 120_000, None: 120_000}
 
 
-class _SmallHoldSource(TestOnlyPermitSource):
+class _LyingSource(TestOnlyPermitSource):
+    """Grants a permit whose hold differs from the guard's own Rmax (a source that
+    reserved less, or more, than the registered worst case)."""
+
     __test__ = False
 
+    def __init__(self, hold: int) -> None:
+        super().__init__()
+        self.hold = hold
+
     def admit(self, request: AdmitRequest) -> Permit | Refusal:
-        return super().admit(msgspec.structs.replace(request, rmax_units=100))
+        granted = super().admit(request)
+        assert isinstance(granted, Permit)
+        return Permit(permit_id=granted.permit_id, hold_units=self.hold)
 
 
-def test_cost_above_hold_is_an_integrity_stop() -> None:
-    guard, source, _ = kit.faux_guard(source=_SmallHoldSource())
+@pytest.mark.parametrize("hold", [1, 78_399_999, 78_400_001])
+def test_a_hold_other_than_rmax_is_refused_before_the_send(hold: int) -> None:
+    source = _LyingSource(hold)
+    guard, _, transport = kit.faux_guard(source=source)
     result = guard.request(kit.responses_payload())
-    assert (result.outcome, result.code) == (OutcomeKind.INTEGRITY_STOP,
-                                             Code.LOOKUP_COST_EXCEEDS_HOLD)
-    assert result.cost_units is not None and result.cost_units > 100
-    # The known partial above the hold is what the source retains.
-    assert source.records[0].charged_units == result.cost_units
+    assert (result.outcome, result.code, result.sent) == (
+        OutcomeKind.INTEGRITY_STOP, Code.LOOKUP_HOLD_MISMATCH, False)
+    assert transport.sends == 0 and "consume" not in source.calls
     assert guard.request(kit.responses_payload()).code is Code.LOOKUP_STOPPED
+
+
+def test_a_hold_of_exactly_rmax_sends() -> None:
+    guard, _, transport = kit.faux_guard(source=_LyingSource(78_400_000))
+    assert guard.request(kit.responses_payload()).ok and transport.sends == 1
 
 
 def test_body_changed_after_admission_never_sends() -> None:
@@ -204,20 +218,6 @@ def test_body_changed_after_admission_never_sends() -> None:
     assert transport.sends == 0 and "consume" not in source.calls
     assert source.records[0].charged_units == source.records[0].hold_units
     assert source.stops[0] is Code.LOOKUP_BODY_MISMATCH
-
-
-def test_source_rejects_consumption_with_another_digest() -> None:
-    source = TestOnlyPermitSource()
-    permit = source.admit(AdmitRequest(request_id="r1", round=1, payload_digest="a" * 64,
-                                       rmax_units=10))
-    assert isinstance(permit, Permit)
-    with pytest.raises(GuardError) as err:
-        source.consume(permit, "b" * 64)
-    assert err.value.code is Code.LOOKUP_BODY_MISMATCH
-    source.consume(permit, "a" * 64)
-    with pytest.raises(GuardError) as again:
-        source.consume(permit, "a" * 64)
-    assert again.value.code is Code.LOOKUP_SEND_REENTERED
 
 
 def test_overlapping_calls_send_once_and_stop() -> None:
@@ -335,26 +335,17 @@ def test_settle_failure_stops_admission() -> None:
 
 
 def test_cap_refusal_has_no_hold_and_continues() -> None:
-    guard, source, _ = kit.faux_guard(source=TestOnlyPermitSource(cap_units=78_399_999))
+    # A cap that fits the first request but not a second after it: C = Rmax + c - 1,
+    # where c is what the first request settles at.
+    cost = kit.faux_guard()[0].request(kit.responses_payload()).cost_units
+    assert cost is not None and cost > 0
+    source = TestOnlyPermitSource(cap_units=78_400_000 + cost - 1)
+    guard, _, _ = kit.faux_guard(source=source)
+    assert guard.request(kit.responses_payload()).ok
     result = guard.request(kit.responses_payload())
     assert (result.outcome, result.code) == (OutcomeKind.REFUSED_PRE_SEND,
                                              Code.NOT_ADMITTED_CAP)
-    assert source.records == [] and source.stops == [] and guard.stopped is None
-
-
-def test_source_stop_refuses_admission_but_allows_settlement() -> None:
-    source = TestOnlyPermitSource()
-    permit = source.admit(AdmitRequest(request_id="r1", round=1, payload_digest="d",
-                                       rmax_units=5))
-    assert isinstance(permit, Permit)
-    source.stop(Code.LOOKUP_REPEATED_LOSS)
-    refused = source.admit(AdmitRequest(request_id="r2", round=2, payload_digest="d",
-                                        rmax_units=5))
-    assert refused == Refusal(code=Code.LOOKUP_STOPPED)
-    from efold.guard import Settlement
-    source.settle(permit, Settlement(kind=OutcomeKind.LOST, code=Code.LOOKUP_STREAM_LOST),
-                  None, None)
-    assert source.records[0].charged_units == 5
+    assert len(source.records) == 1 and source.stops == [] and guard.stopped is None
 
 
 def test_records_hold_no_body_response_or_credential() -> None:
@@ -377,7 +368,7 @@ def test_records_hold_no_body_response_or_credential() -> None:
     for marker in (secret, answer_text, question, "ARGS-MARKER", "history_search",
                    "parcel", "Tuesday"):
         assert marker.encode() not in dump
-    assert b"test-permit-1" in dump  # the dump is of real records, not empty
+    assert source.records[0].permit_id.encode() in dump  # real records, not empty
 
 
 def test_assert_real_source_refuses_the_test_source() -> None:
@@ -426,8 +417,9 @@ def test_route_must_match_the_contract() -> None:
 def test_faux_path_imports_no_httpx() -> None:
     code = (
         "import sys\n"
-        "from efold.guard import Contract, FauxTransport, Guard, TestOnlyPermitSource,"
+        "from efold.guard import Contract, FauxTransport, Guard,"
         " WireApi, FAUX_BASE_URL, bundled_catalog\n"
+        "from efold.guard.testing import TestOnlyPermitSource\n"
         "c = Contract(provider='faux', model='faux-extractive-v1', api=WireApi.OPENAI_RESPONSES,"
         " base_url=FAUX_BASE_URL, effort=None)\n"
         "g = Guard(c, bundled_catalog().entry('faux', 'faux-extractive-v1'),"

@@ -20,7 +20,8 @@ from efold.guard import (
     rmax_units,
 )
 from efold.guard.contract import Contract
-from efold.guard.settlement import settle_wire, usage_violation
+from efold.guard.settlement import settle_wire
+from efold.guard.usage import usage_problem
 from efold.guard.wire import Terminal, WireOutcome
 
 CONTRACT = Contract(provider="p", model="m", api=WireApi.OPENAI_RESPONSES,
@@ -72,7 +73,8 @@ def test_settled_cost_never_exceeds_the_hold(r: tuple[decimal.Decimal, ...], usa
 def test_usage_passing_its_checks_fits_within_rmax(r: tuple[decimal.Decimal, ...],
                                                    usage: UsageRecord, tier: str | None) -> None:
     entry = _entry(r)
-    assume(usage_violation(usage, input_budget=INPUT_ENVELOPE, max_output=MAX_OUTPUT) is None)
+    assume(usage_problem(usage.counts(), input_limit=INPUT_ENVELOPE, max_output=MAX_OUTPUT,
+                         settling=True) is None)
     hold = rmax_units(entry)
     decision = settle_wire(WireOutcome(terminal=Terminal.COMPLETED, usage=usage, tier=tier),
                            hold_units=hold, input_budget=INPUT_ENVELOPE, contract=CONTRACT,

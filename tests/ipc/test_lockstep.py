@@ -20,6 +20,8 @@ from efold.ipc import (
     Deadlines,
     DoneAck,
     FrameParser,
+    Halt,
+    Halted,
     Hello,
     IpcBadMac,
     IpcBadMessage,
@@ -82,6 +84,8 @@ SAMPLES = {
     Refused: Refused(code=Code.NOT_ADMITTED_CAP),
     Consumed: Consumed(),
     Settled: Settled(),
+    Halt: Halt(code=Code.LOOKUP_PAYLOAD_FORBIDDEN),
+    Halted: Halted(),
     DoneAck: DoneAck(),
     Stop: Stop(code=Code.LOOKUP_STOPPED),
 }
@@ -112,12 +116,12 @@ def walk(child, controller, msgs):  # type: ignore[no-untyped-def]
         assert child.phase is controller.phase and child.seq == controller.seq
 
 
-CHILD = {Hello, Ready, Admit, Consume, Settle, Terminal, Prepared}
+CHILD = {Hello, Ready, Admit, Consume, Settle, Halt, Terminal, Prepared}
 
 PROBE_PATH = [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Permit],
               SAMPLES[Consume], Consumed(), SAMPLES[Settle], Settled(), SAMPLES[Admit],
               SAMPLES[Refused], SAMPLES[Admit], SAMPLES[Permit], SAMPLES[Settle], Settled(),
-              SAMPLES[Terminal], DoneAck()]
+              SAMPLES[Halt], Halted(), SAMPLES[Terminal], DoneAck()]
 
 
 def test_full_probe_exchange_reaches_done() -> None:

@@ -12,8 +12,9 @@ import os
 import signal
 import sys
 
+from efold.errors import Code
 from efold.guard import rmax_for_reader
-from efold.ipc.messages import Permit, Prepared, SettleOutcome, Terminal, Usage, Welcome
+from efold.ipc.messages import Permit, Prepared, Refused, SettleOutcome, Terminal, Usage, Welcome
 from efold.worker.assignment import Assignment
 from efold.worker.entry import main
 from efold.worker.prep import FoldPrep
@@ -64,7 +65,8 @@ class HangAfterConsume(ReaderProbe):
 
 
 class OverspendSettlement(ReaderProbe):
-    """Reports a settled usage whose cost exceeds the hold: an integrity stop."""
+    """Reports a settled usage of 40M input tokens, far above the envelope I: an
+    integrity stop (input above the admitted budget), whatever it would cost."""
 
     def run(self, session: ProbeSession) -> Terminal:
         if first_time():
@@ -72,6 +74,34 @@ class OverspendSettlement(ReaderProbe):
             session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.SETTLED, code=None,
                            usage=Usage(input=40_000_000, output=100), tier="default",
                            cost=None)
+        return super().run(session)
+
+
+class AbsurdUsage(ReaderProbe):
+    """Reports a usage of 2^58 input tokens on a lost outcome (priced, it would not fit
+    a journal column): an integrity stop decided before pricing, never a crash."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            reply = take_hold(session)
+            session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.LOST,
+                           code=Code.LOOKUP_RESPONSE_FAILED,
+                           usage=Usage(input=2**58, output=2**64 - 1), tier="priority",
+                           cost=None)
+        return super().run(session)
+
+
+class HaltThenAdmit(ReaderProbe):
+    """The guard stops the run (Halt), then the same child asks for another hold: the
+    refusal code it gets goes into the marker file."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            session.halt(Code.LOOKUP_PAYLOAD_FORBIDDEN)
+            reply = session.admit(request_id="q2", round=1, payload_digest="0" * 64,
+                                  rmax=rmax_for_reader("faux", "faux-extractive-v1"))
+            with open(MARKER, "w") as f:
+                f.write(reply.code.value if isinstance(reply, Refused) else "granted")
         return super().run(session)
 
 
@@ -134,6 +164,7 @@ class PlantOversized(FoldPrep):
 
 FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
+    "absurd-usage": ("probe", AbsurdUsage), "halt": ("probe", HaltThenAdmit),
     "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "prep-survivor": ("prep", PrepLeavesSurvivor),
