@@ -10,21 +10,14 @@ writes are durable when they return), and the controller answers a child's
 from __future__ import annotations
 
 from efold.guard.ledger import (
-    PermitIntegrityError as PermitIntegrityError,
-)
-from efold.guard.ledger import (
+    PermitIntegrityError,
     PermitLedger,
-    Pricer,
-)
-from efold.guard.ledger import (
-    SettleKind as SettleKind,
-)
-from efold.guard.ledger import (
-    SlotLedger as SlotLedger,
+    SettleKind,
+    SlotLedger,
 )
 from efold.guard.permits import Permit as Grant
-from efold.guard.permits import Refusal as Refusal
-from efold.guard.permits import child_code as child_code
+from efold.guard.permits import Refusal, child_code
+from efold.guard.pricing import Pricer
 from efold.registry.journal import JournalWriter
 
 __all__ = ["DurablePermitSource", "Grant", "PermitIntegrityError", "Refusal", "SettleKind",

@@ -27,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import functools
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,19 +38,8 @@ from efold.guard.contract import INPUT_ENVELOPE, MAX_OUTPUT
 from efold.guard.errors import GuardError
 from efold.guard.money import TIER_MULTIPLIERS
 from efold.guard.permits import Permit, Refusal, child_code
+from efold.guard.pricing import Pricer
 from efold.guard.usage import usage_problem
-
-# (reported usage counts, service tier or None) -> cost in whole units; raises an
-# EfoldError for an unknown tier. Only ever called with counts usage_problem passed.
-Pricer = Callable[[Mapping[str, int], "str | None"], int]
-
-# Codes only the controller decides; a child's claim of one is refused by child_code
-# (they are not in CHILD_REPORTABLE_CODES); kept here for the record and for tests.
-CONTROLLER_ONLY = frozenset({
-    Code.UNRECONCILED_CONTAINMENT, Code.LOOKUP_WORKER_LOST, Code.LOOKUP_REPEATED_LOSS,
-    Code.INVALID_SLOT_RATE, Code.LOOKUP_ARRIVAL_PERSIST_FAILED, Code.LOOKUP_PERMIT_INVALID,
-    Code.LOOKUP_SETTLEMENT_FAULT,
-})
 
 
 class SettleKind(enum.StrEnum):
@@ -244,8 +234,8 @@ class PermitLedger:
         open_permits = [p for p in self._permits.values()
                         if p.slot == slot and p.state is not _State.CLOSED]
         for permit in open_permits:
-            self._close(permit, lambda p=permit: _Decision(  # type: ignore[misc]
-                HoldState.LOST, SettleKind.LOST, code, p.hold_units))
+            self._close(permit, functools.partial(
+                _Decision, HoldState.LOST, SettleKind.LOST, code, permit.hold_units))
         return len(open_permits)
 
     # -- closing ---------------------------------------------------------------------

@@ -23,8 +23,9 @@ from efold.controller.permits import (
 )
 from efold.controller.stops import SlotEnd, StopPolicy
 from efold.errors import Code, EfoldError
-from efold.guard.ledger import PermitLedger, Pricer
+from efold.guard.ledger import PermitLedger
 from efold.guard.permits import CHILD_REPORTABLE_CODES, child_code
+from efold.guard.pricing import Pricer
 from efold.guard.testing import MemoryHoldStore
 from efold.registry.journal import JournalReader, JournalWriter
 from efold.registry.lease import acquire_lease
