@@ -24,14 +24,14 @@ class Code(enum.StrEnum):
     """Fixed codes: a closed set. Add members here (in the section of the package that
     raises them); never print an ad-hoc string where a code belongs."""
 
-    # -- Refusals that may continue (DESIGN §11) ----------------------------------
+    # -- Refusals that may continue (docs/architecture.md §11) ----------------------------------
     NOT_ADMITTED_INPUT_ENVELOPE = "not_admitted_input_envelope"
     LOOKUP_REQUEST_LIMIT = "lookup_request_limit"
     NOT_ADMITTED_CAP = "not_admitted_cap"
     LOOKUP_STOPPED = "lookup_stopped"
     LOOKUP_SLOT_TERMINAL = "lookup_slot_terminal"
 
-    # -- Policy and integrity (DESIGN §11) ----------------------------------------
+    # -- Policy and integrity (docs/architecture.md §11) ----------------------------------------
     LOOKUP_BODY_MISMATCH = "lookup_body_mismatch"
     LOOKUP_INVALID_USAGE = "lookup_invalid_usage"
     LOOKUP_UNKNOWN_TIER = "lookup_unknown_tier"

@@ -1,4 +1,4 @@
-"""Containment of one launch's processes (DESIGN §9).
+"""Containment of one launch's processes (docs/architecture.md §9).
 
 On a stop, a timeout, a disconnect or an integrity error the controller contains the
 worker: the leader and every process tied to it (``efold.controller.membership``),

@@ -1,4 +1,4 @@
-"""Launching one child and seeing it through to its reaped end (DESIGN §9, launcher).
+"""Launching one child and seeing it through to its reaped end (docs/architecture.md §9, launcher).
 
 ``launch_worker`` starts ``python -m efold.worker KIND --ipc-fd N --key-fd M``:
 

@@ -23,7 +23,7 @@ RECEIPT_VERSION = 1
 
 
 class SlotStatus(enum.StrEnum):
-    """Execution status of a visited slot (DESIGN §9, aggregate)."""
+    """Execution status of a visited slot (docs/architecture.md §9, aggregate)."""
 
     SKIPPED = "skipped"  # inventory-infeasible: never admitted, keeps its denominator
     UNADMITTED = "unadmitted"  # refused before its first hold

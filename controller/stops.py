@@ -1,7 +1,7 @@
 """Stop policies: when the run stops admitting work, and why.
 
 Causes, in precedence order (the first recorded sticky cause is reported, except that
-unreconciled containment outranks everything, DESIGN §9):
+unreconciled containment outranks everything, docs/architecture.md §9):
 - an integrity stop (sticky; closes admission for the rest of the run);
 - two consecutive admitted provider-side losses (``lookup_repeated_loss``);
 - strictly more than 10% invalid admitted slots (``invalid_slot_rate``);

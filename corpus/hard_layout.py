@@ -1,5 +1,5 @@
 """The layout of one hard trace: sessions, owner turns, tool records and where each
-fact sits (DESIGN §6, "Hard suite").
+fact sits (docs/architecture.md §6, "Hard suite").
 
 A layout is the *plan*: every message's text is decided here, every tool record gets
 its header, its fact lines and its placement; only the records' filler (and so their

@@ -1,6 +1,6 @@
 """Hard-suite placements: where the key facts sit relative to the folds' bounds.
 
-Each check names a property of DESIGN §6 and fails ``trace_placement_invalid``:
+Each check names a property of docs/architecture.md §6 and fails ``trace_placement_invalid``:
 
 * three owner rules in turn 1 (topic, phone/postcode, passwords);
 * exactly three corrections: a date that moves twice and an amount revised once;

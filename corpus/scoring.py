@@ -1,4 +1,4 @@
-"""Deterministic scorers, one per probe category (DESIGN §6, FORMS.md §4).
+"""Deterministic scorers, one per probe category (docs/architecture.md §6, FORMS.md §4).
 
 ``score(probe, answer)`` classifies an answer into one ``Outcome``:
 

@@ -1,6 +1,6 @@
 """What each suite's traces must look like: counts, sizes, families and seeds.
 
-These are the numbers of DESIGN §6 and the reference "Suites" section; validation checks
+These are the numbers of docs/architecture.md §6 and the reference "Suites" section; validation checks
 every trace against the shape of its suite, and the hard generator is built to land
 inside the same bounds (its tests run the validator on every allowed seed).
 """

@@ -1,5 +1,5 @@
 """folds: fold arms, the plugin loader, the history store and its metered lookup tool,
-checkpoint snapshots, and availability analysis (DESIGN §7).
+checkpoint snapshots, and availability analysis (docs/architecture.md §7).
 
 The prep child builds a checkpoint (``get_fold(name).build(TracePrefix.of(trace))``) and
 writes it (``write_checkpoint``); the probe child restores it (``read_checkpoint``),

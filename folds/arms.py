@@ -1,4 +1,4 @@
-"""The reference arms (DESIGN §7) as ``Fold`` implementations.
+"""The reference arms (docs/architecture.md §7) as ``Fold`` implementations.
 
 | arm | boundary at the probe |
 | --- | --- |

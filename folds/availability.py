@@ -1,6 +1,6 @@
 """Availability: can the reader reach a probe's expected value in this checkpoint?
 
-Evaluator side and model-free (DESIGN §7): it reads the probe's expected values, so it
+Evaluator side and model-free (docs/architecture.md §7): it reads the probe's expected values, so it
 runs in the controller or the evaluator, never in a reader's context. Per probe:
 
 * ``not_applicable``: abstention and redaction probes (nothing to recall);

@@ -118,7 +118,7 @@ def _manifest_digest(body: _ManifestBody) -> str:
 def _fsync(fd: int) -> None:
     try:
         os.fsync(fd)
-    except OSError as exc:  # fatal, never retried (DESIGN §4)
+    except OSError as exc:  # fatal, never retried (docs/architecture.md §4)
         raise FoldError(Code.FSYNC_FAILED, "fsync failed while writing a snapshot") from exc
 
 

@@ -1,4 +1,4 @@
-"""Payload accounting: the framing allowance H and the input budget U_k (DESIGN §5).
+"""Payload accounting: the framing allowance H and the input budget U_k (docs/architecture.md §5).
 
     U_k = UTF8Bytes(JSON(final payload)) + Σ previous settled output tokens + H(payload)
     H   = 4096 per request + 256 per input item + 1024 per reasoning item

@@ -1,6 +1,6 @@
 """Offline feasibility: would a payload's first request fit the input envelope?
 
-The same arithmetic the guard admits with (U_k of DESIGN §5), run before anything is
+The same arithmetic the guard admits with (U_k of docs/architecture.md §5), run before anything is
 launched: the planner uses it to mark a slot whose first request can never be admitted
 (``U_1 > I``) as inventory-infeasible, so it is skipped and counted, never launched and
 refused. Later rounds only add bytes, so this is a lower bound: a feasible first round

@@ -1,6 +1,6 @@
 """The money rules, written once: cap admission, permit states, settlement re-checks.
 
-``PermitLedger`` is the only implementation of what a permit source decides (DESIGN §5,
+``PermitLedger`` is the only implementation of what a permit source decides (docs/architecture.md §5,
 §9). The controller's durable source is a ledger over the run journal; the test-only
 source (``efold.guard.testing``) is the same ledger over an in-memory store. A double
 may *store* differently, never *decide* differently.

@@ -46,7 +46,7 @@ PERMIT_PROTOCOL_VERSION: Final = "efold-permit-v1"
 # every count exact in any JSON reader and every priced partial far inside SQLite's i64.
 USAGE_COUNT_LIMIT: Final = 2**53
 
-# Refusal codes after which the probe run (and the campaign) may go on (DESIGN §11).
+# Refusal codes after which the probe run (and the campaign) may go on (docs/architecture.md §11).
 CONTINUABLE_CODES: Final = frozenset({
     Code.NOT_ADMITTED_INPUT_ENVELOPE,
     Code.LOOKUP_REQUEST_LIMIT,

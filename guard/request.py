@@ -1,7 +1,7 @@
 """The guarded request: the only way a probe run reaches a model.
 
 ``Guard(contract, catalog_entry, permit_source, transport).request(payload)`` runs,
-for every request of one probe run (DESIGN §5):
+for every request of one probe run (docs/architecture.md §5):
 
     entry latch → sticky stop / terminal checks → caller options → serialize, detach
     and allowlist → request limit → U_k → digest → admit → the granted hold equals our

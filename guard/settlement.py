@@ -1,4 +1,4 @@
-"""Settlement: from what came back to an outcome kind, a code and a cost (DESIGN §5).
+"""Settlement: from what came back to an outcome kind, a code and a cost (docs/architecture.md §5).
 
 Pure functions, no I/O. The rules, in order (every integrity outcome is a sticky stop
 of the run with the hold retained):

@@ -1,4 +1,4 @@
-"""ipc: the lockstep channel between the controller and one child (DESIGN §3).
+"""ipc: the lockstep channel between the controller and one child (docs/architecture.md §3).
 
 Message types (``messages``), framing with a maximum frame size and an HMAC tag
 (``framing``), the lockstep state machine shared by both sides (``lockstep``), and two

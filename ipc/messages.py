@@ -1,4 +1,4 @@
-"""The lockstep messages (DESIGN §3): one closed tagged union per direction.
+"""The lockstep messages (docs/architecture.md §3): one closed tagged union per direction.
 
 Every message is a frozen msgspec Struct that forbids unknown fields, tagged by
 ``kind``. On the wire each one travels inside an *envelope* that carries its binding:
@@ -53,7 +53,7 @@ controller, whose pricing refuses it with its own integrity code."""
 
 
 class SettleOutcome(enum.StrEnum):
-    """How an admitted request ended, as the child's guard saw it (DESIGN §5)."""
+    """How an admitted request ended, as the child's guard saw it (docs/architecture.md §5)."""
 
     SETTLED = "settled"
     LOST = "lost"

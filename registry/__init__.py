@@ -4,7 +4,7 @@ signed authorizations and the burn registry. It never talks to a model.
 Import the public names from here (``from efold.registry import acquire_lease``).
 Names load lazily: a child process that only needs ``probe_lease`` imports the lease
 module (msgspec) and not the authorization code (cryptography), which would cost tens
-of milliseconds per child start (DESIGN §8).
+of milliseconds per child start (docs/architecture.md §8).
 """
 
 from __future__ import annotations

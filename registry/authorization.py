@@ -25,7 +25,7 @@ Timestamp policy (unix seconds, UTC):
 * At or after ``expires_at`` it is ``AUTHORIZATION_EXPIRED`` (no skew allowance: expiry
   errs towards refusing).
 
-Money: ``cap_units`` counts integer units of 5e-8 USD (DESIGN §5).
+Money: ``cap_units`` counts integer units of 5e-8 USD (docs/architecture.md §5).
 The provider account id is never stored: only a random salt and
 ``HMAC-SHA256(salt, "efold-account-commitment-v1" || 0 || domain || 0 || account id)``.
 """

@@ -1,7 +1,7 @@
 """Durable and private files: the only way efold writes a file that must never be
 overwritten or half-written, and reads a file it must trust.
 
-Rules (DESIGN §4):
+Rules (docs/architecture.md §4):
 
 * **Publish** = temp file ``O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`` in the same directory →
   write → fsync → ``os.link`` to the final name (``EEXIST`` = taken; never ``rename``,

@@ -1,4 +1,4 @@
-"""worker: the prep and probe child processes (DESIGN §8).
+"""worker: the prep and probe child processes (docs/architecture.md §8).
 
 ``python -m efold.worker probe|prep --ipc-fd N --key-fd M`` runs ``entry.main``: key
 pipe, self-checks, the lockstep protocol around a registered *body* (``bodies``).

@@ -1,6 +1,6 @@
 """The probe body: restore the verified checkpoint, then run the reader loop.
 
-One probe run (DESIGN §8): the first request is the checkpoint plus the probe question;
+One probe run (docs/architecture.md §8): the first request is the checkpoint plus the probe question;
 every model request goes through the guard (admit → consume → one send → settle over
 IPC to the controller's durable source); a ``function_call`` for a history tool is
 served by the metered lookup tool and appended with its output; the first reply without

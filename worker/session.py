@@ -1,6 +1,6 @@
 """What a probe body holds while it runs: the admit / consume / settle exchanges.
 
-``ProbeSession`` is the child's end of the permit protocol (DESIGN §3 step 3), as plain
+``ProbeSession`` is the child's end of the permit protocol (docs/architecture.md §3 step 3), as plain
 blocking calls; the guard's IPC permit source wraps it. Every call is one lockstep
 exchange; a ``Stop`` from the controller raises ``WorkerStopped`` and the body must
 unwind (the entry point then exits with ``worker_stopped``).

@@ -1,4 +1,4 @@
-"""Containment with real process trees (DESIGN §9): grandchildren that ignore SIGTERM,
+"""Containment with real process trees (docs/architecture.md §9): grandchildren that ignore SIGTERM,
 a descendant that keeps forking, zombies, forged records, setsid escapes."""
 
 from __future__ import annotations

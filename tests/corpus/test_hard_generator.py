@@ -1,4 +1,4 @@
-"""Hard-suite generator properties on every default seed (DESIGN §6, "Hard suite")."""
+"""Hard-suite generator properties on every default seed (docs/architecture.md §6, "Hard suite")."""
 
 from __future__ import annotations
 

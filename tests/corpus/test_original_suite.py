@@ -1,4 +1,4 @@
-"""The bundled original suite: four hand-written fictional traces (DESIGN §6)."""
+"""The bundled original suite: four hand-written fictional traces (docs/architecture.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scorer edge cases per category and outcome class (DESIGN §6, FORMS.md §4)."""
+"""Scorer edge cases per category and outcome class (docs/architecture.md §6, FORMS.md §4)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def hard_checkpoints(hard_prefix: TracePrefix) -> dict[str, Checkpoint]:
 
 def _early_identifier(probes: list[Probe], prefix: TracePrefix) -> Probe:
     """The tool_identifier probe whose source is the earliest event (the early account
-    reference of DESIGN §6)."""
+    reference of docs/architecture.md §6)."""
     order = {e.id: i for i, e in enumerate(prefix.events)}
     identifiers = [p for p in probes if p.category is Category.TOOL_IDENTIFIER]
     return min(identifiers, key=lambda p: order[p.source_event or ""])
