@@ -60,6 +60,7 @@ class Code(enum.StrEnum):
     INVENTORY_INFEASIBLE = "inventory_infeasible"
     LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE = "lookup_pilot_real_route_unavailable"
     UNRECONCILED_CONTAINMENT = "unreconciled_containment"
+    INTERRUPTED = "interrupted"  # the operator interrupted the run (SIGINT/SIGTERM)
 
     # -- registry/ -----------------------------------------------------------------
     PUBLISH_TARGET_EXISTS = "publish_target_exists"
@@ -171,6 +172,7 @@ class Code(enum.StrEnum):
     REGISTRATION_INVALID = "registration_invalid"
     REGISTRATION_DIGEST_MISMATCH = "registration_digest_mismatch"
     RUN_ROOT_EXISTS = "run_root_exists"
+    RUN_ROOT_IN_SOURCE = "run_root_in_source"  # inside a folder build_digest hashes
     RECEIPT_DUPLICATE = "receipt_duplicate"
     RECEIPT_CHANGED = "receipt_changed"
     RECEIPT_UNPLANNED = "receipt_unplanned"
@@ -184,6 +186,8 @@ class Code(enum.StrEnum):
     RUN_DEADLINE = "run_deadline"
     CAP_BELOW_RMAX = "cap_below_rmax"
     CAP_NOT_WHOLE_CENTS = "cap_not_whole_cents"
+    RUN_UNRECONCILED = "run_unreconciled"  # processes of the run may be alive
+    REAP_INCOMPLETE = "reap_incomplete"  # reap could not prove every process dead
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"

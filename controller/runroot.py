@@ -1,4 +1,7 @@
-"""Run directories: always new, never reused (no resume).
+"""Run directories: always new, never reused (no resume), never inside the folders
+whose files make up the build digest (``run_root_in_source``), and never reached
+through a planted link: the run and every directory in it are created through an
+``O_NOFOLLOW`` descriptor of their parent, below ancestors nobody else can swap.
 
 Layout of a run::
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 import time
 from pathlib import Path
 
@@ -27,22 +31,97 @@ from efold.errors import Code
 
 DEFAULT_RUNS_ROOT = "efold-runs"
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _source_dirs() -> list[str]:
+    """The folders whose files ``efold.digests.build_digest`` hashes (physical paths).
+    The package root's own top level is not among them: only its files are hashed, so
+    a run under ``<package root>/efold-runs`` (the README's default from a clone)
+    leaves the build digest as it is."""
+    from efold import digests
+
+    root = digests.package_root()
+    return [os.path.realpath(root / pkg) for pkg in digests._BUILD_PACKAGES]
+
+
+def refuse_source_tree(path: str | os.PathLike[str]) -> None:
+    """``RUN_ROOT_IN_SOURCE`` if ``path`` is, or lies inside, a folder whose files make
+    up the build digest: a run written there would change the digest and silently
+    invalidate every registration. Checked by name (the path with its existing part
+    resolved) and by identity (``st_dev/st_ino`` of every existing ancestor), so
+    neither a symlink nor a bind mount hides the source tree."""
+    absolute = os.path.abspath(os.fspath(path))
+    real = os.path.realpath(absolute)
+    sources = _source_dirs()
+    identities: set[tuple[int, int]] = set()
+    for source in sources:
+        if real == source or real.startswith(source + "/"):
+            raise ControllerError(Code.RUN_ROOT_IN_SOURCE, "run root inside the source tree")
+        try:
+            st = os.stat(source)
+        except OSError:
+            continue
+        identities.add((st.st_dev, st.st_ino))
+    current = absolute
+    while True:
+        try:
+            st = os.stat(current)
+        except OSError:
+            pass  # not created yet: its existing ancestors decide
+        else:
+            if (st.st_dev, st.st_ino) in identities:
+                raise ControllerError(Code.RUN_ROOT_IN_SOURCE, "run root inside the source tree")
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current = parent
+
 
 def claim_run_dir(path: str | os.PathLike[str]) -> Path:
-    """Create ``path`` (0700) exclusively: an existing path, even empty, refuses."""
-    run = Path(path).absolute()
-    if run.parent != run and not run.parent.exists():
-        from efold.registry import make_private_dir
+    """Create ``path`` (0700) exclusively: an existing path, even empty (or a symlink,
+    even dangling), refuses with ``RUN_ROOT_EXISTS``. Refuses before creating anything:
+    ``RUN_ROOT_IN_SOURCE`` inside efold's own source folders; ``PATH_REFUSED`` if a
+    symlink is on the way to the parent, or an ancestor could be swapped by someone
+    else (owned by another user, or group/other-writable without the sticky bit)."""
+    from efold.registry.files import check_owner_safe, fsync_fd, make_private_dir, open_dir_nofollow
 
+    run = Path(os.path.abspath(os.fspath(path)))
+    refuse_source_tree(run)
+    if run.parent != run and not os.path.lexists(run.parent):
+        existing = run.parent
+        while not os.path.lexists(existing):
+            existing = existing.parent
+        check_owner_safe(existing)  # before creating anything below it
         make_private_dir(run.parent, parents=True)
+    check_owner_safe(run.parent)
+    parent_fd = open_dir_nofollow(run.parent)
     try:
-        os.mkdir(run, 0o700)
-    except FileExistsError as exc:
-        raise ControllerError(Code.RUN_ROOT_EXISTS, "run directories are never reused") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise ControllerError(Code.PATH_REFUSED, "parent directory missing") from exc
-        raise
+        # The parent as opened (not as named) must not be a source folder either.
+        opened = os.fstat(parent_fd)
+        for source in _source_dirs():
+            try:
+                st = os.stat(source)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino):
+                raise ControllerError(Code.RUN_ROOT_IN_SOURCE, "run root inside the source tree")
+        try:
+            os.mkdir(run.name, 0o700, dir_fd=parent_fd)
+        except FileExistsError as exc:
+            raise ControllerError(Code.RUN_ROOT_EXISTS, "run directories are never reused") from exc
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise ControllerError(Code.PATH_REFUSED, "parent directory missing") from exc
+            raise
+        run_fd = os.open(run.name, _DIR_FLAGS, dir_fd=parent_fd)
+        try:
+            os.fchmod(run_fd, 0o700)  # exact mode whatever the umask
+        finally:
+            os.close(run_fd)
+        fsync_fd(parent_fd)  # the run's name is durable before anything relies on it
+    finally:
+        os.close(parent_fd)
     return run
 
 
@@ -52,6 +131,51 @@ def new_run_dir(runs_root: str | os.PathLike[str], campaign: str) -> Path:
 
 
 def private_subdir(run: Path, *parts: str) -> Path:
-    path = run.joinpath(*parts)
-    path.mkdir(mode=0o700, parents=True, exist_ok=False)
-    return path
+    """Create ``run/parts...`` (0700): the last part exclusively, missing intermediate
+    parts likewise, each step opened ``O_NOFOLLOW`` through the previous one's
+    descriptor. ``PATH_REFUSED`` if the run path holds a symlink; ``PRIVATE_DIR_REFUSED``
+    if the last part already exists (a planted symlink included) or an existing
+    intermediate part is a symlink, not a directory, not ours, or group/other-writable.
+    Nothing is created through a planted link."""
+    from efold.registry.files import fsync_fd, open_dir_nofollow
+
+    if not parts:
+        raise ValueError("private_subdir needs at least one part")
+    for part in parts:
+        if not part or part in (".", "..") or "/" in part or "\0" in part:
+            raise ValueError(f"not a single path component: {part!r}")
+    fd = open_dir_nofollow(run)
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                os.mkdir(part, 0o700, dir_fd=fd)
+                created = True
+            except FileExistsError as exc:
+                if last:
+                    raise ControllerError(Code.PRIVATE_DIR_REFUSED, "already exists") from exc
+                created = False
+            except OSError as exc:
+                raise ControllerError(Code.PRIVATE_DIR_REFUSED, f"mkdir: errno {exc.errno}") from exc
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                why = "symlink" if exc.errno == errno.ELOOP else f"errno {exc.errno}"
+                raise ControllerError(Code.PRIVATE_DIR_REFUSED, why) from exc
+            try:
+                if created:
+                    os.fchmod(child, 0o700)
+                st = os.fstat(child)
+                if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() \
+                        or st.st_mode & 0o022:
+                    raise ControllerError(Code.PRIVATE_DIR_REFUSED, "not a private directory")
+                if created:
+                    fsync_fd(fd)
+            except BaseException:
+                os.close(child)
+                raise
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return run.joinpath(*parts)

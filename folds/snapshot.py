@@ -140,6 +140,19 @@ def _write_new(dir_fd: int, name: str, data: bytes, *, sync: bool = True) -> Sna
     return SnapshotFile(name=name, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
+def _open_dir_nofollow(directory: str | os.PathLike[str]) -> int:
+    """The snapshot directory, opened without following a link at ANY component of its
+    path (a checkpoint directory swapped for a link after the prep is refused too)."""
+    from efold.registry.errors import RegistryError
+    from efold.registry.files import open_dir_nofollow
+
+    try:
+        return open_dir_nofollow(directory)
+    except RegistryError as exc:
+        raise FoldError(Code.CHECKPOINT_SNAPSHOT_INVALID,
+                        "the snapshot path is not a plain directory") from exc
+
+
 def _open_empty_private_dir(directory: str | os.PathLike[str]) -> int:
     path = os.fspath(directory)
     try:
@@ -148,10 +161,7 @@ def _open_empty_private_dir(directory: str | os.PathLike[str]) -> int:
         pass
     except OSError as exc:
         raise FoldError(Code.CHECKPOINT_SNAPSHOT_INVALID, "cannot create the snapshot directory") from exc
-    try:
-        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise FoldError(Code.CHECKPOINT_SNAPSHOT_INVALID, "the snapshot path is not a plain directory") from exc
+    dir_fd = _open_dir_nofollow(path)
     info = os.fstat(dir_fd)
     if info.st_uid != os.getuid() or info.st_mode & 0o077 or os.listdir(dir_fd):
         os.close(dir_fd)
@@ -243,10 +253,7 @@ def read_checkpoint(
 ) -> RestoredCheckpoint:
     """Verify and restore a snapshot. ``expected_digest`` (the digest the prep child
     reported) is compared when given; a mismatch is ``checkpoint_digest_mismatch``."""
-    try:
-        dir_fd = os.open(os.fspath(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _refuse("the snapshot path is not a plain directory") from exc
+    dir_fd = _open_dir_nofollow(directory)
     try:
         info = os.fstat(dir_fd)
         if info.st_uid != os.getuid() or info.st_mode & 0o022:

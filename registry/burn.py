@@ -10,8 +10,8 @@ claim, not in the key.
 Consumption order (each step durable before the next):
 
 1. under the held lease, re-verify the artifact and its bindings; the run root must be
-   the bound output root, owner-safe, and unused (nothing in it but the lease and the
-   journal);
+   the bound output root, owner-safe, writable by nobody else, and unused (nothing in
+   it but the lease and the journal, each a private single-link regular file);
 2. exclusive-create the registry entry directory: its existence alone burns the id
    (every registry ancestor's parent is fsynced, even if it already existed, and the
    entry's parent is fsynced before any marker is written);
@@ -31,6 +31,7 @@ import enum
 import hashlib
 import os
 import pwd
+import stat
 from collections.abc import Sequence
 
 import msgspec
@@ -137,6 +138,38 @@ def _inside(path: str, ancestor: str) -> bool:
     return path == ancestor or path.startswith(ancestor.rstrip("/") + "/")
 
 
+def _refuse_shared_dir(st: os.stat_result, code: Code) -> None:
+    """A directory holding trusted state: ours, and nobody else may create or swap
+    names in it (the sticky bit does not help: others could still plant new names)."""
+    if st.st_uid != os.geteuid():
+        raise RegistryError(code, "directory not owned by this user")
+    if st.st_mode & 0o022:
+        raise RegistryError(code, "directory group/other-writable")
+
+
+def _refuse_unfresh_run_root(run_root: str) -> None:
+    """``RUN_ROOT_IN_USE`` unless the run root holds nothing but the lease and the
+    journal; ``PRIVATE_DIR_REFUSED`` if others may write in it; ``PATH_REFUSED`` if one
+    of those names is not a private, single-link regular file of ours (a planted
+    symlink or hard link: the journal or lease would have been opened through it)."""
+    fd = open_dir_nofollow(run_root)
+    try:
+        _refuse_shared_dir(os.fstat(fd), Code.PRIVATE_DIR_REFUSED)
+        names = os.listdir(fd)
+        if not set(names) <= _FRESH_RUN_ROOT:
+            raise RegistryError(Code.RUN_ROOT_IN_USE, "run root is not fresh")
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # a journal side file SQLite removed meanwhile
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 \
+                    or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                raise RegistryError(Code.PATH_REFUSED, "run root entry is not a private file")
+    finally:
+        os.close(fd)
+
+
 def _prepare_registry(root: str) -> None:
     """Create the registry root privately and make every step of it durable: each
     component's parent is fsynced whether or not the component already existed (a
@@ -191,8 +224,7 @@ def consume_authorization(
     if verified.attestation.bindings.output_root != run_root:
         raise RegistryError(Code.AUTHORIZATION_BINDING_MISMATCH, "differs: output_root")
     check_owner_safe(run_root)
-    if not set(os.listdir(run_root)) <= _FRESH_RUN_ROOT:
-        raise RegistryError(Code.RUN_ROOT_IN_USE, "run root is not fresh")
+    _refuse_unfresh_run_root(run_root)
     root = _registry_root(domain, run_root, registry_root)
     if _inside(root, run_root) or _inside(run_root, root):
         raise RegistryError(Code.PATH_REFUSED, "registry and run root overlap")
@@ -220,8 +252,17 @@ def consume_authorization(
                               controller=lease.holder, registry_root=registry_root)
 
 
+def _check_private_dir(directory: str) -> None:
+    fd = open_dir_nofollow(directory)
+    try:
+        _refuse_shared_dir(os.fstat(fd), Code.PRIVATE_DIR_REFUSED)
+    finally:
+        os.close(fd)
+
+
 def _read_record(directory: str, name: str, kind: RecordKind) -> ConsumptionRecord:
     try:
+        _check_private_dir(directory)
         data = read_private(directory, name, max_bytes=_MAX_RECORD_BYTES)
         record = _decoder.decode(data)
     except RegistryError as exc:
@@ -264,6 +305,10 @@ def verify_consumption(
     marker = _read_record(root_path, CONSUMED_MARKER, RecordKind.MARKER)
     registry = _registry_root(domain, root_path, registry_root)
     entry = os.path.join(registry, registry_key(domain, authorization_id))
+    try:
+        _check_private_dir(registry)  # nobody else may swap the entry directory
+    except RegistryError as exc:
+        raise _refuse(f"registry root: {exc.code}") from exc
     claim = _read_record(entry, CLAIM_NAME, RecordKind.CLAIM)
     if msgspec.structs.replace(claim, kind=RecordKind.MARKER) != marker:
         raise _refuse("marker and claim disagree")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from efold.identity import ProcessIdentity
 from efold.registry.errors import RegistryError
 
 JOURNAL_NAME = "journal.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: launches.marker
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,7 +41,8 @@ CREATE TABLE launches (
     launch_id INTEGER PRIMARY KEY AUTOINCREMENT, epoch INTEGER NOT NULL,
     slot TEXT NOT NULL, kind TEXT NOT NULL, pid INTEGER NOT NULL,
     start_time INTEGER NOT NULL, boot_id TEXT NOT NULL, pgid INTEGER NOT NULL,
-    launched_ns INTEGER NOT NULL, exited_ns INTEGER, exit_status INTEGER
+    launched_ns INTEGER NOT NULL, exited_ns INTEGER, exit_status INTEGER,
+    marker TEXT  -- the launch's environment marker (controller/marker.py)
 );
 -- Containment: one row per episode, its members persisted before the first signal.
 CREATE TABLE containments (
@@ -113,18 +115,72 @@ def _now() -> int:
     return time.time_ns()
 
 
+def _refuse_unsafe(st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise RegistryError(Code.JOURNAL_INVALID, "journal is not a regular file")
+    if st.st_nlink != 1:
+        raise RegistryError(Code.JOURNAL_INVALID, "journal has another hard link")
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise RegistryError(Code.JOURNAL_INVALID, "journal is not owner-only")
+
+
+def _open_journal_file(run_dir: str | os.PathLike[str], *, create: bool) -> tuple[bool, int]:
+    """Check (or create, exclusively and 0600) ``journal.sqlite`` without following a
+    link anywhere in its path: (created, inode). A symlink, a hard link, another owner
+    or a group/other-writable file refuses (``path_refused`` for a linked directory,
+    ``journal_invalid`` for the file). SQLite then opens the path; the caller checks the
+    inode again once connected, so a swap in between is refused too."""
+    from efold.registry.files import open_dir_nofollow
+
+    dir_fd = open_dir_nofollow(run_dir)
+    try:
+        try:
+            st = os.stat(JOURNAL_NAME, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            if not create:
+                raise RegistryError(Code.JOURNAL_INVALID, "journal does not exist") from None
+            for suffix in ("-wal", "-shm", "-journal"):
+                try:
+                    os.stat(JOURNAL_NAME + suffix, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                raise RegistryError(Code.JOURNAL_INVALID, f"a stray {suffix} file exists") from None
+            flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | os.O_CLOEXEC
+            fd = os.open(JOURNAL_NAME, flags, 0o600, dir_fd=dir_fd)
+            try:
+                os.fchmod(fd, 0o600)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            return True, st.st_ino
+        _refuse_unsafe(st)
+        return False, st.st_ino
+    finally:
+        os.close(dir_fd)
+
+
+def _same_file(path: str, inode: int) -> None:
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise RegistryError(Code.JOURNAL_INVALID, "journal vanished") from exc
+    if st.st_ino != inode:
+        raise RegistryError(Code.JOURNAL_INVALID, "journal replaced while opening")
+    _refuse_unsafe(st)
+
+
 class JournalReader:
     """Read-only view; safe from any process while the writer is live."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
         path = journal_path(run_dir)
-        if not os.path.exists(path):
-            raise RegistryError(Code.JOURNAL_INVALID, "journal does not exist")
+        _, inode = _open_journal_file(run_dir, create=False)
         try:
             self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
         except sqlite3.Error as exc:
             raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
         try:
+            _same_file(path, inode)
             self._conn.row_factory = sqlite3.Row
             self._check_version()
         except sqlite3.Error as exc:
@@ -192,12 +248,13 @@ class JournalWriter(JournalReader):
         lease.assert_held()
         self._lease = lease
         path = journal_path(run_dir)
-        fresh = not os.path.exists(path)
+        fresh, inode = _open_journal_file(run_dir, create=True)
         try:
             self._conn = sqlite3.connect(path, isolation_level=None)
         except sqlite3.Error as exc:
             raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
         try:
+            _same_file(path, inode)
             self._conn.row_factory = sqlite3.Row
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -210,7 +267,6 @@ class JournalWriter(JournalReader):
                     c.execute(
                         "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
-                os.chmod(path, 0o600)
             self._check_version()
         except sqlite3.Error as exc:
             self._conn.close()
@@ -259,12 +315,13 @@ class JournalWriter(JournalReader):
         return epoch
 
     def record_launch(
-        self, *, epoch: int, slot: str, kind: str, identity: ProcessIdentity, pgid: int
+        self, *, epoch: int, slot: str, kind: str, identity: ProcessIdentity, pgid: int,
+        marker: str | None = None,
     ) -> int:
         return self._insert("launches", {
             "epoch": epoch, "slot": slot, "kind": kind, "pid": identity.pid,
             "start_time": identity.start_time, "boot_id": identity.boot_id, "pgid": pgid,
-            "launched_ns": _now(),
+            "launched_ns": _now(), "marker": marker,
         })
 
     def record_exit(self, launch_id: int, exit_status: int | None) -> None:

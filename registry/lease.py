@@ -144,6 +144,13 @@ def _refuse_unsafe_lease_file(st: os.stat_result) -> None:
         raise RegistryError(Code.LEASE_FILE_INVALID, "group/other-writable")
 
 
+def _refuse_shared_run_dir(st: os.stat_result) -> None:
+    if st.st_uid != os.geteuid():
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "run directory not owned by this user")
+    if st.st_mode & 0o022:
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "run directory group/other-writable")
+
+
 class Lease:
     """The held run lease. Owns the locked descriptor; pass it to whatever must only
     run under the lease (``JournalWriter``, authorization consumption) and call
@@ -246,10 +253,14 @@ def _lock_exclusive(fd: int) -> None:
 def acquire_lease(run_dir: str | os.PathLike[str], *, epoch: int = 0) -> Lease:
     """Take the run lease of ``run_dir`` for this process. ``LEASE_HELD`` while another
     process holds it; ``PATH_REFUSED`` if the run directory path holds a symlink;
-    ``LEASE_FILE_INVALID`` if the lease name is not a private regular file."""
+    ``PRIVATE_DIR_REFUSED`` if the run directory is not ours or is group/other-writable
+    (sticky or not: anyone who may create names in it could plant the journal, a slot
+    or a receipt directory as a link); ``LEASE_FILE_INVALID`` if the lease name is not
+    a private regular file."""
     absolute = os.path.abspath(os.fspath(run_dir))
     dir_fd = open_dir_nofollow(absolute)
     try:
+        _refuse_shared_run_dir(os.fstat(dir_fd))
         return _acquire_in(absolute, dir_fd, epoch)
     finally:
         os.close(dir_fd)
@@ -306,17 +317,22 @@ def _acquire_in(run_dir: str, dir_fd: int, epoch: int) -> Lease:
 
 def probe_lease(run_dir: str | os.PathLike[str]) -> LeaseStatus:
     """Tell live / released / holder-dead / absent from any process, without writing.
-    See the module docstring for the brief shared lock the probe itself takes."""
-    path = os.path.join(os.fspath(run_dir), LEASE_NAME)
+    See the module docstring for the brief shared lock the probe itself takes.
+    ``PATH_REFUSED`` if the run directory path holds a symlink; ``LEASE_FILE_INVALID``
+    if the lease name is not a private, single-link regular file (a record anyone else
+    could have written is no evidence of a holder)."""
+    dir_fd = open_dir_nofollow(os.path.abspath(os.fspath(run_dir)))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(LEASE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     dir_fd=dir_fd)
     except FileNotFoundError:
         return LeaseStatus(state=LeaseState.ABSENT, holder=None)
     except OSError as exc:
         raise RegistryError(Code.LEASE_FILE_INVALID, f"open: errno {exc.errno}") from exc
+    finally:
+        os.close(dir_fd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise RegistryError(Code.LEASE_FILE_INVALID, "not a regular file")
+        _refuse_unsafe_lease_file(os.fstat(fd))
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
