@@ -4,6 +4,24 @@ A campaign is a TOML file (two ship in ``controller/campaigns/``). Validation is
 an unknown key, an unknown arm or suite, a seed out of range... each refuses with
 ``campaign_invalid`` and a detail naming the field.
 
+A role's fold is one of three kinds::
+
+    roles = ["native", "mine", "tail-only", "cli"]
+
+    [role.mine]
+    arm = "tail-only"          # a built-in arm or an installed efold.folds plugin
+
+    [role.cli]                 # an external command (efold-fold-v1); its arm is "cli"
+    command = ["/usr/bin/python3", "/opt/folds/cli.py"]
+    timeout_seconds = 30.0     # optional; default folds.external.DEFAULT_TIMEOUT_S
+
+A role without a table is the arm of its own name. ``arm`` and ``command`` are
+exclusive; a command's program is an absolute path to an executable file or a bare name
+found on ``PATH``; its timeout (given or default) is at most ``deadlines.prep_seconds``;
+a command role may not take the name of a built-in arm or an installed plugin. The
+registration pins every fold's code (``efold.folds.pinning``); ``prep_task`` builds the
+prep task that carries the pin to the child.
+
 The cap has its own codes, because a wrong cap is the one mistake that would otherwise
 register a run that can never admit a request: ``cap_not_whole_cents`` (operators write
 caps in cents; anything finer is a typo, not a budget) and ``cap_below_rmax`` (a cap
@@ -14,11 +32,13 @@ the bundled catalog does not price refuses with ``lookup_invalid_rate``.
 from __future__ import annotations
 
 import decimal
+import math
 import re
 import tomllib
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -26,6 +46,10 @@ from efold.errors import Code, EfoldError
 from efold.guard.catalog import bundled_catalog
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.guard.pricing import rmax_units
+
+if TYPE_CHECKING:
+    from efold.controller.registration import Registration
+    from efold.worker.tasks import PrepTask
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
@@ -58,12 +82,21 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 
-class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """An arm plus its frozen settings."""
+class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """An arm plus its frozen settings.
+
+    The fold is a built-in arm or an installed entry-point plugin named ``arm``, or,
+    when ``command`` is set, an external command (``arm`` is then the role's name).
+    ``instructions`` has no default so that it is always encoded: ``omit_defaults``
+    leaves out only ``command`` and ``timeout_seconds`` when unset, which keeps the
+    bytes of every role without a command what they were before commands existed.
+    """
 
     name: str
     arm: str
-    instructions: str = DEFAULT_INSTRUCTIONS  # the reader's system prompt, frozen into the registration
+    instructions: str  # the reader's system prompt, frozen into the registration
+    command: list[str] | None = None  # an external command's argv (efold-fold-v1)
+    timeout_seconds: float | None = None  # the command's limit; None: DEFAULT_TIMEOUT_S
 
 
 class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -99,11 +132,15 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     arm: str | None = None
     instructions: str | None = None
+    command: list[str] | None = None
+    timeout_seconds: float | None = None
 
 
 class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The on-disk shape: ``roles`` is a list of names; ``[role.NAME]`` tables may set an
-    arm other than the name, or instructions."""
+    arm other than the name (a built-in or an installed plugin), or an external
+    ``command`` (argv list) with an optional ``timeout_seconds`` instead of an arm, and
+    instructions."""
 
     name: str
     suite: str
@@ -135,14 +172,18 @@ def parse_campaign(text: str) -> Campaign:
     unknown_role_tables = set(spec.role) - set(spec.roles)
     if unknown_role_tables:
         raise _invalid(f"[role.*] tables for unlisted roles: {sorted(unknown_role_tables)}")
-    roles = [
-        Role(
+    roles: list[Role] = []
+    for name in spec.roles:
+        table = spec.role.get(name, _RoleTable())
+        if table.arm is not None and table.command is not None:
+            raise _invalid(f"role {name!r}: arm and command are exclusive")
+        roles.append(Role(
             name=name,
-            arm=spec.role.get(name, _RoleTable()).arm or name,
-            instructions=spec.role.get(name, _RoleTable()).instructions or DEFAULT_INSTRUCTIONS,
-        )
-        for name in spec.roles
-    ]
+            arm=table.arm or name,
+            instructions=table.instructions or DEFAULT_INSTRUCTIONS,
+            command=None if table.command is None else list(table.command),
+            timeout_seconds=table.timeout_seconds,
+        ))
     campaign = Campaign(
         name=spec.name, suite=spec.suite, roles=roles, repeats=spec.repeats,
         seeds=list(spec.seeds), probe_limit=spec.probe_limit,
@@ -178,9 +219,6 @@ def validate_campaign(c: Campaign) -> None:
         # Role names become parts of slot ids, file names and IPC tokens.
         if not _ROLE_NAME.fullmatch(name):
             raise _invalid(f"role name {name!r}: lowercase letters, digits, - and _ (max 40)")
-    for r in c.roles:
-        if r.arm not in ARMS:
-            raise _invalid(f"role {r.name!r}: unknown arm {r.arm!r} (arms: {ARMS})")
     if not 1 <= c.repeats <= 10:
         raise _invalid("repeats must be 1-10")
     if c.probe_limit is not None and c.probe_limit < 1:
@@ -194,9 +232,104 @@ def validate_campaign(c: Campaign) -> None:
     d = c.deadlines
     if min(d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds) <= 0:
         raise _invalid("deadlines must be positive")
+    _validate_folds(c)
     if c.reader.provider not in ("faux", "openai"):
         raise _invalid("reader.provider must be faux or openai")
     cap_units(c)
+
+
+def _validate_folds(c: Campaign) -> None:
+    """Every role names a fold that exists here: a built-in arm, an installed plugin
+    that is not rejected, or an external command whose program resolves."""
+    plugins: tuple[list[str], list[str]] | None = None
+
+    def installed() -> tuple[list[str], list[str]]:
+        nonlocal plugins
+        if plugins is None:  # scanned once, and only when a role needs it
+            from efold.folds.registry import plugin_arms
+
+            names, rejected = plugin_arms()
+            plugins = names, [r.name for r in rejected]
+        return plugins
+
+    for r in c.roles:
+        if r.command is None:
+            if r.timeout_seconds is not None:
+                raise _invalid(f"role {r.name!r}: timeout_seconds applies to command roles only")
+            if r.arm in ARMS:
+                continue
+            names, rejected = installed()
+            if r.arm in rejected:
+                raise _invalid(f"role {r.name!r}: plugin arm {r.arm!r} is rejected "
+                               "(it claims a built-in name or is registered twice)")
+            if r.arm not in names:
+                raise _invalid(f"role {r.name!r}: unknown arm {r.arm!r} (arms: {ARMS}; "
+                               f"installed plugins: {names or 'none'})")
+            continue
+        _validate_command(c, r, installed)
+
+
+def _validate_command(c: Campaign, r: Role,
+                      installed: Callable[[], tuple[list[str], list[str]]]) -> None:
+    from efold.folds.external import DEFAULT_TIMEOUT_S
+    from efold.folds.pinning import resolve_program
+
+    if r.arm != r.name:
+        raise _invalid(f"role {r.name!r}: a command role's arm is its name")
+    names, rejected = installed()
+    if r.name in ARMS or r.name in names or r.name in rejected:
+        raise _invalid(f"role {r.name!r}: a command role may not take the name of a "
+                       "built-in arm or an installed plugin")
+    if not r.command or any(not arg or "\0" in arg for arg in r.command):
+        raise _invalid(f"role {r.name!r}: command must be a non-empty list of non-empty strings")
+    if resolve_program(r.command[0]) is None:
+        raise _invalid(f"role {r.name!r}: program {r.command[0]!r} is neither an absolute path "
+                       "to an executable file nor found on PATH")
+    timeout = DEFAULT_TIMEOUT_S if r.timeout_seconds is None else r.timeout_seconds
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise _invalid(f"role {r.name!r}: timeout_seconds must be positive")
+    if timeout > c.deadlines.prep_seconds:
+        given = "timeout_seconds" if r.timeout_seconds is not None else "the default timeout"
+        raise _invalid(f"role {r.name!r}: {given} ({timeout:g} s) exceeds deadlines.prep_seconds "
+                       f"({c.deadlines.prep_seconds:g} s)")
+
+
+def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
+              registration: Registration | None = None) -> PrepTask:
+    """The prep task that builds ``role``'s checkpoint: its arm, its command and timeout
+    (command roles), and its fold pin, which the prep child recomputes just before
+    building and refuses (``worker_digest_mismatch``) if the fold changed.
+
+    With ``registration`` the pins of every role are recomputed now and must still
+    derive the registered ``folds`` digest (else ``registration_digest_mismatch``), so
+    a fold changed after ``load_registration`` is refused here even before the child
+    sees it; without it the pin is the fold as it is now."""
+    from efold.folds.errors import FoldError
+    from efold.folds.external import DEFAULT_TIMEOUT_S
+    from efold.folds.pinning import fold_sha256
+    from efold.worker.tasks import PrepTask
+
+    if registration is not None:
+        from efold.controller.registration import verify_fold_pins
+
+        if role not in registration.campaign.roles:
+            raise _invalid(f"role {role.name!r} is not a role of the registered campaign")
+        verify_fold_pins(registration)
+    try:
+        pin = fold_sha256(role)
+    except FoldError as exc:
+        raise _invalid(f"role {role.name!r}: cannot pin its fold: {exc.detail}") from exc
+    timeout = None
+    if role.command is not None:
+        timeout = DEFAULT_TIMEOUT_S if role.timeout_seconds is None else role.timeout_seconds
+    return PrepTask(
+        arm=role.arm,
+        trace_file=trace_file,
+        trace_sha256=trace_sha256,
+        command=None if role.command is None else list(role.command),
+        timeout_seconds=timeout,
+        fold_sha256=pin,
+    )
 
 
 def cap_units(c: Campaign) -> int:

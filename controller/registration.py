@@ -1,9 +1,11 @@
 """Registration: freeze a campaign into ``registration.json`` and bind every digest.
 
 Every later command takes ``--registration FILE --sha256 SHA`` and re-verifies: the file's
-bytes hash to SHA, and the corpus, build, catalog, policy, reader and selection digests
-recomputed *now* equal the registered ones. A changed module, catalog or trace is a new
-registration, never a silent drift.
+bytes hash to SHA, and the corpus, build, catalog, policy, reader, selection and folds
+digests recomputed *now* equal the registered ones. A changed module, catalog or trace
+is a new registration, never a silent drift; so is a changed fold that is not efold's
+own code (an entry-point plugin's installed files or version, an external command's
+program or script): ``folds`` pins every role's fold (``efold.folds.pinning``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Digests(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     policy: str
     reader: str
     selection: str
+    folds: str  # digest of every role's fold identity, in role order (folds_document)
 
 
 class SelectedTrace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -107,6 +110,30 @@ def reader_document(campaign: Campaign) -> dict[str, object]:
     return doc
 
 
+def folds_document(campaign: Campaign) -> list[dict[str, object]]:
+    """Per role, in order, the identity of the code its fold runs; a fold that cannot be
+    pinned refuses with ``campaign_invalid`` naming the role."""
+    from efold.folds.errors import FoldError
+    from efold.folds.pinning import fold_identity
+
+    doc: list[dict[str, object]] = []
+    for role in campaign.roles:
+        try:
+            doc.append(fold_identity(role))
+        except FoldError as exc:
+            raise CampaignError(Code.CAMPAIGN_INVALID,
+                                f"role {role.name!r}: cannot pin its fold: {exc.detail}") from exc
+    return doc
+
+
+def verify_fold_pins(reg: Registration) -> None:
+    """``registration_digest_mismatch`` unless every role's fold still derives the
+    registered ``folds`` digest (``campaign_invalid`` if a fold can no longer be pinned)."""
+    if digest_of(folds_document(reg.campaign)) != reg.digests.folds:
+        raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH,
+                                "folds digest changed since registration")
+
+
 def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
     """Freeze a campaign. It is validated again here, cap against Rmax included, so a
     ``Campaign`` built in code cannot register what a campaign file could not."""
@@ -125,6 +152,7 @@ def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
         policy=digest_of(policy_document(campaign)),
         reader=digest_of(reader_document(campaign)),
         selection=digest_of([SELECTION_ALGORITHM, campaign.selection_seed, selection]),
+        folds=digest_of(folds_document(campaign)),
     )
     return Registration(
         campaign=campaign,

@@ -15,7 +15,7 @@ plugin builds passes ``fold.checked`` before anyone writes it.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from efold.errors import Code
@@ -96,14 +96,23 @@ def arm_names() -> list[str]:
     return [*BUILTIN_ARMS, *plugin_arms()[0]]
 
 
-def _load_plugin(name: str) -> Fold:
+def plugin_entry_point(name: str) -> importlib.metadata.EntryPoint:
+    """The one installed entry point of the plugin arm ``name``: ``fold_unknown`` if
+    none, ``fold_plugin_invalid`` if it claims a built-in name or is registered twice."""
+    if name in BUILTIN_ARMS:
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name!r} is a built-in arm, not a plugin")
     matches = [ep for ep in _plugin_entry_points() if ep.name == name]
     if not matches:
         raise FoldError(Code.FOLD_UNKNOWN, f"no arm named {name!r}")
     if len(matches) > 1:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name!r} is registered twice")
+    return matches[0]
+
+
+def _load_plugin(name: str) -> Fold:
+    entry = plugin_entry_point(name)
     try:
-        target = matches[0].load()
+        target = entry.load()
         # A class passes a runtime Protocol check too (it has ``name`` and ``build``):
         # instantiate classes and factories, take instances as they are.
         is_factory = isinstance(target, type) or (callable(target) and not isinstance(target, Fold))
@@ -123,3 +132,22 @@ def get_fold(name: str) -> Fold:
     if factory is not None:
         return factory()
     return CheckedFold(name, _load_plugin(name))
+
+
+def fold_for(
+    arm: str,
+    command: Sequence[str] | None = None,
+    *,
+    timeout_s: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Fold:
+    """The fold a campaign role stands for: an external command when ``command`` is
+    given (named ``arm``, run with ``env``; ``timeout_s`` None is the external default),
+    otherwise ``get_fold(arm)``."""
+    if command is None:
+        return get_fold(arm)
+    from efold.folds.external import DEFAULT_TIMEOUT_S, ExternalCommandFold
+
+    return ExternalCommandFold(
+        arm, command, timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, env=env
+    )
