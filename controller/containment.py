@@ -87,6 +87,7 @@ class LaunchTarget:
     leader: ProcessIdentity
     pgid: int
     leader_pidfd: int | None
+    marker: str | None = None  # the launch's environment marker, if it had one
 
 
 class ContainmentOutcome(enum.StrEnum):
@@ -215,7 +216,7 @@ class _Episode:
         tied = tied_processes(
             table, leader=t.leader, pgid=t.pgid,
             recorded=[m.identity for m in self.members], controller_pid=os.getpid(),
-            direct_children=DIRECT_CHILDREN.pids() - {t.leader.pid},
+            direct_children=DIRECT_CHILDREN.pids() - {t.leader.pid}, marker=t.marker,
         )
         return table, tied
 

@@ -43,6 +43,7 @@ from efold.controller.containment import (
     contain,
 )
 from efold.controller.errors import ControllerError
+from efold.controller.marker import MARKER_VAR, new_marker
 from efold.controller.membership import tied_processes
 from efold.controller.proctable import ProcEntry, scan
 from efold.controller.proof import (
@@ -93,6 +94,7 @@ class WorkerHandle:
         pidfd: int,
         process: anyio.abc.Process,
         channel: ControllerChannel,
+        marker: str | None = None,
     ) -> None:
         self.journal = journal
         self.assignment = assignment
@@ -102,6 +104,7 @@ class WorkerHandle:
         self.pidfd = pidfd
         self.process = process
         self.channel = channel
+        self.marker = marker  # the launch's environment marker (controller/marker.py)
         self.containment: ContainmentResult | None = None
         self._closed = False
 
@@ -110,7 +113,7 @@ class WorkerHandle:
         a = self.assignment
         return LaunchTarget(
             launch_id=self.launch_id, epoch=a.epoch, slot=a.slot, leader=self.identity,
-            pgid=self.pgid, leader_pidfd=self.pidfd,
+            pgid=self.pgid, leader_pidfd=self.pidfd, marker=self.marker,
         )
 
     # -- protocol steps the controller always takes the same way -------------------
@@ -230,6 +233,7 @@ class WorkerHandle:
             scan(), leader=self.identity, pgid=self.pgid, recorded=(),
             controller_pid=os.getpid(),
             direct_children=DIRECT_CHILDREN.pids() - {self.identity.pid},
+            marker=self.marker,
         )
 
     def _leftovers(self) -> bool:
@@ -263,6 +267,8 @@ async def launch_worker(
     """Start one child for ``assignment``; see the module docstring for the order."""
     become_subreaper()
     key = secrets.token_bytes(KEY_SIZE)
+    marker = new_marker()
+    env = {**(os.environ if env is None else env), MARKER_VAR: marker}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     key_read, key_write = os.pipe()  # both O_CLOEXEC; pass_fds makes the read end inherit
     try:
@@ -302,7 +308,7 @@ async def launch_worker(
             raise ControllerError(Code.LAUNCH_FAILED, "child does not lead its own group")
         launch_id = journal.record_launch(
             epoch=assignment.epoch, slot=assignment.slot, kind=assignment.kind,
-            identity=identity, pgid=pgid,
+            identity=identity, pgid=pgid, marker=marker,
         )
         binding = Binding(epoch=assignment.epoch, slot=assignment.slot, worker=identity)
         channel = await ControllerChannel.over_socket(
@@ -320,7 +326,7 @@ async def launch_worker(
         raise
     return WorkerHandle(
         journal=journal, assignment=assignment, launch_id=launch_id, identity=identity,
-        pgid=pgid, pidfd=pidfd, process=process, channel=channel,
+        pgid=pgid, pidfd=pidfd, process=process, channel=channel, marker=marker,
     )
 
 

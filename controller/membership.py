@@ -10,9 +10,12 @@ A process is *tied* to a launch when, in one /proc snapshot, it is
 4. an orphan adopted by the controller (the controller is a child subreaper): parented
    to the controller, not one of its registered direct children, and started no
    earlier than the leader;
-5. a descendant, by parent links, of any of the above.
+5. a process carrying the launch's environment marker (``efold.controller.marker``),
+   started no earlier than the leader: how an escaped orphan reparented to init is
+   still found after the controller died;
+6. a descendant, by parent links, of any of the above.
 
-Rule 3 and 4 are how a descendant that escaped the group with ``setsid`` is still
+Rules 3, 4 and 5 are how a descendant that escaped the group with ``setsid`` is still
 found: through its recorded identity, its parent chain, or (once its parent is gone)
 its adoption by the controller. Only a process that escaped *and* was reparented away
 from the controller before any snapshot saw it can be missed; that cannot happen while
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from efold.controller.marker import marked_processes
 from efold.controller.proctable import ProcEntry, descendants
 from efold.identity import ProcessIdentity
 
@@ -44,9 +48,11 @@ def tied_processes(
     recorded: Iterable[ProcessIdentity],
     controller_pid: int,
     direct_children: frozenset[int],
+    marker: str | None = None,
 ) -> list[ProcEntry]:
     """Entries tied to the launch, zombies included, in a stable discovery order:
-    leader, group members, recorded members, adopted orphans, then descendants."""
+    leader, group members, recorded members, adopted orphans, marked processes, then
+    descendants."""
     order: list[int] = []
     seen: set[int] = set()
 
@@ -73,6 +79,9 @@ def tied_processes(
             and pid != leader.pid
             and entry.start_time >= leader.start_time
         ):
+            add(pid)
+    if marker is not None:
+        for pid in marked_processes(table, marker, not_before=leader.start_time):
             add(pid)
     for pid in descendants(table, list(order)):
         add(pid)

@@ -10,7 +10,14 @@ so that an operator (or a later controller that re-proves them) can act.
 Ties are those of ``efold.controller.membership`` except adoption (rule 4): the process
 that would have adopted orphans is the dead controller, so its orphans now belong to
 init or another subreaper and cannot be attributed by parentage. They are still found
-through their recorded identity (rule 3) and their recorded process group.
+through their recorded identity (rule 3), their recorded process group and the launch
+marker in their environment (rule 5, ``efold.controller.marker``).
+
+Reconciled means all of: no live process tied to any launch, every launch has an exit
+record or a finished containment episode, and no containment episode is unfinished. A
+launch the controller never saw end (it died first) is unsettled even when nothing of it
+is visible now: only ``efold-controller reap`` (which proves and journals its end) or a
+finished containment settles it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from efold.controller.marker import markers_by_process
 from efold.controller.membership import leader_pins_group, live_in_groups, tied_processes
 from efold.controller.proctable import ProcEntry, scan
 from efold.controller.proof import Member as RecordedMember
@@ -29,13 +37,14 @@ from efold.identity import ProcessIdentity, boot_id
 from efold.registry.journal import JournalReader
 from efold.registry.lease import probe_lease
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: unsettled launches, marked survivors, verdict
 
 
 class SurvivorTie(enum.StrEnum):
     RECORDED = "recorded"  # a recorded process, re-proven alive
     DESCENDANT = "descendant"  # tied by group or parent links, never recorded
     UNPROVABLE = "unprovable"  # alive in a recorded group, identity not re-provable
+    MARKED = "marked"  # carries the launch's environment marker (found after reparenting)
 
 
 class ProcessState(msgspec.Struct, frozen=True):
@@ -87,7 +96,10 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     containments: list[ContainmentState]
     survivors: list[SurvivorState]
     unfinished_containments: int
-    reconciled: bool  # nothing tied to any launch is alive
+    unsettled_launches: list[int]  # neither an exit record nor a finished containment
+    reconciled: bool  # nothing alive, every launch settled, no containment unfinished
+    verdict: str  # one line, first in every rendering: reconciled, or why not
+
 
 
 def _identity(row: dict[str, Any]) -> ProcessIdentity:
@@ -99,14 +111,19 @@ def _survivors_of(
     members: list[RecordedMember],
     table: dict[int, ProcEntry],
     current_boot: str,
+    marked: dict[int, str],
 ) -> list[SurvivorState]:
     leader = _identity(launch)
     if leader.boot_id != current_boot:
         return []  # another boot: nothing of this launch can be alive
     recorded = [m.identity for m in members] + [leader]
+    marker = launch["marker"]
+    carrying = {pid for pid, found in marked.items()
+                if marker is not None and found == marker
+                and table[pid].start_time >= leader.start_time}
     tied = tied_processes(
         table, leader=leader, pgid=launch["pgid"], recorded=recorded, controller_pid=-1,
-        direct_children=frozenset(),
+        direct_children=frozenset(), marker=marker,
     )
     groups = {m.pgid for m in members if m.pgid == m.identity.pid}
     if leader_pins_group(table, leader):
@@ -120,6 +137,8 @@ def _survivors_of(
             continue
         if (entry.pid, entry.start_time) in known:
             tie = SurvivorTie.RECORDED
+        elif entry.pid in carrying:
+            tie = SurvivorTie.MARKED
         elif entry.pid in tied_pids:
             tie = SurvivorTie.DESCENDANT
         else:
@@ -129,6 +148,26 @@ def _survivors_of(
             ppid=entry.ppid, pgid=entry.pgid, tie=tie,
         )
     return list(found.values())
+
+
+def _superseded(episode: ContainmentState, episodes: list[ContainmentState]) -> bool:
+    """An episode a dead controller left unfinished is superseded by a later finished
+    episode of the same launch (``reap``'s): its end is then on record."""
+    return any(e.finished and e.launch_id == episode.launch_id
+               and e.containment_id > episode.containment_id for e in episodes)
+
+
+def _verdict(survivors: int, unsettled: int, unfinished: int) -> str:
+    if not (survivors or unsettled or unfinished):
+        return "reconciled: nothing of this run is alive and every launch has ended"
+    reasons = []
+    if survivors:
+        reasons.append(f"{survivors} live process(es) of the run")
+    if unsettled:
+        reasons.append(f"{unsettled} launch(es) never seen to end")
+    if unfinished:
+        reasons.append(f"{unfinished} unfinished containment(s)")
+    return "NOT reconciled: " + ", ".join(reasons) + " (run `efold-controller reap RUN`)"
 
 
 def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
@@ -142,6 +181,7 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
     lease = probe_lease(run_dir)
     current_boot = boot_id()
     table = scan()
+    marked = markers_by_process(table)
     by_launch: dict[int, list[RecordedMember]] = {}
     members: list[ProcessState] = []
     for row in member_rows:
@@ -165,7 +205,8 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
             proof=proof.state,
         ))
         survivors.extend(
-            _survivors_of(row, by_launch.get(row["launch_id"], []), table, current_boot)
+            _survivors_of(row, by_launch.get(row["launch_id"], []), table, current_boot,
+                          marked)
         )
     containments = [
         ContainmentState(
@@ -174,6 +215,10 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         )
         for r in containment_rows
     ]
+    finished = {c.launch_id for c in containments if c.finished}
+    unsettled = [launch.launch_id for launch in launch_states
+                 if not launch.exit_recorded and launch.launch_id not in finished]
+    unfinished = sum(1 for c in containments if not c.finished and not _superseded(c, containments))
     return RecoveryReport(
         version=REPORT_VERSION,
         lease=lease.state.value,
@@ -183,6 +228,8 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         members=members,
         containments=containments,
         survivors=survivors,
-        unfinished_containments=sum(1 for c in containments if not c.finished),
-        reconciled=not survivors,
+        unfinished_containments=unfinished,
+        unsettled_launches=unsettled,
+        reconciled=not survivors and not unsettled and not unfinished,
+        verdict=_verdict(len(survivors), len(unsettled), unfinished),
     )

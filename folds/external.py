@@ -1,8 +1,7 @@
 """An external-command fold: any program, in any language, speaking JSON over stdio.
 
-Protocol ``efold-fold-v1``. efold starts the command (its own session and process
-group, stderr discarded since it may carry trace text), writes ONE JSON object to its
-stdin and closes it::
+Protocol ``efold-fold-v1``. efold starts the command (stderr discarded since it may
+carry trace text), writes ONE JSON object to its stdin and closes it::
 
     {"protocol": "efold-fold-v1", "arm": "<arm name>", "trace_id": "<id>",
      "events": [<event>, ...]}
@@ -27,17 +26,24 @@ events (privacy rule included); a command cannot supply store content. efold com
 the receipt itself from the returned messages: a command's own counts are not trusted.
 
 Failures, each a ``PluginError`` with its code: the command runs past ``timeout_s``
-(``fold_plugin_timeout``; its process group is killed), writes more than
-``max_output_bytes`` (``fold_plugin_output_too_large``; killed), exits non-zero or
-cannot start (``fold_plugin_failed``), or writes anything that is not a valid response
+(``fold_plugin_timeout``; it is killed), writes more than ``max_output_bytes``
+(``fold_plugin_output_too_large``; killed), exits non-zero or cannot start
+(``fold_plugin_failed``), or writes anything that is not a valid response
 (``fold_plugin_invalid``).
+
+Containment: the command stays in its caller's process group and session (no
+``setsid``), with the caller's environment unless ``env`` is given. In a prep child that
+is the launch's group and environment, so the command and everything it starts are
+found, journaled and re-proven by the controller's containment like any member of the
+launch (its group, parent links, the launch marker). This module kills only the command
+itself on a failure; whatever it left behind is the controller's to contain, and a
+finished prep child that left processes behind stops the run (``lookup_worker_lost``).
 """
 
 from __future__ import annotations
 
 import os
 import selectors
-import signal
 import subprocess
 import threading
 import time
@@ -104,37 +110,7 @@ class ExternalCommandFold:
         request = msgspec.json.encode(
             _Request(protocol=PROTOCOL, arm=self._name, trace_id=prefix.trace_id, events=prefix.events)
         )
-        output = self._run(request)
-        try:
-            response = msgspec.json.decode(output, type=_Response)
-        except msgspec.DecodeError as exc:
-            raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{self._name}: malformed output") from exc
-        if response.tools not in ([], list(LOOKUP_TOOLS)):
-            raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{self._name}: tools must be none or both lookup tools")
-        retained = retain(session_transcript(prefix.events)) if response.tools else None
-        receipt = build_receipt(
-            arm=self._name,
-            prefix=prefix,
-            messages=response.messages,
-            tools=response.tools,
-            boundary=BoundaryEvidence(kind="external", verified=response.boundary_crossed),
-            pressure=[],
-            store=retained,
-        )
-        checkpoint = Checkpoint(
-            arm=self._name,
-            trace_id=prefix.trace_id,
-            messages=response.messages,
-            tools=response.tools,
-            receipt=receipt,
-            store=retained,
-        )
-        try:
-            return checked(checkpoint, self._name, prefix)
-        except PluginError:
-            raise
-        except Exception as exc:
-            raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{self._name}: invalid checkpoint") from exc
+        return decode_output(self._name, self._run(request), prefix)
 
     # -- the child process ---------------------------------------------------------------
 
@@ -146,7 +122,6 @@ class ExternalCommandFold:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                start_new_session=True,
                 close_fds=True,
                 env=self._env,
                 cwd=self._cwd,
@@ -160,14 +135,12 @@ class ExternalCommandFold:
             output = self._collect(process, deadline)
             self._await_exit(process, deadline)
         except BaseException:
-            _kill_group(process)
+            _kill(process)
             raise
         finally:
             writer.join(timeout=1.0)
             process.stdout.close()
-        # The leader has exited but is not reaped yet, so its group id cannot have been
-        # reused: clear any leftover members, then reap.
-        _kill_group(process)
+        process.wait()
         if process.returncode != 0:
             raise PluginError(Code.FOLD_PLUGIN_FAILED, f"{self._name}: exit status {process.returncode}")
         return output
@@ -207,6 +180,41 @@ class ExternalCommandFold:
             time.sleep(_EXIT_POLL_S)
 
 
+def decode_output(name: str, output: bytes, prefix: TracePrefix) -> Checkpoint:
+    """The checkpoint a command's stdout stands for, or ``PluginError``
+    (``fold_plugin_invalid``): the one decoder of a command's untrusted bytes."""
+    try:
+        response = msgspec.json.decode(output, type=_Response)
+    except msgspec.DecodeError as exc:
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name}: malformed output") from exc
+    if response.tools not in ([], list(LOOKUP_TOOLS)):
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name}: tools must be none or both lookup tools")
+    retained = retain(session_transcript(prefix.events)) if response.tools else None
+    receipt = build_receipt(
+        arm=name,
+        prefix=prefix,
+        messages=response.messages,
+        tools=response.tools,
+        boundary=BoundaryEvidence(kind="external", verified=response.boundary_crossed),
+        pressure=[],
+        store=retained,
+    )
+    checkpoint = Checkpoint(
+        arm=name,
+        trace_id=prefix.trace_id,
+        messages=response.messages,
+        tools=response.tools,
+        receipt=receipt,
+        store=retained,
+    )
+    try:
+        return checked(checkpoint, name, prefix)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name}: invalid checkpoint") from exc
+
+
 def _feed(stdin: IO[bytes], data: bytes) -> None:
     try:
         stdin.write(data)
@@ -215,13 +223,8 @@ def _feed(stdin: IO[bytes], data: bytes) -> None:
         pass  # the command stopped reading; its output (or exit status) decides
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the command's process group, then reap the leader.
-
-    Safe only while the leader is unreaped (its pid, which is the group id, cannot be
-    reused): every caller reaches here before ``wait``."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command, then reap it. Safe by pid: an unreaped child's pid is still
+    its own (every caller reaches here before ``wait``)."""
+    process.kill()
     process.wait()

@@ -4,8 +4,11 @@ Reads the journal, re-proves every recorded process and reports survivors; never
 signals, never launches, never writes (``efold.controller.recovery``). The report is
 content-free: ids, pids, start times, process groups, states and fixed codes, no paths.
 
-Exit status: 0 when nothing tied to any launch is alive, 1 when survivors remain,
-2 when the journal cannot be read.
+The verdict line comes first (and is repeated last): ``reconciled`` only when nothing
+tied to any launch is alive, every launch has an exit record or a finished containment,
+and no containment is unfinished.
+
+Exit status: 0 reconciled, 1 not reconciled, 2 when the journal cannot be read.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from efold.errors import EfoldError
 
 
 def _print_text(report: RecoveryReport) -> None:
+    click.echo(report.verdict)
     click.echo(f"lease: {report.lease}")
     click.echo(f"sticky stop: {report.sticky_stop or '-'}")
     click.echo(f"launches: {len(report.launches)}  members: {len(report.members)}  "
@@ -32,7 +36,9 @@ def _print_text(report: RecoveryReport) -> None:
     for s in report.survivors:
         click.echo(f"  survivor launch={s.launch_id} pid={s.pid} start={s.start_time} "
                    f"ppid={s.ppid} pgid={s.pgid} tie={s.tie.value}")
-    click.echo("reconciled" if report.reconciled else "NOT reconciled")
+    if report.unsettled_launches:
+        click.echo("never seen to end: launch " + ", ".join(map(str, report.unsettled_launches)))
+    click.echo(report.verdict)
 
 
 @click.command("recover")
