@@ -5,16 +5,18 @@ Order (each step completes before the next; nothing is resumed or reused):
 2. publish registration.json and plan.json into the run; consume the authorization
    (faux: minted, burned in the faux registry, pair verified) before any child starts;
 3. write reader-safe traces; one prep child per checkpoint (role × trace × repeat);
-   verify each snapshot; compute evaluator-side evidence (availability, exclusions);
+   verify each snapshot; learn from it whether the checkpoint is inventory-infeasible;
+   compute evaluator-side evidence (availability, exclusions). No fold code ever runs
+   in the controller;
 4. one probe child per slot in schedule order, the durable permit source answering;
    one receipt per visited slot; stop policies after every slot;
 5. aggregate: results.json, summary.md, report.html; release the lease.
 
 A stop closes admission: every later slot is still visited, in order, and receives an
-``unadmitted`` receipt with the refusal's code (``lookup_stopped``, or
-``not_admitted_cap`` once the cap refused) without a child being launched, so the
-counts of a stopped run are complete and honest. Only a controller that dies leaves
-slots unvisited (they stay in the plan's inventory, never in the execution counts).
+``unadmitted`` receipt with the refusal's code (``lookup_stopped``; ``interrupted`` after
+SIGINT/SIGTERM, ``controller.interrupt``; ``not_admitted_cap`` once the cap refused)
+without a child being launched, so the counts of a stopped run are complete and honest.
+Only a controller that dies leaves slots unvisited (they stay in the plan's inventory, never in the execution counts).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,17 +32,17 @@ import anyio
 from efold.controller.aggregate import PLAN_NAME, read_run, render_reports
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
+from efold.controller.interrupt import interruptible
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for
+from efold.controller.preparation import Preparation, Progress, prepare_checkpoints
 from efold.controller.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.runroot import private_subdir
 from efold.controller.slots import (
     Evidence,
-    PrepResult,
     RunContext,
     refused_receipt,
-    run_prep,
     run_probe,
     write_slot_receipt,
 )
@@ -52,9 +53,7 @@ from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.identity import current_identity
 from efold.ipc.messages import Budgets
-from efold.worker.tasks import PrepTask, ProbeTask
-
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
+from efold.worker.tasks import ProbeTask
 
 # Pressure is required on long traces only (reference: "On long traces, each sample
 # must also show the pressure its arm is designed to test").
@@ -68,6 +67,7 @@ class PilotOutcome:
     receipts: list[Receipt]
     plan: Plan
     reports: dict[str, bytes]
+    interrupted: int | None = None  # the signal that interrupted the run, if one did
 
 
 def _publish(run: Path, name: str, data: bytes) -> None:
@@ -93,10 +93,14 @@ def _evidence(suite: str, restored: RestoredCheckpoint,
         excluded = Exclusion.STORE_DEGRADED
     store = restored.open_store()
     out: dict[str, Evidence] = {}
-    for probe in probes:
-        result = probe_availability(cp, probe, store=store)
-        out[probe.id] = Evidence(Availability(result.availability.value), excluded,
-                                 restored.manifest.content_digest)
+    try:
+        for probe in probes:
+            result = probe_availability(cp, probe, store=store)
+            out[probe.id] = Evidence(Availability(result.availability.value), excluded,
+                                     restored.manifest.content_digest)
+    finally:
+        if store is not None:
+            store.close()
     return out
 
 
@@ -149,60 +153,43 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             program=program,
         )
 
-        preps, evidence = await _prepare(ctx, plan, items, campaign.suite, tick)
-        receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick)
+        async def body() -> tuple[list[Receipt], dict[str, bytes]]:
+            preps, evidence = await _prepare(ctx, plan, items, reg, tick)
+            receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick)
+            # -- aggregate ---------------------------------------------------------------
+            reports = render_reports(read_run(run))
+            for name, data in reports.items():
+                _publish(run, name, data)
+            return receipts, reports
 
-        # -- aggregate -----------------------------------------------------------------
-        view = read_run(run)
-        reports = render_reports(view)
-        for name, data in reports.items():
-            _publish(run, name, data)
+        receipts, reports = await interruptible(ctx, body)
         stop = ctx.policy.stop_code or (
             Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)
         journal.close()
-    return PilotOutcome(run, stop, receipts, plan, reports)
+    return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted)
 
 
-async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem], suite: str,
-                   tick: Progress) -> tuple[dict[str, PrepResult], dict[tuple[str, str], Evidence]]:
-    """One prep child per checkpoint an eligible slot uses, then the evaluator-side
-    evidence (availability, exclusions) of every probe asked of it."""
-    from efold.corpus import dump_trace, trace_digest
-
-    traces_dir = private_subdir(ctx.run_dir, "traces")
-    private_subdir(ctx.run_dir, "checkpoints")
-    needed: dict[str, PlannedSlot] = {}
-    for s in plan.slots:
-        if s.eligible and s.checkpoint not in needed:
-            needed[s.checkpoint] = s
-    trace_files: dict[str, tuple[str, str]] = {}
-    for trace_id in sorted({s.trace_id for s in needed.values()}):
-        trace = items[trace_id].trace
-        _publish(traces_dir, f"{trace_id}.jsonl", dump_trace(trace))
-        trace_files[trace_id] = (str(traces_dir / f"{trace_id}.jsonl"), trace_digest(trace))
-    preps: dict[str, PrepResult] = {}
+async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
+                   reg: Registration, tick: Progress
+                   ) -> tuple[dict[str, Preparation], dict[tuple[str, str], Evidence]]:
+    """One prep child per checkpoint an eligible slot uses, and the evaluator-side
+    evidence (availability, exclusions) of every probe asked of a feasible one."""
     evidence: dict[tuple[str, str], Evidence] = {}
-    for n, (key, first) in enumerate(needed.items()):
-        tick("prep", n, len(needed))
-        if ctx.policy.stopped:
-            break
-        path, digest = trace_files[first.trace_id]
-        result = await run_prep(
-            ctx, key=key, slot_dir=private_subdir(ctx.run_dir, "checkpoints", key),
-            task=PrepTask(arm=first.arm, trace_file=path, trace_sha256=digest),
-        )
-        preps[key] = result
-        if result.restored is not None:
-            asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
-            wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
-            for pid, ev in _evidence(suite, result.restored, wanted).items():
-                evidence[(key, pid)] = ev
-    tick("prep", len(needed), len(needed))
+
+    def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
+        asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
+        # The plan's trace, never what the fold's data claims.
+        wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
+        for pid, ev in _evidence(reg.campaign.suite, restored, wanted).items():
+            evidence[(key, pid)] = ev
+
+    preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, tick=tick,
+                                      on_prepared=on_prepared)
     return preps, evidence
 
 
 async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
-                     preps: dict[str, PrepResult], evidence: dict[tuple[str, str], Evidence],
+                     preps: dict[str, Preparation], evidence: dict[tuple[str, str], Evidence],
                      reg: Registration, tick: Progress) -> list[Receipt]:
     """One probe child per slot, in schedule order; a slot whose admission is already
     closed is visited without a launch. The stop policies run after every slot."""
@@ -216,10 +203,13 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     receipts: list[Receipt] = []
     for n, planned in enumerate(plan.slots):
         tick("probe", n, len(plan.slots))
-        prep = preps.get(planned.checkpoint)
+        prepared = preps.get(planned.checkpoint)
+        prep = prepared.result if prepared is not None else None
         refusal: Code | None = None
-        if not planned.eligible:
+        if not planned.eligible or (prepared is not None and prepared.feasible is False):
             refusal = Code.INVENTORY_INFEASIBLE
+        elif ctx.interrupted is not None:  # the operator ended the run
+            refusal = Code.INTERRUPTED
         elif ctx.policy.stopped:  # admission is closed for the rest of the run
             refusal = Code.LOOKUP_STOPPED
         elif ctx.source.cap_refused:  # spend never falls: every later admit refuses

@@ -1,7 +1,10 @@
 """The plan: every slot of a registration, in schedule order, with its cost estimate.
 
-No model call and no child process: the plan is a pure function of the registration, so
-``plan`` and ``pilot`` always agree on it and its digest.
+No model call, no child process and no fold code: the plan is a pure function of the
+registration, so ``plan`` and ``pilot`` always agree on it and its digest. Whether a
+checkpoint is inventory-infeasible is not known here: it is learned from the checkpoint
+a contained prep child builds (``efold.controller.feasibility``), and such slots get a
+``skipped`` receipt.
 
 Schedule (seeded, ``seeded-sha256-rank-v1``): per repeat, conversation/probe blocks
 ordered by rank; inside each block all roles interleaved in ranked order. Concurrency
@@ -16,15 +19,12 @@ import msgspec
 
 from efold.controller.records import Plan, PlannedSlot
 from efold.controller.registration import Registration, rank_key, registration_sha256
-from efold.corpus.model import SuiteItem
 from efold.digests import digest_of
 
-# Two causes make a slot inventory-infeasible (planned, counted, skipped, never launched).
-# 1. Arms that need what a suite does not have: the ceiling arm needs a trace long enough
-# to reach the 200k-token ceiling, which only the hard suites have (reference: "ceiling
-# (e, hard only)").
-# 2. A checkpoint whose first request exceeds the input envelope I (native on the hard
-# suite: ~230k estimated tokens is ~950k bytes, and U_k counts bytes).
+# Arms that need what a suite does not have are ineligible by plan: the ceiling arm needs
+# a trace long enough to reach the 200k-token ceiling, which only the hard suites have
+# (reference: "ceiling (e, hard only)"). The other cause of a skipped slot, a checkpoint
+# whose first request exceeds the input envelope, is a preparation fact.
 _HARD_ONLY_ARMS = frozenset({"ceiling"})
 
 
@@ -40,45 +40,8 @@ def eligible(arm: str, suite: str) -> bool:
     return not (arm in _HARD_ONLY_ARMS and suite == "original")
 
 
-def infeasible_checkpoints(reg: Registration, items: list[SuiteItem]) -> set[tuple[str, str]]:
-    """(role, trace) pairs whose first request can never be admitted (U_1 > I), found by
-    building the checkpoint offline exactly as the prep child will and pricing round 1
-    with the slot's longest question (reference: budget-infeasible paths are skipped,
-    kept in the denominator, never counted as reader failures)."""
-    from efold.folds import TracePrefix, get_fold
-    from efold.guard.feasibility import fits_envelope
-    from efold.worker.reader import first_payload, probe_contract
-    from efold.worker.tasks import ProbeTask
-
-    c = reg.campaign
-    selected = {t.trace_id: set(t.probe_ids) for t in reg.selection}
-    cache_key = "k" * 64  # the longest key a slot can be given
-    out: set[tuple[str, str]] = set()
-    for item in items:
-        trace_id = item.trace.header.trace_id
-        if trace_id not in selected:
-            continue
-        question = max((p.question for p in item.probes.probes if p.id in selected[trace_id]),
-                       key=len, default="")
-        prefix = TracePrefix.of(item.trace)
-        for role in c.roles:
-            if not eligible(role.arm, c.suite):
-                continue
-            task = ProbeTask(question=question, instructions=role.instructions,
-                             provider=c.reader.provider, model=c.reader.model,
-                             api=c.reader.api, base_url=c.reader.base_url,
-                             effort=c.reader.effort)
-            checkpoint = get_fold(role.arm).build(prefix)
-            if not fits_envelope(first_payload(checkpoint, task, cache_key),
-                                 probe_contract(task, cache_key)):
-                out.add((role.name, trace_id))
-    return out
-
-
-def build_plan(reg: Registration, categories: dict[tuple[str, str], str],
-               infeasible: AbstractSet[tuple[str, str]] = frozenset()) -> Plan:
-    """``categories`` maps (trace_id, probe_id) to the probe's category; ``infeasible``
-    names (role, trace) pairs whose slots are inventory-infeasible."""
+def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Plan:
+    """``categories`` maps (trace_id, probe_id) to the probe's category."""
     c = reg.campaign
     seed = c.schedule_seed
     slots: list[PlannedSlot] = []
@@ -93,8 +56,7 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str],
                     role=role.name, arm=role.arm, suite=c.suite, trace_id=trace_id,
                     probe_id=probe_id, category=categories[(trace_id, probe_id)],
                     repeat=repeat,
-                    eligible=eligible(role.arm, c.suite)
-                    and (role.name, trace_id) not in infeasible,
+                    eligible=eligible(role.arm, c.suite),
                     checkpoint=checkpoint_key(repeat, role.name, trace_id),
                 ))
     schedule_sha = digest_of([s.slot for s in slots])
@@ -113,7 +75,7 @@ def plan_for(reg: Registration) -> Plan:
         (item.trace.header.trace_id, p.id): p.category.value
         for item in items for p in item.probes.probes
     }
-    return build_plan(reg, categories, infeasible_checkpoints(reg, items))
+    return build_plan(reg, categories)
 
 
 class Estimate(msgspec.Struct, frozen=True):
@@ -132,8 +94,10 @@ class Estimate(msgspec.Struct, frozen=True):
     # cap_minus_rmax_units is never negative for a registered campaign.
 
 
-def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int) -> Estimate:
-    n = sum(1 for s in plan.slots if s.eligible)
+def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
+             infeasible: AbstractSet[str] = frozenset()) -> Estimate:
+    """``infeasible``: checkpoints found inventory-infeasible by their prep children."""
+    n = sum(1 for s in plan.slots if s.eligible and s.checkpoint not in infeasible)
     e = n * expected_units_per_slot
     ratio = None
     if e:

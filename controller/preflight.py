@@ -17,17 +17,18 @@ from pathlib import Path
 import anyio
 import msgspec
 
+from efold.controller.interrupt import interruptible
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for
+from efold.controller.preparation import checkpoints_of, prepare_checkpoints
 from efold.controller.registration import Registration
 from efold.controller.runroot import claim_run_dir, private_subdir
-from efold.controller.slots import RunContext, run_prep
+from efold.controller.slots import RunContext
 from efold.controller.stops import StopPolicy
 from efold.digests import build_digest, canonical_json, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.ipc.messages import Budgets
-from efold.worker.tasks import PrepTask
 
 
 class PreflightSlot(msgspec.Struct, frozen=True):
@@ -36,6 +37,9 @@ class PreflightSlot(msgspec.Struct, frozen=True):
     eligible: bool  # admission eligibility from the plan (preparation is checked anyway)
     ok: bool  # the checkpoint prepared, passed the tree limits and dry-restored in time
     code: str | None
+    # Round 1 of every probe asked of the checkpoint fits the input envelope; None when
+    # it could not be prepared. False: the slot is inventory-infeasible (skipped).
+    feasible: bool | None
     files: int
     bytes: int
     largest_bytes: int
@@ -50,12 +54,18 @@ class PreflightReport(msgspec.Struct, frozen=True):
     ok: bool
     checkpoints: int
     slots: list[PreflightSlot]
-    version: int = 1
+    interrupted: int | None = None  # the signal (SIGINT/SIGTERM) that cut it short
+    version: int = 2  # 2: per-slot feasibility, interruption
+
+    def infeasible(self) -> set[str]:
+        """Checkpoints whose prep child built them and whose first request never fits."""
+        return {s.checkpoint for s in self.slots if s.feasible is False}
 
 
 def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
     return PreflightSlot(
-        slot="", checkpoint=checkpoint, eligible=True, ok=False, code=code.value, files=0,
+        slot="", checkpoint=checkpoint, eligible=True, ok=False, code=code.value,
+        feasible=None, files=0,
         bytes=0, largest_bytes=0, rejected={}, prepare_ms=0, restore_ms=0,
         watchdog_ms=watchdog_ms,
     )
@@ -63,7 +73,7 @@ def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
 
 async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
                      program: tuple[str, ...] | None) -> PreflightReport:
-    from efold.corpus import dump_trace, load_suite, trace_digest
+    from efold.corpus import load_suite
     from efold.folds import copy_snapshot
     from efold.registry import publish_exclusive
     from efold.registry.journal import JournalWriter
@@ -94,32 +104,26 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
         )
         publish_exclusive(run, "registration.json", reg_bytes)
         publish_exclusive(run, "plan.json", plan_bytes)
-        traces = private_subdir(run, "traces")
-        private_subdir(run, "checkpoints")
         private_subdir(run, "restore")
         # Every checkpoint of the plan: preparation feasibility is independent of
-        # admission eligibility (an inventory-infeasible slot is still prepared here).
-        for s in plan.slots:
-            if s.checkpoint in results:
+        # admission eligibility (a slot ineligible by plan is still prepared here).
+        preps = await interruptible(ctx, lambda: prepare_checkpoints(
+            ctx, plan, items, reg, eligible_only=False))
+        for key in checkpoints_of(plan, eligible_only=False):
+            prep = preps.get(key)
+            if prep is None:
+                # Admission closed before this checkpoint (a containment stop: a prep
+                # child left a process behind): it fails with that stop.
+                results[key] = _failed(key, ctx.policy.stop_code or Code.LOOKUP_STOPPED,
+                                       watchdog_ms)
                 continue
-            if ctx.policy.stop_code is not None:
-                # A containment stop (a prep child left a process behind): launch nothing
-                # more; every later checkpoint fails with that stop.
-                results[s.checkpoint] = _failed(s.checkpoint, ctx.policy.stop_code, watchdog_ms)
-                continue
-            trace = items[s.trace_id].trace
-            trace_file = traces / f"{s.trace_id}.jsonl"
-            if not trace_file.exists():
-                publish_exclusive(traces, trace_file.name, dump_trace(trace))
-            slot_dir = private_subdir(run, "checkpoints", s.checkpoint)
-            result = await run_prep(ctx, key=s.checkpoint, slot_dir=slot_dir, task=PrepTask(
-                arm=s.arm, trace_file=str(trace_file), trace_sha256=trace_digest(trace)))
+            result = prep.result
             code = ctx.policy.stop_code or result.code
             restore_ms = 0
             if code is None and result.snapshot is not None:
                 started = time.monotonic()
                 try:
-                    copy_snapshot(result.snapshot.path, run / "restore" / s.checkpoint,
+                    copy_snapshot(result.snapshot.path, run / "restore" / key,
                                   expected_digest=result.snapshot.digest)
                 except EfoldError:
                     code = Code.LOOKUP_PREPARATION_INVALID
@@ -127,18 +131,19 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
             if code is None and result.elapsed_ms + restore_ms > watchdog_ms:
                 code = Code.WORKER_TIMEOUT
             tree = result.tree
-            results[s.checkpoint] = PreflightSlot(
-                slot="", checkpoint=s.checkpoint, eligible=True, ok=code is None,
-                code=code.value if code else None, files=tree.files, bytes=tree.bytes,
-                largest_bytes=tree.largest, rejected=dict(sorted(tree.rejected.items())),
-                prepare_ms=result.elapsed_ms, restore_ms=restore_ms, watchdog_ms=watchdog_ms,
+            results[key] = PreflightSlot(
+                slot="", checkpoint=key, eligible=True, ok=code is None,
+                code=code.value if code else None, feasible=prep.feasible, files=tree.files,
+                bytes=tree.bytes, largest_bytes=tree.largest,
+                rejected=dict(sorted(tree.rejected.items())), prepare_ms=result.elapsed_ms,
+                restore_ms=restore_ms, watchdog_ms=watchdog_ms,
             )
         journal.close()
     slots = [msgspec.structs.replace(results[s.checkpoint], slot=s.slot, eligible=s.eligible)
              for s in plan.slots]
     return PreflightReport(
         registration_sha256=sha256_hex(reg_bytes), ok=all(x.ok for x in slots),
-        checkpoints=len(results), slots=slots,
+        checkpoints=len(results), slots=slots, interrupted=ctx.interrupted,
     )
 
 

@@ -17,6 +17,8 @@ child's claim alone):
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +109,11 @@ class RunContext:
     program: tuple[str, ...] | None = None
     # Invariant: each sticky code is journaled once per run, however often it is taken.
     _journaled: set[Code] = field(default_factory=set)
+    # The signal that interrupted the run (SIGINT/SIGTERM), once; then admission is
+    # closed (an ``interrupted`` sticky stop) and the launch in flight is contained.
+    interrupted: int | None = None
+    # The cancel scope of the launch in flight, if any (``launch_scope``).
+    _launch_scope: anyio.CancelScope | None = None
 
     def launch_options(self) -> dict[str, object]:
         from efold.controller.childenv import child_environment
@@ -141,6 +148,32 @@ class RunContext:
             self.journal.record_stop(epoch=self.epoch, code=code.value, slot=slot, sticky=True)
         self._journaled.add(code)
 
+    @contextmanager
+    def launch_scope(self) -> Iterator[anyio.CancelScope]:
+        """The scope one launch runs in: an interruption cancels it, and the launcher
+        contains the child (shielded) on the way out. ``cancelled_caught`` then says the
+        launch was interrupted."""
+        with anyio.CancelScope() as scope:
+            self._launch_scope = scope
+            try:
+                if self.interrupted is not None:
+                    scope.cancel()
+                yield scope
+            finally:
+                self._launch_scope = None
+
+    def interrupt(self, signum: int) -> bool:
+        """The operator interrupted the run: close admission (a journaled ``interrupted``
+        stop) and cancel the launch in flight. Only the first signal counts; False for a
+        repeat, which changes nothing (containment is never skipped)."""
+        if self.interrupted is not None:
+            return False
+        self.interrupted = signum
+        self.record_stop(Code.INTERRUPTED, None)
+        if self._launch_scope is not None:
+            self._launch_scope.cancel()
+        return True
+
     def adopt_containment(self, handle: WorkerHandle | None, slot: str) -> None:
         """Every sticky stop a containment episode decided (``lookup_worker_lost``,
         ``unreconciled_containment``) becomes the run's before anything else launches."""
@@ -151,12 +184,13 @@ class RunContext:
 
     def failure_of(self, exc: BaseException, handle: WorkerHandle | None, slot: str) -> Code:
         """The code a failed launch stands for: the child's own (its exit status) when
-        it exited by itself, else the failure's; an IPC integrity violation is sticky."""
-        own = _own_code(handle)
-        if own is not None:
-            return own
-        code = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
-        if code in _INTEGRITY_IPC:
+        it exited by itself, else the failure's. Sticky: an IPC integrity violation, and
+        a digest mismatch (the code, registration or a fold changed under the run:
+        every later child would refuse too, and the run must not end as complete)."""
+        code = _own_code(handle)
+        if code is None:
+            code = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
+        if code in _INTEGRITY_IPC or code is Code.WORKER_DIGEST_MISMATCH:
             self.record_stop(code, slot)
         return code
 
@@ -196,20 +230,24 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     prepared: Prepared | None = None
     code: Code | None = None
     handle: WorkerHandle | None = None
-    try:
-        async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
-            with anyio.fail_after(ctx.prep_seconds + WATCHDOG_MARGIN_S):
-                await handle.accept_hello(ctx.welcome(ctx.prep_seconds), timeout=ctx.prep_seconds)
-                msg = await handle.channel.receive(timeout=ctx.prep_seconds)
-                assert isinstance(msg, Prepared)  # the lockstep core admits nothing else
-                prepared = msg
-                await handle.acknowledge_done()
-    except RegistryError:
-        raise  # the journal failed: nothing more may be recorded; the run stops
-    except (EfoldError, TimeoutError) as exc:
-        code = ctx.failure_of(exc, handle, key)
-    finally:
-        ctx.adopt_containment(handle, key)
+    with ctx.launch_scope() as scope:
+        try:
+            async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
+                with anyio.fail_after(ctx.prep_seconds + WATCHDOG_MARGIN_S):
+                    await handle.accept_hello(ctx.welcome(ctx.prep_seconds),
+                                              timeout=ctx.prep_seconds)
+                    msg = await handle.channel.receive(timeout=ctx.prep_seconds)
+                    assert isinstance(msg, Prepared)  # the lockstep core admits nothing else
+                    prepared = msg
+                    await handle.acknowledge_done()
+        except RegistryError:
+            raise  # the journal failed: nothing more may be recorded; the run stops
+        except (EfoldError, TimeoutError) as exc:
+            code = ctx.failure_of(exc, handle, key)
+        finally:
+            ctx.adopt_containment(handle, key)
+    if scope.cancelled_caught:
+        code, prepared = Code.INTERRUPTED, None
     tree = inspect_tree(slot_dir)
     if code is None and not tree.ok:
         code = Code.PREFLIGHT_TREE_INVALID
@@ -311,25 +349,28 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     ex = _Exchange()
     receipt: Receipt | None = None
     handle: WorkerHandle | None = None
-    try:
-        async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
-            try:
-                with anyio.fail_after(ctx.probe_seconds + WATCHDOG_MARGIN_S):
-                    await _serve_probe(ctx, handle, slot, ex)
-            except TimeoutError:
-                ex.failure = Code.WORKER_TIMEOUT
-                raise
-            if ex.terminal is not None:
-                receipt = _judge(ctx, planned, probe, ex, evidence, started)
-                write_slot_receipt(ctx, receipt)
-                await handle.acknowledge_done()
-    except RegistryError:
-        raise  # the journal failed: nothing more may be admitted or recorded; stop
-    except (EfoldError, TimeoutError) as exc:
-        if ex.failure is None:
-            ex.failure = ctx.failure_of(exc, handle, slot)
-    finally:
-        ctx.adopt_containment(handle, slot)
+    with ctx.launch_scope() as scope:
+        try:
+            async with supervise(ctx.journal, assignment, **ctx.launch_options()) as handle:  # type: ignore[arg-type]
+                try:
+                    with anyio.fail_after(ctx.probe_seconds + WATCHDOG_MARGIN_S):
+                        await _serve_probe(ctx, handle, slot, ex)
+                except TimeoutError:
+                    ex.failure = Code.WORKER_TIMEOUT
+                    raise
+                if ex.terminal is not None:
+                    receipt = _judge(ctx, planned, probe, ex, evidence, started)
+                    write_slot_receipt(ctx, receipt)
+                    await handle.acknowledge_done()
+        except RegistryError:
+            raise  # the journal failed: nothing more may be admitted or recorded; stop
+        except (EfoldError, TimeoutError) as exc:
+            if ex.failure is None:
+                ex.failure = ctx.failure_of(exc, handle, slot)
+        finally:
+            ctx.adopt_containment(handle, slot)
+    if scope.cancelled_caught and receipt is None:
+        ex.failure = Code.INTERRUPTED  # the operator's, not the child's
     if receipt is None:
         # The worker is gone without a terminal: what it held is lost (whether its
         # request went out is unknown, so the hold stays retained).

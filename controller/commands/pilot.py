@@ -27,8 +27,12 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
             trust: tuple[str, ...], credential_env: str, no_progress: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
-    Every run gets a new directory (printed first); nothing is resumed or reused. The
-    faux route mints and burns a faux authorization; --real verifies an authorization
+    Every run gets a new directory (printed first); nothing is resumed or reused.
+    Ctrl-C (or SIGTERM) closes admission, contains the child in flight, writes the
+    reports with an "interrupted" banner and exits 130 (143).
+
+    Exit status: 0 complete, 2 refused, 3 stopped (a stop code is printed), 130/143
+    interrupted. The faux route mints and burns a faux authorization; --real verifies an authorization
     against --trust keys and then refuses with lookup_pilot_real_route_unavailable (the
     paid dispatch is not released in this build; the authorization is not consumed).
     """
@@ -83,9 +87,24 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     except EfoldError as exc:
         fail(exc.code.value, exc.detail)
         return
+    except KeyboardInterrupt:
+        # Only before the run's signal watcher is up (or after it closed): whatever was
+        # launched was contained on the way out.
+        click.echo(f"interrupted: {run} is incomplete; "
+                   f"`efold-controller recover {run}` shows what it left", err=True)
+        raise SystemExit(130) from None
     from efold.controller.pilot_view import print_summary
 
     print_summary(outcome)
+    if outcome.interrupted is not None:
+        from efold.controller.interrupt import exit_status
+
+        visited = len(outcome.receipts)
+        click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
+                   f"are in {run}")
+        click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
+                   "new `pilot` run; runs are never resumed")
+        raise SystemExit(exit_status(outcome.interrupted))
     if outcome.stop_code is not None:
         click.echo(f"stopped: {outcome.stop_code.value}")
         raise SystemExit(3)

@@ -1,4 +1,9 @@
-"""``efold-controller plan --registration F --sha256 S``: slots, schedule, cost estimate."""
+"""``efold-controller plan --registration F --sha256 S``: slots, schedule, cost estimate.
+
+Which checkpoints are inventory-infeasible (their first request can never fit the input
+envelope) is learned the only safe way: every checkpoint is built by a contained prep
+child in a private temporary root, removed afterwards (the same machinery as
+``preflight``). No fold code runs in this process."""
 
 from __future__ import annotations
 
@@ -12,22 +17,31 @@ from efold.errors import EfoldError
 @registration_options()
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 def command(registration: str, sha256: str, as_json: bool) -> None:
-    """Show the slots, schedule digest, workload and cost estimate. No model call."""
+    """Show the slots, schedule digest, workload and cost estimate. No model call; the
+    checkpoints are built in contained prep children to find inventory-infeasible ones."""
     import msgspec
 
     from efold.controller.plan import estimate, plan_for
+    from efold.controller.preflight import run_preflight
     from efold.controller.registration import load_registration
     from efold.guard import expected_slot_units, units_to_usd
 
     try:
-        reg = load_registration(registration, sha256).registration
+        loaded = load_registration(registration, sha256)
+        reg = loaded.registration
         plan = plan_for(reg)
+        prepared = run_preflight(reg, loaded.data)
         est = estimate(plan, expected_slot_units(reg.campaign.reader.provider,
                                                  reg.campaign.reader.model),
-                       reg.campaign.budgets.max_requests)
+                       reg.campaign.budgets.max_requests, prepared.infeasible())
     except EfoldError as exc:
         fail(exc.code.value, exc.detail)
         return
+    if prepared.interrupted is not None:
+        from efold.controller.interrupt import exit_status
+
+        click.echo("interrupted: no estimate (the checkpoints were not all prepared)", err=True)
+        raise SystemExit(exit_status(prepared.interrupted))
     roles = sorted({s.role for s in plan.slots})
     traces = sorted({s.trace_id for s in plan.slots})
     summary = {
@@ -39,6 +53,10 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         "traces": len(traces),
         "repeats": plan.repeats,
         "checkpoints": len({s.checkpoint for s in plan.slots if s.eligible}),
+        # Checkpoints whose prep child failed: their slots will be refused; `preflight`
+        # says why, per slot.
+        "checkpoints_unprepared": len({s.checkpoint for s in prepared.slots
+                                       if s.feasible is None}),
         "schedule_sha256": plan.schedule_sha256,
         "estimate": {
             "expected_per_slot_usd": units_to_usd(est.expected_units_per_slot),

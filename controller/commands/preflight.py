@@ -12,7 +12,7 @@ from efold.controller.commands._options import fail, registration_options
 def command(registration: str, sha256: str) -> None:
     """Run only the prep children in a private temporary root (removed afterwards),
     dry-restore every snapshot and print a JSON report per slot. Exits 1 if any
-    eligible slot fails (tree limits, restore, watchdog)."""
+    eligible slot fails (tree limits, restore, watchdog), 130/143 when interrupted."""
     import msgspec
 
     from efold.controller.preflight import run_preflight
@@ -26,5 +26,9 @@ def command(registration: str, sha256: str) -> None:
         fail(exc.code.value, exc.detail)
         return
     click.echo(msgspec.json.format(msgspec.json.encode(report), indent=2))
+    if report.interrupted is not None:
+        from efold.controller.interrupt import exit_status
+
+        raise SystemExit(exit_status(report.interrupted))
     if not report.ok:
         raise SystemExit(1)

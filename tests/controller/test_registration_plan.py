@@ -102,12 +102,24 @@ def test_ceiling_on_the_original_suite_is_inventory_infeasible() -> None:
     assert {s.eligible for s in plan.slots if s.arm != "ceiling"} == {True}
 
 
-def test_native_on_a_hard_trace_cannot_fit_the_input_envelope() -> None:
+def test_native_on_a_hard_trace_is_found_infeasible_by_its_prep_child() -> None:
+    """The plan runs no fold code, so it cannot know; the contained prep children that
+    build the checkpoints (``plan``, ``preflight``, ``pilot``) find the native
+    checkpoint's first request above the input envelope."""
+    from efold.controller.preflight import run_preflight
+    from efold.controller.registration import encode_registration
+
     text = BASE.replace('suite = "original"', 'suite = "hard"\nseeds = [101]').replace(
         '"ceiling"]', '"store"]')
-    plan = plan_for(reg_of(text))
-    assert {s.eligible for s in plan.slots if s.arm == "native"} == {False}
-    assert {s.eligible for s in plan.slots if s.arm != "native"} == {True}
+    reg = reg_of(text)
+    plan = plan_for(reg)
+    assert {s.eligible for s in plan.slots} == {True}
+    report = run_preflight(reg, encode_registration(reg))
+    native = {s.checkpoint for s in plan.slots if s.arm == "native"}
+    assert native and report.infeasible() == native
+    est = estimate(plan, expected_units_per_slot=1, max_requests=10,
+                   infeasible=report.infeasible())
+    assert est.skipped_slots == sum(1 for s in plan.slots if s.arm == "native")
 
 
 def test_estimate_is_exact_integer_arithmetic() -> None:

@@ -138,6 +138,20 @@ class PrepLeavesSurvivor(FoldPrep):
         return super().run(assignment, welcome)
 
 
+class PrepPlantsHostileTree(FoldPrep):
+    """Plants a hostile tree (tests/pilot/hostile_tree.py; MARKER is its pid file),
+    then hangs: a fold whose build never returns (once; later preps are normal)."""
+
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I: not on the path
+        import hostile_tree
+
+        if not os.path.exists(MARKER):
+            hostile_tree.plant(MARKER)
+            hostile_tree._hang()
+        return super().run(assignment, welcome)
+
+
 class EnvDump(FoldPrep):
     """Records the names of the variables it was started with, then prepares normally."""
 
@@ -168,11 +182,133 @@ FAULTS = {
     "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "prep-survivor": ("prep", PrepLeavesSurvivor),
+    "prep-hostile": ("prep", PrepPlantsHostileTree),
     "oversized": ("prep", PlantOversized),
 }
 
+# -- parametrized faults of the reliability suite (tests/reliability/test_child_faults.py)
+
+# The probe child's protocol steps, in order: "die-at:<step>" SIGKILLs the first probe
+# child of the run (first_time()) exactly there.
+DIE_STEPS = ("before-hello", "after-hello", "after-ready", "after-admit", "after-consume",
+             "after-settle", "after-terminal", "after-doneack")
+
+
+def die(reached: str = "") -> None:
+    """SIGKILL this child, first naming the point it reached in the marker file."""
+    if reached:
+        with open(MARKER, "w") as f:
+            f.write(reached)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def dying_channel(step: str) -> type:
+    """The production child channel, dying by SIGKILL at ``step`` (once per run)."""
+    from efold.ipc.child_channel import ChildChannel
+    from efold.ipc.messages import Admit, Consume, Hello, Permit, Ready, Settle
+
+    after_reply = {"after-hello": Hello, "after-admit": Admit, "after-consume": Consume,
+                   "after-settle": Settle, "after-doneack": Terminal}
+
+    class DyingChannel(ChildChannel):
+        _sending: object = None
+
+        def request(self, msg):
+            if step == "before-hello" and isinstance(msg, Hello) and first_time():
+                die(step)
+            self._sending = msg
+            reply = super().request(msg)
+            kind = after_reply.get(step)
+            if kind is not None and isinstance(msg, kind) and first_time():
+                # After Admit: only a granted hold counts (a refusal holds nothing).
+                assert kind is not Admit or isinstance(reply, Permit)
+                die(step)
+            return reply
+
+        def send(self, msg):
+            super().send(msg)
+            if step == "after-ready" and isinstance(msg, Ready) and first_time():
+                die(step)
+
+        def _io(self, frame, *, expect_reply):
+            if step == "after-terminal" and isinstance(self._sending, Terminal) \
+                    and first_time():
+                self._sock.sendall(frame)  # the Terminal is out; its DoneAck never read
+                die(step)
+            return super()._io(frame, expect_reply=expect_reply)
+
+    return DyingChannel
+
+
+class TamperSnapshot(ReaderProbe):
+    """Mode ``tamper-snapshot:<file>``: flips one byte of <file> in the checkpoint's pristine
+    snapshot (after its prep child reported the digest), then restores as usual. The
+    bytes stay tampered: every later probe of that checkpoint restores them too."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    def restore(self, assignment: Assignment) -> str:
+        if assignment.snapshot is not None and first_time():
+            path = os.path.join(assignment.snapshot.path, self._name)
+            fd = os.open(path, os.O_RDWR)
+            try:
+                at = os.fstat(fd).st_size // 2
+                byte = os.pread(fd, 1, at)
+                os.pwrite(fd, bytes([byte[0] ^ 0x01]), at)
+            finally:
+                os.close(fd)
+            with open(MARKER, "w") as f:
+                f.write(f"{self._name} {at}")
+        return super().restore(assignment)
+
+
+def die_writing(name: str) -> None:
+    """Mode ``prep-die-writing:<file>``: the first prep child writes the first half of the
+    snapshot's <file> (every file before it complete), then SIGKILLs itself."""
+    import efold.folds.snapshot as snapshot
+
+    real = snapshot._write_new
+
+    def write_new(dir_fd: int, fname: str, data: bytes, *, sync: bool = True):
+        if fname == name and first_time():
+            fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+            os.write(fd, data[: len(data) // 2])
+            os.fsync(fd)
+            os.close(fd)
+            die(f"{fname} {len(data) // 2}/{len(data)}")
+        return real(dir_fd, fname, data, sync=sync)
+
+    snapshot._write_new = write_new
+
+
+def parametrized(mode: str, kind: str) -> object | None:
+    """The body for a parametrized mode (None: not one), installing its hooks."""
+    name, _, arg = mode.partition(":")
+    if name == "die-at":
+        if arg not in DIE_STEPS:
+            raise SystemExit(f"unknown step {arg}")
+        if kind == "probe":
+            import efold.worker.entry as entry
+
+            entry.ChildChannel = dying_channel(arg)
+            return ReaderProbe()
+        return FoldPrep()
+    if name == "tamper-snapshot":
+        return TamperSnapshot(arg) if kind == "probe" else FoldPrep()
+    if name == "prep-die-writing":
+        if kind == "prep":
+            die_writing(arg)
+            return FoldPrep()
+        return ReaderProbe()
+    return None
+
+
 if __name__ == "__main__":
     kind = sys.argv[3]
-    fault_kind, fault = FAULTS[MODE]
-    body = fault() if kind == fault_kind else (ReaderProbe() if kind == "probe" else FoldPrep())
+    body = parametrized(MODE, kind)
+    if body is None:
+        fault_kind, fault = FAULTS[MODE]
+        body = fault() if kind == fault_kind else (ReaderProbe() if kind == "probe" else FoldPrep())
     sys.exit(main(sys.argv[3:], body=body))

@@ -151,7 +151,9 @@ def test_children_do_not_inherit_credentials(tmp_path: Path,
     names = json.loads(marker.read_text())
     assert "OPENAI_API_KEY" not in names
     assert "CI" in names  # presence preserved: paid routes refuse where it is set
-    assert set(names) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CI"}
+    assert set(names) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CI",
+                          "EFOLD_LAUNCH_MARKER"}
+    assert "EFOLD_LAUNCH_MARKER" in names  # how recover finds a reparented descendant
 
 
 def test_aggregate_refuses_tampered_receipts(tmp_path: Path,
@@ -217,9 +219,11 @@ def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
     reg, raw = small_registration(roles='["native"]')
     run = claim_run_dir(tmp_path / "run")
     out = run_pilot(reg, raw, run)
+    assert out.stop_code is Code.WORKER_DIGEST_MISMATCH
     assert {r.status for r in out.receipts} == {SlotStatus.UNADMITTED}
-    assert {r.code for r in out.receipts} == {Code.WORKER_DIGEST_MISMATCH.value}
-    assert _journal(run, "SELECT DISTINCT exit_status FROM launches") == [(68,)]
+    assert {r.code for r in out.receipts} == {Code.WORKER_DIGEST_MISMATCH.value,
+                                              Code.LOOKUP_STOPPED.value}
+    assert _journal(run, "SELECT exit_status FROM launches") == [(68,)]  # one launch only
 
 
 def test_a_probe_child_refuses_an_assignment_the_journal_does_not_hold(

@@ -1,0 +1,35 @@
+"""Inventory feasibility from a *prepared* checkpoint: data in, no fold code run.
+
+A checkpoint is inventory-infeasible when the first request of a probe run restored
+from it can never be admitted: round 1 (the checkpoint, the longest question asked of
+it, the slot's longest possible cache key) already exceeds the input envelope I. Such
+slots are skipped, kept in the inventory and never counted as reader failures.
+
+The checkpoint is the one a contained prep child built and the controller verified
+(``read_checkpoint`` against the digest the child reported): the controller reads its
+bytes as data and never executes a fold to size it. ``plan`` learns feasibility the same
+way, from prep children in a private temporary root.
+"""
+
+from __future__ import annotations
+
+from efold.controller.campaign import Campaign
+from efold.folds.checkpoint import Checkpoint
+
+_LONGEST_CACHE_KEY = "k" * 64  # the longest key a slot can be given
+
+
+def first_request_fits(checkpoint: Checkpoint, campaign: Campaign, role: str,
+                       question: str) -> bool:
+    """Whether round 1 of a probe of ``role`` asking ``question`` fits the envelope."""
+    from efold.guard.feasibility import fits_envelope
+    from efold.worker.reader import first_payload, probe_contract
+    from efold.worker.tasks import ProbeTask
+
+    instructions = next(r.instructions for r in campaign.roles if r.name == role)
+    reader = campaign.reader
+    task = ProbeTask(question=question, instructions=instructions, provider=reader.provider,
+                     model=reader.model, api=reader.api, base_url=reader.base_url,
+                     effort=reader.effort)
+    return fits_envelope(first_payload(checkpoint, task, _LONGEST_CACHE_KEY),
+                         probe_contract(task, _LONGEST_CACHE_KEY))
