@@ -7,6 +7,11 @@ receipt digests, and changes none of them. It refuses (fixed codes):
 - ``receipt_unvisited``: a receipt the journal never recorded (the slot was not visited);
 - ``receipt_changed``: a receipt whose bytes no longer hash to the journaled digest.
 A journaled receipt whose file is gone is counted as missing, never invented.
+
+It also reads how the run ended, for the reports' status (``efold.report.status``): the
+run lease's state (probed first, so a controller that ends meanwhile never reads as a
+crash), then the journal's stops, launches and containment episodes. Nothing here
+writes: the lease probe takes only a brief shared lock and the journal opens read-only.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -22,6 +27,9 @@ from efold.controller.records import Plan, PlannedSlot, Receipt, SlotStatus, Spe
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.journal import HOLD_SETTLED, JournalReader
+
+if TYPE_CHECKING:
+    from efold.report import Results, RunFacts
 
 PLAN_NAME = "plan.json"
 RECEIPTS_DIR = "receipts"
@@ -38,6 +46,7 @@ class RunView:
     journaled_missing: list[str]  # journaled receipts whose file is absent
     in_flight: list[str]  # launched, no receipt (the controller stopped mid-slot)
     faux: bool  # the registered reader is the faux extractive reader
+    facts: RunFacts  # how the run went: stops, launches, containment, the run lease
 
 
 def receipt_name(slot: str) -> str:
@@ -63,12 +72,21 @@ def _run_records(run: Path) -> tuple[Plan, bool]:
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunView:
+    from efold.registry.lease import probe_lease
+
     run = Path(run_dir)
     plan, faux = _run_records(run)
+    # The lease before the journal: if the controller is gone now, the journal read
+    # after this is its final state.
+    controller = probe_lease(run).state.value
     with JournalReader(run) as journal:
         journaled = {r["slot"]: r["digest"] for r in journal.rows("receipts")}
-        launched = {r["slot"] for r in journal.rows("launches", "kind = 'probe'")}
+        launches = journal.rows("launches")
+        launched = {r["slot"] for r in launches if r["kind"] == "probe"}
         holds = journal.rows("holds")
+        stops = journal.rows("stops")
+        containments = journal.rows("containments")
+        sticky = journal.sticky_stop()
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     rdir = run / RECEIPTS_DIR
@@ -88,6 +106,15 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
             raise AggregateError(Code.RECEIPT_UNPLANNED, receipt.slot)
         if receipt.slot not in journaled:
             raise AggregateError(Code.RECEIPT_UNVISITED, receipt.slot)
+        if name != receipt_name(receipt.slot):
+            # Published under its own slot's name only. Another file claiming a slot
+            # whose own file exists is a duplicate; else a file named for another
+            # planned slot was changed, and a name no slot has is unplanned.
+            if (rdir / receipt_name(receipt.slot)).exists():
+                raise AggregateError(Code.RECEIPT_DUPLICATE, receipt.slot)
+            named = name.removesuffix(".json")
+            raise AggregateError(
+                Code.RECEIPT_CHANGED if named in planned else Code.RECEIPT_UNPLANNED, name)
         if sha256_hex(data) != journaled[receipt.slot]:
             raise AggregateError(Code.RECEIPT_CHANGED, receipt.slot)
         seen[receipt.slot] = receipt
@@ -98,7 +125,29 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
         seen[slot] = _in_flight_receipt(by_slot[slot], [h for h in holds if h["slot"] == slot])
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
-    return RunView(plan, receipts, missing, in_flight, faux)
+    facts = _run_facts(controller, sticky, stops, launches, containments, in_flight)
+    return RunView(plan, receipts, missing, in_flight, faux, facts)
+
+
+def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
+               launches: list[dict[str, Any]], containments: list[dict[str, Any]],
+               in_flight: list[str]) -> RunFacts:
+    """The journal rows the status needs, as plain facts (the report checks them)."""
+    from efold.report import EpisodeFact, LaunchFact, RunFacts, StopFact
+    from efold.report.schema import ControllerState
+
+    return RunFacts(
+        sticky_stop=sticky,
+        stops=[StopFact(code=r["code"], sticky=bool(r["sticky"])) for r in stops],
+        launches=[LaunchFact(launch_id=r["launch_id"], slot=r["slot"], kind=r["kind"],
+                             exited=r["exited_ns"] is not None) for r in launches],
+        containments=[EpisodeFact(containment_id=r["containment_id"],
+                                  launch_id=r["launch_id"], cause=r["cause"],
+                                  finished=r["finished_ns"] is not None, result=r["result"])
+                      for r in containments],
+        in_flight=list(in_flight),
+        controller=cast("ControllerState", controller),
+    )
 
 
 def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Receipt:
@@ -118,14 +167,21 @@ def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Rec
     )
 
 
+def build_run_results(view: RunView) -> Results:
+    """The run's content-free results, its status included."""
+    from efold.report import build_results
+
+    return build_results(
+        view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
+        run_facts=view.facts,
+    )
+
+
 def render_reports(view: RunView) -> dict[str, bytes]:
     """results.json, summary.md and report.html, as bytes (content-free)."""
-    from efold.report import build_results, render_reports
+    from efold.report import render_reports
 
-    results = build_results(
-        view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing
-    )
-    return render_reports(results)
+    return render_reports(build_run_results(view))
 
 
 def publish_reports(reports: dict[str, bytes], out_dir: str | os.PathLike[str]) -> None:

@@ -34,7 +34,7 @@ from efold.controller.records import (
 from efold.errors import Code
 from efold.report.errors import ReportError
 
-__all__ = ["Observation", "join_receipts"]
+__all__ = ["Observation", "check_id", "join_receipts"]
 
 # An opaque identifier: starts alphanumeric, then letters, digits and . _ : # + -.
 # No slash, space or quote, so no path, sentence or markup can pass for an id.
@@ -60,11 +60,19 @@ class Observation(msgspec.Struct, frozen=True):
     receipt_copy_missing: bool = False
 
     @property
+    def eligible(self) -> bool:
+        """Planned eligible and not learned infeasible. Inventory feasibility is a fact
+        the prep children establish after the plan is frozen: a slot found infeasible
+        then is visited as ``skipped`` (code ``inventory_infeasible``), and leaves the
+        eligible inventory like a slot the plan already knew to be infeasible."""
+        return self.planned.eligible and self.status is not SlotStatus.SKIPPED
+
+    @property
     def scored(self) -> bool:
         """Counts in ``exact``: completed, eligible, not excluded."""
         return (
             self.status is SlotStatus.COMPLETED
-            and self.planned.eligible
+            and self.eligible
             and self.excluded is None
         )
 
@@ -74,7 +82,7 @@ class Observation(msgspec.Struct, frozen=True):
         incomplete or invalid."""
         return (
             self.status in (SlotStatus.INCOMPLETE, SlotStatus.INVALID)
-            and self.planned.eligible
+            and self.eligible
             and self.excluded is None
         )
 
@@ -87,7 +95,7 @@ def _refuse(detail: str, code: Code = Code.REPORT_INPUT_INVALID) -> ReportError:
     return ReportError(code, detail)
 
 
-def _check_id(kind: str, value: object) -> None:
+def check_id(kind: str, value: object) -> None:
     if not isinstance(value, str) or _ID.fullmatch(value) is None:
         raise _refuse(f"{kind} is not an opaque identifier")
 
@@ -106,7 +114,7 @@ def _check_count(kind: str, value: object) -> None:
 def _check_plan(plan: Plan) -> None:
     if plan.version != PLAN_VERSION:
         raise _refuse("unsupported plan version")
-    _check_id("campaign", plan.campaign)
+    check_id("campaign", plan.campaign)
     _check_sha256("registration_sha256", plan.registration_sha256)
     _check_sha256("schedule_sha256", plan.schedule_sha256)
     for kind, count in (("cap_units", plan.cap_units), ("rmax_units", plan.rmax_units)):
@@ -117,7 +125,7 @@ def _check_plan(plan: Plan) -> None:
     if not plan.roles or len(set(plan.roles)) != len(plan.roles):
         raise _refuse("plan roles are empty or repeated")
     for role in plan.roles:
-        _check_id("role", role)
+        check_id("role", role)
     roles = set(plan.roles)
     # Invariant: a role is one arm with frozen settings, so it never changes arm.
     arm_of: dict[str, str] = {}
@@ -130,7 +138,7 @@ def _check_plan(plan: Plan) -> None:
     for slot in plan.slots:
         for kind in ("slot", "role", "arm", "suite", "trace_id", "probe_id", "category",
                      "checkpoint"):
-            _check_id(kind, getattr(slot, kind))
+            check_id(kind, getattr(slot, kind))
         _check_count("repeat", slot.repeat)
         if not isinstance(slot.eligible, bool):
             raise _refuse("slot eligibility is not a boolean")

@@ -8,10 +8,12 @@ restricts ids to a safe alphabet.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from efold.report.results import FAUX_NOTE
 from efold.report.schema import Results
+from efold.report.status import status_banner
 from efold.report.svg import (
     EXACT_COLOUR,
     FAILURES_COLOUR,
@@ -33,6 +35,14 @@ h2 {{ font-size: 17px; margin: 32px 0 8px; border-bottom: 1px solid #ddd; paddin
 h3 {{ font-size: 14px; margin: 0 0 4px; }}
 .faux {{ border-left: 4px solid {FAILURES_COLOUR}; background: #fff6ea; padding: 8px 12px;
   margin: 0 0 16px; font-weight: 600; }}
+.status {{ border-left: 6px solid #2e7d32; background: #f1f8f1; padding: 8px 12px;
+  margin: 0 0 16px; }}
+.status p.verdict {{ font-size: 16px; font-weight: 700; margin: 0 0 4px; }}
+.status ul {{ margin: 0; padding-left: 20px; }}
+.status-stopped, .status-interrupted, .status-running {{ border-left-color: {FAILURES_COLOUR};
+  background: #fff6ea; }}
+.status-crashed, .status-unreconciled, .status-unknown {{ border-left-color: #b71c1c;
+  background: #fdecea; }}
 dl.identity {{ display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px;
   margin: 0 0 8px; }}
 dl.identity dt {{ color: #555; }} dl.identity dd {{ margin: 0; }}
@@ -109,6 +119,24 @@ def _delta_panel(results: Results) -> str:
             f'<div class="panel">{chart}</div>')
 
 
+_TICKED = re.compile(r"`([^`<>&]*)`")
+
+
+def _text(line: str) -> str:
+    """Escape a banner line, then show its backticked commands and codes as code."""
+    return _TICKED.sub(r"<code>\1</code>", escape(line))
+
+
+def _status(results: Results) -> str:
+    """How the run ended, first on the page (``report.status.status_banner``)."""
+    headline, details = status_banner(results.status)
+    verdict = results.status.verdict if results.status is not None else "unknown"
+    items = "".join(f"<li>{_text(d)}</li>" for d in details)
+    return (f'<div class="status status-{escape(verdict)}">'
+            f'<p class="verdict">{_text(headline)}</p>'
+            + (f"<ul>{items}</ul>" if items else "") + "</div>")
+
+
 def _identity(results: Results) -> str:
     rows = [
         ("schema", f"<code>{escape(results.schema)}</code>"),
@@ -134,7 +162,7 @@ def render_html(results: Results) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{escape(title)}</h1>{faux}{_identity(results)}"
+        f"<h1>{escape(title)}</h1>{_status(results)}{faux}{_identity(results)}"
         f'<h2>Notes</h2><ul class="notes">{notes}</ul>'
         f"{_accuracy_panels(results)}{_delta_panel(results)}{tables}"
         "</body></html>\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from efold.report.results import FAUX_NOTE
 from efold.report.schema import Results
+from efold.report.status import status_banner
 from efold.report.tables import Table, report_tables
 
 __all__ = ["render_markdown"]
@@ -28,11 +29,21 @@ def _table(table: Table) -> list[str]:
     return [*lines, ""]
 
 
+def _banner(results: Results) -> list[str]:
+    """How the run ended, before anything else: the verdict in bold, then its details.
+    Fixed sentences, codes, ids and counts (``report.status.status_banner``)."""
+    headline, details = status_banner(results.status)
+    return [f"**{_cell(headline)}**", "", *[f"- {_cell(d)}" for d in details],
+            *([""] if details else [])]
+
+
 def render_markdown(results: Results) -> str:
     lines = [
         f"# efold results: {results.campaign}",
         "",
-        # The one statement a reader must not miss, first and set apart.
+        # The statements a reader must not miss, first and set apart: how the run ended,
+        # then what the reader is.
+        *_banner(results),
         *([f"> {FAUX_NOTE}", ""] if FAUX_NOTE in results.notes else []),
         f"- schema: `{results.schema}`",
         f"- registration sha256: `{results.registration_sha256}`",

@@ -9,8 +9,12 @@ partial reports"):
 - Skipped (inventory-infeasible) slots leave both numerator and denominator; unadmitted,
   missing and unvisited slots are coverage only, never reader failures; excluded slots
   are never scored as passes or failures.
-- Planned and eligible describe the whole frozen inventory; status counts describe
-  visited slots only.
+- Planned and eligible describe the whole inventory; status counts describe visited
+  slots only. A slot is eligible when the plan says so and it was not visited as
+  ``skipped`` (``Observation.eligible``): infeasibility the prep children learn after the
+  plan is frozen removes a slot from the eligible inventory just as a planned one does.
+- The run's status (stop, interruption, containment, crash) comes from journal facts the
+  caller reads (``report.status``), never from the receipts alone.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from efold.report.schema import (
     Tokens,
 )
 from efold.report.stats import flip_count, paired_counts, proportion
+from efold.report.status import RunFacts, run_status
 
 __all__ = [
     "COVERAGE_NOTE", "DESCRIPTIVE_NOTE", "FAUX_NOTE", "PROXY_NOTE", "UNKNOWN_USAGE_NOTE",
@@ -94,7 +99,7 @@ def _execution(observations: Sequence[Observation]) -> Execution:
     invalid = statuses.count(SlotStatus.INVALID)
     return Execution(
         planned=len(observations),
-        eligible=sum(obs.planned.eligible for obs in observations),
+        eligible=sum(obs.eligible for obs in observations),
         visited=len(statuses),
         skipped=statuses.count(SlotStatus.SKIPPED),
         unadmitted=statuses.count(SlotStatus.UNADMITTED),
@@ -102,7 +107,7 @@ def _execution(observations: Sequence[Observation]) -> Execution:
         completed=completed,
         incomplete=incomplete,
         invalid=invalid,
-        missing=sum(obs.planned.eligible and obs.status is None for obs in observations),
+        missing=sum(obs.eligible and obs.status is None for obs in observations),
         receipt_copies_missing=sum(obs.receipt_copy_missing for obs in observations),
     )
 
@@ -122,7 +127,7 @@ def _tally(observations: Sequence[Observation], category: str | None, repeats: i
     correct = sum(obs.correct for obs in scored)
     failed = sum(obs.failed_feasible for obs in observations)
     judged = [obs for obs in observations
-              if obs.status is not None and obs.planned.eligible and obs.excluded is None]
+              if obs.status is not None and obs.eligible and obs.excluded is None]
     availability = dict.fromkeys((a.value for a in Availability), 0)
     for obs in judged:
         if obs.availability is not None:
@@ -212,7 +217,7 @@ _PairKey = tuple[str, str, str, int]  # suite, trace, probe, repeat
 
 def _paired_tally(pairs: Sequence[tuple[Observation, Observation]],
                   category: str | None) -> PairedTally:
-    eligible = [(a, b) for a, b in pairs if a.planned.eligible and b.planned.eligible]
+    eligible = [(a, b) for a, b in pairs if a.eligible and b.eligible]
 
     def counted(obs: Observation) -> bool:
         return obs.scored or obs.failed_feasible
@@ -255,7 +260,7 @@ def _slot_row(obs: Observation) -> SlotRow:
     elif obs.receipt_copy_missing:
         status = "receipt_missing"
     else:
-        status = "missing" if planned.eligible else "unvisited"
+        status = "missing" if obs.eligible else "unvisited"
     return SlotRow(
         slot=planned.slot,
         role=planned.role,
@@ -263,7 +268,7 @@ def _slot_row(obs: Observation) -> SlotRow:
         probe_id=planned.probe_id,
         category=planned.category,
         repeat=planned.repeat,
-        eligible=planned.eligible,
+        eligible=obs.eligible,
         status=status,
         code=receipt.code if receipt else None,
         outcome=obs.outcome.value if obs.outcome else None,
@@ -275,14 +280,18 @@ def _slot_row(obs: Observation) -> SlotRow:
 
 
 def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
-                  receipt_copies_missing: Iterable[str] = ()) -> Results:
+                  receipt_copies_missing: Iterable[str] = (),
+                  run_facts: RunFacts | None = None) -> Results:
     """The content-free results of one run, complete or partial.
 
     ``faux`` says whether the registered reader is the faux extractive reader (the plan
     does not record it); when true the results say plainly that accuracy measures what
     the fold kept, not model quality. ``receipt_copies_missing`` lists slots the journal
     records as visited whose receipt file is gone: they are counted as such (and as
-    missing when eligible), never given an invented status.
+    missing when eligible), never given an invented status. ``run_facts``: what the
+    journal and the run lease say about how the run went (``efold.controller.aggregate``
+    reads them); without them ``status`` is null and the reports say the status is
+    unknown.
 
     Raises ``ReportError`` when the plan and receipts are not one consistent,
     content-free record (see ``report.join.join_receipts``).
@@ -318,4 +327,5 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                  for role in plan.roles],
         contrasts=[_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)],
         slots=[_slot_row(obs) for obs in observations],
+        status=None if run_facts is None else run_status(run_facts, observations),
     )

@@ -17,6 +17,12 @@ import msgspec
 
 RESULTS_SCHEMA: Literal["results-v1"] = "results-v1"
 
+# The run status's closed sets (``report.status``).
+Verdict = Literal["unreconciled", "interrupted", "running", "crashed", "stopped", "complete"]
+ControllerState = Literal["live", "released", "holder_dead", "absent"]  # the run lease
+EpisodeOutcome = Literal["contained", "unreconciled"]
+LaunchKind = Literal["prep", "probe"]
+
 
 class Interval(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A closed interval of proportions, 0 <= lower <= upper <= 1."""
@@ -77,10 +83,12 @@ class Spend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class Execution(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Coverage counts.
 
-    ``planned`` and ``eligible`` describe the whole frozen inventory. The status counts
-    (``skipped`` .. ``invalid``) cover visited slots only (slots with a receipt), and
-    ``admitted = completed + incomplete + invalid``. ``missing`` counts planned eligible
-    slots without a receipt: coverage only, never a reader failure.
+    ``planned`` and ``eligible`` describe the whole inventory; a slot is eligible when
+    the plan says so and it was not visited as ``skipped`` (infeasibility learned after
+    the plan, ``report.join.Observation.eligible``). The status counts (``skipped`` ..
+    ``invalid``) cover visited slots only (slots with a receipt), and
+    ``admitted = completed + incomplete + invalid``. ``missing`` counts eligible slots
+    without a receipt: coverage only, never a reader failure.
     ``receipt_copies_missing`` is an independent coverage counter: slots the journal
     records as visited whose receipt file is gone (their status is unknown, so they are
     in no status count).
@@ -184,7 +192,8 @@ class Contrast(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One planned slot as the report sees it. Without a receipt, ``status`` is
     ``receipt_missing`` when the journal recorded one, else ``missing`` for an eligible
-    slot and ``unvisited`` for an ineligible one."""
+    slot and ``unvisited`` for an ineligible one. ``eligible`` follows
+    ``Observation.eligible`` (planned eligible and not skipped)."""
 
     slot: str
     role: str
@@ -200,6 +209,59 @@ class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     availability: str | None = None
     excluded: str | None = None
     checkpoint_sha256: str | None = None
+
+
+class ContainmentEpisode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One containment episode the journal holds (docs/architecture.md §9).
+
+    ``outcome`` is ``contained`` (nothing tied to the launch was alive at its end) or
+    ``unreconciled`` (something was alive that could not be proven or killed). An episode
+    that never finished (the controller died inside it) reads as ``unreconciled`` with
+    ``finished`` false: nobody proved its processes dead."""
+
+    containment_id: int
+    launch_id: int
+    slot: str  # the launch's slot id (a checkpoint id for a prep launch)
+    kind: LaunchKind
+    cause: str  # fixed code
+    outcome: EpisodeOutcome
+    finished: bool
+
+
+class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the run ended, read from the journal and the run lease (``report.status``).
+
+    ``verdict`` is the one line a reader must see first, by precedence:
+    ``unreconciled`` > ``interrupted`` > ``running`` > ``crashed`` > ``stopped`` >
+    ``complete``. The flags are independent facts:
+
+    - ``stop``: the run's stop code (the first sticky stop, ``unreconciled_containment``
+      outranking every other; else the first non-sticky stop such as
+      ``not_admitted_cap``); null when nothing stopped the run.
+    - ``interrupted``: the journal holds an ``interrupted`` stop (the operator).
+    - ``unreconciled``: processes of the run may be alive: a launch whose latest
+      containment episode ended unreconciled; or, with no controller holding the run
+      lease, a launch whose latest episode never finished, or a launch with neither an
+      exit record nor a finished episode (the controller died with it live).
+    - ``crashed``: no controller holds the lease, the run was not interrupted, and the
+      run has no clean end: the controller died without releasing the run lease, or a
+      planned slot was never visited, a slot was left in flight, a launch was left
+      without an exit record or a finished episode, or an episode never finished.
+    - ``controller``: the run lease when aggregated: ``live`` (a controller holds it),
+      ``released``, ``holder_dead`` (the holder died without releasing) or ``absent``.
+    """
+
+    verdict: Verdict
+    stop: str | None
+    interrupted: bool
+    crashed: bool
+    unreconciled: bool
+    controller: ControllerState
+    containments: list[ContainmentEpisode]  # every episode, in journal order
+    unexited_launches: list[int]  # launch ids: no exit record and no finished episode
+    missing_slots: int  # eligible slots the controller never visited (no receipt)
+    missing_slot_ids: list[str]  # those slots, in schedule order
+    in_flight: list[str]  # slots launched and never closed (no receipt written)
 
 
 class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -219,3 +281,7 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     results: list[RoleResult]  # in the plan's role order
     contrasts: list[Contrast]  # every pair of roles
     slots: list[SlotRow]  # in schedule order
+    # How the run ended; null when the results were built without the run's journal
+    # (a library caller with only the plan and the receipts). A defaulted field, so
+    # results-v1 documents written before it still decode.
+    status: RunStatus | None = None

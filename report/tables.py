@@ -102,9 +102,10 @@ def _execution_table(results: Results) -> Table:
         headers=["role", "arm", *_EXECUTION_HEADERS],
         align=_align(2, len(_EXECUTION_HEADERS)),
         rows=rows,
-        caption="Planned and eligible cover the whole frozen inventory; status counts cover "
-                "visited slots only; missing = eligible slots without a receipt; receipt "
-                "copies missing = journaled receipts whose file is gone.",
+        caption="Planned and eligible cover the whole inventory (eligible: planned eligible "
+                "and not skipped as infeasible); status counts cover visited slots only; "
+                "missing = eligible slots without a receipt; receipt copies missing = "
+                "journaled receipts whose file is gone.",
         summary_rows=frozenset({len(rows) - 1}),
     )
 

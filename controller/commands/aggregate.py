@@ -1,10 +1,19 @@
-"""``efold-controller aggregate RUN``: read-only aggregation of a run's receipts."""
+"""``efold-controller aggregate RUN``: read-only aggregation of a run's receipts.
+
+Exit status (also in ``--help`` and the README): 0 reports printed (the run is
+complete, stopped, interrupted, crashed with every process accounted for, or still
+running); 2 refused (a fixed code on stderr, no report); 4 reports printed and written,
+but processes of the run may be alive (``run_unreconciled`` on stderr; see
+``efold.report.status``).
+"""
 
 from __future__ import annotations
 
 import click
 
 from efold.controller.commands._options import fail
+
+EXIT_UNRECONCILED = 4
 
 
 @click.command("aggregate")
@@ -15,12 +24,28 @@ from efold.controller.commands._options import fail
 def command(run: str, output: str | None, as_json: bool) -> None:
     """Aggregate RUN's receipts (it changes nothing in RUN). Refuses duplicate, changed,
     unplanned and unvisited receipts and a plan that does not match the run's
-    registration; a slot the controller left in flight counts as visited, never scored."""
-    from efold.controller.aggregate import publish_reports, read_run, render_reports
-    from efold.errors import EfoldError
+    registration; a slot the controller left in flight counts as visited, never scored.
+    Every report opens with the run's status: complete, stopped (with its code),
+    interrupted, crashed, running, or UNRECONCILED.
+
+    \b
+    Exit status:
+      0  reports printed: the run is complete, stopped, interrupted, still running,
+         or crashed with every process it started accounted for
+      2  refused: a fixed code on stderr, no report
+      4  run_unreconciled: reports printed (and written with --output), but processes
+         of the run may be alive: a containment episode ended unreconciled, or, with
+         no controller holding the run lease, one never finished or a launch has no
+         exit record and no finished containment; run `efold-controller recover RUN`,
+         then `efold-controller reap RUN`
+    """
+    from efold.controller.aggregate import build_run_results, publish_reports, read_run
+    from efold.errors import Code, EfoldError
+    from efold.report import render_reports
 
     try:
-        reports = render_reports(read_run(run))
+        results = build_run_results(read_run(run))
+        reports = render_reports(results)
         if output is not None:
             from efold.controller.runroot import claim_run_dir
 
@@ -29,3 +54,6 @@ def command(run: str, output: str | None, as_json: bool) -> None:
         fail(exc.code.value, exc.detail)
         return
     click.echo(reports["results.json" if as_json else "summary.md"].decode())
+    if results.status is not None and results.status.unreconciled:
+        click.echo(f"unreconciled: {Code.RUN_UNRECONCILED.value}", err=True)
+        raise SystemExit(EXIT_UNRECONCILED)

@@ -56,7 +56,9 @@ def test_markdown_tables(synthetic_run: tuple[Plan, list[Receipt]]) -> None:
     text = render_markdown(results)
     lines = text.splitlines()
     assert lines[0] == "# efold results: synthetic"
-    assert lines[2] == f"> {FAUX_NOTE}"
+    # Built without the run's journal: the status banner says so, then the faux note.
+    assert lines[2] == "**Status unknown: these results were built without the run's journal**"
+    assert lines[4] == f"> {FAUX_NOTE}"
     for title in ("Execution", "Accuracy and availability", "Flip rate across repeats",
                   "Paired contrasts", "Outcome classes", "Excluded", "Fixed codes", "Spend"):
         assert f"## {title}" in lines
