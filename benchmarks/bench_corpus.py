@@ -1,6 +1,6 @@
 """Benchmark corpus/: generate and validate the default hard suites.
 
-Run: ``python benchmarks/bench_corpus.py [--runs 5]``
+Run: ``python benchmarks/bench_corpus.py [--runs 5]`` (``--quick``: one run, for CI)
 
 Prints medians of several runs (seconds for all 8 traces of a suite, and MB/s of the
 canonical JSONL produced), each with a ratio against a baseline measured in the same
@@ -60,7 +60,9 @@ def _generate_and_validate(distractors: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
-    runs = parser.parse_args().runs
+    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
+    args = parser.parse_args()
+    runs = 1 if args.quick else args.runs
 
     for suite, distractors in (("hard", False), ("hard-distractors", True)):
         items = _generate(distractors)

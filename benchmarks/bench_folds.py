@@ -1,7 +1,8 @@
 """Benchmark folds/: each arm's checkpoint for one hard trace, snapshot write and verified
 restore, and history search latency on that trace's store.
 
-Run: ``python benchmarks/bench_folds.py [--seed 101] [--runs 5]``
+Run: ``python benchmarks/bench_folds.py [--seed 101] [--runs 5]`` (``--quick``: one run, for
+CI)
 
 Prints medians of several runs, each with a ratio against a baseline measured in the
 same run:
@@ -54,7 +55,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=101)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
 
     item = generate_hard(args.seed)
     prefix = TracePrefix.of(item.trace)

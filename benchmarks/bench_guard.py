@@ -9,7 +9,8 @@ Measured in one run against the same loopback server (127.0.0.1, ephemeral port)
 - the guard's own steps without the network, for scale.
 
 Prints medians (ms) of many alternating runs and the ratio guarded / baseline
-(target <= 1.3x). Run: ``python benchmarks/bench_guard.py [--runs N]``.
+(target <= 1.3x). Run: ``python benchmarks/bench_guard.py [--runs N]``; ``--quick`` (for CI)
+runs 2 warm-up rounds and 5 measured runs instead of 20 and ``--runs``.
 """
 
 from __future__ import annotations
@@ -117,7 +118,12 @@ def _median_ms(samples: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--quick", action="store_true",
+                        help="2 warm-up rounds, 5 runs (CI); overrides --runs")
     args = parser.parse_args()
+    warmups = 2 if args.quick else 20
+    if args.quick:
+        args.runs = 5
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -138,7 +144,7 @@ def main() -> None:
     guards: list[Guard] = []
 
     def fresh_guard() -> None:  # one probe run per request, built outside the timing
-        guards.append(Guard(contract, entry, TestOnlyPermitSource(), transport))
+        guards.append(Guard(contract, entry, TestOnlyPermitSource(entry=entry), transport))
 
     def guarded() -> None:
         result = guards.pop().request(payload)
@@ -166,7 +172,7 @@ def main() -> None:
         ("accounting", accounting_only, None), ("parse", parse_only, None),
         ("dumps", json_dumps_only, None),
     ]
-    for _ in range(20):  # warm up connections, imports, caches
+    for _ in range(warmups):  # warm up connections, imports, caches
         for _, fn, setup in jobs:
             if setup:
                 setup()

@@ -1,6 +1,7 @@
 """Lockstep round trip next to a raw socketpair msgpack round trip, in the same run.
 
     python benchmarks/bench_ipc.py [--exchanges 3000] [--runs 3]
+    python benchmarks/bench_ipc.py --quick      # 200 exchanges, one run (CI)
 
 Both measure the same shape between two real processes over a socketpair: the child
 (blocking sockets, like every efold child) sends one request and waits for the reply;
@@ -213,7 +214,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--exchanges", type=int, default=3000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="200 exchanges, one run (CI); overrides --exchanges and --runs")
     args = parser.parse_args()
+    if args.quick:
+        args.exchanges, args.runs = 200, 1
 
     import anyio
 

@@ -2,6 +2,7 @@
 interpreter spawn (``python -c pass``) measured in the same run.
 
     python benchmarks/bench_spawn.py [--runs 25]
+    python benchmarks/bench_spawn.py --quick     # one warm-up, 3 runs (CI)
 
 Each child is a real prep worker (``python -I -m efold.worker prep``, built-in body)
 under the real launcher: key pipe, pidfd, identity journaled, Hello/Welcome, Prepared,
@@ -76,7 +77,7 @@ BASELINES = {
 }
 
 
-async def measure(runs: int) -> tuple[list[float], dict[str, list[float]]]:
+async def measure(runs: int, warmups: int = 3) -> tuple[list[float], dict[str, list[float]]]:
     with tempfile.TemporaryDirectory() as root:
         run_dir = os.path.join(root, "run")
         os.mkdir(run_dir, 0o700)
@@ -86,7 +87,7 @@ async def measure(runs: int) -> tuple[list[float], dict[str, list[float]]]:
         lease.set_epoch(epoch)
         children: list[float] = []
         baselines: dict[str, list[float]] = {name: [] for name in BASELINES}
-        for n in range(3):  # warm caches (pyc, page cache) for all
+        for n in range(warmups):  # warm caches (pyc, page cache) for all
             await one_child(journal, run_dir, epoch, 1000 + n)
             for code in BASELINES.values():
                 await spawn(code)
@@ -117,8 +118,13 @@ def import_breakdown() -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--quick", action="store_true",
+                        help="one warm-up, 3 runs (CI); overrides --runs")
     args = parser.parse_args()
-    children, baselines = anyio.run(measure, args.runs, backend="trio")
+    warmups = 1 if args.quick else 3
+    if args.quick:
+        args.runs = 3
+    children, baselines = anyio.run(measure, args.runs, warmups, backend="trio")
     child_ms = statistics.median(children) * 1000
     medians = {name: statistics.median(xs) * 1000 for name, xs in baselines.items()}
     bare_ms = medians["bare `python -I -c pass`"]

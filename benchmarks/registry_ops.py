@@ -2,6 +2,7 @@
 each one wraps, measured in the same run on the same filesystem.
 
     .venv/bin/python benchmarks/registry_ops.py [--runs 5] [--dir /tmp]
+    .venv/bin/python benchmarks/registry_ops.py --quick    # one run (CI)
 
 | operation                  | baseline                                                |
 | -------------------------- | ------------------------------------------------------- |
@@ -208,7 +209,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", default=None, help="Filesystem to measure (default: $TMPDIR)")
+    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
     root = tempfile.mkdtemp(prefix="efold-bench-", dir=args.dir)
     try:
         current_identity()  # warm /proc reads

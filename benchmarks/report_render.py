@@ -5,6 +5,7 @@ JSON, the work the aggregate command must do anyway before it can report. The ra
 how much the report adds on top of merely reading its inputs.
 
     .venv/bin/python benchmarks/report_render.py [--runs 7]
+    .venv/bin/python benchmarks/report_render.py --quick    # one run (CI)
 
 Sizes: the default campaign (4 traces x 13 probes x 5 roles x 1 repeat = 260 slots) and
 a hard-sized campaign with repeats (8 traces x 16 probes x 5 roles x 3 repeats = 1,920).
@@ -113,7 +114,9 @@ def bench(name: str, traces: int, probes: int, repeats: int, runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    runs = parser.parse_args().runs
+    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
+    args = parser.parse_args()
+    runs = 1 if args.quick else args.runs
     bench("default campaign", traces=4, probes=13, repeats=1, runs=runs)
     bench("hard-sized, 3 repeats", traces=8, probes=16, repeats=3, runs=runs)
 
