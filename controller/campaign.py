@@ -167,8 +167,10 @@ def parse_campaign(text: str) -> Campaign:
     try:
         raw = tomllib.loads(text)
         spec = msgspec.convert(raw, _CampaignFile)
-    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
-        raise _invalid(str(exc)) from exc
+    # TOMLDecodeError is a ValueError, and so is tomllib's refusal of an integer past the
+    # int-string digit limit; RecursionError: arrays nested too deep to parse.
+    except (ValueError, RecursionError, msgspec.ValidationError) as exc:
+        raise _invalid("not a campaign: " + str(exc)[:200]) from exc
     unknown_role_tables = set(spec.role) - set(spec.roles)
     if unknown_role_tables:
         raise _invalid(f"[role.*] tables for unlisted roles: {sorted(unknown_role_tables)}")
@@ -230,8 +232,9 @@ def validate_campaign(c: Campaign) -> None:
     if not (1 <= c.budgets.lookup_calls <= 8 and 1 <= c.budgets.lookup_bytes <= 126_976):
         raise _invalid("lookup budgets may only be tightened (<= 8 calls, <= 126976 bytes)")
     d = c.deadlines
-    if min(d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds) <= 0:
-        raise _invalid("deadlines must be positive")
+    if not all(math.isfinite(x) and x > 0
+               for x in (d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds)):
+        raise _invalid("deadlines must be positive and finite")
     _validate_folds(c)
     if c.reader.provider not in ("faux", "openai"):
         raise _invalid("reader.provider must be faux or openai")

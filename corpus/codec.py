@@ -3,7 +3,8 @@
 A trace file is one ``TraceHeader`` line followed by ``Event`` lines; a probe file is
 one ``ProbeFile`` object. Encoding is canonical (struct field order, no whitespace, one
 ``\\n`` after every line), so the bytes written are the bytes digested.
-Every decoding failure becomes ``CorpusError(TRACE_SCHEMA_INVALID | PROBE_INVALID)``.
+Every decoding failure (nesting too deep to decode included) becomes
+``CorpusError(TRACE_SCHEMA_INVALID | PROBE_INVALID)``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def load_trace(data: bytes) -> Trace:
     for number, raw in enumerate(raw_lines, start=1):
         try:
             line = _LINE_DECODER.decode(raw)
-        except msgspec.DecodeError as exc:
+        # RecursionError: a value nested too deep for the decoder to skip while it looks
+        # for the line's ``kind`` tag.
+        except (msgspec.DecodeError, RecursionError) as exc:
             raise CorpusError(Code.TRACE_SCHEMA_INVALID, f"line {number}: {exc}") from exc
         if isinstance(line, TraceHeader):
             if number != 1:
@@ -59,5 +62,5 @@ def dump_probes(probes: ProbeFile) -> bytes:
 def load_probes(data: bytes) -> ProbeFile:
     try:
         return _PROBES_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise CorpusError(Code.PROBE_INVALID, f"probe file: {exc}") from exc

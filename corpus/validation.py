@@ -73,7 +73,7 @@ def _check_event_fields(event: Event) -> None:
             raise _fail(bad, f"{event.id}: a tool call carries one call and no text")
         try:
             arguments = msgspec.json.decode(event.tool_calls[0].function.arguments)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:  # too deeply nested: not JSON
             raise _fail(bad, f"{event.id}: tool-call arguments are not JSON") from exc
         if not isinstance(arguments, dict):
             raise _fail(bad, f"{event.id}: tool-call arguments must be a JSON object")

@@ -5,7 +5,10 @@ and a few real models; an operator catalog is loaded by path. The catalog's dige
 the sha256 of the file's bytes, so a registration binds exactly the text it priced with.
 
 Validation is closed: unknown keys, a duplicate (provider, model), a missing class, a
-negative or non-finite rate all refuse with ``catalog_invalid``. TOML floats are parsed
+negative or non-finite rate, a rate whose decimal exponent lies outside
+``±RATE_EXPONENT_LIMIT`` (its exact fraction would take ``10**|exponent|``: ``1e999999999``
+would hang the parse) all refuse with ``catalog_invalid``, as does a file TOML cannot
+read (too deep, or an integer past Python's digit limit). TOML floats are parsed
 as ``Decimal`` (exactly); a looked-up model that is absent refuses with
 ``lookup_invalid_rate`` (missing pricing is never free).
 
@@ -37,6 +40,7 @@ from efold.guard.errors import CatalogError, GuardError
 from efold.guard.money import TOKEN_CLASSES, parse_decimal, rate_units_per_token
 
 CATALOG_VERSION: Final = 1
+RATE_EXPONENT_LIMIT: Final = 64  # far past any price; keeps every exact rate small
 _ENTRY_KEYS: Final = frozenset({"provider", "model", *TOKEN_CLASSES})
 _OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots"})
 _TIER_KEYS: Final = frozenset({"above_tokens", *TOKEN_CLASSES})
@@ -124,7 +128,9 @@ def parse_catalog(data: bytes) -> Catalog:
 
     try:
         raw = tomllib.loads(data.decode("utf-8"), parse_float=decimal.Decimal)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    # UnicodeDecodeError and TOMLDecodeError are ValueErrors, and so is tomllib's
+    # refusal of an integer past the int-string digit limit; RecursionError: too deep.
+    except (ValueError, RecursionError) as exc:
         raise CatalogError(Code.CATALOG_INVALID, "not UTF-8 TOML") from exc
     if set(raw) - {"version", "model"}:
         raise CatalogError(Code.CATALOG_INVALID, "unknown top-level key")
@@ -177,6 +183,9 @@ def _parse_rates(table: Mapping[str, object], what: str) -> dict[str, decimal.De
             usd[cls] = parse_decimal(value, f"{what}.{cls}")
         except GuardError as exc:
             raise CatalogError(Code.CATALOG_INVALID, exc.detail) from exc
+        exponent = usd[cls].as_tuple().exponent  # an int: parse_decimal refused non-finite
+        if not isinstance(exponent, int) or abs(exponent) > RATE_EXPONENT_LIMIT:
+            raise CatalogError(Code.CATALOG_INVALID, f"{what}.{cls}: exponent out of range")
     return usd
 
 

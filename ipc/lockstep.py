@@ -257,7 +257,9 @@ class LockstepCore(Generic[OutMsg, InMsg]):
     def _accept(self, body: bytes) -> InMsg:
         try:
             envelope = _decoder_for(self._peer).decode(body)
-        except msgspec.DecodeError as exc:  # ValidationError is a subclass
+        # ValidationError is a DecodeError; RecursionError: a value nested too deep for
+        # the decoder to skip while it looks for a message's ``kind`` tag.
+        except (msgspec.DecodeError, RecursionError) as exc:
             raise IpcBadMessage(str(exc)) from None
         if (envelope.epoch, envelope.slot, envelope.worker) != self._binding_tuple:
             raise IpcBindingMismatch()

@@ -51,9 +51,13 @@ def _items(text: str, calls: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 def _same_usage(first: Any, second: Any) -> bool:
     """One reading: equal as JSON values *and* read alike (``50 == 50.0`` in Python, but
-    only one of them is a count)."""
-    return bool(first == second) and read_usage(first, chat=True) == read_usage(second,
-                                                                               chat=True)
+    only one of them is a count). Values too deeply nested to compare are not one
+    reading: the conservative side."""
+    try:
+        equal = bool(first == second)
+    except RecursionError:
+        return False
+    return equal and read_usage(first, chat=True) == read_usage(second, chat=True)
 
 
 class ChatStreamParser:
@@ -89,7 +93,7 @@ class ChatStreamParser:
                 return
             try:
                 data = self._decoder.decode(event.data)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
                 self._malformed = True
                 return
             if not isinstance(data, dict):
@@ -175,7 +179,7 @@ class ChatBodyParser:
     def finish(self) -> WireOutcome:
         try:
             data = msgspec.json.decode(bytes(self._body))
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
             return WireOutcome(terminal=Terminal.NONE, malformed=True)
         if not isinstance(data, dict):
             return WireOutcome(terminal=Terminal.NONE, malformed=True)
@@ -197,12 +201,14 @@ class ChatBodyParser:
         message = choice["message"]
         text = message.get("content") if isinstance(message.get("content"), str) else ""
         calls = []
-        for call in message.get("tool_calls") or []:
+        raw_calls = message.get("tool_calls")
+        for call in raw_calls if isinstance(raw_calls, list) else []:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):
                 calls.append({"id": str(call.get("id", "")), "name": str(fn.get("name", "")),
                               "arguments": str(fn.get("arguments", ""))})
-        terminal = (Terminal.INCOMPLETE if choice.get("finish_reason") in _INCOMPLETE_REASONS
+        reason = choice.get("finish_reason")
+        terminal = (Terminal.INCOMPLETE if isinstance(reason, str) and reason in _INCOMPLETE_REASONS
                     else Terminal.COMPLETED)
         return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid, tier=tier,
                            output_items=_items(text or "", calls))

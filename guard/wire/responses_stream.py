@@ -69,15 +69,18 @@ class ResponsesStreamParser:
         for event in events:
             try:
                 data = self._decoder.decode(event.data)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
                 self._malformed = True
                 return
             if not isinstance(data, dict):
                 self._malformed = True
                 return
-            self._event(data.get("type", event.event), data)
+            kind = data.get("type", event.event)
+            # A type that is not a string is no event this parser knows (and a list or
+            # object could not even be looked up among the terminals).
+            self._event(kind if isinstance(kind, str) else None, data)
 
-    def _event(self, kind: Any, data: dict[str, Any]) -> None:
+    def _event(self, kind: str | None, data: dict[str, Any]) -> None:
         self._model.see(data.get("response"))
         if self._outcome is not None:
             if kind in _TERMINALS:
