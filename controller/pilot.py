@@ -208,6 +208,8 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
         refusal: Code | None = None
         if not planned.eligible or (prepared is not None and prepared.feasible is False):
             refusal = Code.INVENTORY_INFEASIBLE
+        elif prep is not None and prep.snapshot is None:  # its checkpoint failed: why
+            refusal = prep.code or Code.LOOKUP_PREPARATION_INVALID
         elif ctx.interrupted is not None:  # the operator ended the run
             refusal = Code.INTERRUPTED
         elif ctx.policy.stopped:  # admission is closed for the rest of the run
@@ -216,8 +218,8 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             refusal = Code.NOT_ADMITTED_CAP
         elif time.monotonic() > run_deadline:
             refusal = Code.RUN_DEADLINE
-        elif prep is None or prep.snapshot is None:
-            refusal = prep.code if prep and prep.code else Code.LOOKUP_PREPARATION_INVALID
+        elif prep is None:  # never prepared (admission closed during the preps)
+            refusal = Code.LOOKUP_PREPARATION_INVALID
         if refusal is not None:
             receipt = refused_receipt(planned, refusal)
             write_slot_receipt(ctx, receipt)

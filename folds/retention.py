@@ -48,7 +48,11 @@ _PLAIN_WORDS = frozenset(
 # A cheap first pass: the full pattern runs only in a window around these words, found
 # with ``str.find`` on the lower-cased text (regex alternation over 64 KiB results is
 # ~30x slower). They are rare in tool results.
-_KEYWORDS = ("password", "passcode", "passphrase", "pin", "token", "key", "secret", "code", "credential")
+_KEYWORDS = ("password", "passcode", "passphrase", "pin", "token", "key", "secret", "code", "credential",
+             # the pattern's compounds written as one word ("secretkey", "apitoken"): no
+             # word boundary before their "key"/"token", so they need their own entry
+             "apikey", "accesskey", "authkey", "secretkey", "privatekey",
+             "apitoken", "accesstoken", "authtoken", "bearertoken")
 _WINDOW_BEFORE = 24  # room for "api ", "access ", "sign-in " before the keyword
 _WINDOW_AFTER = 160
 _SPACE = re.compile(r"\s")

@@ -130,6 +130,12 @@ def test_exactly_the_password_result_is_omitted_on_every_hard_seed():
         assert retain(session_transcript(prefix.events)).omitted_credential == 1, seed
 
 
+def test_a_compound_credential_word_is_found_by_the_prefilter():
+    """Found by hypothesis: "secretkey" has no word boundary before its "key"."""
+    for text in ("secretkey=postcode", "apitoken: x", "AccessKey = 1"):
+        assert _assignment_in(text) and contains_credential_assignment(text), text
+
+
 def test_an_assignment_inside_a_non_assignment_match_is_found():
     """Found by hypothesis: the first match ("pin codepassword is password:") is not an
     assignment, and must not hide the one that starts inside it."""
