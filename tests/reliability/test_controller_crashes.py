@@ -133,7 +133,18 @@ def test_a_controller_killed_at_a_write_point(tmp_path: Path, mode: str, crash_a
     assert _writes(log)[-1][0] == crash_at  # it died right there
     reg, _ = small_registration(roles='["native"]')
     if not (run / "journal.sqlite").exists():
-        return  # killed before the journal's schema committed: nothing else exists
+        return  # killed before the journal file was created: nothing else exists
+    if (crash_at, when) == (1, "before"):
+        # Killed before the schema committed: an empty journal file. Nothing can have
+        # been launched (every launch is journaled first); recover and reap refuse it.
+        from efold.registry.errors import RegistryError
+
+        with pytest.raises(RegistryError) as refused:
+            observe(run)
+        assert refused.value.code.value == "journal_invalid"
+        assert {p.name for p in run.iterdir()} <= {
+            ".efold-lease", "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm"}
+        return
     markers = _run_markers(run)
 
     report = observe(run)
