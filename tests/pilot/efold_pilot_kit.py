@@ -34,5 +34,30 @@ def small_registration(cap: str = "60.00", roles: str | None = None) -> tuple[Re
     return reg, encode_registration(reg)
 
 
+# A controller process whose first probe child consumes a hold and hangs: the tests that
+# SIGKILL a controller mid-request run it with ``python -c``.
+HANGING_PILOT = """
+import sys
+sys.path.insert(0, {here!r})
+from efold_pilot_kit import faulty_program, small_registration
+from efold.controller.pilot import run_pilot
+from efold.controller.runroot import claim_run_dir
+reg, raw = small_registration()
+run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {marker!r}))
+"""
+
+
+def hold_consumed(run: Path) -> bool:
+    """Whether the run's journal shows a consumed hold (a request in flight)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+            row = conn.execute("SELECT COUNT(*) FROM holds WHERE state = 'consumed'").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row and row[0])
+
+
 def faulty_program(mode: str, marker: Path) -> tuple[str, ...]:
     return (sys.executable, "-I", str(HERE / "faulty_child.py"), mode, str(marker))

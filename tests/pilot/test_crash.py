@@ -12,39 +12,20 @@ import sys
 import time
 from pathlib import Path
 
-from efold_pilot_kit import HERE
+from efold_pilot_kit import HANGING_PILOT, HERE, hold_consumed
 
 from efold.controller.aggregate import read_run
 from efold.controller.records import SlotStatus
 from efold.errors import Code
 
-PILOT = """
-import sys
-sys.path.insert(0, {here!r})
-from efold_pilot_kit import faulty_program, small_registration
-from efold.controller.pilot import run_pilot
-from efold.controller.runroot import claim_run_dir
-reg, raw = small_registration()
-run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {marker!r}))
-"""
-
-
-def _consumed(run: Path) -> bool:
-    try:
-        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
-            row = conn.execute("SELECT COUNT(*) FROM holds WHERE state = 'consumed'").fetchone()
-    except sqlite3.Error:
-        return False
-    return bool(row and row[0])
-
 
 def test_controller_killed_mid_slot(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    code = PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
+    code = HANGING_PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
     controller = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 60
-        while not _consumed(run):
+        while not hold_consumed(run):
             assert controller.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
     finally:
