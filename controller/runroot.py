@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-import stat
 import time
 from pathlib import Path
 
@@ -137,7 +136,7 @@ def private_subdir(run: Path, *parts: str) -> Path:
     if the last part already exists (a planted symlink included) or an existing
     intermediate part is a symlink, not a directory, not ours, or group/other-writable.
     Nothing is created through a planted link."""
-    from efold.registry.files import fsync_fd, open_dir_nofollow
+    from efold.registry.files import open_dir_nofollow, open_private_child
 
     if not parts:
         raise ValueError("private_subdir needs at least one part")
@@ -147,33 +146,7 @@ def private_subdir(run: Path, *parts: str) -> Path:
     fd = open_dir_nofollow(run)
     try:
         for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            try:
-                os.mkdir(part, 0o700, dir_fd=fd)
-                created = True
-            except FileExistsError as exc:
-                if last:
-                    raise ControllerError(Code.PRIVATE_DIR_REFUSED, "already exists") from exc
-                created = False
-            except OSError as exc:
-                raise ControllerError(Code.PRIVATE_DIR_REFUSED, f"mkdir: errno {exc.errno}") from exc
-            try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                why = "symlink" if exc.errno == errno.ELOOP else f"errno {exc.errno}"
-                raise ControllerError(Code.PRIVATE_DIR_REFUSED, why) from exc
-            try:
-                if created:
-                    os.fchmod(child, 0o700)
-                st = os.fstat(child)
-                if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() \
-                        or st.st_mode & 0o022:
-                    raise ControllerError(Code.PRIVATE_DIR_REFUSED, "not a private directory")
-                if created:
-                    fsync_fd(fd)
-            except BaseException:
-                os.close(child)
-                raise
+            child = open_private_child(fd, part, exclusive=index == len(parts) - 1)
             os.close(fd)
             fd = child
     finally:

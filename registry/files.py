@@ -36,6 +36,7 @@ __all__ = [
     "fsync_fd",
     "make_private_dir",
     "open_dir_nofollow",
+    "open_private_child",
     "publish_exclusive",
     "read_private",
 ]
@@ -254,26 +255,39 @@ def make_private_dir(path: str | os.PathLike[str], *, parents: bool = False) -> 
             if part and not os.path.lexists(prefix):
                 make_private_dir(prefix)
     with _opened_dir(parent) as parent_fd:
-        try:
-            os.mkdir(name, 0o700, dir_fd=parent_fd)
-            created = True
-        except FileExistsError:
-            created = False
-        except OSError as exc:
-            raise RegistryError(Code.PRIVATE_DIR_REFUSED, f"mkdir: errno {exc.errno}") from exc
-        try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-        except OSError as exc:
-            why = "symlink" if exc.errno == errno.ELOOP else f"errno {exc.errno}"
-            raise RegistryError(Code.PRIVATE_DIR_REFUSED, why) from exc
-        try:
-            if created:
-                os.fchmod(fd, 0o700)  # exact mode whatever the umask
-            _refuse_unsafe_dir(os.fstat(fd))
-        finally:
-            os.close(fd)
+        os.close(open_private_child(parent_fd, name, exclusive=False))
+
+
+def open_private_child(dir_fd: int, name: str, *, exclusive: bool) -> int:
+    """Create ``name`` (0700) in the directory ``dir_fd`` and return it opened without
+    following a link; the new name is durable (``dir_fd`` fsynced). An existing entry
+    is refused when ``exclusive``, else accepted only as a real directory owned by this
+    user and not group/other-writable (``PRIVATE_DIR_REFUSED`` otherwise). The caller
+    owns the returned descriptor."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+        created = True
+    except FileExistsError as exc:
+        if exclusive:
+            raise RegistryError(Code.PRIVATE_DIR_REFUSED, "already exists") from exc
+        created = False
+    except OSError as exc:
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, f"mkdir: errno {exc.errno}") from exc
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        why = "symlink" if exc.errno == errno.ELOOP else f"errno {exc.errno}"
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, why) from exc
+    try:
         if created:
-            fsync_fd(parent_fd)
+            os.fchmod(fd, 0o700)  # exact mode whatever the umask
+        _refuse_unsafe_dir(os.fstat(fd))
+        if created:
+            fsync_fd(dir_fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def check_owner_safe(path: str | os.PathLike[str]) -> None:
