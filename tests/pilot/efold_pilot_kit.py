@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from efold.controller.campaign import parse_campaign
@@ -57,6 +58,24 @@ def hold_consumed(run: Path) -> bool:
     except sqlite3.Error:
         return False
     return bool(row and row[0])
+
+
+def kill_controller_when(code: str, ready: Callable[[], bool], seconds: float = 60) -> None:
+    """Run a controller (``python -c code``) and SIGKILL it once ``ready()`` holds; it
+    must not end on its own first."""
+    import subprocess
+    import time
+
+    controller = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + seconds
+        while not ready():
+            assert controller.poll() is None, "the controller ended before the fault point"
+            assert time.monotonic() < deadline, "timed out waiting for the fault point"
+            time.sleep(0.02)
+    finally:
+        controller.kill()
+        controller.wait()
 
 
 def faulty_program(mode: str, marker: Path) -> tuple[str, ...]:

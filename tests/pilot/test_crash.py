@@ -9,10 +9,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from efold_pilot_kit import HANGING_PILOT, HERE, hold_consumed
+from efold_pilot_kit import HANGING_PILOT, HERE, hold_consumed, kill_controller_when
 
 from efold.controller.aggregate import read_run
 from efold.controller.records import SlotStatus
@@ -22,15 +21,7 @@ from efold.errors import Code
 def test_controller_killed_mid_slot(tmp_path: Path) -> None:
     run = tmp_path / "run"
     code = HANGING_PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
-    controller = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        deadline = time.monotonic() + 60
-        while not hold_consumed(run):
-            assert controller.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        controller.kill()
-        controller.wait()
+    kill_controller_when(code, lambda: hold_consumed(run))
     view = read_run(run)
     assert len(view.in_flight) == 1
     (flying,) = [r for r in view.receipts if r.slot == view.in_flight[0]]

@@ -11,12 +11,18 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from efold_pilot_kit import HANGING_PILOT, HERE, faulty_program, hold_consumed, small_registration
+from efold_pilot_kit import (
+    HANGING_PILOT,
+    HERE,
+    faulty_program,
+    hold_consumed,
+    kill_controller_when,
+    small_registration,
+)
 
 from efold.controller.cli import main
 from efold.controller.pilot import run_pilot
@@ -170,15 +176,7 @@ def test_an_interrupted_run_says_so_and_a_short_run_is_a_crash(clean_run: Path,
 def test_a_killed_controller_is_a_crash_and_unreconciled(tmp_path: Path) -> None:
     run = tmp_path / "run"
     code = HANGING_PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
-    controller = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        deadline = time.monotonic() + 60
-        while not hold_consumed(run):
-            assert controller.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        controller.kill()
-        controller.wait()
+    kill_controller_when(code, lambda: hold_consumed(run))
     with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
         ((pid,),) = conn.execute(
             "SELECT pid FROM launches WHERE kind = 'probe' AND exited_ns IS NULL").fetchall()

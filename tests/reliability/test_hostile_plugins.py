@@ -16,6 +16,7 @@ from pathlib import Path
 
 import hostile_tree
 import pytest
+from efold_pilot_kit import kill_controller_when
 from plugin_kit import installed_plugin
 
 from efold.controller.campaign import parse_campaign
@@ -138,15 +139,8 @@ def test_a_controller_killed_mid_attack_then_recover_and_reap(tmp_path: Path,
         with hostile_fold(kind, tmp_path) as (role, fold):
             path, sha = _registration(tmp_path, role, fold)
             code = CRASHING_PILOT.format(path=str(path), sha=sha, run=str(run))
-            controller = subprocess.Popen([sys.executable, "-c", code])
-            try:
-                deadline = time.monotonic() + 60
-                while len(hostile_tree.recorded(pids)) < 2 * hostile_tree.DEPTH:
-                    assert controller.poll() is None and time.monotonic() < deadline
-                    time.sleep(0.02)
-            finally:
-                controller.kill()
-                controller.wait()
+            kill_controller_when(
+                code, lambda: len(hostile_tree.recorded(pids)) >= 2 * hostile_tree.DEPTH)
             report = observe(run)
             assert not report.reconciled
             named = {s.pid for s in report.survivors}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import hostile_tree
 import pytest
-from efold_pilot_kit import HERE
+from efold_pilot_kit import HERE, kill_controller_when
 
 from efold.controller.recovery import SurvivorTie, observe
 
@@ -48,15 +48,8 @@ def crashed_run(tmp_path: Path):
     tree of 6 processes (setsid, double-forked, SIGTERM ignored) around it."""
     run, pids = tmp_path / "run", str(tmp_path / "tree.pids")
     code = CONTROLLER.format(here=str(HERE), run=str(run), pids=pids)
-    controller = subprocess.Popen([sys.executable, "-c", code])
-    try:
-        deadline = time.monotonic() + 60
-        while len(hostile_tree.recorded(pids)) < 2 * hostile_tree.DEPTH:
-            assert controller.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        controller.kill()
-        controller.wait()
+    kill_controller_when(
+        code, lambda: len(hostile_tree.recorded(pids)) >= 2 * hostile_tree.DEPTH)
     worker = _launch_pid(run)
     try:
         yield run, pids, worker
