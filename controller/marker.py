@@ -57,15 +57,19 @@ def marked_processes(table: Mapping[int, ProcEntry], marker: str, *,
                      not_before: int) -> list[int]:
     """Live pids carrying ``marker`` that started no earlier than ``not_before`` (the
     launch leader's start time, in clock ticks)."""
-    return [pid for pid, found in markers_by_process(table).items()
-            if found == marker and table[pid].start_time >= not_before]
+    # Only processes young enough to belong to the launch have their environment read:
+    # this runs at every launch's end, and most of a machine's processes are older.
+    return [pid for pid, found in markers_by_process(table, not_before=not_before).items()
+            if found == marker]
 
 
-def markers_by_process(table: Mapping[int, ProcEntry]) -> dict[int, str]:
-    """Every live process carrying a well-formed marker, with it (one /proc pass)."""
+def markers_by_process(table: Mapping[int, ProcEntry], *,
+                       not_before: int = 0) -> dict[int, str]:
+    """Every live process started no earlier than ``not_before`` (clock ticks) carrying a
+    well-formed marker, with it (one /proc pass)."""
     found: dict[int, str] = {}
     for pid, entry in sorted(table.items()):
-        if not entry.exited:
+        if not entry.exited and entry.start_time >= not_before:
             marker = marker_of(pid)
             if marker is not None:
                 found[pid] = marker

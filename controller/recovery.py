@@ -121,9 +121,13 @@ def _survivors_of(
     carrying = {pid for pid, found in marked.items()
                 if marker is not None and found == marker
                 and table[pid].start_time >= leader.start_time}
+    # The marked processes are found once for every launch (``marked``, one pass over
+    # /proc environments); here they join the tie as known identities.
     tied = tied_processes(
-        table, leader=leader, pgid=launch["pgid"], recorded=recorded, controller_pid=-1,
-        direct_children=frozenset(), marker=marker,
+        table, leader=leader, pgid=launch["pgid"],
+        recorded=[*recorded, *(ProcessIdentity(pid=pid, start_time=table[pid].start_time,
+                                               boot_id=current_boot) for pid in carrying)],
+        controller_pid=-1, direct_children=frozenset(),
     )
     groups = {m.pgid for m in members if m.pgid == m.identity.pid}
     if leader_pins_group(table, leader):
