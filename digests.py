@@ -12,7 +12,7 @@ import msgspec
 # What a build is: the package's source and data, never caches, tests or environments.
 _BUILD_SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".typed", ".md", ".sh")
 _BUILD_PACKAGES = (
-    "controller", "worker", "ipc", "guard", "registry", "corpus", "folds", "report",
+    "controller", "worker", "protocol", "ipc", "guard", "registry", "corpus", "folds", "report",
 )
 
 

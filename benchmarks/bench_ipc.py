@@ -44,7 +44,7 @@ def _child_lockstep(argv: list[str], exchanges: int) -> None:
     from efold.identity import current_identity
     from efold.ipc.child_channel import ChildChannel
     from efold.ipc.messages import Admit, Binding, Hello, Meter, Ready, Terminal, TerminalStatus
-    from efold.worker.assignment import read_key_pipe
+    from efold.worker.key_pipe import read_key_pipe
 
     ipc_fd, key_fd = int(argv[argv.index("--ipc-fd") + 1]), int(argv[argv.index("--key-fd") + 1])
     key, a = read_key_pipe(key_fd)
@@ -113,9 +113,9 @@ async def _lockstep_run(exchanges: int) -> float:
     from efold.errors import Code
     from efold.identity import current_identity
     from efold.ipc.messages import Admit, Budgets, Deadlines, Refused, Terminal, Welcome
+    from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
     from efold.registry.journal import JournalWriter
     from efold.registry.lease import acquire_lease
-    from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
 
     with tempfile.TemporaryDirectory() as root:
         lease = acquire_lease(root)

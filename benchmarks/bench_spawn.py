@@ -30,9 +30,9 @@ import anyio
 from efold.controller.launcher import supervise
 from efold.identity import current_identity
 from efold.ipc.messages import Budgets, Deadlines, Prepared, Welcome
+from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
-from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment
 
 DIGEST = "d" * 64
 WELCOME = Welcome(deadlines=Deadlines(run_ms=10_000, exchange_ms=10_000),

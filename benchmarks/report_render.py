@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from efold.controller.records import (
+from efold.protocol.records import (
     Availability,
     Outcome,
     Plan,

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from efold.controller.records import Plan, PlannedSlot, Receipt, SlotStatus, Spend
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
+from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotStatus, Spend
 from efold.registry.journal import HOLD_SETTLED, JournalReader
 
 if TYPE_CHECKING:

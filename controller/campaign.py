@@ -49,7 +49,7 @@ from efold.guard.pricing import rmax_units
 
 if TYPE_CHECKING:
     from efold.controller.registration import Registration
-    from efold.worker.tasks import PrepTask
+    from efold.protocol.tasks import PrepTask
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
@@ -310,7 +310,7 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
     from efold.folds.errors import FoldError
     from efold.folds.external import DEFAULT_TIMEOUT_S
     from efold.folds.pinning import fold_sha256
-    from efold.worker.tasks import PrepTask
+    from efold.protocol.tasks import PrepTask
 
     if registration is not None:
         from efold.controller.registration import verify_fold_pins

@@ -23,8 +23,8 @@ def first_request_fits(checkpoint: Checkpoint, campaign: Campaign, role: str,
                        question: str) -> bool:
     """Whether round 1 of a probe of ``role`` asking ``question`` fits the envelope."""
     from efold.guard.feasibility import fits_envelope
+    from efold.protocol.tasks import ProbeTask
     from efold.worker.reader import first_payload, probe_contract
-    from efold.worker.tasks import ProbeTask
 
     instructions = next(r.instructions for r in campaign.roles if r.name == role)
     reader = campaign.reader

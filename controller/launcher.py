@@ -59,9 +59,9 @@ from efold.ipc.controller_channel import ControllerChannel
 from efold.ipc.errors import IpcCancelled, IpcEof, IpcLocalMisuse
 from efold.ipc.framing import DEFAULT_MAX_FRAME, KEY_SIZE
 from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Stop, Welcome
+from efold.protocol.assignment import Assignment, encode_key_pipe
+from efold.protocol.exit_codes import code_for_exit_status
 from efold.registry.journal import JournalWriter
-from efold.worker.assignment import Assignment, encode_key_pipe
-from efold.worker.exit_codes import code_for_exit_status
 
 # -I: isolated (no PYTHON* variables, no user site, no cwd on sys.path): a planted module
 # in the working directory cannot shadow efold inside a child.
@@ -73,7 +73,7 @@ DEFAULT_EXIT_GRACE: Final = 5.0  # seconds from DoneAck/Stop to the child's own 
 class WorkerExit:
     """How a launch ended. ``status`` is the reaped exit status (negative: killed by that
     signal; None: could not be reaped in time); ``code`` the fixed code the status stands
-    for (``efold.worker.exit_codes``); ``containment`` the episode, if there was one."""
+    for (``efold.protocol.exit_codes``); ``containment`` the episode, if there was one."""
 
     status: int | None
     code: Code | None

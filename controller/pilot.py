@@ -36,7 +36,6 @@ from efold.controller.interrupt import interruptible
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for
 from efold.controller.preparation import Preparation, Progress, prepare_checkpoints
-from efold.controller.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.runroot import private_subdir
 from efold.controller.slots import (
@@ -53,7 +52,8 @@ from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.identity import current_identity
 from efold.ipc.messages import Budgets
-from efold.worker.tasks import ProbeTask
+from efold.protocol.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
+from efold.protocol.tasks import ProbeTask
 
 # Pressure is required on long traces only (reference: "On long traces, each sample
 # must also show the pressure its arm is designed to test").

@@ -17,9 +17,9 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
-from efold.controller.records import Plan, PlannedSlot
 from efold.controller.registration import Registration, rank_key, registration_sha256
 from efold.digests import digest_of
+from efold.protocol.records import Plan, PlannedSlot
 
 # Arms that need what a suite does not have are ineligible by plan: the ceiling arm needs
 # a trace long enough to reach the 200k-token ceiling, which only the hard suites have

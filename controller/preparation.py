@@ -15,12 +15,12 @@ from pathlib import Path
 
 from efold.controller.campaign import prep_task
 from efold.controller.feasibility import first_request_fits
-from efold.controller.records import Plan, PlannedSlot
 from efold.controller.registration import Registration
 from efold.controller.runroot import private_subdir
 from efold.controller.slots import PrepResult, RunContext, run_prep
 from efold.corpus.model import SuiteItem
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.protocol.records import Plan, PlannedSlot
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 # Called once per feasible checkpoint with its verified snapshot (evidence, while it is

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from efold.controller.aggregate import RECEIPTS_DIR, receipt_name
-from efold.controller.records import Receipt
 from efold.digests import canonical_json, sha256_hex
+from efold.protocol.records import Receipt
 from efold.registry.journal import JournalWriter
 
 

@@ -34,16 +34,6 @@ from efold.controller.permits import (
     child_code,
 )
 from efold.controller.receipts import write_receipt
-from efold.controller.records import (
-    Availability,
-    Exclusion,
-    Outcome,
-    PlannedSlot,
-    Receipt,
-    SlotStatus,
-    Spend,
-    Usage,
-)
 from efold.controller.stops import SlotEnd, StopPolicy
 from efold.controller.tree import TreeReport, inspect_tree
 from efold.corpus.model import Probe
@@ -70,10 +60,20 @@ from efold.ipc.messages import (
     TerminalStatus,
     Welcome,
 )
+from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
+from efold.protocol.records import (
+    Availability,
+    Exclusion,
+    Outcome,
+    PlannedSlot,
+    Receipt,
+    SlotStatus,
+    Spend,
+    Usage,
+)
+from efold.protocol.tasks import PrepTask, ProbeTask
 from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalWriter
-from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
-from efold.worker.tasks import PrepTask, ProbeTask
 
 # IPC failures that are the peer's fault and break the protocol's integrity: sticky.
 _INTEGRITY_IPC = frozenset({
@@ -200,7 +200,7 @@ def _own_code(handle: WorkerHandle | None) -> Code | None:
     (``worker_digest_mismatch``, ``worker_snapshot_invalid``...), if it did."""
     if handle is None or handle.process.returncode is None:
         return None
-    from efold.worker.exit_codes import code_for_exit_status
+    from efold.protocol.exit_codes import code_for_exit_status
 
     return code_for_exit_status(handle.process.returncode)
 

@@ -1,6 +1,6 @@
 """report: statistics and renderers for a run's content-free results.
 
-Reads nothing but the plan and the receipts (``efold.controller.records``), plus the
+Reads nothing but the plan and the receipts (``efold.protocol.records``), plus the
 journal facts its caller read (``RunFacts``: stops, launches, containment episodes, the
 run lease; it never opens the journal itself); builds the ``results-v1`` schema and
 renders it as ``results.json``, ``summary.md`` and a self-contained ``report.html``, each

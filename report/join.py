@@ -19,7 +19,8 @@ from typing import TypeVar
 
 import msgspec
 
-from efold.controller.records import (
+from efold.errors import Code
+from efold.protocol.records import (
     PLAN_VERSION,
     RECEIPT_VERSION,
     Availability,
@@ -31,7 +32,6 @@ from efold.controller.records import (
     SlotStatus,
     Spend,
 )
-from efold.errors import Code
 from efold.report.errors import ReportError
 
 __all__ = ["Observation", "check_id", "join_receipts"]

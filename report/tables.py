@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from efold.controller.records import Availability, Exclusion, Outcome
+from efold.protocol.records import Availability, Exclusion, Outcome
 from efold.report.join import RESERVED_CATEGORY
 from efold.report.schema import (
     Execution,

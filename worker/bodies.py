@@ -38,7 +38,7 @@ from typing import Final, Protocol, cast
 
 from efold.errors import Code
 from efold.ipc.messages import Prepared, Terminal, Welcome
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
 from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
 

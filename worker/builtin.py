@@ -21,7 +21,7 @@ from typing import Final
 
 from efold.errors import Code
 from efold.ipc.messages import Meter, Prepared, Terminal, TerminalStatus, Welcome
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
 from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
 

@@ -9,7 +9,7 @@
    prep: the body prepares; ``Prepared`` ; ``DoneAck``.
 5. Exit 0 after ``DoneAck``.
 
-Any failure exits with the fixed status of its code (``efold.worker.exit_codes``) and
+Any failure exits with the fixed status of its code (``efold.protocol.exit_codes``) and
 nothing else: no message after a failed check, nothing on stdout/stderr (they are
 /dev/null anyway). A ``Stop`` from the controller exits ``worker_stopped``.
 
@@ -28,10 +28,11 @@ from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.ipc.child_channel import ChildChannel
 from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Welcome
-from efold.worker.assignment import Assignment, read_key_pipe
+from efold.protocol.assignment import Assignment
+from efold.protocol.exit_codes import EXIT_OK, exit_status_for
 from efold.worker.bodies import PrepBody, ProbeBody, load_prep_body, load_probe_body
 from efold.worker.errors import WorkerError
-from efold.worker.exit_codes import EXIT_OK, exit_status_for
+from efold.worker.key_pipe import read_key_pipe
 from efold.worker.session import ProbeSession, expect
 from efold.worker.verify import verify_lease, verify_parent
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from efold.errors import Code, EfoldError
 from efold.ipc.messages import Prepared, Welcome
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
+from efold.protocol.tasks import PrepTask
 from efold.worker.errors import WorkerError
-from efold.worker.tasks import PrepTask
 from efold.worker.verify import verify_digests
 
 SNAPSHOT_DIR = "snapshot"

@@ -21,10 +21,10 @@ import msgspec
 from efold.errors import Code
 from efold.ipc.messages import Meter as MeterCounts
 from efold.ipc.messages import Terminal, TerminalStatus
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
+from efold.protocol.tasks import ProbeTask
 from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
-from efold.worker.tasks import ProbeTask
 from efold.worker.verify import verify_digests
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from efold.ipc.messages import (
     Usage,
     Welcome,
 )
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
 from efold.worker.errors import WorkerStopped
 
 _R = TypeVar("_R", bound=ControllerMessage)

@@ -13,9 +13,9 @@ import os
 
 from efold.errors import Code
 from efold.identity import is_same_process
+from efold.protocol.assignment import Assignment
 from efold.registry.errors import RegistryError
 from efold.registry.lease import LeaseState, probe_lease
-from efold.worker.assignment import Assignment
 from efold.worker.errors import WorkerError
 
 

@@ -43,7 +43,7 @@ from efold.digests import canonical_json
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import fold_identity, fold_sha256
-from efold.worker.tasks import PrepTask
+from efold.protocol.tasks import PrepTask
 
 PLUGIN_SOURCE = '''
 from efold.folds.checkpoint import BoundaryEvidence, Checkpoint, ReaderMessage

@@ -15,7 +15,7 @@ import sys
 from efold.errors import Code
 from efold.guard import rmax_for_reader
 from efold.ipc.messages import Permit, Prepared, Refused, SettleOutcome, Terminal, Usage, Welcome
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
 from efold.worker.entry import main
 from efold.worker.prep import FoldPrep
 from efold.worker.reader import ReaderProbe

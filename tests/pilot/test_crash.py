@@ -14,8 +14,8 @@ from pathlib import Path
 from efold_pilot_kit import HANGING_PILOT, HERE, hold_consumed, kill_controller_when
 
 from efold.controller.aggregate import read_run
-from efold.controller.records import SlotStatus
 from efold.errors import Code
+from efold.protocol.records import SlotStatus
 
 
 def test_controller_killed_mid_slot(tmp_path: Path) -> None:

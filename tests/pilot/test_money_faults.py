@@ -10,10 +10,10 @@ from pathlib import Path
 from efold_pilot_kit import faulty_program
 
 from efold.controller.pilot import run_pilot
-from efold.controller.records import SlotStatus
 from efold.controller.registration import Registration
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code
+from efold.protocol.records import SlotStatus
 from efold.report import decode_results
 
 

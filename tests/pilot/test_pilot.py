@@ -15,10 +15,10 @@ from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.aggregate import read_run
 from efold.controller.errors import ControllerError
 from efold.controller.pilot import run_pilot
-from efold.controller.records import SlotStatus
 from efold.controller.registration import Registration
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code
+from efold.protocol.records import SlotStatus
 from efold.report import decode_results
 
 
@@ -231,10 +231,10 @@ def test_a_probe_child_refuses_an_assignment_the_journal_does_not_hold(
     """The child reads its cache key and snapshot back from the journal before Ready."""
     from efold.digests import build_digest
     from efold.identity import current_identity
-    from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
+    from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
+    from efold.protocol.tasks import ProbeTask
     from efold.worker.errors import WorkerError
     from efold.worker.reader import ReaderProbe
-    from efold.worker.tasks import ProbeTask
 
     reg, raw = small
     run = claim_run_dir(tmp_path / "run")

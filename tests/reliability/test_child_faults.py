@@ -40,11 +40,11 @@ from efold.controller.aggregate import RECEIPTS_DIR, AggregateError, read_run, r
 from efold.controller.marker import markers_by_process
 from efold.controller.pilot import PilotOutcome, run_pilot
 from efold.controller.proctable import scan
-from efold.controller.records import Receipt, SlotStatus
 from efold.controller.recovery import observe
 from efold.controller.registration import Registration
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
+from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
 
 NATIVE = '["native"]'  # 8 slots over 4 checkpoints: about 5 s a run

@@ -28,12 +28,12 @@ from efold_pilot_kit import small_registration
 import efold.controller.authorize_run as authorize_run
 import efold.controller.pilot as pilot
 import efold.digests as digests
-from efold.controller.records import SlotStatus
 from efold.controller.registration import Registration, load_registration
 from efold.controller.runroot import claim_run_dir, new_run_dir, private_subdir
 from efold.controller.slots import run_probe
 from efold.controller.tree import inspect_tree
 from efold.errors import Code, EfoldError
+from efold.protocol.records import SlotStatus
 from efold.registry.authorization import (
     FAUX_ACCOUNT_ID,
     AuthorizationBindings,

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from efold.controller.records import (
+from efold.errors import Code
+from efold.protocol.records import (
     Availability,
     Exclusion,
     Outcome,
@@ -20,7 +21,6 @@ from efold.controller.records import (
     Spend,
     Usage,
 )
-from efold.errors import Code
 
 CATEGORIES = ["tool_identifier", "active_constraint", "superseded_current",
               "commitment_status", "artifact_status", "next_action", "abstention"]

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from efold.controller.records import Plan, Receipt
+from efold.protocol.records import Plan, Receipt
 from efold.report import build_results, render_html
 
 CHROMIUM = next((path for name in ("chromium", "chromium-browser", "google-chrome")

@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 import msgspec
 import pytest
 
-from efold.controller.records import Plan, Receipt
 from efold.errors import Code
+from efold.protocol.records import Plan, Receipt
 from efold.report import (
     FAUX_NOTE,
     REPORT_FILES,

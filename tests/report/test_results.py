@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from efold.controller.records import (
+from efold.errors import Code
+from efold.protocol.records import (
     Availability,
     Exclusion,
     Outcome,
@@ -20,7 +21,6 @@ from efold.controller.records import (
     SlotStatus,
     Spend,
 )
-from efold.errors import Code
 from efold.report import FAUX_NOTE, ReportError, build_results, money
 from efold.report.schema import Results, RoleResult, Tally
 

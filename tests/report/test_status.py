@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from efold.controller.records import Outcome, Plan, Receipt, SlotStatus
 from efold.errors import Code
+from efold.protocol.records import Outcome, Plan, Receipt, SlotStatus
 from efold.report import (
     EpisodeFact,
     LaunchFact,

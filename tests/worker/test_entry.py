@@ -25,8 +25,8 @@ from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
 from efold.ipc import Hello, IpcEof, Permit, Prepared, Stop, seal
 from efold.ipc.messages import ControllerEnvelope
-from efold.worker import EXIT_OK, code_for_exit_status, exit_status_for
-from efold.worker.assignment import SnapshotRef, encode_key_pipe
+from efold.protocol.assignment import SnapshotRef, encode_key_pipe
+from efold.protocol.exit_codes import EXIT_OK, code_for_exit_status, exit_status_for
 
 
 def finish(proc: subprocess.Popen[bytes]) -> Code | None:
@@ -229,7 +229,7 @@ def test_a_silent_controller_is_an_exchange_timeout(run: Run) -> None:
 
 
 def test_every_worker_and_ipc_code_has_a_distinct_exit_status() -> None:
-    from efold.worker.exit_codes import EXIT_STATUS
+    from efold.protocol.exit_codes import EXIT_STATUS
 
     statuses = list(EXIT_STATUS.values())
     assert len(statuses) == len(set(statuses))

@@ -29,9 +29,9 @@ from efold.ipc import (
     Terminal,
     TerminalStatus,
 )
+from efold.protocol.assignment import SnapshotRef
 from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalReader, JournalWriter
-from efold.worker.assignment import SnapshotRef
 from efold.worker.builtin import BUILTIN_ANSWER, RESTORED_FILE, SNAPSHOT_FILE
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ import time
 
 from efold.errors import Code
 from efold.ipc.messages import Prepared, Refused, SettleOutcome, Terminal, Usage, Welcome
-from efold.worker.assignment import Assignment
+from efold.protocol.assignment import Assignment
 from efold.worker.builtin import BuiltinProbe
 from efold.worker.entry import main
 from efold.worker.session import ProbeSession

@@ -18,9 +18,9 @@ from efold.controller.proctable import read_entry
 from efold.identity import ProcessIdentity, current_identity, identity_of
 from efold.ipc.lockstep import controller_core
 from efold.ipc.messages import Binding, Budgets, Deadlines, Welcome
+from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef, encode_key_pipe
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import Lease, acquire_lease
-from efold.worker.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef, encode_key_pipe
 
 PROGRAMS = Path(__file__).resolve().parent
 DIGEST = "d" * 64

@@ -17,7 +17,7 @@ from efold.identity import ProcessIdentity, current_identity
 from efold.ipc.child_channel import ChildChannel
 from efold.ipc.framing import seal
 from efold.ipc.messages import Admit, Binding, ChildEnvelope, Consume, Hello, Ready
-from efold.worker.assignment import read_key_pipe
+from efold.worker.key_pipe import read_key_pipe
 
 D = "d" * 64
 

@@ -2,8 +2,8 @@
 
 The controller writes ``key (32 bytes) ‖ msgpack(Assignment)`` into a fresh pipe, closes
 the write end and passes the read end to the child (``--key-fd``). The child reads it
-once to EOF, closes it, and from then on trusts only what it can verify: the assignment
-names the controller, the run and the digests the child must check before ``Ready``.
+once to EOF (``efold.worker.key_pipe``), closes it, and from then on trusts only what it
+can verify: the assignment names the controller, the run and the digests the child must check before ``Ready``.
 
 Invariant: the key never leaves this pipe and the two processes' memory. It is not in
 the assignment struct (which may be logged or journaled), on argv, or in the
@@ -12,17 +12,14 @@ environment.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Final, Literal
 
 import msgspec
 
-from efold.errors import Code
 from efold.identity import ProcessIdentity
 from efold.ipc.framing import KEY_SIZE
 from efold.ipc.messages import PREP_PROTOCOL, PROBE_PROTOCOL, CacheKey, Digest, ProtocolName
-from efold.worker.errors import WorkerError
-from efold.worker.tasks import Task
+from efold.protocol.tasks import Task
 
 ASSIGNMENT_VERSION: Final = 1
 # The pipe holds one small record; anything longer is refused unread past this bound.
@@ -56,7 +53,7 @@ class Assignment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cache_key: CacheKey | None  # probe only
     snapshot: SnapshotRef | None  # probe only
     hello_timeout_ms: int  # longest wait for Welcome (Welcome then grants the deadlines)
-    task: Task | None = None  # what the body does (efold.worker.tasks); None: builtin bodies
+    task: Task | None = None  # what the body does (efold.protocol.tasks); None: builtin bodies
 
     @property
     def protocol(self) -> ProtocolName:
@@ -64,7 +61,6 @@ class Assignment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 _ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(Assignment)
 
 
 def encode_key_pipe(key: bytes, assignment: Assignment) -> bytes:
@@ -75,44 +71,3 @@ def encode_key_pipe(key: bytes, assignment: Assignment) -> bytes:
     if len(data) > MAX_KEY_PIPE_BYTES:
         raise ValueError("assignment too large for the key pipe")
     return data
-
-
-def read_key_pipe(fd: int) -> tuple[bytes, Assignment]:
-    """Read the key pipe once to EOF, close it, and return (key, assignment).
-
-    Refuses (``worker_key_invalid``) a pipe that cannot be read, is longer than
-    ``MAX_KEY_PIPE_BYTES``, or does not hold a key and a valid assignment whose
-    probe-only fields are present exactly for a probe.
-    """
-    chunks: list[bytes] = []
-    total = 0
-    try:
-        while True:
-            chunk = os.read(fd, MAX_KEY_PIPE_BYTES + 1 - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > MAX_KEY_PIPE_BYTES:
-                raise WorkerError(Code.WORKER_KEY_INVALID, "key pipe too long")
-    except OSError as exc:
-        raise WorkerError(Code.WORKER_KEY_INVALID, f"key pipe read errno {exc.errno}") from exc
-    finally:
-        try:
-            os.close(fd)
-        except OSError:
-            pass  # already gone: nothing more to read either way
-    data = b"".join(chunks)
-    if len(data) <= KEY_SIZE:
-        raise WorkerError(Code.WORKER_KEY_INVALID, "key pipe too short")
-    key, raw = data[:KEY_SIZE], data[KEY_SIZE:]
-    try:
-        assignment = _DECODER.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise WorkerError(Code.WORKER_KEY_INVALID, "assignment does not decode") from exc
-    if assignment.version != ASSIGNMENT_VERSION:
-        raise WorkerError(Code.WORKER_KEY_INVALID, "unknown assignment version")
-    probe = assignment.kind == "probe"
-    if probe != (assignment.cache_key is not None) or probe != (assignment.snapshot is not None):
-        raise WorkerError(Code.WORKER_KEY_INVALID, "probe-only fields do not match the kind")
-    return key, assignment

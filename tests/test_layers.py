@@ -1,0 +1,136 @@
+"""The import direction of the package (docs/architecture.md §2), checked on the source.
+
+Layers, top to bottom; a module may import its own package and any package of a lower
+layer, never a peer or anything above. Every import statement counts, function-local
+ones included, and so does ``importlib.import_module("efold...")`` with a literal name.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+LAYERS: list[set[str]] = [
+    {"controller"},
+    {"report", "worker"},
+    {"protocol", "folds"},
+    {"guard", "corpus", "ipc", "registry"},
+    {"digests", "identity"},
+    {"errors", "lazy", "__init__"},  # __init__: the root package (its version)
+]
+LAYER_OF = {unit: depth for depth, units in enumerate(LAYERS) for unit in units}
+
+# Parent-only packages start once per command, not once per child: they import at the
+# top, so that a function-local import never hides a cycle there.
+PARENT_ONLY = {"controller", "report"}
+
+
+def _source_files() -> list[pathlib.Path]:
+    return sorted(
+        p for p in ROOT.rglob("*.py")
+        if p.relative_to(ROOT).parts[0] in LAYER_OF or p.parent == ROOT
+    )
+
+
+def _unit(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _module(path: pathlib.Path, root: pathlib.Path) -> list[str]:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _targets(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str, bool]]:
+    """(line, imported efold unit, inside a function) for every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    local: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.update(id(n) for n in ast.walk(node) if n is not node)
+    module = _module(path, root)
+    package = module if path.name == "__init__.py" else module[:-1]
+    found: list[tuple[int, str, bool]] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                names.append(".".join([*base, *([node.module] if node.module else [])]))
+            elif node.module and node.module.startswith("efold."):
+                names.append(node.module.removeprefix("efold."))
+            elif node.module == "efold":  # a unit, or a name of the root package itself
+                names.extend(a.name if a.name in LAYER_OF else "__init__" for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.extend(a.name.removeprefix("efold.") for a in node.names
+                         if a.name.startswith("efold."))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant)
+              and str(node.args[0].value).startswith("efold.")):
+            names.append(str(node.args[0].value).removeprefix("efold."))
+        found.extend((node.lineno, n.split(".")[0], id(node) in local) for n in names if n)
+    return found
+
+
+def _violations() -> tuple[list[str], list[str]]:
+    upward: list[str] = []
+    hidden: list[str] = []
+    for path in _source_files():
+        unit = _unit(path)
+        for line, target, in_function in _targets(path):
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if target != unit and (target not in LAYER_OF or LAYER_OF[target] <= LAYER_OF[unit]):
+                upward.append(f"{where} {unit} -> {target}")
+            if unit in PARENT_ONLY and in_function:
+                hidden.append(f"{where} imports {target} inside a function")
+    return upward, hidden
+
+
+def test_every_package_is_in_a_layer() -> None:
+    units = {_unit(p) for p in ROOT.glob("*/__init__.py")} | {
+        p.stem for p in ROOT.glob("*.py")
+    }
+    assert units <= set(LAYER_OF), sorted(units - set(LAYER_OF))
+
+
+def test_imports_point_only_down() -> None:
+    upward, _ = _violations()
+    assert upward == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from efold.controller import cli\n", [(1, "controller", False)]),
+        ("def f():\n    from efold.report import x\n", [(2, "report", True)]),
+        ("import importlib\nimportlib.import_module('efold.worker.entry')\n",
+         [(2, "worker", False)]),
+        ("from ..report import schema\n", [(1, "report", False)]),
+    ],
+)
+def test_the_checker_sees_every_kind_of_import(
+    tmp_path: pathlib.Path, source: str, expected: list[tuple[int, str, bool]]
+) -> None:
+    module = tmp_path / "guard" / "probe.py"
+    module.parent.mkdir()
+    module.write_text(source)
+    assert _targets(module, root=tmp_path) == expected
+
+
+def test_every_package_is_shipped_and_in_the_build_digest() -> None:
+    """A package left out of the build digest could change under a registration unseen."""
+    import tomllib
+
+    from efold.digests import _BUILD_PACKAGES
+
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert packages == set(_BUILD_PACKAGES)
+    assert {f"efold.{p}" for p in packages} <= set(shipped)
