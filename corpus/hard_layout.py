@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from efold.corpus import forms
+from efold.corpus.errors import CorpusError
 from efold.corpus.hard_values import TraceValues
 from efold.corpus.prng import SeededRandom
+from efold.errors import Code
 
 Placement = Literal["head", "mid", "after"]
 
@@ -90,24 +93,25 @@ class _Writer:
 
     def __init__(self, rng: SeededRandom, values: TraceValues) -> None:
         self.rng = rng
-        self.v = values
-        self.f = values.family
+        self.values = values
+        self.family = values.family
 
     def _item(self) -> str:
-        return self.rng.choice(self.f.items)
+        return self.rng.choice(self.family.items)
 
     def header(self, tool: str, day: str, vendor: str, subject: str) -> str:
         source = forms.TOOL_SOURCES[tool]
+        owner = self.family.owner
         if source == "email":
             if tool == "email_read":
-                return f"Message from {vendor} to {self.f.owner}, {day}\nRe {subject}\n\n"
-            return f"Message from {self.f.owner} to {vendor}, {day}\nRe {subject}\n\n"
+                return f"Message from {vendor} to {owner}, {day}\nRe {subject}\n\n"
+            return f"Message from {owner} to {vendor}, {day}\nRe {subject}\n\n"
         if tool == "web_search":
             return f"Search results for {subject}\n\n"
         if source == "web":
             return f"Web page | {vendor.lower().replace(' ', '')}.example | {subject}\n\n"
         if source == "chat":
-            return f"Chat log | #{self.f.channel}\n\n"
+            return f"Chat log | #{self.family.channel}\n\n"
         if source == "calendar":
             return f"Calendar | from {day}\n\n"
         if source == "parcel":
@@ -115,7 +119,7 @@ class _Writer:
         return f"Document | {subject}\n\n"
 
     def generic(self, tool: str, day: str) -> RecordPlan:
-        vendor, item = self.rng.choice(self.v.vendors), self._item()
+        vendor, item = self.rng.choice(self.values.vendors), self._item()
         noun = self.rng.choice(("delivery", "handling", "storage", "scheduling"))
         args: dict[str, str]
         if tool == "email_read":
@@ -131,8 +135,8 @@ class _Writer:
             request = f"Open {vendor}'s page about {noun}."
             summary = f"{vendor}'s {noun} page is general; nothing new for us."
         elif tool == "chat_read":
-            args = {"channel": self.f.channel}
-            request = f"What's new in the {self.f.channel} chat?"
+            args = {"channel": self.family.channel}
+            request = f"What's new in the {self.family.channel} chat?"
             summary = f"The chat is mostly about the {item} and {noun}; nothing needs you."
         elif tool == "web_search":
             args = {"query": f"{item} {noun}"}
@@ -143,7 +147,7 @@ class _Writer:
             request = "Show my calendar for the coming days."
             summary = "Your calendar has the usual slots; no clashes."
         else:
-            args = {"carrier": self.v.vendors[2]}
+            args = {"carrier": self.values.vendors[2]}
             request = f"Where is the {item} parcel?"
             summary = f"The {item} parcel is moving through the depot scans as expected."
         subject = args.get("title") or args.get("query") or f"{noun} for the {item}"
@@ -151,113 +155,201 @@ class _Writer:
                           request=request, summary=summary)
 
     def special(self, role: str, day: str) -> RecordPlan:
-        v, f, r = self.v, self.f, None
-        sent = f.commitment_sent.format(vendor=v.vendors[0])
-        drafted = f.commitment_drafted.format(vendor=v.vendors[3])
-        if role == "account":
-            r = self._email(v.vendors[0], day, "Customer account",
-                            [forms.fact_line("Account reference", v.account_ref)],
-                            f"Check the inbox for anything from {v.vendors[0]}.",
-                            f"{v.vendors[0]} have opened a customer account for {v.org}; the "
-                            "reference is in their email with their standard terms.")
-        elif role == "amount0":
-            r = self._email(v.vendors[0], day, "Quote",
-                            [forms.fact_line(f.amount_label, v.amount_text(v.amounts[0]))],
-                            f"Did {v.vendors[0]} send their quote?",
-                            f"Yes, {v.vendors[0]} quote {v.amount_text(v.amounts[0])} for the "
-                            f"{f.amount_label}.")
-        elif role == "password":
-            r = self._email(v.vendors[1], day, "Supplier portal access",
-                            [f"Portal user name: orders at {v.org.lower()}",
-                             forms.credential_line(v.secret)],
-                            f"{v.vendors[1]} sent portal access details; can you check them?",
-                            f"They sent the sign-in details for the {v.portal}. Under your rule "
-                            "I will not paste the password back into this chat.")
-        elif role == "decoy":
-            r = self._email(v.vendors[2], day, "Provisional booking",
-                            [forms.fact_line("Booking ref", v.booking_decoy)],
-                            f"Has {v.vendors[2]} booked the delivery slot?",
-                            f"{v.vendors[2]} made a provisional booking and will send a full "
-                            f"{f.booking_pack} nearer the time.")
-        elif role == "date1":
-            r = self._email(v.vendors[0], day, "Change of date",
-                            [forms.correction_line(f.date_label, v.date_text(v.dates[0]),
-                                                   v.date_text(v.dates[1]))],
-                            f"{v.vendors[0]} emailed about the schedule; what changed?",
-                            f"{v.vendors[0]} need to move the {f.date_label} from "
-                            f"{v.date_text(v.dates[0])} to {v.date_text(v.dates[1])}.")
-        elif role == "amount1":
-            r = self._email(v.vendors[0], day, "Revised quote",
-                            [forms.correction_line(f.amount_label, v.amount_text(v.amounts[0]),
-                                                   v.amount_text(v.amounts[1]))],
-                            f"Did {v.vendors[0]} revise the quote?",
-                            f"Yes, the {f.amount_label} changes from "
-                            f"{v.amount_text(v.amounts[0])} to {v.amount_text(v.amounts[1])}.")
-        elif role == "sent":
-            r = self._outgoing("email_send", v.vendors[0], day, _sentence_case(sent),
-                               [forms.status_line(sent, "SENT")],
-                               f"Send {v.vendors[0]} the {sent.split(' to ')[0]}.",
-                               f"Sent. {v.vendors[0]} have the {sent.split(' to ')[0]}.")
-        elif role == "drafted":
-            r = self._outgoing("email_draft", v.vendors[3], day, _sentence_case(drafted),
-                               [forms.status_line(drafted, "DRAFTED")],
-                               f"Write the {drafted}.",
-                               "I wrote it and, as you asked while I was writing, saved it as "
-                               "a draft. It has not been sent.")
-            r.steer = f"Keep the {drafted} as a draft; do not send it yet."
-        elif role == "artifact_draft":
-            r = self._document(f.artifact, day, [forms.status_line(f.artifact, "DRAFT")],
-                               f"Start the {f.artifact}.",
-                               f"I started the {f.artifact}; it is saved as a draft.")
-        elif role == "shared":
-            r = self._outgoing("email_send", f"the {f.channel} group", day, _sentence_case(f.artifact),
-                               [forms.status_line(f.artifact, "SHARED")],
-                               f"Share the {f.artifact} with the team.",
-                               f"I shared the {f.artifact} with the team.")
-        elif role == "mid":
-            r = self._document(f.mid_document, day,
-                               [forms.fact_line(f.mid_label, v.mid_ref)],
-                               f"Read the {f.mid_document} from {v.vendors[3]}.",
-                               f"The {f.mid_document} is long, mostly standard conditions and site "
-                               "notes, with the reference we need in the middle.")
-            r.placement, r.oversized = "mid", True
-        elif role == "booking":
-            r = self._document(f"{v.vendors[2]} {f.booking_pack}", day,
-                               [forms.fact_line("Booking ref", v.booking_ref)],
-                               f"{v.vendors[2]} sent the {f.booking_pack}. Open it.",
-                               f"The {f.booking_pack} confirms the final booking at the top and "
-                               "replaces the provisional one; the rest is loading instructions.")
-            r.placement, r.oversized = "head", True
-        elif role == "big3":
-            r = self.generic("web_fetch", day)
-            r.oversized = True
-        else:  # steer1 / steer3: an ordinary record with a neutral mid-turn steer
-            r = self.generic(_weighted_tool(self.rng), day)
-            r.steer = (
-                "Also check whether the loading bay is free that morning."
-                if role == "steer1" else "Use the side gate for any delivery this week."
-            )
-        r.role = role
-        return r
+        """The record that carries ``role``'s fact (see ``_SPECIAL_BUILDERS``)."""
+        record = _SPECIAL_BUILDERS[role](self, day)
+        record.role = role
+        return record
 
-    def _email(self, vendor: str, day: str, subject: str, facts: list[str], request: str,
-               summary: str) -> RecordPlan:
+    # The three kinds of special record; the builders below fill in their text.
+
+    def email(self, vendor: str, day: str, subject: str, facts: list[str], request: str,
+              summary: str) -> RecordPlan:
+        """An email from ``vendor``, read by the assistant; its facts at the head or after."""
         return RecordPlan(tool="email_read", arguments={"query": f"{vendor} {subject.lower()}"},
                           header=self.header("email_read", day, vendor, subject), facts=facts,
                           placement=self.rng.choice(("head", "after")), request=request,
                           summary=summary)
 
-    def _outgoing(self, tool: str, to: str, day: str, subject: str, facts: list[str],
-                  request: str, summary: str) -> RecordPlan:
+    def outgoing(self, tool: str, to: str, day: str, subject: str, facts: list[str],
+                 request: str, summary: str) -> RecordPlan:
+        """An email the assistant sends or drafts (``tool``) to ``to``."""
         return RecordPlan(tool=tool, arguments={"to": to, "subject": subject},
                           header=self.header(tool, day, to, subject), facts=facts,
                           placement="after", request=request, summary=summary)
 
-    def _document(self, title: str, day: str, facts: list[str], request: str,
-                  summary: str) -> RecordPlan:
+    def document(self, title: str, day: str, facts: list[str], request: str, summary: str, *,
+                 placement: Placement = "head", oversized: bool = False) -> RecordPlan:
+        """A document the assistant reads; its facts at the head unless ``placement``."""
         return RecordPlan(tool="document_read", arguments={"title": title},
                           header=self.header("document_read", day, "", title), facts=facts,
-                          placement="head", request=request, summary=summary)
+                          placement=placement, oversized=oversized, request=request,
+                          summary=summary)
+
+
+# -- Special records: one builder a role ----------------------------------------------
+# Each builder writes the record that carries one fact; ``_Writer.special`` stamps the
+# role on it. Vendors by index: 0 quotes and schedules, 1 runs the supplier portal,
+# 2 books the delivery, 3 sends the long mid document and gets the drafted commitment.
+
+SpecialBuilder = Callable[[_Writer, str], RecordPlan]
+
+
+def _account_reference(writer: _Writer, day: str) -> RecordPlan:
+    values = writer.values
+    vendor = values.vendors[0]
+    return writer.email(vendor, day, "Customer account",
+                        [forms.fact_line("Account reference", values.account_ref)],
+                        f"Check the inbox for anything from {vendor}.",
+                        f"{vendor} have opened a customer account for {values.org}; the "
+                        "reference is in their email with their standard terms.")
+
+
+def _first_quote(writer: _Writer, day: str) -> RecordPlan:
+    values, label = writer.values, writer.family.amount_label
+    vendor, quote = values.vendors[0], values.amount_text(values.amounts[0])
+    return writer.email(vendor, day, "Quote", [forms.fact_line(label, quote)],
+                        f"Did {vendor} send their quote?",
+                        f"Yes, {vendor} quote {quote} for the {label}.")
+
+
+def _portal_password(writer: _Writer, day: str) -> RecordPlan:
+    values = writer.values
+    vendor = values.vendors[1]
+    return writer.email(vendor, day, "Supplier portal access",
+                        [f"Portal user name: orders at {values.org.lower()}",
+                         forms.credential_line(values.secret)],
+                        f"{vendor} sent portal access details; can you check them?",
+                        f"They sent the sign-in details for the {values.portal}. Under your rule "
+                        "I will not paste the password back into this chat.")
+
+
+def _provisional_booking(writer: _Writer, day: str) -> RecordPlan:
+    """The decoy: a booking reference that the booking pack later replaces."""
+    values = writer.values
+    vendor = values.vendors[2]
+    return writer.email(vendor, day, "Provisional booking",
+                        [forms.fact_line("Booking ref", values.booking_decoy)],
+                        f"Has {vendor} booked the delivery slot?",
+                        f"{vendor} made a provisional booking and will send a full "
+                        f"{writer.family.booking_pack} nearer the time.")
+
+
+def _date_change(writer: _Writer, day: str) -> RecordPlan:
+    values, label = writer.values, writer.family.date_label
+    vendor = values.vendors[0]
+    old_date, new_date = values.date_text(values.dates[0]), values.date_text(values.dates[1])
+    return writer.email(vendor, day, "Change of date",
+                        [forms.correction_line(label, old_date, new_date)],
+                        f"{vendor} emailed about the schedule; what changed?",
+                        f"{vendor} need to move the {label} from {old_date} to {new_date}.")
+
+
+def _revised_quote(writer: _Writer, day: str) -> RecordPlan:
+    values, label = writer.values, writer.family.amount_label
+    vendor = values.vendors[0]
+    old_quote = values.amount_text(values.amounts[0])
+    new_quote = values.amount_text(values.amounts[1])
+    return writer.email(vendor, day, "Revised quote",
+                        [forms.correction_line(label, old_quote, new_quote)],
+                        f"Did {vendor} revise the quote?",
+                        f"Yes, the {label} changes from {old_quote} to {new_quote}.")
+
+
+def _sent_commitment(writer: _Writer, day: str) -> RecordPlan:
+    vendor = writer.values.vendors[0]
+    commitment = writer.family.commitment_sent.format(vendor=vendor)
+    what = commitment.split(" to ")[0]
+    return writer.outgoing("email_send", vendor, day, _sentence_case(commitment),
+                           [forms.status_line(commitment, "SENT")],
+                           f"Send {vendor} the {what}.", f"Sent. {vendor} have the {what}.")
+
+
+def _drafted_commitment(writer: _Writer, day: str) -> RecordPlan:
+    vendor = writer.values.vendors[3]
+    commitment = writer.family.commitment_drafted.format(vendor=vendor)
+    record = writer.outgoing("email_draft", vendor, day, _sentence_case(commitment),
+                             [forms.status_line(commitment, "DRAFTED")],
+                             f"Write the {commitment}.",
+                             "I wrote it and, as you asked while I was writing, saved it as "
+                             "a draft. It has not been sent.")
+    record.steer = f"Keep the {commitment} as a draft; do not send it yet."
+    return record
+
+
+def _artifact_drafted(writer: _Writer, day: str) -> RecordPlan:
+    artifact = writer.family.artifact
+    return writer.document(artifact, day, [forms.status_line(artifact, "DRAFT")],
+                           f"Start the {artifact}.",
+                           f"I started the {artifact}; it is saved as a draft.")
+
+
+def _artifact_shared(writer: _Writer, day: str) -> RecordPlan:
+    artifact, team = writer.family.artifact, f"the {writer.family.channel} group"
+    return writer.outgoing("email_send", team, day, _sentence_case(artifact),
+                           [forms.status_line(artifact, "SHARED")],
+                           f"Share the {artifact} with the team.",
+                           f"I shared the {artifact} with the team.")
+
+
+def _mid_document(writer: _Writer, day: str) -> RecordPlan:
+    """An oversized document with its reference in the middle."""
+    values, family = writer.values, writer.family
+    title = family.mid_document
+    return writer.document(title, day, [forms.fact_line(family.mid_label, values.mid_ref)],
+                           f"Read the {title} from {values.vendors[3]}.",
+                           f"The {title} is long, mostly standard conditions and site "
+                           "notes, with the reference we need in the middle.",
+                           placement="mid", oversized=True)
+
+
+def _booking_pack(writer: _Writer, day: str) -> RecordPlan:
+    """An oversized document with the final booking reference at the head."""
+    values, pack = writer.values, writer.family.booking_pack
+    vendor = values.vendors[2]
+    return writer.document(f"{vendor} {pack}", day,
+                           [forms.fact_line("Booking ref", values.booking_ref)],
+                           f"{vendor} sent the {pack}. Open it.",
+                           f"The {pack} confirms the final booking at the top and "
+                           "replaces the provisional one; the rest is loading instructions.",
+                           placement="head", oversized=True)
+
+
+def _oversized_page(writer: _Writer, day: str) -> RecordPlan:
+    """An ordinary web page, but oversized (the optional third big record)."""
+    record = writer.generic("web_fetch", day)
+    record.oversized = True
+    return record
+
+
+def _steered(steer: str) -> SpecialBuilder:
+    """A builder of an ordinary record with a neutral mid-turn ``steer``."""
+
+    def build(writer: _Writer, day: str) -> RecordPlan:
+        record = writer.generic(_weighted_tool(writer.rng), day)
+        record.steer = steer
+        return record
+
+    return build
+
+
+# Role -> builder, in the order the roles sit in the record sequence (``_special_indices``).
+_SPECIAL_BUILDERS: Final[dict[str, SpecialBuilder]] = {
+    "account": _account_reference,
+    "amount0": _first_quote,
+    "artifact_draft": _artifact_drafted,
+    "password": _portal_password,
+    "sent": _sent_commitment,
+    "steer1": _steered("Also check whether the loading bay is free that morning."),
+    "decoy": _provisional_booking,
+    "date1": _date_change,
+    "mid": _mid_document,
+    "drafted": _drafted_commitment,
+    "amount1": _revised_quote,
+    "big3": _oversized_page,
+    "shared": _artifact_shared,
+    "steer3": _steered("Use the side gate for any delivery this week."),
+    "booking": _booking_pack,
+}
 
 
 def _session_sizes(rng: SeededRandom, turns: int, sessions: int) -> list[int]:
@@ -326,7 +418,9 @@ def plan_layout(rng: SeededRandom, values: TraceValues) -> list[TurnPlan]:
     _write_plain_turns(rng, turns, values)
     # Invariant: every planned record sits in exactly one carrier turn (the bounds on
     # extra_plain above guarantee len(carriers) <= n_records <= 2 * len(carriers)).
-    assert record_index == n_records
+    if record_index != n_records:
+        raise CorpusError(Code.TRACE_SHAPE_INVALID,
+                          f"placed {record_index} of {n_records} planned tool records")
     return turns
 
 
