@@ -41,39 +41,4 @@ if TYPE_CHECKING:
     from efold.corpus.suites import original_suite as original_suite
     from efold.corpus.validation import validate as validate
 
-# Public name -> the module that defines it. Loaded on first use (PEP 562): a child
-# process pays only for the modules it touches.
-_EXPORTS: dict[str, str] = {
-    "dump_probes": "efold.corpus.codec",
-    "dump_trace": "efold.corpus.codec",
-    "load_probes": "efold.corpus.codec",
-    "load_trace": "efold.corpus.codec",
-    "corpus_digest": "efold.corpus.digest",
-    "item_digest": "efold.corpus.digest",
-    "probes_digest": "efold.corpus.digest",
-    "trace_digest": "efold.corpus.digest",
-    "CorpusError": "efold.corpus.errors",
-    "estimate_tokens": "efold.corpus.forms",
-    "generate_hard": "efold.corpus.generator",
-    "Availability": "efold.corpus.model",
-    "Category": "efold.corpus.model",
-    "Event": "efold.corpus.model",
-    "Outcome": "efold.corpus.model",
-    "Probe": "efold.corpus.model",
-    "ProbeFile": "efold.corpus.model",
-    "SuiteItem": "efold.corpus.model",
-    "Trace": "efold.corpus.model",
-    "TraceHeader": "efold.corpus.model",
-    "reader_projection": "efold.corpus.projection",
-    "Score": "efold.corpus.scoring",
-    "score": "efold.corpus.scoring",
-    "HARD_DEFAULT_SEEDS": "efold.corpus.shapes",
-    "SUITES": "efold.corpus.shapes",
-    "load_suite": "efold.corpus.suites",
-    "original_suite": "efold.corpus.suites",
-    "validate": "efold.corpus.validation",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -53,43 +53,4 @@ if TYPE_CHECKING:
     from efold.folds.snapshot import write_checkpoint as write_checkpoint
     from efold.folds.store import HistoryStore as HistoryStore
 
-# Public name -> the module that defines it.
-_EXPORTS: dict[str, str] = {
-    "AvailabilityResult": "efold.folds.availability",
-    "checkpoint_availability": "efold.folds.availability",
-    "probe_availability": "efold.folds.availability",
-    "HISTORY_GET": "efold.folds.checkpoint",
-    "HISTORY_SEARCH": "efold.folds.checkpoint",
-    "LOOKUP_TOOLS": "efold.folds.checkpoint",
-    "Checkpoint": "efold.folds.checkpoint",
-    "FoldReceipt": "efold.folds.checkpoint",
-    "HistoryRecord": "efold.folds.checkpoint",
-    "ReaderMessage": "efold.folds.checkpoint",
-    "RetainedStore": "efold.folds.checkpoint",
-    "FoldError": "efold.folds.errors",
-    "PluginError": "efold.folds.errors",
-    "ExternalCommandFold": "efold.folds.external",
-    "Fold": "efold.folds.fold",
-    "TracePrefix": "efold.folds.fold",
-    "LookupTool": "efold.folds.lookup",
-    "lookup_tool_schemas": "efold.folds.lookup",
-    "LOOKUP_BYTE_BUDGET": "efold.folds.meter",
-    "LOOKUP_CALL_BUDGET": "efold.folds.meter",
-    "Meter": "efold.folds.meter",
-    "MeterWitness": "efold.folds.meter",
-    "BUILTIN_ARMS": "efold.folds.registry",
-    "ENTRY_POINT_GROUP": "efold.folds.registry",
-    "arm_names": "efold.folds.registry",
-    "get_fold": "efold.folds.registry",
-    "checkpoint_to_request": "efold.folds.request",
-    "RestoredCheckpoint": "efold.folds.snapshot",
-    "SnapshotManifest": "efold.folds.snapshot",
-    "copy_snapshot": "efold.folds.snapshot",
-    "read_checkpoint": "efold.folds.snapshot",
-    "write_checkpoint": "efold.folds.snapshot",
-    "HistoryStore": "efold.folds.store",
-}
-
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

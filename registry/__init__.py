@@ -13,60 +13,6 @@ from typing import TYPE_CHECKING
 
 from efold.lazy import lazy_exports
 
-# public name -> defining module
-_EXPORTS: dict[str, str] = {
-    "AccountCommitment": "efold.registry.authorization",
-    "Attestation": "efold.registry.authorization",
-    "AuthorizationBindings": "efold.registry.authorization",
-    "AuthorizationDomain": "efold.registry.authorization",
-    "CLAIM_NAME": "efold.registry.burn",
-    "CONSUMED_MARKER": "efold.registry.burn",
-    "ConsumptionRecord": "efold.registry.burn",
-    "FAUX_ACCOUNT_ID": "efold.registry.authorization",
-    "FauxMint": "efold.registry.authorization",
-    "JOURNAL_NAME": "efold.registry.journal",
-    "JournalReader": "efold.registry.journal",
-    "JournalWriter": "efold.registry.journal",
-    "LEASE_NAME": "efold.registry.lease",
-    "Lease": "efold.registry.lease",
-    "LeaseHolder": "efold.registry.lease",
-    "LeaseState": "efold.registry.lease",
-    "LeaseStatus": "efold.registry.lease",
-    "MAX_CLOCK_SKEW_S": "efold.registry.authorization",
-    "MAX_VALIDITY_S": "efold.registry.authorization",
-    "RegistryError": "efold.registry.errors",
-    "SignedAuthorization": "efold.registry.authorization",
-    "VerifiedAuthorization": "efold.registry.authorization",
-    "acquire_lease": "efold.registry.lease",
-    "canonical_output_root": "efold.registry.authorization",
-    "check_owner_safe": "efold.registry.files",
-    "check_signature": "efold.registry.authorization",
-    "commit_account": "efold.registry.authorization",
-    "consume_authorization": "efold.registry.burn",
-    "faux_registry_root": "efold.registry.burn",
-    "fsync_dir": "efold.registry.files",
-    "fsync_fd": "efold.registry.files",
-    "journal_path": "efold.registry.journal",
-    "load_private_key": "efold.registry.approver_keys",
-    "load_public_key": "efold.registry.approver_keys",
-    "make_private_dir": "efold.registry.files",
-    "mint_faux_authorization": "efold.registry.authorization",
-    "new_authorization_id": "efold.registry.authorization",
-    "open_dir_nofollow": "efold.registry.files",
-    "probe_lease": "efold.registry.lease",
-    "public_key_id": "efold.registry.authorization",
-    "publish_exclusive": "efold.registry.files",
-    "read_private": "efold.registry.files",
-    "real_registry_root": "efold.registry.burn",
-    "registry_key": "efold.registry.burn",
-    "sign_attestation": "efold.registry.authorization",
-    "verify_authorization": "efold.registry.authorization",
-    "verify_consumption": "efold.registry.burn",
-    "verify_faux_authorization": "efold.registry.authorization",
-    "verify_real_authorization": "efold.registry.authorization",
-    "write_key_pair": "efold.registry.approver_keys",
-}
-
 if TYPE_CHECKING:
     from efold.registry.approver_keys import load_private_key as load_private_key
     from efold.registry.approver_keys import load_public_key as load_public_key
@@ -119,6 +65,4 @@ if TYPE_CHECKING:
     from efold.registry.lease import acquire_lease as acquire_lease
     from efold.registry.lease import probe_lease as probe_lease
 
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
