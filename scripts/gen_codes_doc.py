@@ -1,0 +1,527 @@
+"""Generate docs/codes.md: every fixed code of ``efold.errors.Code``, what it means, and
+the sets and exit statuses the source defines for them.
+
+    python scripts/gen_codes_doc.py            rewrite docs/codes.md
+    python scripts/gen_codes_doc.py --check    exit 1 if docs/codes.md is stale
+
+Sections and their order come from the section comments of ``errors.py``
+(``# -- Title ---``); the enum has no per-member descriptions, so the one-line meanings
+live in ``MEANINGS`` below. Every enum member must have a line and every line must name
+a member (``problems``); ``tests/test_docs.py`` fails otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "codes.md"
+ERRORS_SOURCE = ROOT / "errors.py"
+
+_NOT_RAISED = ("Not raised by this build (no code path produces it); the source states "
+               "no meaning beyond its name.")
+
+# One line per code: what it means to the person who sees it. Written from the code that
+# raises it (grep for ``Code.<NAME>``) and the comments beside the members.
+MEANINGS: dict[str, str] = {
+    # -- Refusals that may continue
+    "not_admitted_input_envelope": "A request's accounted input U_k exceeds the input "
+        "envelope I (272,000); refused before any hold.",
+    "lookup_request_limit": "The probe run already made its allowed number of requests "
+        "(`budgets.max_requests`, at most 10); refused before any hold.",
+    "not_admitted_cap": "Admitting one more maximum reservation Rmax would exceed the cap "
+        "C; scheduling ends and later slots are visited as `unadmitted`.",
+    "lookup_stopped": "Admission is closed because the run has a sticky stop; refused "
+        "before any hold, and given to every later slot.",
+    "lookup_slot_terminal": "This probe run already lost or aborted a request; no further "
+        "request of the slot is admitted.",
+    # -- Policy and integrity
+    "lookup_body_mismatch": "The body about to be sent differs from the one admitted; "
+        "sticky stop, hold retained.",
+    "lookup_invalid_usage": "Reported usage is malformed, conflicting or a count outside "
+        "[0, 2^53), or a settlement claims no usage; sticky stop, hold retained.",
+    "lookup_unknown_tier": "The response names a service tier other than default, flex "
+        "or priority; sticky stop, hold retained.",
+    "lookup_method_forbidden": _NOT_RAISED + " It is on the probe child's allowlist.",
+    "lookup_external_fetch_forbidden": "A caller option tried to supply its own fetch, "
+        "transport, client, URL or proxy; refused before any hold, sticky stop.",
+    "lookup_prompt_cache_key_forbidden": "The payload's prompt cache key is missing or "
+        "differs from the slot's assigned key, or is set when none was assigned; sticky "
+        "stop.",
+    "lookup_cache_assignment_invalid": "The probe child could not read back from the "
+        "journal exactly its own cache key and snapshot, or another slot has the same key.",
+    "lookup_auxiliary_callers_forbidden": "The payload asks for a structured output "
+        "schema (an auxiliary caller); refused before any hold, sticky stop.",
+    "lookup_model_switch_forbidden": "The payload or the response names a model other "
+        "than the contracted one and its catalog-listed dated snapshots, or the response "
+        "names two models; sticky stop, hold retained.",
+    "lookup_preparation_forbidden": _NOT_RAISED + " It is on the probe child's allowlist.",
+    "lookup_route_mismatch": "The route differs from the registered contract: its limits, "
+        "streaming, model, reasoning effort, output limit or transport, or a reservation "
+        "that is not Rmax; sticky stop.",
+    "lookup_retry_profile_forbidden": "A caller option tried to configure retries or "
+        "backoff; refused before any hold, sticky stop.",
+    "lookup_tools_forbidden": "The payload offers or calls a tool other than the history "
+        "lookup tools, or a malformed tool; or the reader called a tool the checkpoint "
+        "does not offer.",
+    "lookup_native_identity_forbidden": _NOT_RAISED + " It is on the probe child's "
+        "allowlist.",
+    "lookup_unguarded_dispatch": "A request went out without a guard ticket or without "
+        "`consume`, or an answer arrived with no admitted request; sticky stop.",
+    "lookup_arrival_persist_failed": _NOT_RAISED,
+    "lookup_arrival_receipt_invalid": _NOT_RAISED,
+    "ipc_out_of_order": "A message kind the lockstep state does not allow next (sent by "
+        "the peer, or attempted by this side); the channel is poisoned, sticky stop.",
+    "ipc_frame_too_large": "A frame's declared length exceeds the maximum frame size "
+        "(1 MiB by default); refused before the body is read, sticky stop.",
+    "ipc_bad_mac": "A frame's HMAC-SHA256 tag does not verify; sticky stop.",
+    "ipc_binding_mismatch": "A message's epoch, slot or worker identity differs from the "
+        "channel's; sticky stop.",
+    "lookup_worker_lost": "The child ended without a terminal message, or left a process "
+        "behind (which stops the run); holds it still had open are retained as lost.",
+    "lookup_repeated_loss": "Stop policy: two consecutive admitted slots lost a request "
+        "on the provider side.",
+    "lookup_invalid_rate": "A catalog rate or money amount is not a finite, non-negative "
+        "decimal, or the reader's model has no price in the bundled catalog.",
+    "lookup_preparation_invalid": "The slot's checkpoint could not be prepared (its prep "
+        "child failed, or its snapshot does not verify); the slot is `unadmitted`.",
+    "inventory_infeasible": "The checkpoint's first request does not fit the input "
+        "envelope, or the arm does not apply to the suite; the slot is `skipped`, never "
+        "launched.",
+    "lookup_pilot_real_route_unavailable": "Paid dispatch is not released in this build: "
+        "`pilot --real` refuses (the authorization is not consumed), and so does "
+        "`pilot --faux` with a non-faux reader.",
+    "unreconciled_containment": "A launch's processes could not be re-proven or killed; "
+        "an absorbing stop that outranks every other.",
+    "interrupted": "The operator interrupted the run (SIGINT or SIGTERM); admission "
+        "closed and later slots are visited without a launch.",
+    # -- registry/
+    "publish_target_exists": "A file efold publishes exclusively already exists; "
+        "published files are never overwritten.",
+    "private_read_refused": "A private file is a symlink, not a single-link regular file, "
+        "not owned by this user, readable or writable by others, or changed while read.",
+    "fsync_failed": "An fsync failed; fatal, never retried.",
+    "lease_held": "Another live process holds the run lease (for example `reap` while a "
+        "controller runs).",
+    "lease_not_held": "This process no longer holds the run lease (released, or the lease "
+        "file or its descriptor was removed or replaced).",
+    "journal_invalid": "The journal is missing, not a private single-link regular file, "
+        "replaced while opening, has stray side files, or does not read as a journal.",
+    "journal_read_only": _NOT_RAISED,
+    "journal_write_failed": "A journal write failed; nothing more may be recorded and the "
+        "run stops.",
+    "authorization_invalid": "The authorization is malformed, too large, of an unknown "
+        "version, outside the validity-window policy, or its signature does not verify.",
+    "authorization_untrusted": "The authorization is signed by a key that is not in the "
+        "operator's trusted list.",
+    "authorization_domain_mismatch": "A faux authorization was given where a real one is "
+        "needed, or the reverse.",
+    "authorization_binding_mismatch": "A value the authorization binds (registration, "
+        "cap, schedule, deadlines, output root, account...) differs from this run; the "
+        "detail names the field, never its value.",
+    "authorization_expired": "The authorization's validity window has ended.",
+    "authorization_not_yet_valid": "The authorization is issued in the future.",
+    "authorization_consumed": "The authorization id is already burned; an authorization "
+        "is single-use.",
+    "authorization_claim_invalid": "The consumption marker or claim of a burned "
+        "authorization is malformed or of the wrong kind.",
+    "lease_file_invalid": "The lease file is not a private single-link regular file of "
+        "this user, or cannot be created or written.",
+    "path_refused": "A path component is a link, an ancestor belongs to or is writable by "
+        "another user, the burn registry overlaps the run root, or a parent is missing.",
+    "publish_failed": "Creating, writing, linking or removing the temporary file of a "
+        "publish failed.",
+    "private_dir_refused": "A private directory is not a directory, not owned by this "
+        "user, writable by others, already exists when it must be new, or cannot be made.",
+    "private_file_missing": "A private file that must exist does not.",
+    "run_root_in_use": "The run root holds more than its lease and journal when an "
+        "authorization is consumed; a run root must be fresh.",
+    "approver_key_invalid": "An approver key file is not a PEM Ed25519 key.",
+    # -- ipc/
+    "ipc_truncated_frame": "The stream ended inside a frame.",
+    "ipc_eof": "The peer closed or died (end of stream at a frame boundary).",
+    "ipc_bad_message": "A frame body is not one of the messages of its direction (strict "
+        "decode); sticky stop.",
+    "ipc_seq_mismatch": "A replayed or skipped sequence number; sticky stop.",
+    "ipc_poisoned": "A call on a channel that already failed; the first failure is the "
+        "cause.",
+    "ipc_cancelled": "This side abandoned an exchange half-way (cancellation); the channel "
+        "is never trusted again.",
+    "ipc_timeout": "No complete frame arrived within the exchange deadline.",
+    # -- guard/
+    "lookup_stop_failed": "Telling the permit source to stop the run failed.",
+    "lookup_empty_final_output": "The reader's final reply holds no answer text; the slot "
+        "is `invalid`.",
+    "lookup_option_forbidden": "An unknown or non-empty caller option, or a payload key "
+        "or option outside the wire format's allowlist; refused before any hold, sticky "
+        "stop.",
+    "lookup_payload_forbidden": "The payload's shape is not allowed (wrong types, "
+        "`store` not false, disallowed items or values); refused before any hold, sticky "
+        "stop.",
+    "lookup_send_reentered": "A second send under one permit, or a request while another "
+        "is in flight; sticky stop.",
+    "lookup_redirect_forbidden": "The provider answered with a redirect (3xx); sticky "
+        "stop, hold retained.",
+    "lookup_http_status": "The provider answered with a non-2xx status: 401, 403 and 429 "
+        "stop the run; any other loses the request (hold retained, slot terminal).",
+    "lookup_stream_lost": "The response broke off or could not be read before its "
+        "terminal event; lost, hold retained, slot terminal.",
+    "lookup_missing_usage": "A completed response reported no usable usage; lost, the "
+        "whole hold retained, slot terminal.",
+    "lookup_response_failed": "The provider reported a failed response or an error "
+        "event; lost, hold retained, slot terminal.",
+    "lookup_cost_exceeds_hold": "The catalog cost of the reported usage exceeds the hold; "
+        "sticky stop, hold retained.",
+    "lookup_test_only_source": "The in-memory, test-only permit source was given where a "
+        "real permit source is required.",
+    "lookup_cost_mismatch": "The cost a settlement claims differs from the ledger's own "
+        "pricing of the same usage; sticky stop.",
+    "catalog_invalid": "The price catalog is not valid TOML of the known version, has no "
+        "or duplicate models, or an unknown key.",
+    "lookup_usage_input_above_admitted": "Reported input exceeds the admitted input "
+        "budget U_k (or the envelope I); sticky stop, hold retained.",
+    "lookup_usage_output_above_max": "Reported output exceeds the maximum output O "
+        "(128,000); sticky stop, hold retained.",
+    "lookup_usage_reasoning_above_output": "Reported reasoning tokens exceed reported "
+        "output; sticky stop, hold retained.",
+    "lookup_usage_cache_above_input": "Reported cache-read plus cache-write tokens exceed "
+        "reported input; sticky stop, hold retained.",
+    "lookup_request_deadline": "The guard aborted a sent request at its deadline (own "
+        "abort): hold retained, slot terminal.",
+    "lookup_response_too_large": "The guard aborted a response above its size limit (own "
+        "abort): hold retained, slot terminal.",
+    "lookup_send_failed": "The request did not (completely) leave: connection refused or "
+        "write failed; lost, hold retained, slot terminal.",
+    "lookup_settle_failed": "The permit source refused or failed to settle a permit; the "
+        "run stops.",
+    "lookup_permit_invalid": "An unknown, reused or twice-settled permit, or a source "
+        "that answered neither permit nor refusal; sticky stop.",
+    "lookup_hold_mismatch": "The granted hold differs from the guard's own Rmax; sticky "
+        "stop before anything is sent.",
+    "lookup_hold_unverified": "The probe child could not read its hold back from the "
+        "journal as granted (slot, epoch, amount, body digest, still active).",
+    "lookup_settlement_fault": "Closing a permit raised; the permit closes as an "
+        "integrity stop with the whole hold retained.",
+    "catalog_tiers_invalid": "A model's input-size price tiers are empty or do not "
+        "strictly increase.",
+    # -- corpus/
+    "trace_schema_invalid": "A trace file does not decode (bad line, missing or second "
+        "header, no final newline) or a corpus holds one trace id twice.",
+    "trace_not_fictional": "A trace is not marked fictional.",
+    "trace_shape_invalid": "A trace's family, seed, sessions, owner turns, steers or "
+        "tool-record count are outside its suite's shape.",
+    "trace_missing_steer": "A trace has no mid-turn steer.",
+    "trace_missing_category": "A trace's probes do not cover every required category.",
+    "trace_identifier_outside_tool": "An identifier appears outside tool output.",
+    "trace_secret_outside_tool": "A secret or credential appears outside tool output.",
+    "trace_seed_out_of_range": "A hard-suite seed outside 101-124, a repeated seed, or "
+        "seeds given for the original suite.",
+    "probe_invalid": "A probe file does not decode, is bound to another trace, repeats a "
+        "probe id, or holds a probe that cannot be scored.",
+    "trace_size_invalid": "A tool record outside its size bounds, the wrong number of "
+        "results over 16 KiB, or a size estimate outside the suite's range.",
+    "trace_placement_invalid": "A hard trace's key facts (owner rules, corrections, "
+        "identifiers, the temporary password) are not where the suite requires.",
+    "suite_unknown": "No suite of this name.",
+    # -- folds/
+    "fold_unknown": "No fold arm of this name.",
+    "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "
+        "another name, is registered twice or cannot be pinned; or an external command's "
+        "output is malformed.",
+    "fold_plugin_timeout": "An external-command fold did not finish within its timeout.",
+    "fold_plugin_output_too_large": "An external-command fold wrote more output than "
+        "allowed (32 MiB by default).",
+    "fold_plugin_failed": "A plugin fold raised, or an external command could not start "
+        "or exited non-zero.",
+    "meter_calls_exhausted": "The probe's history lookup call budget is spent; no further "
+        "lookups.",
+    "meter_bytes_exhausted": "The probe's history lookup byte budget is spent; the "
+        "response was withheld whole.",
+    "history_record_unknown": "No retained record has this id.",
+    "history_cursor_invalid": "A pagination cursor that is malformed, altered, bound to "
+        "another request or past the last page.",
+    "history_query_invalid": "The search query has no searchable term.",
+    "history_tool_unknown": "A lookup tool other than `history_search` and "
+        "`history_get`.",
+    "history_arguments_invalid": "Lookup arguments do not match the tool's schema or are "
+        "out of range.",
+    "history_store_invalid": "The retained history store is unreadable, of an unknown "
+        "schema, or failed a query.",
+    "fold_input_invalid": "The trace prefix given to a fold is empty or repeats an event "
+        "id, or a context overhead is negative.",
+    "checkpoint_snapshot_invalid": "A checkpoint snapshot cannot be written, or is not a "
+        "well-formed snapshot in a new, private, plain directory when read.",
+    "checkpoint_digest_mismatch": "A snapshot's files or content differ from its digest, "
+        "manifest or receipt.",
+    # -- worker/
+    "worker_key_invalid": "The child's key pipe is unreadable, too short or too long, or "
+        "its assignment does not decode or does not fit its kind.",
+    "worker_parent_unverified": "The child's parent is not the controller its assignment "
+        "names (pid or start identity).",
+    "worker_lease_not_live": "The run lease is not held live by the controller and epoch "
+        "the child's assignment names.",
+    "worker_digest_mismatch": "A registration, plan, build, trace or fold digest the child "
+        "recomputed differs from its assignment; sticky stop.",
+    "worker_snapshot_invalid": "The assigned snapshot is missing, not a single-link "
+        "regular file, too large, or its digest or restored copy differs.",
+    "worker_usage": "The child was started with wrong arguments, descriptors, body or "
+        "task.",
+    "worker_stopped": "The controller sent `Stop`; the child stopped at once.",
+    "worker_body_failed": "The child's work failed in another way; also the exit status "
+        "of any code without its own.",
+    # -- controller/
+    "campaign_invalid": "The campaign file (or a combination of command options) is not "
+        "valid; the detail names the field.",
+    "registration_invalid": "`registration.json` is unreadable, does not decode, or its "
+        "campaign no longer validates.",
+    "registration_digest_mismatch": "The registration's sha256, or a digest it freezes "
+        "(corpus, build, catalog, policy, reader, selection, folds), no longer matches.",
+    "run_root_exists": "The run directory already exists; run directories are never "
+        "reused.",
+    "run_root_in_source": "The run root lies inside a folder the build digest hashes.",
+    "receipt_duplicate": "Two receipts claim one slot.",
+    "receipt_changed": "A receipt no longer hashes to its journaled digest, does not "
+        "decode, or sits under another planned slot's file name.",
+    "receipt_unplanned": "A receipt for a slot the plan does not hold, or one that "
+        "disagrees with its planned slot.",
+    "receipt_unvisited": "A receipt the journal never recorded (its slot was not "
+        "visited).",
+    "preflight_tree_invalid": "A prep child's directory breaks the tree limits (regular "
+        "files, one link, owner-only write, 64 MiB per file, 512 MiB in all).",
+    "run_records_invalid": "A run's `plan.json` or `registration.json` is unreadable, or "
+        "the plan does not match the run.",
+    "launch_failed": "A child could not be started or identified (spawn error, gone "
+        "before its identity was recorded, not leading its own group, no subreaper).",
+    "worker_timeout": "A child outlived its deadline plus the watchdog margin (5 s) and "
+        "was contained.",
+    "invalid_slot_rate": "Stop policy: more than 10% of admitted slots ended invalid.",
+    "child_code_forbidden": "A child reported a code outside its allowlist, a continuable "
+        "code as an integrity stop, or an integrity stop without a code; sticky stop.",
+    "run_deadline": "`deadlines.run_seconds` has elapsed; later slots are visited as "
+        "`unadmitted`.",
+    "cap_below_rmax": "`cap_usd` is below one maximum reservation Rmax; the detail gives "
+        "the least cap.",
+    "cap_not_whole_cents": "`cap_usd` is not a whole number of cents.",
+    "run_unreconciled": "Processes of the run may be alive: `aggregate` exits 4 with it, "
+        "and `reap` uses it as the cause of its containment episodes.",
+    "reap_incomplete": "`reap` could not prove every process of the run dead (exit 1).",
+    # -- report/
+    "report_input_invalid": "The plan, receipts, run facts or `results.json` given to the "
+        "report are inconsistent or not content-free; the whole report refuses.",
+}
+
+# An optional sentence under a section heading, keyed by the heading.
+SECTION_NOTES: dict[str, str] = {
+    "Refusals that may continue": "Refused before any hold exists; the probe run, or "
+        "the campaign, may go on (`CONTINUABLE_CODES`).",
+    "Policy and integrity": "Violations of the request contract, the money rules or the "
+        "process rules. Most are sticky stops: admission closes for the rest of the run.",
+    "registry/": "Durable files, the run lease, the journal, authorizations and the burn "
+        "registry.",
+    "ipc/": "The lockstep channel between the controller and a child. After any of these "
+        "the channel is poisoned.",
+    "guard/": "The one guarded path to a model: options, payloads, sending, settlement "
+        "and the price catalog.",
+    "corpus/": "Trace and probe validation.",
+    "folds/": "Fold arms, plugins, external commands, the history store and its meter.",
+    "worker/": "A child's own checks before it speaks, and its failures.",
+    "controller/": "Campaigns, registration, runs, receipts, launches and stop policies.",
+    "report/": "Building the reports.",
+}
+
+_SECTION = re.compile(r"^\s*#\s*--\s*(?P<title>.*?)\s*-*\s*$")
+_TRAILING_REF = re.compile(r"\s*\([^)]*§[^)]*\)\s*$")
+
+
+def sections(source: str | None = None) -> list[tuple[str, list[str]]]:
+    """(section title, member names in order) as ``errors.py`` groups them."""
+    text = ERRORS_SOURCE.read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(text)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Code")
+    lines = text.splitlines()
+    members = {
+        node.lineno: target.id
+        for node in cls.body if isinstance(node, ast.Assign)
+        for target in node.targets if isinstance(target, ast.Name)
+    }
+    out: list[tuple[str, list[str]]] = []
+    title = "Other"
+    for number in range(cls.lineno, (cls.end_lineno or len(lines)) + 1):
+        match = _SECTION.match(lines[number - 1])
+        if match:
+            title = _TRAILING_REF.sub("", match.group("title"))
+            out.append((title, []))
+        elif number in members:
+            if not out:
+                out.append((title, []))
+            out[-1][1].append(members[number])
+    return [(t, names) for t, names in out if names]
+
+
+def problems(codes: Iterable[str], meanings: Mapping[str, str]) -> list[str]:
+    """Why the meanings table does not describe exactly ``codes``: empty if it does."""
+    codes = list(codes)
+    found = [f"no meaning for code {c!r}" for c in codes if c not in meanings]
+    found += [f"meaning for {c!r}, which is not a code" for c in meanings if c not in codes]
+    found += [f"empty meaning for {c!r}" for c, text in meanings.items() if not text.strip()]
+    return found
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render() -> str:
+    from efold.errors import Code
+    from efold.guard.permits import CHILD_REPORTABLE_CODES, CONTINUABLE_CODES
+    from efold.protocol.exit_codes import EXIT_OK, EXIT_STATUS
+
+    found = problems((c.value for c in Code), MEANINGS)
+    if found:
+        raise SystemExit("gen_codes_doc: " + "; ".join(found))
+    grouped = sections()
+    listed = [name for _, names in grouped for name in names]
+    if sorted(listed) != sorted(c.name for c in Code):
+        raise SystemExit("gen_codes_doc: errors.py sections do not list every Code member")
+    continuable = {c.value for c in CONTINUABLE_CODES}
+    reportable = {c.value for c in CHILD_REPORTABLE_CODES}
+    exit_of = {c.value: status for c, status in EXIT_STATUS.items()}
+
+    def flags(value: str) -> str:
+        parts = []
+        if value in continuable:
+            parts.append("continuable")
+        if value in reportable:
+            parts.append("child may report")
+        if value in exit_of:
+            parts.append(f"child exit {exit_of[value]}")
+        return ", ".join(parts)
+
+    out = [
+        "# Fixed codes",
+        "",
+        "<!-- Generated by scripts/gen_codes_doc.py from efold.errors.Code; do not edit by "
+        "hand. Run `python scripts/gen_codes_doc.py` to regenerate. -->",
+        "",
+        "Every refusal, stop and failure efold reports carries one fixed code from a "
+        "closed set (`efold.errors.Code`). Commands print `refused: CODE` on stderr; "
+        "receipts, reports and the journal hold codes, never free-form error text. The "
+        "detail a command prints after the code is for the terminal only and never "
+        "enters a report.",
+        "",
+        f"There are {len(listed)} codes, grouped as in the source. The last column says "
+        "whether a code is *continuable* (see [below](#continuable-refusals-and-stops)), "
+        "whether a probe child *may report* it, and the *exit status* a child uses for it "
+        "(see [Child exit statuses](#child-exit-statuses)). Terms (hold, Rmax, U_k, "
+        "sticky stop, containment) are defined in [architecture.md](architecture.md).",
+        "",
+    ]
+    for title, names in grouped:
+        heading = f"`{title}`" if title.endswith("/") else title
+        out += [f"## {heading}", ""]
+        note = SECTION_NOTES.get(title)
+        if note:
+            out += [note, ""]
+        out += ["| code | meaning | also |", "| --- | --- | --- |"]
+        for name in names:
+            value = Code[name].value
+            out.append(f"| `{value}` | {_cell(MEANINGS[value])} | {flags(value)} |")
+        out.append("")
+
+    def code_list(values: Iterable[str]) -> str:
+        return ", ".join(f"`{v}`" for v in sorted(values))
+
+    out += [
+        "## Continuable refusals and stops",
+        "",
+        "A *continuable* refusal happens before any hold exists; after it the probe run "
+        "may go on, and the campaign goes on (`CONTINUABLE_CODES` in "
+        "`guard/permits.py`):",
+        "",
+        code_list(continuable) + ".",
+        "",
+        "Everything else that ends a request is one of:",
+        "",
+        "- a **loss**: the request may have cost money; its hold is retained (or the known "
+        "partial cost, if larger) and the probe run is terminal (later requests refuse "
+        "`lookup_slot_terminal`), but the run goes on. Two consecutive admitted slots "
+        "that end in a provider-side loss stop the run (`lookup_repeated_loss`); the guard's "
+        "own aborts do not count;",
+        "- a **sticky stop**: admission closes for the rest of the run. The first stop "
+        "code stays, except that `unreconciled_containment` outranks every other. The "
+        "stop's code is on the slot that hit it and in the report's status; later slots "
+        "are still visited, without a launch, and get `unadmitted` receipts with "
+        "`lookup_stopped` (`interrupted` after an interruption, `not_admitted_cap` once "
+        "the cap refused), so a stopped run's counts are complete.",
+        "",
+        "A probe child may report only the codes of an explicit allowlist "
+        "(`CHILD_REPORTABLE_CODES` in `guard/permits.py`); anything else, a continuable "
+        "code claimed as an integrity stop, or an integrity stop without a code is "
+        "recorded as `child_code_forbidden`. The allowlist is the continuable codes plus:",
+        "",
+        code_list(reportable - continuable) + ".",
+        "",
+        "## Child exit statuses",
+        "",
+        "A child's stdio is `/dev/null`, so when it fails before or outside the lockstep "
+        "channel its exit status is all the controller learns. The table is closed "
+        "(`EXIT_STATUS` in `protocol/exit_codes.py`): a code not listed exits as "
+        "`worker_body_failed`. A status outside the table (a signal death, the "
+        "interpreter's own 1) stands for no code.",
+        "",
+        "| exit status | code |",
+        "| ---: | --- |",
+        f"| {EXIT_OK} | none: success |",
+    ]
+    out += [f"| {status} | `{code.value}` |"
+            for code, status in sorted(EXIT_STATUS.items(), key=lambda item: item[1])]
+    out += [
+        "",
+        "## Command exit statuses",
+        "",
+        "`efold-controller` commands exit 2 on a refusal (`refused: CODE` on stderr). "
+        "Beyond that:",
+        "",
+        "| command | statuses |",
+        "| --- | --- |",
+        "| `pilot` | 0 finished, 2 refused, 3 a stop policy ended it (reports still "
+        "written), 130 / 143 interrupted by SIGINT / SIGTERM |",
+        "| `plan` | 0, 2 refused, 130 / 143 interrupted |",
+        "| `preflight` | 0 every checkpoint passed, 1 any failure, 2 refused, 130 / 143 "
+        "interrupted |",
+        "| `aggregate` | 0 reports printed, 2 refused, 4 `run_unreconciled` (reports "
+        "printed, processes of the run may be alive); see "
+        "[results.md](results.md#exit-statuses-of-aggregate) |",
+        "| `recover` | 0 reconciled, 1 not reconciled, 2 unreadable journal |",
+        "| `reap` | 0 reconciled now, 1 `reap_incomplete`, 2 refused |",
+        "| `corpus validate` | 0 valid, 2 any rejection |",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if docs/codes.md differs from what would be generated")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
+        if current != text:
+            print(f"{DOC.relative_to(ROOT)} is stale: run python scripts/gen_codes_doc.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(text, encoding="utf-8")
+    print(f"wrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
