@@ -43,7 +43,15 @@ DIGEST = "d" * 64
 def _child_lockstep(argv: list[str], exchanges: int) -> None:
     from efold.identity import current_identity
     from efold.ipc.child_channel import ChildChannel
-    from efold.ipc.messages import Admit, Binding, Hello, Meter, Ready, Terminal, TerminalStatus
+    from efold.ipc.messages import (
+        Admit,
+        Binding,
+        Hello,
+        MeterReading,
+        Ready,
+        Terminal,
+        TerminalStatus,
+    )
     from efold.worker.key_pipe import read_key_pipe
 
     ipc_fd, key_fd = int(argv[argv.index("--ipc-fd") + 1]), int(argv[argv.index("--key-fd") + 1])
@@ -62,7 +70,7 @@ def _child_lockstep(argv: list[str], exchanges: int) -> None:
         samples.append(time.perf_counter_ns() - t0)
     answer = json.dumps({"median_ns": statistics.median(samples[exchanges // 10 :])})
     channel.request(Terminal(status=TerminalStatus.ANSWERED, code=None, answer=answer,
-                             meter=Meter(calls=0, bytes=0), witness=DIGEST))
+                             meter=MeterReading(calls=0, bytes=0), witness=DIGEST))
 
 
 def _raw_request() -> dict[str, object]:
@@ -112,7 +120,7 @@ async def _lockstep_run(exchanges: int) -> float:
     from efold.controller.launcher import supervise
     from efold.errors import Code
     from efold.identity import current_identity
-    from efold.ipc.messages import Admit, Budgets, Deadlines, Refused, Terminal, Welcome
+    from efold.ipc.messages import Admit, BudgetGrant, DeadlineGrant, Refused, Terminal, Welcome
     from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
     from efold.registry.journal import JournalWriter
     from efold.registry.lease import acquire_lease
@@ -129,8 +137,8 @@ async def _lockstep_run(exchanges: int) -> float:
             cache_key="ck-1", snapshot=SnapshotRef(path=os.devnull, digest=DIGEST),
             hello_timeout_ms=10_000,
         )
-        welcome = Welcome(deadlines=Deadlines(run_ms=600_000, exchange_ms=600_000),
-                          budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=126_976))
+        welcome = Welcome(deadlines=DeadlineGrant(run_ms=600_000, exchange_ms=600_000),
+                          budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976))
         program = [sys.executable, os.path.abspath(__file__), CHILD_FLAG, "lockstep",
                    str(exchanges)]
         async with supervise(journal, assignment, program=program) as handle:

@@ -29,14 +29,14 @@ import anyio
 
 from efold.controller.launcher import supervise
 from efold.identity import current_identity
-from efold.ipc.messages import Budgets, Deadlines, Prepared, Welcome
+from efold.ipc.messages import BudgetGrant, DeadlineGrant, Prepared, Welcome
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 
 DIGEST = "d" * 64
-WELCOME = Welcome(deadlines=Deadlines(run_ms=10_000, exchange_ms=10_000),
-                  budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=126_976))
+WELCOME = Welcome(deadlines=DeadlineGrant(run_ms=10_000, exchange_ms=10_000),
+                  budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976))
 
 
 async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int) -> float:

@@ -22,16 +22,8 @@ from collections.abc import Callable
 
 import msgspec
 
-from efold.protocol.records import (
-    Availability,
-    Outcome,
-    Plan,
-    PlannedSlot,
-    Receipt,
-    SlotStatus,
-    Spend,
-    Usage,
-)
+from efold.corpus.model import Availability, Outcome
+from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotSpend, SlotStatus, TokenCounts
 from efold.report import build_results, render_html, render_json, render_markdown
 
 ROLES = ["native", "cold-rebuild", "compaction", "store", "pack"]
@@ -67,8 +59,8 @@ def synthetic(traces: int, probes: int, repeats: int, seed: int = 1) -> tuple[by
             probe_id=slot.probe_id, category=slot.category, repeat=slot.repeat,
             status=SlotStatus.COMPLETED, outcome=outcome, correct=outcome is Outcome.CORRECT,
             availability=rng.choice(list(Availability)),
-            spend=Spend(requests=2, admitted=2, settled_units=rng.randrange(10**6),
-                        usage=Usage(input=150_000, output=300)),
+            spend=SlotSpend(requests=2, admitted=2, settled_units=rng.randrange(10**6),
+                        usage=TokenCounts(input=150_000, output=300)),
             answer_sha256=_sha(slot.slot), checkpoint_sha256=_sha(slot.checkpoint)))
     return msgspec.json.encode(plan), msgspec.json.encode(receipts)
 

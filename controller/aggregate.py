@@ -25,7 +25,7 @@ import msgspec
 
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
-from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotStatus, Spend
+from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotSpend, SlotStatus
 from efold.registry.journal import HOLD_SETTLED, JournalReader
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Rec
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
         status=SlotStatus.INCOMPLETE if holds else SlotStatus.UNADMITTED,
         code=Code.LOOKUP_WORKER_LOST.value,
-        spend=Spend(requests=len(holds), admitted=len(holds), settled_units=settled,
+        spend=SlotSpend(requests=len(holds), admitted=len(holds), settled_units=settled,
                     retained_units=retained, usage_known=not holds),
     )
 
@@ -177,8 +177,8 @@ def build_run_results(view: RunView) -> Results:
     )
 
 
-def render_reports(view: RunView) -> dict[str, bytes]:
-    """results.json, summary.md and report.html, as bytes (content-free)."""
+def run_reports(view: RunView) -> dict[str, bytes]:
+    """The run's results.json, summary.md and report.html, as bytes (content-free)."""
     from efold.report import render_reports
 
     return render_reports(build_run_results(view))

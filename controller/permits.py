@@ -9,19 +9,9 @@ writes are durable when they return), and the controller answers a child's
 
 from __future__ import annotations
 
-from efold.guard.ledger import (
-    PermitIntegrityError,
-    PermitLedger,
-    SettleKind,
-    SlotLedger,
-)
-from efold.guard.permits import Permit as Grant
-from efold.guard.permits import Refusal, child_code
+from efold.guard.ledger import PermitLedger
 from efold.guard.pricing import Pricer
 from efold.registry.journal import JournalWriter
-
-__all__ = ["DurablePermitSource", "Grant", "PermitIntegrityError", "Refusal", "SettleKind",
-           "SlotLedger", "child_code"]
 
 
 class DurablePermitSource(PermitLedger):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import anyio
 
-from efold.controller.aggregate import PLAN_NAME, read_run, render_reports
+from efold.controller.aggregate import PLAN_NAME, read_run, run_reports
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
 from efold.controller.interrupt import interruptible
@@ -46,13 +46,13 @@ from efold.controller.slots import (
     write_slot_receipt,
 )
 from efold.controller.stops import StopPolicy
-from efold.corpus.model import Probe, SuiteItem
+from efold.corpus.model import Availability, Probe, SuiteItem
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.identity import current_identity
-from efold.ipc.messages import Budgets
-from efold.protocol.records import Availability, Exclusion, Plan, PlannedSlot, Receipt
+from efold.ipc.messages import BudgetGrant
+from efold.protocol.records import Exclusion, Plan, PlannedSlot, Receipt
 from efold.protocol.tasks import ProbeTask
 
 # Pressure is required on long traces only (reference: "On long traces, each sample
@@ -144,7 +144,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 price=pricer_for(campaign.reader.provider, campaign.reader.model),
             ),
             policy=StopPolicy(),
-            budgets=Budgets(max_requests=campaign.budgets.max_requests,
+            budgets=BudgetGrant(max_requests=campaign.budgets.max_requests,
                             meter_calls=campaign.budgets.lookup_calls,
                             meter_bytes=campaign.budgets.lookup_bytes),
             prep_seconds=campaign.deadlines.prep_seconds,
@@ -157,7 +157,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             preps, evidence = await _prepare(ctx, plan, items, reg, tick)
             receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick)
             # -- aggregate ---------------------------------------------------------------
-            reports = render_reports(read_run(run))
+            reports = run_reports(read_run(run))
             for name, data in reports.items():
                 _publish(run, name, data)
             return receipts, reports

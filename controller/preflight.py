@@ -28,7 +28,7 @@ from efold.controller.stops import StopPolicy
 from efold.digests import build_digest, canonical_json, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
-from efold.ipc.messages import Budgets
+from efold.ipc.messages import BudgetGrant
 
 
 class PreflightSlot(msgspec.Struct, frozen=True):
@@ -98,7 +98,7 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
             source=DurablePermitSource(journal, epoch=epoch, cap_units=0, rmax_units=1,
                                        max_requests=1, price=lambda usage, tier: 0),
             policy=StopPolicy(),
-            budgets=Budgets(max_requests=0, meter_calls=0, meter_bytes=0),
+            budgets=BudgetGrant(max_requests=0, meter_calls=0, meter_bytes=0),
             prep_seconds=campaign.deadlines.prep_seconds,
             probe_seconds=campaign.deadlines.probe_seconds, program=program,
         )

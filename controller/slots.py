@@ -26,31 +26,26 @@ import anyio
 
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.launcher import WorkerHandle, supervise
-from efold.controller.permits import (
-    DurablePermitSource,
-    Grant,
-    PermitIntegrityError,
-    SettleKind,
-    child_code,
-)
+from efold.controller.permits import DurablePermitSource
 from efold.controller.receipts import write_receipt
 from efold.controller.stops import SlotEnd, StopPolicy
 from efold.controller.tree import TreeReport, inspect_tree
-from efold.corpus.model import Probe
+from efold.corpus.model import Availability, Outcome, Probe
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.snapshot import RestoredCheckpoint
-from efold.guard.permits import CONTINUABLE_CODES
+from efold.guard.ledger import PermitIntegrityError, SettleKind
+from efold.guard.permits import CONTINUABLE_CODES, Permit, child_code
 from efold.identity import ProcessIdentity
 from efold.ipc.messages import (
     Admit,
-    Budgets,
+    BudgetGrant,
     Consume,
     Consumed,
-    Deadlines,
+    DeadlineGrant,
+    Granted,
     Halt,
     Halted,
-    Permit,
     Prepared,
     Refused,
     Settle,
@@ -62,14 +57,12 @@ from efold.ipc.messages import (
 )
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef
 from efold.protocol.records import (
-    Availability,
     Exclusion,
-    Outcome,
     PlannedSlot,
     Receipt,
+    SlotSpend,
     SlotStatus,
-    Spend,
-    Usage,
+    TokenCounts,
 )
 from efold.protocol.tasks import PrepTask, ProbeTask
 from efold.registry.errors import RegistryError
@@ -99,7 +92,7 @@ class RunContext:
     build_digest: str
     source: DurablePermitSource
     policy: StopPolicy
-    budgets: Budgets
+    budgets: BudgetGrant
     prep_seconds: float
     probe_seconds: float
     containment: ContainmentPolicy = field(default_factory=ContainmentPolicy)
@@ -125,7 +118,7 @@ class RunContext:
 
     def welcome(self, seconds: float) -> Welcome:
         ms = int(seconds * 1000)
-        return Welcome(deadlines=Deadlines(run_ms=ms, exchange_ms=ms), budgets=self.budgets)
+        return Welcome(deadlines=DeadlineGrant(run_ms=ms, exchange_ms=ms), budgets=self.budgets)
 
     def assignment(self, *, kind: str, body: str, slot: str, slot_dir: Path,
                    cache_key: str | None, snapshot: SnapshotRef | None,
@@ -298,8 +291,8 @@ async def _serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str, ex: _Ex
             if isinstance(msg, Admit):
                 grant = source.admit(slot=slot, request_id=msg.request_id, round=msg.round,
                                      payload_digest=msg.payload_digest, rmax_units=msg.rmax)
-                if isinstance(grant, Grant):
-                    await channel.reply(Permit(permit_id=grant.permit_id, hold=grant.hold_units))
+                if isinstance(grant, Permit):
+                    await channel.reply(Granted(permit_id=grant.permit_id, hold=grant.hold_units))
                 else:
                     await channel.reply(Refused(code=grant.code))
             elif isinstance(msg, Consume):
@@ -407,8 +400,8 @@ def _judge(ctx: RunContext, planned: PlannedSlot, probe: Probe, ex: _Exchange,
     from efold.corpus import score
 
     led = ctx.source.ledger(planned.slot)
-    usage = Usage(**{k: led.usage.get(k, 0) for k in Usage.__struct_fields__})
-    spend = Spend(requests=led.requests, admitted=led.admitted,
+    usage = TokenCounts(**{k: led.usage.get(k, 0) for k in TokenCounts.__struct_fields__})
+    spend = SlotSpend(requests=led.requests, admitted=led.admitted,
                   settled_units=led.settled_units, retained_units=led.retained_units,
                   usage=usage, usage_known=led.usage_known)
     terminal = ex.terminal

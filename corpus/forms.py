@@ -7,12 +7,11 @@ so the two can never drift apart.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Protocol
 
-from efold.corpus.model import Event, ToolSource
+from efold.corpus.model import Event, ToolCall, ToolSource
 
 # -- messages -------------------------------------------------------------------------
 
@@ -176,20 +175,41 @@ def redaction_question(portal: str) -> str:
 # -- sizes ----------------------------------------------------------------------------
 
 
-def event_chars(event: Event) -> int:
-    chars = len(event.content)
-    for call in event.tool_calls or ():
+class MessageLike(Protocol):
+    """What the chars/4 estimate reads of a message: a trace ``Event`` or a
+    reader-visible message built from one."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def tool_calls(self) -> list[ToolCall] | None: ...
+
+
+def message_chars(message: MessageLike) -> int:
+    """Characters of one message as the chars/4 estimate counts them (FORMS.md §1):
+    content plus every tool call's name and arguments."""
+    chars = len(message.content)
+    for call in message.tool_calls or ():
         chars += len(call.function.name) + len(call.function.arguments)
     return chars
 
 
-def estimate_tokens(events: Iterable[Event]) -> int:
-    """The chars/4 context estimate (FORMS.md §1): ceil(sum of event chars / 4)."""
-    return math.ceil(sum(event_chars(e) for e in events) / 4)
+def chars_to_tokens(chars: int) -> int:
+    """The chars/4 estimate (FORMS.md §1): ceil(chars / 4). Every token bound, trigger
+    and size check in efold uses this one function."""
+    return -(-chars // 4)
+
+
+def estimate_tokens(messages: Iterable[MessageLike]) -> int:
+    """The chars/4 estimate of a context: ceil of the *summed* characters / 4."""
+    return chars_to_tokens(sum(message_chars(m) for m in messages))
 
 
 def is_text_message(event: Event) -> bool:
-    return event.role in ("user", "assistant") and bool(event.content)
+    """A text message (FORMS.md §1): owner, steer or assistant text, never an empty
+    tool-call message. What a cold rebuild replays."""
+    return event.role in ("user", "assistant") and event.content != ""
 
 
 def is_owner_turn(event: Event) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from efold.corpus.forms import estimate_tokens, message_chars
 from efold.corpus.model import Event
 from efold.folds.checkpoint import (
     LOOKUP_TOOLS,
@@ -45,12 +46,7 @@ from efold.folds.fold import TracePrefix, build_receipt, pressure
 from efold.folds.pack import build_pack
 from efold.folds.projection import cold_boundary
 from efold.folds.retention import retain
-from efold.folds.transcript import (
-    chars_to_tokens,
-    message_chars,
-    reader_message,
-    session_transcript,
-)
+from efold.folds.transcript import reader_message, session_transcript
 
 NATIVE_PRESSURE_TOKENS: Final = 150_000
 COLD_REPLAYED_MESSAGES: Final = 64
@@ -69,7 +65,7 @@ class NativeFold:
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript = session_transcript(prefix.events)
         messages = [reader_message(e) for e in transcript]
-        tokens = chars_to_tokens(sum(message_chars(m) for m in messages)) + prefix.context_overhead_tokens
+        tokens = estimate_tokens(messages) + prefix.context_overhead_tokens
         receipt = build_receipt(
             arm=self.name,
             prefix=prefix,

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from efold.corpus.forms import chars_to_tokens, estimate_tokens, message_chars
 from efold.corpus.model import Event
 from efold.folds.checkpoint import CompactionStats, ReaderMessage
 from efold.folds.summariser import Summary, summarise
-from efold.folds.transcript import chars_to_tokens, message_chars, reader_message
+from efold.folds.transcript import reader_message
 
 COMPACTION_WINDOW = 32_000
 COMPACTION_RATIO_PERCENT = 20  # ratio 0.2, kept as an integer so the trigger is exact
@@ -60,7 +61,7 @@ def render_context(context: Sequence[ContextItem]) -> list[ReaderMessage]:
 
 
 def context_tokens(context: Sequence[ContextItem]) -> int:
-    return chars_to_tokens(sum(message_chars(m) for m in render_context(context)))
+    return estimate_tokens(render_context(context))
 
 
 def _is_cut_point(item: ContextItem) -> bool:

@@ -128,28 +128,30 @@ class ExternalCommandFold:
             )
         except OSError as exc:
             raise PluginError(Code.FOLD_PLUGIN_FAILED, f"{self._name}: cannot start") from exc
-        assert process.stdin is not None and process.stdout is not None
-        writer = threading.Thread(target=_feed, args=(process.stdin, request), daemon=True)
+        stdin, stdout = process.stdin, process.stdout
+        if stdin is None or stdout is None:  # Popen made both pipes, or raised
+            _kill(process)
+            raise PluginError(Code.FOLD_PLUGIN_FAILED, f"{self._name}: no pipes")
+        writer = threading.Thread(target=_feed, args=(stdin, request), daemon=True)
         writer.start()
         try:
-            output = self._collect(process, deadline)
+            output = self._collect(stdout, deadline)
             self._await_exit(process, deadline)
         except BaseException:
             _kill(process)
             raise
         finally:
             writer.join(timeout=1.0)
-            process.stdout.close()
+            stdout.close()
         process.wait()
         if process.returncode != 0:
             raise PluginError(Code.FOLD_PLUGIN_FAILED, f"{self._name}: exit status {process.returncode}")
         return output
 
-    def _collect(self, process: subprocess.Popen[bytes], deadline: float) -> bytes:
-        assert process.stdout is not None
+    def _collect(self, stdout: IO[bytes], deadline: float) -> bytes:
         chunks: list[bytes] = []
         size = 0
-        fd = process.stdout.fileno()
+        fd = stdout.fileno()
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
             while True:

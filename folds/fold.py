@@ -14,6 +14,7 @@ from typing import Annotated, Protocol, runtime_checkable
 
 import msgspec
 
+from efold.corpus.forms import chars_to_tokens, message_chars
 from efold.corpus.model import Event, Trace
 from efold.corpus.projection import reader_projection
 from efold.errors import Code
@@ -33,7 +34,6 @@ from efold.folds.checkpoint import (
 from efold.folds.errors import FoldError, PluginError
 from efold.folds.store import records_digest
 from efold.folds.tokens import exact_token_count, tiktoken_encoding_name
-from efold.folds.transcript import chars_to_tokens, message_chars
 
 
 class TracePrefix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -62,10 +62,14 @@ class Meter:
         # charge that would break either aborts instead.
         self.calls = 0
         self.bytes = 0
-        self.state = MeterState.OPEN
+        # Invariant: the meter is aborted exactly when ``abort_cause`` is set.
         self.abort_cause: Code | None = None
         self.refused_after_abort = 0
         self._entries: list[MeterCall] = []
+
+    @property
+    def state(self) -> MeterState:
+        return MeterState.OPEN if self.abort_cause is None else MeterState.ABORTED
 
     @property
     def remaining_calls(self) -> int:
@@ -77,9 +81,8 @@ class Meter:
 
     def reserve_call(self, tool: str) -> None:
         """Reserve one call before dispatch, or abort (calls) and raise."""
-        if self.state is MeterState.ABORTED:
+        if self.abort_cause is not None:
             self.refused_after_abort += 1
-            assert self.abort_cause is not None
             raise FoldError(self.abort_cause, "the lookup has aborted")
         if self.calls >= self.call_budget:
             self._abort(Code.METER_CALLS_EXHAUSTED)
@@ -104,7 +107,6 @@ class Meter:
         self._entries.append(MeterCall(tool=tool, delivered=True, bytes=size, code=error_code))
 
     def _abort(self, cause: Code) -> None:
-        self.state = MeterState.ABORTED
         self.abort_cause = cause
 
     def witness(self) -> MeterWitness:

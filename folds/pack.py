@@ -32,9 +32,9 @@ from efold.corpus.forms import (
     NEXT_LINE,
     RULE_LINE,
     STATUS_LINE,
+    chars_to_tokens,
 )
 from efold.folds.checkpoint import CITATION_PATTERN, PackStats, RetainedStore, cite
-from efold.folds.transcript import chars_to_tokens
 
 PACK_BUDGET_TOKENS = 8_000
 PACK_HEADER = (

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from efold.corpus.forms import is_text_message
 from efold.corpus.model import Event
 from efold.folds.checkpoint import ProjectionStats, ReaderMessage, cite
-from efold.folds.transcript import is_text_message
 
 TEXT_WINDOW = 64
 PROJECTION_RECORDS = 32

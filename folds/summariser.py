@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from efold.corpus.forms import chars_to_tokens
 from efold.corpus.model import Event
-from efold.folds.transcript import chars_to_tokens
 
 OWNER_CHARS = 1_200
 ASSISTANT_CHARS = 400

@@ -1,8 +1,7 @@
-"""Token estimates: the chars/4 estimate every arm uses, and exact counts when possible.
+"""Exact token counts, when possible, beside the chars/4 estimate.
 
-The chars/4 estimate mirrors the reference harness's own context estimate (ceil of
-characters / 4 per message, tool-call names and arguments included). It drives every
-bound and trigger in folds/ so that arms are comparable and deterministic.
+Every bound and trigger in folds/ uses the chars/4 estimate (``efold.corpus.forms``:
+``chars_to_tokens``, ``estimate_tokens``) so that arms are comparable and deterministic.
 
 Exact counts use tiktoken when it is importable *and* its encoding loads offline; they are
 reported separately and never drive a decision. tiktoken fetches its BPE files over the
@@ -12,16 +11,10 @@ network on first use, so a failure to load is "unavailable" (None), never zero.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterable
 from typing import Protocol
 
 TIKTOKEN_ENCODING = "o200k_base"
-
-
-def estimate_tokens(text: str) -> int:
-    """ceil(characters / 4): the estimate the reference harness uses."""
-    return math.ceil(len(text) / 4)
 
 
 class _Encoder(Protocol):

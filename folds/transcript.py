@@ -10,7 +10,7 @@ cuts and counts on this order, never on the raw file order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from efold.corpus.model import Event
 from efold.errors import Code
@@ -57,26 +57,4 @@ def reader_message(event: Event) -> ReaderMessage:
     return ReaderMessage(role=event.role, content=event.content)
 
 
-def message_chars(message: ReaderMessage) -> int:
-    """Characters of one message as the chars/4 estimate counts them (FORMS.md §1):
-    content plus every tool call's name and arguments."""
-    chars = len(message.content)
-    for call in message.tool_calls or ():
-        chars += len(call.function.name) + len(call.function.arguments)
-    return chars
 
-
-def chars_to_tokens(chars: int) -> int:
-    """ceil(chars / 4): the estimate the corpus and the reference harness use."""
-    return -(-chars // 4)
-
-
-def messages_tokens(messages: Iterable[ReaderMessage]) -> int:
-    """chars/4 estimate of a context: ceil of the *summed* characters / 4."""
-    return chars_to_tokens(sum(message_chars(m) for m in messages))
-
-
-def is_text_message(event: Event) -> bool:
-    """A text message (FORMS.md §1): owner, steer or assistant text, never an empty
-    tool-call message. What a cold rebuild replays."""
-    return event.role in ("user", "assistant") and event.content != ""

@@ -268,8 +268,7 @@ class PermitLedger:
                 integrity = Code.LOOKUP_COST_MISMATCH
         if cost is not None and cost > permit.hold_units:
             integrity = integrity or Code.LOOKUP_COST_EXCEEDS_HOLD
-        if kind is SettleKind.SETTLED and integrity is None:
-            assert cost is not None
+        if kind is SettleKind.SETTLED and integrity is None and cost is not None:
             return _Decision(HoldState.SETTLED, kind, None, cost, settled=cost,
                              usage=checked, tier=known_tier)
         # Lost, own abort or integrity: the hold is retained, or the known partial cost

@@ -35,14 +35,10 @@ def exact_cost(entry: CatalogEntry, counts: Mapping[str, int], tier: str | None)
     ``input``, ``output``, ``cache_read``, ``cache_write`` (``reasoning`` is ignored:
     it is inside ``output``). Raises ``lookup_unknown_tier`` / ``lookup_invalid_usage``."""
     multiplier = tier_multiplier(tier)
-    inp = counts.get("input")
-    out = counts.get("output")
-    cache_read = counts.get("cache_read") or 0
-    cache_write = counts.get("cache_write") or 0
-    for value in (inp, out, cache_read, cache_write):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise GuardError(Code.LOOKUP_INVALID_USAGE, "usage counts must be integers >= 0")
-    assert isinstance(inp, int) and isinstance(out, int)
+    inp = _count(counts.get("input"))
+    out = _count(counts.get("output"))
+    cache_read = _count(counts.get("cache_read") or 0)
+    cache_write = _count(counts.get("cache_write") or 0)
     uncached = inp - cache_read - cache_write
     if uncached < 0:
         raise GuardError(Code.LOOKUP_USAGE_CACHE_ABOVE_INPUT, "cache tokens above input")
@@ -54,6 +50,12 @@ def exact_cost(entry: CatalogEntry, counts: Mapping[str, int], tier: str | None)
         + out * rates["output"]
     )
     return base * multiplier
+
+
+def _count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise GuardError(Code.LOOKUP_INVALID_USAGE, "usage counts must be integers >= 0")
+    return value
 
 
 def price_units(entry: CatalogEntry, counts: Mapping[str, int], tier: str | None) -> int:

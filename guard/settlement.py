@@ -36,7 +36,7 @@ from efold.guard.money import TIER_MULTIPLIERS
 from efold.guard.permits import OutcomeKind, Settlement, UsageRecord
 from efold.guard.pricing import price_units
 from efold.guard.usage import usage_problem
-from efold.guard.wire.outcome import Terminal, WireOutcome
+from efold.guard.wire.outcome import StreamEnd, WireOutcome
 
 _STOP_STATUSES = frozenset({401, 403, 429})  # account/credential/usage-limit faults
 
@@ -65,7 +65,7 @@ def settle_wire(
 ) -> Decision:
     """Decide the outcome of a response that arrived with a 2xx status."""
     usage = outcome.usage
-    settling = outcome.terminal in (Terminal.COMPLETED, Terminal.INCOMPLETE)
+    settling = outcome.terminal in (StreamEnd.COMPLETED, StreamEnd.INCOMPLETE)
     tier = outcome.tier if outcome.tier is None or outcome.tier in TIER_MULTIPLIERS else None
     problem: Code | None = Code.LOOKUP_INVALID_USAGE if outcome.usage_invalid else None
     if problem is None and usage is not None:
@@ -86,9 +86,9 @@ def settle_wire(
         integrity = Code.LOOKUP_COST_EXCEEDS_HOLD
     if integrity is not None:
         return Decision(OutcomeKind.INTEGRITY_STOP, integrity, cost, checked, tier)
-    if outcome.terminal is Terminal.FAILED:
+    if outcome.terminal is StreamEnd.FAILED:
         return Decision(OutcomeKind.LOST, Code.LOOKUP_RESPONSE_FAILED, cost, checked, tier)
-    if outcome.terminal is Terminal.NONE:
+    if outcome.terminal is StreamEnd.NONE:
         return Decision(OutcomeKind.LOST, Code.LOOKUP_STREAM_LOST, cost, checked, tier)
     if usage is None or cost is None:
         return Decision(OutcomeKind.LOST, Code.LOOKUP_MISSING_USAGE, None, None, tier)

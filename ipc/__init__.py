@@ -41,18 +41,18 @@ from efold.ipc.messages import PREP_PROTOCOL as PREP_PROTOCOL
 from efold.ipc.messages import PROBE_PROTOCOL as PROBE_PROTOCOL
 from efold.ipc.messages import Admit as Admit
 from efold.ipc.messages import Binding as Binding
-from efold.ipc.messages import Budgets as Budgets
+from efold.ipc.messages import BudgetGrant as BudgetGrant
 from efold.ipc.messages import ChildMessage as ChildMessage
 from efold.ipc.messages import Consume as Consume
 from efold.ipc.messages import Consumed as Consumed
 from efold.ipc.messages import ControllerMessage as ControllerMessage
-from efold.ipc.messages import Deadlines as Deadlines
+from efold.ipc.messages import DeadlineGrant as DeadlineGrant
 from efold.ipc.messages import DoneAck as DoneAck
+from efold.ipc.messages import Granted as Granted
 from efold.ipc.messages import Halt as Halt
 from efold.ipc.messages import Halted as Halted
 from efold.ipc.messages import Hello as Hello
-from efold.ipc.messages import Meter as Meter
-from efold.ipc.messages import Permit as Permit
+from efold.ipc.messages import MeterReading as MeterReading
 from efold.ipc.messages import Prepared as Prepared
 from efold.ipc.messages import ProtocolName as ProtocolName
 from efold.ipc.messages import Ready as Ready
@@ -63,7 +63,7 @@ from efold.ipc.messages import SettleOutcome as SettleOutcome
 from efold.ipc.messages import Stop as Stop
 from efold.ipc.messages import Terminal as Terminal
 from efold.ipc.messages import TerminalStatus as TerminalStatus
-from efold.ipc.messages import Usage as Usage
+from efold.ipc.messages import UsageReport as UsageReport
 from efold.ipc.messages import Welcome as Welcome
 
 if TYPE_CHECKING:

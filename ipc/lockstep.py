@@ -12,7 +12,7 @@ The phase tables (who sends in each phase, which kinds may come next, where they
             AWAIT_READY    child       Ready -> IDLE
             IDLE           child       Admit -> AWAIT_PERMIT ; Halt -> AWAIT_HALTED ;
                                        Terminal -> AWAIT_DONE_ACK
-            AWAIT_PERMIT   controller  Permit -> PERMITTED ; Refused -> IDLE
+            AWAIT_PERMIT   controller  Granted -> PERMITTED ; Refused -> IDLE
             PERMITTED      child       Consume -> AWAIT_CONSUMED ; Settle -> AWAIT_SETTLED
             AWAIT_CONSUMED controller  Consumed -> CONSUMED
             CONSUMED       child       Settle -> AWAIT_SETTLED
@@ -60,11 +60,11 @@ from efold.ipc.messages import (
     ControllerEnvelope,
     ControllerMessage,
     DoneAck,
+    Granted,
     Halt,
     Halted,
     Hello,
     Message,
-    Permit,
     Prepared,
     ProtocolName,
     Ready,
@@ -109,7 +109,7 @@ PROBE_TABLE: Final[_Table] = {
     Phase.AWAIT_READY: (_C, {Ready: Phase.IDLE}),
     Phase.IDLE: (_C, {Admit: Phase.AWAIT_PERMIT, Halt: Phase.AWAIT_HALTED,
                       Terminal: Phase.AWAIT_DONE_ACK}),
-    Phase.AWAIT_PERMIT: (_K, {Permit: Phase.PERMITTED, Refused: Phase.IDLE}),
+    Phase.AWAIT_PERMIT: (_K, {Granted: Phase.PERMITTED, Refused: Phase.IDLE}),
     Phase.PERMITTED: (_C, {Consume: Phase.AWAIT_CONSUMED, Settle: Phase.AWAIT_SETTLED}),
     Phase.AWAIT_CONSUMED: (_K, {Consumed: Phase.CONSUMED}),
     Phase.CONSUMED: (_C, {Settle: Phase.AWAIT_SETTLED}),

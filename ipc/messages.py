@@ -10,7 +10,7 @@ Probe protocol (child → controller ; controller → child)::
 
     Hello ; Welcome
     Ready
-    per model request:  Admit ; Permit | Refused
+    per model request:  Admit ; Granted | Refused
                         Consume ; Consumed          (the child sends the request once)
                         Settle ; Settled
     Halt ; Halted                                   (the guard stops the run, at once)
@@ -79,20 +79,20 @@ class _Part(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pass
 
 
-class Deadlines(_Part, frozen=True):
+class DeadlineGrant(_Part, frozen=True):
     """Time limits the controller grants a child, in milliseconds."""
 
     run_ms: Count  # from Welcome until the child's last message (Terminal / Prepared)
     exchange_ms: Count  # longest the child waits for any single reply
 
 
-class Budgets(_Part, frozen=True):
+class BudgetGrant(_Part, frozen=True):
     max_requests: Count  # model requests per probe run
     meter_calls: Count  # history lookup calls per probe run
     meter_bytes: Count  # history lookup response bytes per probe run
 
 
-class Usage(_Part, frozen=True, omit_defaults=True):
+class UsageReport(_Part, frozen=True, omit_defaults=True):
     """Raw usage counts as reported by the provider. An absent count stays absent
     (``None``): it is never read as zero."""
 
@@ -107,7 +107,7 @@ class Usage(_Part, frozen=True, omit_defaults=True):
         return {f: v for f in self.__struct_fields__ if (v := getattr(self, f)) is not None}
 
 
-class Meter(_Part, frozen=True):
+class MeterReading(_Part, frozen=True):
     """What the history lookup meter charged in this probe run."""
 
     calls: Count
@@ -152,7 +152,7 @@ class Settle(Message, frozen=True, tag="settle"):
     permit_id: Token
     outcome: SettleOutcome
     code: Code | None
-    usage: Usage | None  # None: the provider reported no usage (never zero)
+    usage: UsageReport | None  # None: the provider reported no usage (never zero)
     tier: Tier | None  # raw service tier as reported; None when absent
     cost: Count | None  # the child's own priced cost claim, when it has one
 
@@ -169,7 +169,7 @@ class Terminal(Message, frozen=True, tag="terminal"):
     status: TerminalStatus
     code: Code | None
     answer: str
-    meter: Meter
+    meter: MeterReading
     witness: Digest
 
 
@@ -184,11 +184,11 @@ class Prepared(Message, frozen=True, tag="prepared"):
 
 
 class Welcome(Message, frozen=True, tag="welcome"):
-    deadlines: Deadlines
-    budgets: Budgets
+    deadlines: DeadlineGrant
+    budgets: BudgetGrant
 
 
-class Permit(Message, frozen=True, tag="permit"):
+class Granted(Message, frozen=True, tag="permit"):
     permit_id: Token
     hold: Count
 
@@ -218,13 +218,13 @@ class Stop(Message, frozen=True, tag="stop"):
 
 
 ChildMessage = Hello | Ready | Admit | Consume | Settle | Halt | Terminal | Prepared
-ControllerMessage = Welcome | Permit | Refused | Consumed | Settled | Halted | DoneAck | Stop
+ControllerMessage = Welcome | Granted | Refused | Consumed | Settled | Halted | DoneAck | Stop
 
 CHILD_KINDS: Final[frozenset[type[Message]]] = frozenset(
     {Hello, Ready, Admit, Consume, Settle, Halt, Terminal, Prepared}
 )
 CONTROLLER_KINDS: Final[frozenset[type[Message]]] = frozenset(
-    {Welcome, Permit, Refused, Consumed, Settled, Halted, DoneAck, Stop}
+    {Welcome, Granted, Refused, Consumed, Settled, Halted, DoneAck, Stop}
 )
 
 

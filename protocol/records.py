@@ -13,11 +13,6 @@ import msgspec
 
 from efold.corpus.model import Availability, Outcome
 
-__all__ = [
-    "Availability", "Exclusion", "Outcome", "Plan", "PlannedSlot", "Receipt", "SlotStatus",
-    "Spend", "Usage",
-]
-
 PLAN_VERSION = 1
 RECEIPT_VERSION = 1
 
@@ -52,7 +47,7 @@ class PlannedSlot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     checkpoint: str  # checkpoint key: role × trace × repeat
 
 
-class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class TokenCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     input: int = 0
     cache_read: int = 0
     cache_write: int = 0
@@ -60,14 +55,14 @@ class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reasoning: int = 0
 
 
-class Spend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class SlotSpend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Money in integer units (1 unit = 5e-8 USD)."""
 
     requests: int = 0
     admitted: int = 0
     settled_units: int = 0
     retained_units: int = 0  # holds kept as lost / integrity (max with known partial)
-    usage: Usage = Usage()
+    usage: TokenCounts = TokenCounts()
     usage_known: bool = True  # False once any request's usage went missing
 
 
@@ -87,7 +82,7 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     correct: bool | None = None
     availability: Availability | None = None
     excluded: Exclusion | None = None
-    spend: Spend = Spend()
+    spend: SlotSpend = SlotSpend()
     lookup_calls: int = 0
     answer_sha256: str | None = None
     checkpoint_sha256: str | None = None

@@ -202,7 +202,8 @@ class Lease:
     def set_epoch(self, epoch: int) -> None:
         """Record the controller epoch (from the journal) in the holder record."""
         self.assert_held()
-        assert self._fd is not None
+        if self._fd is None:
+            raise RegistryError(Code.LEASE_NOT_HELD, "lease released")
         holder = msgspec.structs.replace(self.holder, epoch=epoch)
         _write_record(self._fd, _LeaseRecord(RECORD_VERSION, released=False, holder=holder))
         self.holder = holder

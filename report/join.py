@@ -19,18 +19,17 @@ from typing import TypeVar
 
 import msgspec
 
+from efold.corpus.model import Availability, Outcome
 from efold.errors import Code
 from efold.protocol.records import (
     PLAN_VERSION,
     RECEIPT_VERSION,
-    Availability,
     Exclusion,
-    Outcome,
     Plan,
     PlannedSlot,
     Receipt,
+    SlotSpend,
     SlotStatus,
-    Spend,
 )
 from efold.report.errors import ReportError
 
@@ -177,7 +176,7 @@ def _enum(kind: str, enum_type: type[_E], value: object) -> _E:
         raise _refuse(f"{kind} is not a known value") from exc
 
 
-def _check_spend(spend: Spend) -> None:
+def _check_spend(spend: SlotSpend) -> None:
     for kind in ("requests", "admitted", "settled_units", "retained_units"):
         _check_count(f"spend.{kind}", getattr(spend, kind))
     for kind in ("input", "cache_read", "cache_write", "output", "reasoning"):

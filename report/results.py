@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import combinations
 
-from efold.corpus.model import Category
-from efold.protocol.records import Availability, Exclusion, Outcome, Plan, Receipt, SlotStatus
+from efold.corpus.model import Availability, Category, Outcome
+from efold.protocol.records import Exclusion, Plan, Receipt, SlotStatus
 from efold.report.join import Observation, join_receipts
 from efold.report.schema import (
     RESULTS_SCHEMA,

@@ -13,7 +13,8 @@ from typing import Literal
 
 import msgspec
 
-from efold.protocol.records import Availability, Exclusion, Outcome
+from efold.corpus.model import Availability, Outcome
+from efold.protocol.records import Exclusion
 from efold.report.join import RESERVED_CATEGORY
 from efold.report.schema import (
     Execution,

@@ -20,7 +20,7 @@ import stat
 from typing import Final
 
 from efold.errors import Code
-from efold.ipc.messages import Meter, Prepared, Terminal, TerminalStatus, Welcome
+from efold.ipc.messages import MeterReading, Prepared, Terminal, TerminalStatus, Welcome
 from efold.protocol.assignment import Assignment
 from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
@@ -98,7 +98,7 @@ class BuiltinProbe:
             status=TerminalStatus.ANSWERED,
             code=None,
             answer=BUILTIN_ANSWER,
-            meter=Meter(calls=0, bytes=0),
+            meter=MeterReading(calls=0, bytes=0),
             witness=witness,
         )
 

@@ -109,8 +109,7 @@ def run(kind: str, ipc_fd: int, key_fd: int, *, body: ProbeBody | PrepBody | Non
         channel.send(Ready(arrival_digest=arrival))
         final = probe_body.run(ProbeSession(channel, assignment, welcome))
         expect(channel.request(final), DoneAck)
-    else:
-        assert prep_body is not None
+    elif prep_body is not None:
         prepared = prep_body.run(assignment, welcome)
         expect(channel.request(prepared), DoneAck)
     channel.close()

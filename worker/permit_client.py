@@ -13,8 +13,7 @@ from __future__ import annotations
 from efold.errors import Code, EfoldError
 from efold.guard.errors import GuardError
 from efold.guard.permits import AdmitRequest, Permit, Refusal, Settlement, UsageRecord
-from efold.ipc.messages import Permit as PermitMessage
-from efold.ipc.messages import SettleOutcome, Usage
+from efold.ipc.messages import Granted, SettleOutcome, UsageReport
 from efold.worker.session import ProbeSession
 
 _ACTIVE = "active"  # the journal's state of a granted, unconsumed hold
@@ -33,7 +32,7 @@ class SessionPermitSource:
             request_id=request.request_id, round=request.round,
             payload_digest=request.payload_digest, rmax=request.rmax_units,
         )
-        if isinstance(reply, PermitMessage):
+        if isinstance(reply, Granted):
             return Permit(permit_id=reply.permit_id, hold_units=reply.hold)
         return Refusal(code=reply.code)
 
@@ -61,7 +60,7 @@ class SessionPermitSource:
             permit_id=permit.permit_id,
             outcome=SettleOutcome(settlement.kind.value),
             code=settlement.code,
-            usage=Usage(**usage.counts()) if usage is not None else None,
+            usage=UsageReport(**usage.counts()) if usage is not None else None,
             tier=tier,
             cost=settlement.cost_units,
         )

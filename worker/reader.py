@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from efold.errors import Code
-from efold.ipc.messages import Meter as MeterCounts
-from efold.ipc.messages import Terminal, TerminalStatus
+from efold.ipc.messages import MeterReading, Terminal, TerminalStatus
 from efold.protocol.assignment import Assignment
 from efold.protocol.tasks import ProbeTask
 from efold.worker.errors import WorkerError
@@ -106,7 +105,8 @@ class ReaderProbe:
         restored = self._restored
         meter = Meter(call_budget=budgets.meter_calls, byte_budget=budgets.meter_bytes)
         lookup = restored.lookup_tool(meter)
-        assert assignment.cache_key is not None  # a probe assignment always has one
+        if assignment.cache_key is None:  # read_key_pipe refuses such a probe assignment
+            raise WorkerError(Code.WORKER_KEY_INVALID, "a probe assignment without a cache key")
         contract = probe_contract(task, assignment.cache_key)
         entry = bundled_catalog().entry(task.provider, task.model)
         source = SessionPermitSource(session)
@@ -155,7 +155,7 @@ class ReaderProbe:
         witness = hashlib.sha256(msgspec.json.encode(witness_doc, order="sorted")).hexdigest()
         return Terminal(
             status=status, code=code, answer=answer,
-            meter=MeterCounts(calls=calls_made, bytes=bytes_used), witness=witness,
+            meter=MeterReading(calls=calls_made, bytes=bytes_used), witness=witness,
         )
 
 

@@ -18,15 +18,15 @@ from efold.ipc.messages import (
     Consume,
     Consumed,
     ControllerMessage,
+    Granted,
     Halt,
     Halted,
-    Permit,
     Refused,
     Settle,
     Settled,
     SettleOutcome,
     Stop,
-    Usage,
+    UsageReport,
     Welcome,
 )
 from efold.protocol.assignment import Assignment
@@ -64,12 +64,12 @@ class ProbeSession:
 
     def admit(
         self, *, request_id: str, round: int, payload_digest: str, rmax: int
-    ) -> Permit | Refused:
+    ) -> Granted | Refused:
         """Ask for a hold before a model request. ``Refused`` carries the fixed code."""
         reply = self._channel.request(
             Admit(request_id=request_id, round=round, payload_digest=payload_digest, rmax=rmax)
         )
-        if isinstance(reply, Permit | Refused):
+        if isinstance(reply, Granted | Refused):
             return reply
         raise unexpected(reply)
 
@@ -85,7 +85,7 @@ class ProbeSession:
         permit_id: str,
         outcome: SettleOutcome,
         code: Code | None,
-        usage: Usage | None,
+        usage: UsageReport | None,
         tier: str | None,
         cost: int | None,
     ) -> None:

@@ -16,7 +16,7 @@ from efold.guard.wire.formats import RESPONSES as RESPONSES
 from efold.guard.wire.formats import WireFormat as WireFormat
 from efold.guard.wire.formats import wire_format as wire_format
 from efold.guard.wire.http import HttpTransport as HttpTransport
-from efold.guard.wire.outcome import Terminal as Terminal
+from efold.guard.wire.outcome import StreamEnd as StreamEnd
 from efold.guard.wire.outcome import WireOutcome as WireOutcome
 from efold.guard.wire.responses_stream import ResponsesStreamParser as ResponsesStreamParser
 from efold.guard.wire.sse import SseDecoder as SseDecoder

@@ -28,7 +28,7 @@ import msgspec
 
 from efold.guard.wire.outcome import (
     ModelReading,
-    Terminal,
+    StreamEnd,
     WireOutcome,
     read_tier,
     read_usage,
@@ -151,13 +151,13 @@ class ChatStreamParser:
             usage, invalid = None, True
         items = _items("".join(self._text), [self._calls[i] for i in sorted(self._calls)])
         if self._failed:
-            terminal = Terminal.FAILED
+            terminal = StreamEnd.FAILED
         elif not self._done or self._malformed:
-            terminal = Terminal.NONE
+            terminal = StreamEnd.NONE
         elif self._finish_reason in _INCOMPLETE_REASONS:
-            terminal = Terminal.INCOMPLETE
+            terminal = StreamEnd.INCOMPLETE
         else:
-            terminal = Terminal.COMPLETED
+            terminal = StreamEnd.COMPLETED
         return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid,
                            tier=self._tier, output_items=items, malformed=self._malformed,
                            model=self._model.model, model_conflict=self._model.conflict)
@@ -180,9 +180,9 @@ class ChatBodyParser:
         try:
             data = msgspec.json.decode(bytes(self._body))
         except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
-            return WireOutcome(terminal=Terminal.NONE, malformed=True)
+            return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         if not isinstance(data, dict):
-            return WireOutcome(terminal=Terminal.NONE, malformed=True)
+            return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         model = ModelReading()
         model.see(data)
         return replace(self._outcome(data), model=model.model, model_conflict=model.conflict)
@@ -192,12 +192,12 @@ class ChatBodyParser:
         usage, invalid = read_usage(data.get("usage"), chat=True)
         tier = read_tier(data)
         if data.get("error") is not None:
-            return WireOutcome(terminal=Terminal.FAILED, usage=usage, usage_invalid=invalid,
+            return WireOutcome(terminal=StreamEnd.FAILED, usage=usage, usage_invalid=invalid,
                                tier=tier)
         choices = data.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices else None
         if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
-            return WireOutcome(terminal=Terminal.NONE, malformed=True)
+            return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         message = choice["message"]
         text = message.get("content") if isinstance(message.get("content"), str) else ""
         calls = []
@@ -208,7 +208,7 @@ class ChatBodyParser:
                 calls.append({"id": str(call.get("id", "")), "name": str(fn.get("name", "")),
                               "arguments": str(fn.get("arguments", ""))})
         reason = choice.get("finish_reason")
-        terminal = (Terminal.INCOMPLETE if isinstance(reason, str) and reason in _INCOMPLETE_REASONS
-                    else Terminal.COMPLETED)
+        terminal = (StreamEnd.INCOMPLETE if isinstance(reason, str) and reason in _INCOMPLETE_REASONS
+                    else StreamEnd.COMPLETED)
         return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid, tier=tier,
                            output_items=_items(text or "", calls))

@@ -29,7 +29,9 @@ from efold.guard.usage import usage_count
 UNREADABLE_TIER: Final = "?"
 
 
-class Terminal(enum.StrEnum):
+class StreamEnd(enum.StrEnum):
+    """How a response ended, as its wire format said (the terminal event, or none)."""
+
     COMPLETED = "completed"
     INCOMPLETE = "incomplete"  # settles (usage is valid); the reply may be cut short
     FAILED = "failed"  # response.failed / error event / error body
@@ -38,7 +40,7 @@ class Terminal(enum.StrEnum):
 
 @dataclass
 class WireOutcome:
-    terminal: Terminal
+    terminal: StreamEnd
     usage: UsageRecord | None = None
     # Invariant: usage_invalid implies usage is None (an invalid reading prices nothing).
     usage_invalid: bool = False

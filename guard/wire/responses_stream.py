@@ -28,7 +28,7 @@ import msgspec
 
 from efold.guard.wire.outcome import (
     ModelReading,
-    Terminal,
+    StreamEnd,
     WireOutcome,
     read_tier,
     read_usage,
@@ -36,10 +36,10 @@ from efold.guard.wire.outcome import (
 from efold.guard.wire.sse import SseDecoder, SseError
 
 _TERMINALS = {
-    "response.completed": Terminal.COMPLETED,
-    "response.incomplete": Terminal.INCOMPLETE,
-    "response.failed": Terminal.FAILED,
-    "error": Terminal.FAILED,
+    "response.completed": StreamEnd.COMPLETED,
+    "response.incomplete": StreamEnd.INCOMPLETE,
+    "response.failed": StreamEnd.FAILED,
+    "error": StreamEnd.FAILED,
 }
 
 
@@ -93,7 +93,7 @@ class ResponsesStreamParser:
         elif kind in _TERMINALS:
             self._outcome = self._terminal(_TERMINALS[kind], data)
 
-    def _terminal(self, terminal: Terminal, data: dict[str, Any]) -> WireOutcome:
+    def _terminal(self, terminal: StreamEnd, data: dict[str, Any]) -> WireOutcome:
         response = data.get("response")
         if not isinstance(response, dict):
             response = {}
@@ -111,7 +111,7 @@ class ResponsesStreamParser:
 
     def finish(self) -> WireOutcome:
         if self._outcome is None:
-            outcome = WireOutcome(terminal=Terminal.NONE, output_items=self._items,
+            outcome = WireOutcome(terminal=StreamEnd.NONE, output_items=self._items,
                                   malformed=self._malformed)
         elif self._duplicate_terminal:
             outcome = replace(self._outcome, usage=None, usage_invalid=True)

@@ -35,15 +35,11 @@ from hypothesis.stateful import (
     rule,
 )
 
-from efold.controller.permits import (
-    DurablePermitSource,
-    Grant,
-    PermitIntegrityError,
-    Refusal,
-    SettleKind,
-)
+from efold.controller.permits import DurablePermitSource
 from efold.errors import Code
 from efold.guard.catalog import bundled_catalog
+from efold.guard.ledger import PermitIntegrityError, SettleKind
+from efold.guard.permits import Permit, Refusal
 from efold.guard.pricing import price_units, rmax_units
 from efold.registry.journal import JournalReader, JournalWriter
 from efold.registry.lease import acquire_lease
@@ -124,7 +120,7 @@ class PermitMachine(RuleBasedStateMachine):
                 assert before + RMAX > src.cap_units
             assert src.total_units == before
             return None
-        assert isinstance(answer, Grant) and answer.hold_units == RMAX
+        assert isinstance(answer, Permit) and answer.hold_units == RMAX
         assert before + RMAX <= src.cap_units
         self.granted[answer.permit_id] = slot
         return answer.permit_id

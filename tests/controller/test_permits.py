@@ -14,17 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from efold.controller.permits import (
-    DurablePermitSource,
-    Grant,
-    PermitIntegrityError,
-    Refusal,
-    SettleKind,
-)
+from efold.controller.permits import DurablePermitSource
 from efold.controller.stops import SlotEnd, StopPolicy
 from efold.errors import Code, EfoldError
-from efold.guard.ledger import PermitLedger
-from efold.guard.permits import CHILD_REPORTABLE_CODES, child_code
+from efold.guard.ledger import PermitIntegrityError, PermitLedger, SettleKind
+from efold.guard.permits import CHILD_REPORTABLE_CODES, Permit, Refusal, child_code
 from efold.guard.pricing import Pricer
 from efold.guard.testing import MemoryHoldStore
 from efold.registry.journal import JournalReader, JournalWriter
@@ -82,20 +76,20 @@ def bench(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bench]:
         yield Bench(make_memory, lambda: _memory_rows(store))
 
 
-def admit(src: PermitLedger, slot: str = "s1", n: int = 0) -> Grant | Refusal:
+def admit(src: PermitLedger, slot: str = "s1", n: int = 0) -> Permit | Refusal:
     return src.admit(slot=slot, request_id=f"q{n}", round=n, payload_digest=DIGEST,
                      rmax_units=RMAX)
 
 
-def sent(src: PermitLedger, slot: str = "s1", n: int = 0) -> Grant:
+def sent(src: PermitLedger, slot: str = "s1", n: int = 0) -> Permit:
     """Admit and consume one request (it went out)."""
     grant = admit(src, slot, n)
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     src.consume(slot=slot, permit_id=grant.permit_id, body_digest=DIGEST)
     return grant
 
 
-def settle(src: PermitLedger, grant: Grant, kind: SettleKind, usage: Mapping[str, object] | None,
+def settle(src: PermitLedger, grant: Permit, kind: SettleKind, usage: Mapping[str, object] | None,
            *, slot: str = "s1", code: Code | None = None, tier: str | None = "default",
            cost_claim: int | None = None) -> Code | None:
     return src.settle(slot=slot, permit_id=grant.permit_id, kind=kind, code=code, usage=usage,
@@ -111,7 +105,7 @@ def journal_total(rows: list[dict[str, Any]]) -> int:
 def test_hold_is_stored_before_the_permit_is_returned(bench: Bench) -> None:
     src = bench.make(cap=10 * RMAX)
     grant = admit(src)
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     (row,) = bench.rows()
     assert row["permit_id"] == grant.permit_id and row["state"] == "active"
     assert row["hold_units"] == RMAX and src.total_units == RMAX
@@ -121,10 +115,10 @@ def test_hold_is_stored_before_the_permit_is_returned(bench: Bench) -> None:
 def test_cap_equality_admits_and_one_unit_less_refuses(bench: Bench, slack: int) -> None:
     # T + Rmax == C admits; with C one unit smaller the same request refuses.
     src = bench.make(cap=2 * RMAX + slack)
-    assert isinstance(admit(src, "s1"), Grant)
+    assert isinstance(admit(src, "s1"), Permit)
     second = admit(src, "s2")
     if slack == 0:
-        assert isinstance(second, Grant) and src.total_units == src.cap_units
+        assert isinstance(second, Permit) and src.total_units == src.cap_units
     else:
         assert second == Refusal(code=Code.NOT_ADMITTED_CAP) and src.cap_refused
         assert len(bench.rows()) == 1
@@ -134,7 +128,7 @@ def test_cap_admits_only_while_total_plus_rmax_fits(bench: Bench) -> None:
     src = bench.make(cap=RMAX + 1000)
     settle(src, sent(src), SettleKind.SETTLED, {"input": 10, "output": 2})
     assert src.total_units == 10 * 40 + 2 * 200  # 800 <= 1000
-    assert isinstance(admit(src, "s2"), Grant)  # 800 + RMAX <= RMAX + 1000
+    assert isinstance(admit(src, "s2"), Permit)  # 800 + RMAX <= RMAX + 1000
     assert admit(src, "s3") == Refusal(code=Code.NOT_ADMITTED_CAP)
 
 
@@ -246,7 +240,7 @@ def test_an_unstorable_figure_settles_as_a_fault_not_a_crash(bench: Bench) -> No
 def test_body_mismatch_and_reuse_are_integrity_errors(bench: Bench) -> None:
     src = bench.make(cap=10 * RMAX)
     grant = admit(src)
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     with pytest.raises(PermitIntegrityError) as err:
         src.consume(slot="s1", permit_id=grant.permit_id, body_digest="b" * 64)
     assert err.value.code is Code.LOOKUP_BODY_MISMATCH
@@ -280,7 +274,7 @@ def test_loss_keeps_the_hold_and_makes_the_slot_terminal(bench: Bench) -> None:
                   tier=None) is None
     assert src.total_units == RMAX  # retained
     assert admit(src, "s1", 1) == Refusal(code=Code.LOOKUP_SLOT_TERMINAL)
-    assert isinstance(admit(src, "s2"), Grant)  # the run goes on
+    assert isinstance(admit(src, "s2"), Permit)  # the run goes on
     led = src.ledger("s1")
     assert led.lost and not led.usage_known and led.retained_units == RMAX
     assert bench.rows()[0]["state"] == "lost"
@@ -386,7 +380,7 @@ def test_unreconciled_containment_outranks_an_earlier_stop() -> None:
 def test_a_child_cannot_choose_or_cancel_a_controller_stop(bench: Bench) -> None:
     src = bench.make(cap=10 * RMAX)
     grant = admit(src, "s1")
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
     # An integrity stop claimed with the absorbing controller-only code is not believed...
     code = src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.INTEGRITY_STOP,
@@ -397,7 +391,7 @@ def test_a_child_cannot_choose_or_cancel_a_controller_stop(bench: Bench) -> None
 def test_an_integrity_stop_without_a_code_still_stops(bench: Bench) -> None:
     src = bench.make(cap=10 * RMAX)
     grant = admit(src, "s1")
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
     assert src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.INTEGRITY_STOP,
                       code=None, usage=None, tier=None) is Code.CHILD_CODE_FORBIDDEN
@@ -407,7 +401,7 @@ def test_an_integrity_stop_without_a_code_still_stops(bench: Bench) -> None:
 def test_settling_as_sent_without_consuming_is_an_unguarded_dispatch(bench: Bench) -> None:
     src = bench.make(cap=10 * RMAX)
     grant = admit(src, "s1")
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     with pytest.raises(PermitIntegrityError) as err:
         src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.SETTLED, code=None,
                    usage={"input": 5, "output": 1}, tier="default")
@@ -421,7 +415,7 @@ def test_settling_as_sent_without_consuming_is_an_unguarded_dispatch(bench: Benc
 def test_a_cost_claim_that_differs_from_the_catalog_stops(bench: Bench) -> None:
     src = bench.make(cap=10 * RMAX)
     grant = admit(src, "s1")
-    assert isinstance(grant, Grant)
+    assert isinstance(grant, Permit)
     src.consume(slot="s1", permit_id=grant.permit_id, body_digest=DIGEST)
     usage = {"input": 10, "output": 2}
     assert src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.SETTLED, code=None,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from efold.corpus.forms import chars_to_tokens
 from efold.folds.arms import PackFold
 from efold.folds.checkpoint import CITATION_PATTERN, RetainedStore, cite
 from efold.folds.pack import PACK_BUDGET_TOKENS, build_pack
 from efold.folds.retention import retain
-from efold.folds.transcript import chars_to_tokens, session_transcript
+from efold.folds.transcript import session_transcript
 
 
 def _trace(synthetic):

@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from efold.corpus.forms import chars_to_tokens
 from efold.folds import tokens
 from efold.folds.arms import NativeFold
 
@@ -19,7 +20,7 @@ def fresh_encoder_cache():
 
 
 def test_chars_over_four_rounds_up():
-    assert [tokens.estimate_tokens("x" * n) for n in (0, 1, 4, 5)] == [0, 1, 1, 2]
+    assert [chars_to_tokens(n) for n in (0, 1, 4, 5, 2**60 + 1)] == [0, 1, 1, 2, 2**58 + 1]
 
 
 def test_without_tiktoken_exact_counts_are_unavailable_not_zero(fresh_encoder_cache, monkeypatch, synthetic):

@@ -6,15 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from efold.corpus.forms import estimate_tokens, is_text_message
 from efold.errors import Code
 from efold.folds.errors import FoldError
 from efold.folds.retention import _assignment_in, contains_credential_assignment, retain
-from efold.folds.transcript import (
-    is_text_message,
-    messages_tokens,
-    reader_message,
-    session_transcript,
-)
+from efold.folds.transcript import reader_message, session_transcript
 
 
 def test_steer_is_delivered_after_the_in_flight_result(synthetic):
@@ -49,7 +45,7 @@ def test_text_messages_and_estimate(synthetic):
     assert is_text_message(owner) and not is_text_message(call) and not is_text_message(result)
     # ceil of the *summed* characters / 4, tool-call names and arguments included
     chars = 10 + 7 + len("email_read") + len(call.tool_calls[0].function.arguments)
-    assert messages_tokens([reader_message(e) for e in t.events]) == -(-chars // 4)
+    assert estimate_tokens([reader_message(e) for e in t.events]) == -(-chars // 4)
 
 
 @pytest.mark.parametrize(

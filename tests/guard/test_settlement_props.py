@@ -22,7 +22,7 @@ from efold.guard import (
 from efold.guard.contract import Contract
 from efold.guard.settlement import settle_wire
 from efold.guard.usage import usage_problem
-from efold.guard.wire import Terminal, WireOutcome
+from efold.guard.wire import StreamEnd, WireOutcome
 
 CONTRACT = Contract(provider="p", model="m", api=WireApi.OPENAI_RESPONSES,
                     base_url="http://127.0.0.1:1/v1", effort=None)
@@ -58,7 +58,7 @@ def usages(draw: st.DrawFn) -> UsageRecord:
 def test_settled_cost_never_exceeds_the_hold(r: tuple[decimal.Decimal, ...], usage: UsageRecord,
                                              tier: str | None, budget: int, hold: int) -> None:
     entry = _entry(r)
-    outcome = WireOutcome(terminal=Terminal.COMPLETED, usage=usage, tier=tier)
+    outcome = WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, tier=tier)
     decision = settle_wire(outcome, hold_units=hold, input_budget=budget, contract=CONTRACT,
                            entry=entry)
     if decision.kind is OutcomeKind.SETTLED:
@@ -76,7 +76,7 @@ def test_usage_passing_its_checks_fits_within_rmax(r: tuple[decimal.Decimal, ...
     assume(usage_problem(usage.counts(), input_limit=INPUT_ENVELOPE, max_output=MAX_OUTPUT,
                          settling=True) is None)
     hold = rmax_units(entry)
-    decision = settle_wire(WireOutcome(terminal=Terminal.COMPLETED, usage=usage, tier=tier),
+    decision = settle_wire(WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, tier=tier),
                            hold_units=hold, input_budget=INPUT_ENVELOPE, contract=CONTRACT,
                            entry=entry)
     # The registered assumptions imply the reservation suffices: never cost > hold.

@@ -16,7 +16,7 @@ from efold.guard.wire import (
     ResponsesStreamParser,
     SseDecoder,
     SseEvent,
-    Terminal,
+    StreamEnd,
     WireOutcome,
     render_responses_sse,
 )
@@ -125,7 +125,7 @@ def test_responses_stream_any_chunking(cuts: list[int]) -> None:
              "output_tokens_details": {"reasoning_tokens": 3}}
     data = render_responses_sse(FauxReply(ITEMS, usage=usage, tier="flex"), usage)
     outcome = _feed(ResponsesStreamParser(), data, cuts)
-    assert outcome.terminal is Terminal.COMPLETED and not outcome.malformed
+    assert outcome.terminal is StreamEnd.COMPLETED and not outcome.malformed
     assert outcome.output_items == ITEMS
     assert outcome.usage == UsageRecord(input=50, output=9, cache_read=4, cache_write=2,
                                         reasoning=3)
@@ -135,7 +135,7 @@ def test_responses_stream_any_chunking(cuts: list[int]) -> None:
 def test_responses_stream_missing_usage_is_none_not_zero() -> None:
     data = render_responses_sse(FauxReply(ITEMS, usage=None, tier=None), None)
     outcome = _feed(ResponsesStreamParser(), data, [])
-    assert outcome.terminal is Terminal.COMPLETED
+    assert outcome.terminal is StreamEnd.COMPLETED
     assert outcome.usage is None and not outcome.usage_invalid
     assert outcome.tier is None  # created's requested "auto" is not the billed tier
 
@@ -143,19 +143,19 @@ def test_responses_stream_missing_usage_is_none_not_zero() -> None:
 def test_responses_stream_cut_before_terminal_blank_line_is_lost() -> None:
     data = render_responses_sse(FauxReply(ITEMS), {"input_tokens": 1, "output_tokens": 1})
     outcome = _feed(ResponsesStreamParser(), data[:-1], [])  # drop the final "\n"
-    assert outcome.terminal is Terminal.NONE and outcome.usage is None
+    assert outcome.terminal is StreamEnd.NONE and outcome.usage is None
 
 
 def test_responses_stream_invalid_utf8_is_malformed() -> None:
     outcome = _feed(ResponsesStreamParser(), b'data: {"type": "x\xff"}\n\n', [])
-    assert outcome.terminal is Terminal.NONE and outcome.malformed
+    assert outcome.terminal is StreamEnd.NONE and outcome.malformed
 
 
 def test_a_second_terminal_after_the_first_is_read_as_invalid_usage() -> None:
     data = render_responses_sse(FauxReply(ITEMS), {"input_tokens": 1, "output_tokens": 1})
     data += b'data: {"type": "error"}\n\n'
     outcome = _feed(ResponsesStreamParser(), data, [])
-    assert outcome.terminal is Terminal.COMPLETED  # the first terminal decides the kind
+    assert outcome.terminal is StreamEnd.COMPLETED  # the first terminal decides the kind
     assert outcome.usage_invalid and outcome.usage is None
 
 
@@ -164,7 +164,7 @@ def test_a_second_terminal_after_the_first_is_read_as_invalid_usage() -> None:
 def test_chat_stream_any_chunking(cuts: list[int]) -> None:
     data = loopback.chat_sse(loopback.chat_chunks(usage=True, tool_call=True))
     outcome = _feed(ChatStreamParser(), data, cuts)
-    assert outcome.terminal is Terminal.COMPLETED
+    assert outcome.terminal is StreamEnd.COMPLETED
     assert outcome.usage == UsageRecord(input=120, output=50, cache_read=20, reasoning=10)
     assert outcome.output_items[0]["content"][0]["text"] == loopback.REPLY_TEXT
     assert outcome.output_items[1]["arguments"] == '{"id": "rec-7"}'
@@ -173,25 +173,25 @@ def test_chat_stream_any_chunking(cuts: list[int]) -> None:
 
 def test_chat_stream_without_usage_or_done() -> None:
     no_usage = _feed(ChatStreamParser(), loopback.chat_sse(loopback.chat_chunks(usage=False)), [])
-    assert no_usage.terminal is Terminal.COMPLETED and no_usage.usage is None
+    assert no_usage.terminal is StreamEnd.COMPLETED and no_usage.usage is None
     assert not no_usage.usage_invalid
     body = loopback.chat_sse(loopback.chat_chunks(usage=True))
     cut = _feed(ChatStreamParser(), body[: body.rindex(b"data: [DONE]")], [])
-    assert cut.terminal is Terminal.NONE
+    assert cut.terminal is StreamEnd.NONE
 
 
 def test_chat_stream_length_and_error() -> None:
     chunk = {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "length"}],
              "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
     data = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
-    assert _feed(ChatStreamParser(), data, []).terminal is Terminal.INCOMPLETE
+    assert _feed(ChatStreamParser(), data, []).terminal is StreamEnd.INCOMPLETE
     err = b'data: {"error": {"message": "overloaded"}}\n\ndata: [DONE]\n\n'
-    assert _feed(ChatStreamParser(), err, []).terminal is Terminal.FAILED
+    assert _feed(ChatStreamParser(), err, []).terminal is StreamEnd.FAILED
 
 
 def test_chat_body_parser() -> None:
     outcome = _feed(ChatBodyParser(), loopback.chat_body(usage=True), [3, 50, 51])
-    assert outcome.terminal is Terminal.COMPLETED
+    assert outcome.terminal is StreamEnd.COMPLETED
     assert outcome.usage == UsageRecord(input=120, output=50, cache_read=20)
     assert _feed(ChatBodyParser(), loopback.chat_body(usage=False), []).usage is None
     assert _feed(ChatBodyParser(), b"{not json", []).malformed

@@ -23,7 +23,7 @@ from efold.guard.wire import (
     ChatStreamParser,
     FauxTransport,
     ResponsesStreamParser,
-    Terminal,
+    StreamEnd,
     WireOutcome,
     render_responses_sse,
 )
@@ -104,7 +104,7 @@ def test_out_of_bounds_count_is_invalid_usage(field: str, count: str) -> None:
         (ChatBodyParser(), _chat_body_bytes(_usage_text(CHAT_PATHS, field, count))),
     ):
         outcome = _outcome(parser, data)
-        assert outcome.terminal is Terminal.COMPLETED, type(parser)
+        assert outcome.terminal is StreamEnd.COMPLETED, type(parser)
         assert outcome.usage_invalid and outcome.usage is None, type(parser)
 
 
@@ -181,7 +181,7 @@ def test_responses_second_terminal_in_fed_data_is_invalid(second: dict[str, Any]
         parser.feed(data[:cut])
         parser.feed(data[cut:])
         outcome = parser.finish()
-        assert outcome.terminal is Terminal.COMPLETED, cut
+        assert outcome.terminal is StreamEnd.COMPLETED, cut
         assert outcome.usage_invalid and outcome.usage is None, cut
 
 
@@ -259,7 +259,7 @@ def test_faux_transport_reports_the_payload_model() -> None:
     for chunk in response.chunks():
         parser.feed(chunk)
     outcome = parser.finish()
-    assert outcome.terminal is Terminal.COMPLETED
+    assert outcome.terminal is StreamEnd.COMPLETED
     assert (outcome.model, outcome.model_conflict) == (kit.FAUX_MODEL, False)
     # The renderer leaves the model out unless told: the parser then reads none.
     bare = render_responses_sse(FauxReply(kit.ANSWER_ITEMS), None)
@@ -276,7 +276,7 @@ def test_responses_done_at_the_first_terminal() -> None:
     assert not parser.done
     parser.feed(data[end - 1:end])
     assert parser.done
-    assert parser.finish().terminal is Terminal.COMPLETED
+    assert parser.finish().terminal is StreamEnd.COMPLETED
 
 
 @pytest.mark.parametrize("kind", ["response.incomplete", "response.failed", "error"])
@@ -290,7 +290,7 @@ def test_responses_not_done_without_terminal() -> None:
     parser = ResponsesStreamParser()
     parser.feed(loopback.sse(loopback.responses_events(terminal=None)))
     assert not parser.done
-    assert parser.finish().terminal is Terminal.NONE
+    assert parser.finish().terminal is StreamEnd.NONE
 
 
 def test_chat_stream_done_at_done_marker() -> None:
@@ -307,4 +307,4 @@ def test_chat_body_parser_is_never_done() -> None:
     assert not parser.done
     parser.feed(loopback.chat_body(usage=True))
     assert not parser.done  # it needs the whole body: only the end of the stream ends it
-    assert parser.finish().terminal is Terminal.COMPLETED
+    assert parser.finish().terminal is StreamEnd.COMPLETED

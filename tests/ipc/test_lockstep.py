@@ -14,12 +14,13 @@ from efold.ipc import (
     PROBE_PROTOCOL,
     Admit,
     Binding,
-    Budgets,
+    BudgetGrant,
     Consume,
     Consumed,
-    Deadlines,
+    DeadlineGrant,
     DoneAck,
     FrameParser,
+    Granted,
     Halt,
     Halted,
     Hello,
@@ -34,8 +35,7 @@ from efold.ipc import (
     IpcSeqMismatch,
     IpcTruncatedFrame,
     LockstepCore,
-    Meter,
-    Permit,
+    MeterReading,
     Phase,
     Prepared,
     Ready,
@@ -46,7 +46,7 @@ from efold.ipc import (
     Stop,
     Terminal,
     TerminalStatus,
-    Usage,
+    UsageReport,
     Welcome,
     child_core,
     controller_core,
@@ -66,8 +66,8 @@ def hello(protocol: str = PROBE_PROTOCOL) -> Hello:
                  build_digest=D, cache_key="ck" if protocol == PROBE_PROTOCOL else None)
 
 
-WELCOME = Welcome(deadlines=Deadlines(run_ms=1, exchange_ms=1),
-                  budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=1))
+WELCOME = Welcome(deadlines=DeadlineGrant(run_ms=1, exchange_ms=1),
+                  budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=1))
 
 SAMPLES = {
     Hello: hello(),
@@ -77,10 +77,10 @@ SAMPLES = {
     Settle: Settle(permit_id="p", outcome=SettleOutcome.LOST, code=None, usage=None, tier=None,
                    cost=None),
     Terminal: Terminal(status=TerminalStatus.ANSWERED, code=None, answer="a",
-                       meter=Meter(calls=0, bytes=0), witness=D),
+                       meter=MeterReading(calls=0, bytes=0), witness=D),
     Prepared: Prepared(snapshot_digest=D, files=1, bytes=2, rejected={"symlink": 1}),
     Welcome: WELCOME,
-    Permit: Permit(permit_id="p", hold=7),
+    Granted: Granted(permit_id="p", hold=7),
     Refused: Refused(code=Code.NOT_ADMITTED_CAP),
     Consumed: Consumed(),
     Settled: Settled(),
@@ -118,9 +118,9 @@ def walk(child, controller, msgs):  # type: ignore[no-untyped-def]
 
 CHILD = {Hello, Ready, Admit, Consume, Settle, Halt, Terminal, Prepared}
 
-PROBE_PATH = [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Permit],
+PROBE_PATH = [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Granted],
               SAMPLES[Consume], Consumed(), SAMPLES[Settle], Settled(), SAMPLES[Admit],
-              SAMPLES[Refused], SAMPLES[Admit], SAMPLES[Permit], SAMPLES[Settle], Settled(),
+              SAMPLES[Refused], SAMPLES[Admit], SAMPLES[Granted], SAMPLES[Settle], Settled(),
               SAMPLES[Halt], Halted(), SAMPLES[Terminal], DoneAck()]
 
 
@@ -303,9 +303,9 @@ def test_strict_decoding_refuses_unknown_fields_and_coercion() -> None:
 
 def test_usage_absence_survives_the_wire() -> None:
     child, controller = pair()
-    walk(child, controller, [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Permit]])
+    walk(child, controller, [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Granted]])
     settle = Settle(permit_id="p", outcome=SettleOutcome.SETTLED, code=None,
-                    usage=Usage(input=5, output=0), tier=None, cost=None)
+                    usage=UsageReport(input=5, output=0), tier=None, cost=None)
     got = deliver(controller, child.outgoing(settle))
     assert got.usage.present() == {"input": 5, "output": 0}
     assert got.usage.cache_read is None  # absent, not zero

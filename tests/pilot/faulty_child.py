@@ -14,7 +14,15 @@ import sys
 
 from efold.errors import Code
 from efold.guard import rmax_for_reader
-from efold.ipc.messages import Permit, Prepared, Refused, SettleOutcome, Terminal, Usage, Welcome
+from efold.ipc.messages import (
+    Granted,
+    Prepared,
+    Refused,
+    SettleOutcome,
+    Terminal,
+    UsageReport,
+    Welcome,
+)
 from efold.protocol.assignment import Assignment
 from efold.worker.entry import main
 from efold.worker.prep import FoldPrep
@@ -33,11 +41,11 @@ def first_time() -> bool:
     return True
 
 
-def take_hold(session: ProbeSession) -> Permit:
+def take_hold(session: ProbeSession) -> Granted:
     """Admit and consume one request, as the guard would just before its send."""
     reply = session.admit(request_id="q1", round=1, payload_digest="0" * 64,
                           rmax=rmax_for_reader("faux", "faux-extractive-v1"))
-    assert isinstance(reply, Permit)
+    assert isinstance(reply, Granted)
     session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
     return reply
 
@@ -72,7 +80,7 @@ class OverspendSettlement(ReaderProbe):
         if first_time():
             reply = take_hold(session)
             session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.SETTLED, code=None,
-                           usage=Usage(input=40_000_000, output=100), tier="default",
+                           usage=UsageReport(input=40_000_000, output=100), tier="default",
                            cost=None)
         return super().run(session)
 
@@ -86,7 +94,7 @@ class AbsurdUsage(ReaderProbe):
             reply = take_hold(session)
             session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.LOST,
                            code=Code.LOOKUP_RESPONSE_FAILED,
-                           usage=Usage(input=2**58, output=2**64 - 1), tier="priority",
+                           usage=UsageReport(input=2**58, output=2**64 - 1), tier="priority",
                            cost=None)
         return super().run(session)
 
@@ -205,7 +213,7 @@ def die(reached: str = "") -> None:
 def dying_channel(step: str) -> type:
     """The production child channel, dying by SIGKILL at ``step`` (once per run)."""
     from efold.ipc.child_channel import ChildChannel
-    from efold.ipc.messages import Admit, Consume, Hello, Permit, Ready, Settle
+    from efold.ipc.messages import Admit, Consume, Granted, Hello, Ready, Settle
 
     after_reply = {"after-hello": Hello, "after-admit": Admit, "after-consume": Consume,
                    "after-settle": Settle, "after-doneack": Terminal}
@@ -221,7 +229,7 @@ def dying_channel(step: str) -> type:
             kind = after_reply.get(step)
             if kind is not None and isinstance(msg, kind) and first_time():
                 # After Admit: only a granted hold counts (a refusal holds nothing).
-                assert kind is not Admit or isinstance(reply, Permit)
+                assert kind is not Admit or isinstance(reply, Granted)
                 die(step)
             return reply
 

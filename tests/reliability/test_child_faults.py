@@ -36,7 +36,7 @@ import pytest
 from efold_pilot_kit import faulty_program, small_registration
 from reliability_kit import LONG, budget
 
-from efold.controller.aggregate import RECEIPTS_DIR, AggregateError, read_run, render_reports
+from efold.controller.aggregate import RECEIPTS_DIR, AggregateError, read_run, run_reports
 from efold.controller.marker import markers_by_process
 from efold.controller.pilot import PilotOutcome, run_pilot
 from efold.controller.proctable import scan
@@ -109,7 +109,7 @@ def _assert_run_sound(reg: Registration, run: Path, out: PilotOutcome) -> None:
     view = read_run(run)
     assert [r.slot for r in view.receipts] == planned
     assert view.journaled_missing == [] and view.in_flight == []
-    results = decode_results(render_reports(view)["results.json"])
+    results = decode_results(run_reports(view)["results.json"])
     ex = results.execution
     assert ex.planned == ex.visited == len(planned) and ex.receipt_copies_missing == 0
     assert ex.skipped + ex.unadmitted + ex.admitted == ex.visited
@@ -430,7 +430,7 @@ def test_a_deleted_receipt_is_a_missing_copy_never_invented(finished: FinishedRu
     assert view.journaled_missing == [finished.killed]
     assert [r.slot for r in view.receipts] == [
         r.slot for r in before.receipts if r.slot != finished.killed]
-    ex = decode_results(render_reports(view)["results.json"]).execution
+    ex = decode_results(run_reports(view)["results.json"]).execution
     assert (ex.planned, ex.visited, ex.receipt_copies_missing) == (
         len(before.plan.slots), len(before.plan.slots) - 1, 1)
     assert ex.incomplete == 0  # the killed slot's status is unknown now, never guessed
@@ -448,10 +448,10 @@ def test_files_that_are_not_published_receipts_are_not_counted(finished: Finishe
     """Only ``*.json`` names not starting with a dot are receipts (a crash inside an
     exclusive publish leaves a hidden temporary): other files change no count."""
     run = _copy(finished, tmp_path)
-    before = decode_results(render_reports(read_run(run))["results.json"])
+    before = decode_results(run_reports(read_run(run))["results.json"])
     data = _rfile(run, finished.other).read_bytes()
     _write(run / RECEIPTS_DIR / "README.txt", b"an operator's note\n")
     _write(run / RECEIPTS_DIR / f".{finished.other}.json.tmp-1234", data)
-    after = decode_results(render_reports(read_run(run))["results.json"])
+    after = decode_results(run_reports(read_run(run))["results.json"])
     assert after.execution == before.execution
     assert _cli_aggregate(run).returncode == 0

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from efold_pilot_kit import small_registration
 from reliability_kit import LONG
 
-from efold.controller.aggregate import read_run, render_reports
+from efold.controller.aggregate import read_run, run_reports
 from efold.controller.marker import markers_by_process
 from efold.controller.proctable import scan
 from efold.controller.reap import reap
@@ -158,7 +158,7 @@ def test_a_controller_killed_at_a_write_point(tmp_path: Path, mode: str, crash_a
     spent = _spend_from_journal(run)
     assert spent <= reg.cap_units  # T <= C
     try:
-        results = msgspec.json.decode(render_reports(read_run(run))["results.json"])
+        results = msgspec.json.decode(run_reports(read_run(run))["results.json"])
     except EfoldError:
         pass  # refused with a fixed code (e.g. the plan was never published)
     else:

@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from reliability_kit import budget
 
-from efold.controller.aggregate import RECEIPTS_DIR, RunView, read_run, render_reports
+from efold.controller.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
 from efold.controller.campaign import (
     Campaign,
     CampaignError,
@@ -90,10 +90,10 @@ from efold.guard.wire import (
     FauxReply,
     ResponsesStreamParser,
     SseDecoder,
+    StreamEnd,
     WireOutcome,
     render_responses_sse,
 )
-from efold.guard.wire import Terminal as WireTerminal
 from efold.guard.wire.outcome import WireParser
 from efold.identity import ProcessIdentity
 from efold.ipc import (
@@ -101,12 +101,13 @@ from efold.ipc import (
     PROBE_PROTOCOL,
     Admit,
     Binding,
-    Budgets,
+    BudgetGrant,
     Consume,
     Consumed,
-    Deadlines,
+    DeadlineGrant,
     DoneAck,
     FrameParser,
+    Granted,
     Halt,
     Halted,
     Hello,
@@ -114,8 +115,7 @@ from efold.ipc import (
     IpcPeerError,
     IpcPoisoned,
     LockstepCore,
-    Meter,
-    Permit,
+    MeterReading,
     Prepared,
     Ready,
     Refused,
@@ -126,7 +126,7 @@ from efold.ipc import (
     Stop,
     Terminal,
     TerminalStatus,
-    Usage,
+    UsageReport,
     Welcome,
     child_core,
     controller_core,
@@ -462,15 +462,15 @@ D = "ab" * 32
 PROBE_SCRIPT: list[Message] = [
     Hello(protocol=PROBE_PROTOCOL, registration_digest=D, plan_digest=D, build_digest=D,
           cache_key="ck-1"),
-    Welcome(deadlines=Deadlines(run_ms=60_000, exchange_ms=5_000),
-            budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=126_976)),
+    Welcome(deadlines=DeadlineGrant(run_ms=60_000, exchange_ms=5_000),
+            budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976)),
     Ready(arrival_digest=D),
     Admit(request_id="req-1", round=0, payload_digest=D, rmax=78_400_000),
-    Permit(permit_id="permit-1", hold=78_400_000),
+    Granted(permit_id="permit-1", hold=78_400_000),
     Consume(permit_id="permit-1", body_digest=D),
     Consumed(),
     Settle(permit_id="permit-1", outcome=SettleOutcome.SETTLED, code=None,
-           usage=Usage(input=120, output=30, cache_read=0, reasoning=4), tier="default",
+           usage=UsageReport(input=120, output=30, cache_read=0, reasoning=4), tier="default",
            cost=12_345),
     Settled(),
     Admit(request_id="req-2", round=1, payload_digest=D, rmax=78_400_000),
@@ -478,14 +478,14 @@ PROBE_SCRIPT: list[Message] = [
     Halt(code=Code.LOOKUP_MODEL_SWITCH_FORBIDDEN),
     Halted(),
     Terminal(status=TerminalStatus.ANSWERED, code=None, answer="the 14th",
-             meter=Meter(calls=1, bytes=900), witness=D),
+             meter=MeterReading(calls=1, bytes=900), witness=D),
     DoneAck(),
 ]
 PREP_SCRIPT: list[Message] = [
     Hello(protocol=PREP_PROTOCOL, registration_digest=D, plan_digest=D, build_digest=D,
           cache_key=None),
-    Welcome(deadlines=Deadlines(run_ms=120_000, exchange_ms=5_000),
-            budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=126_976)),
+    Welcome(deadlines=DeadlineGrant(run_ms=120_000, exchange_ms=5_000),
+            budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976)),
     Prepared(snapshot_digest=D, files=2, bytes=4096, rejected={"oversized": 1}),
     DoneAck(),
 ]
@@ -626,7 +626,7 @@ def sealed_bodies(draw: st.DrawFn, sent: bytes) -> bytes:
 
 
 @fuzz(ci=300, long=15_000)
-@example(case=(PROBE_PROTOCOL, 4, False), data=None, chunking=[])  # Permit, to the child
+@example(case=(PROBE_PROTOCOL, 4, False), data=None, chunking=[])  # Granted, to the child
 @given(case=ipc_cases(), data=st.data(), chunking=ipc_chunking)
 def test_ipc_authenticated_garbage_is_refused_in_every_phase(
     case: tuple[str, int, bool], data: st.DataObject | None, chunking: list[int]
@@ -816,7 +816,7 @@ def wire_inputs(kind: str) -> st.SearchStrategy[bytes]:
 
 def _check_outcome(outcome: WireOutcome) -> None:
     assert isinstance(outcome, WireOutcome)
-    assert isinstance(outcome.terminal, WireTerminal)
+    assert isinstance(outcome.terminal, StreamEnd)
     assert not (outcome.usage_invalid and outcome.usage is not None)
     assert outcome.tier is None or isinstance(outcome.tier, str)
     assert outcome.model is None or isinstance(outcome.model, str)
@@ -1319,7 +1319,7 @@ def _aggregate(run: Path) -> None:
     if isinstance(view, EfoldError):
         return
     assert isinstance(view, RunView)
-    reports = named(lambda: render_reports(view), "render_reports")
+    reports = named(lambda: run_reports(view), "run_reports")
     assert isinstance(reports, dict | EfoldError), reports
 
 

@@ -9,17 +9,16 @@ from typing import Any
 
 import pytest
 
+from efold.corpus.model import Availability, Outcome
 from efold.errors import Code
 from efold.protocol.records import (
-    Availability,
     Exclusion,
-    Outcome,
     Plan,
     PlannedSlot,
     Receipt,
+    SlotSpend,
     SlotStatus,
-    Spend,
-    Usage,
+    TokenCounts,
 )
 
 CATEGORIES = ["tool_identifier", "active_constraint", "superseded_current",
@@ -54,12 +53,12 @@ def make_plan(roles: Sequence[str], traces: Sequence[str], probes: int, repeats:
 def receipt(slot: PlannedSlot, status: SlotStatus, *, outcome: Outcome | None = None,
             code: str | None = None, excluded: Exclusion | None = None,
             availability: Availability | None = Availability.PRESENT,
-            spend: Spend | None = None, **extra: Any) -> Receipt:
+            spend: SlotSpend | None = None, **extra: Any) -> Receipt:
     admitted = status in (SlotStatus.COMPLETED, SlotStatus.INCOMPLETE, SlotStatus.INVALID)
     if spend is None:
-        spend = (Spend(requests=2, admitted=2, settled_units=1_000 + slot.repeat,
-                       usage=Usage(input=1200, cache_read=100, output=40, reasoning=10))
-                 if admitted else Spend())
+        spend = (SlotSpend(requests=2, admitted=2, settled_units=1_000 + slot.repeat,
+                       usage=TokenCounts(input=1200, cache_read=100, output=40, reasoning=10))
+                 if admitted else SlotSpend())
     return Receipt(
         slot=slot.slot, role=slot.role, arm=slot.arm, trace_id=slot.trace_id,
         probe_id=slot.probe_id, category=slot.category, repeat=slot.repeat, status=status,
@@ -94,7 +93,7 @@ def random_run(seed: int, roles: Sequence[str] = ("native", "cold-rebuild", "sto
             receipts.append(receipt(slot, SlotStatus.COMPLETED, outcome=outcome,
                                     excluded=excluded, availability=availability))
         elif roll < 0.75:
-            spend = Spend(requests=1, admitted=1, retained_units=78_400_000,
+            spend = SlotSpend(requests=1, admitted=1, retained_units=78_400_000,
                           usage_known=False)
             receipts.append(receipt(slot, SlotStatus.INCOMPLETE, code=Code.LOOKUP_WORKER_LOST,
                                     excluded=excluded, availability=availability,

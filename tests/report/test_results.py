@@ -11,22 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from efold.corpus.model import Availability, Outcome
 from efold.errors import Code
-from efold.protocol.records import (
-    Availability,
-    Exclusion,
-    Outcome,
-    Plan,
-    Receipt,
-    SlotStatus,
-    Spend,
-)
+from efold.protocol.records import Exclusion, Plan, Receipt, SlotSpend, SlotStatus
 from efold.report import FAUX_NOTE, ReportError, build_results, money
 from efold.report.schema import Results, RoleResult, Tally
 
 C, INC, V, U, K = (SlotStatus.COMPLETED, SlotStatus.INCOMPLETE, SlotStatus.INVALID,
                    SlotStatus.UNADMITTED, SlotStatus.SKIPPED)
-LOST = Spend(requests=1, admitted=1, retained_units=78_400_000, usage_known=False)
+LOST = SlotSpend(requests=1, admitted=1, retained_units=78_400_000, usage_known=False)
 
 
 @pytest.fixture
@@ -180,11 +173,11 @@ def _replace(receipt: Receipt, **changes: Any) -> Receipt:
         (lambda rs: [_replace(rs[0], status="done"), *rs[1:]], Code.REPORT_INPUT_INVALID),
         (lambda rs: [_replace(rs[0], answer_sha256="not-a-hash"), *rs[1:]],
          Code.REPORT_INPUT_INVALID),
-        (lambda rs: [_replace(rs[6], spend=Spend(requests=1, admitted=1, settled_units=5)),
+        (lambda rs: [_replace(rs[6], spend=SlotSpend(requests=1, admitted=1, settled_units=5)),
                      *rs[7:]], Code.REPORT_INPUT_INVALID),
-        (lambda rs: [_replace(rs[0], spend=Spend(requests=1, admitted=2)), *rs[1:]],
+        (lambda rs: [_replace(rs[0], spend=SlotSpend(requests=1, admitted=2)), *rs[1:]],
          Code.REPORT_INPUT_INVALID),
-        (lambda rs: [_replace(rs[0], spend=Spend(settled_units=-1)), *rs[1:]],
+        (lambda rs: [_replace(rs[0], spend=SlotSpend(settled_units=-1)), *rs[1:]],
          Code.REPORT_INPUT_INVALID),
         (lambda rs: [_replace(rs[0], version=2), *rs[1:]], Code.REPORT_INPUT_INVALID),
     ],

@@ -11,8 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from efold.corpus.model import Outcome
 from efold.errors import Code
-from efold.protocol.records import Outcome, Plan, Receipt, SlotStatus
+from efold.protocol.records import Plan, Receipt, SlotStatus
 from efold.report import (
     EpisodeFact,
     LaunchFact,

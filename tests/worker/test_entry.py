@@ -23,7 +23,7 @@ from proc_harness import (
 
 from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
-from efold.ipc import Hello, IpcEof, Permit, Prepared, Stop, seal
+from efold.ipc import Granted, Hello, IpcEof, Prepared, Stop, seal
 from efold.ipc.messages import ControllerEnvelope
 from efold.protocol.assignment import SnapshotRef, encode_key_pipe
 from efold.protocol.exit_codes import EXIT_OK, code_for_exit_status, exit_status_for
@@ -188,7 +188,7 @@ def test_the_child_exits_with_the_fixed_code_of_a_controller_violation(
         "bad_mac": good[:-1] + bytes([good[-1] ^ 1]),
         "binding": _forged_frame(a, proc, key, welcome(), epoch_shift=1),
         "seq": _forged_frame(a, proc, key, welcome(), seq=0),
-        "out_of_order": _forged_frame(a, proc, key, Permit(permit_id="p", hold=1)),
+        "out_of_order": _forged_frame(a, proc, key, Granted(permit_id="p", hold=1)),
         "too_large": (2**21).to_bytes(4, "big") + b"z" * 64,
         "truncated": good[:12],
         "eof": b"",

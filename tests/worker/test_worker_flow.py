@@ -19,7 +19,7 @@ from efold.ipc import (
     Admit,
     Consume,
     Consumed,
-    Permit,
+    Granted,
     Prepared,
     Refused,
     Settle,
@@ -114,7 +114,7 @@ async def test_the_probe_session_exchanges(run: Run) -> None:
     ch = handle.channel
     admit = await ch.receive(timeout=10)
     assert admit == Admit(request_id="r1", round=0, payload_digest=DIGEST, rmax=5)
-    await ch.reply(Permit(permit_id="p-1", hold=5))
+    await ch.reply(Granted(permit_id="p-1", hold=5))
     consume = await ch.receive(timeout=10)
     assert consume == Consume(permit_id="p-1", body_digest=DIGEST)
     await ch.reply(Consumed())

@@ -17,7 +17,7 @@ import sys
 import time
 
 from efold.errors import Code
-from efold.ipc.messages import Prepared, Refused, SettleOutcome, Terminal, Usage, Welcome
+from efold.ipc.messages import Prepared, Refused, SettleOutcome, Terminal, UsageReport, Welcome
 from efold.protocol.assignment import Assignment
 from efold.worker.builtin import BuiltinProbe
 from efold.worker.entry import main
@@ -170,7 +170,7 @@ class SessionBody(BuiltinProbe):
         session.consume(permit_id=first.permit_id, body_digest=D)
         session.settle(
             permit_id=first.permit_id, outcome=SettleOutcome.SETTLED, code=None,
-            usage=Usage(input=3, output=1), tier="default", cost=2,
+            usage=UsageReport(input=3, output=1), tier="default", cost=2,
         )
         second = session.admit(request_id="r2", round=1, payload_digest=D, rmax=5)
         assert isinstance(second, Refused) and second.code is Code.NOT_ADMITTED_CAP

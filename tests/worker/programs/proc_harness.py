@@ -17,7 +17,7 @@ from efold.controller.containment import ContainmentPolicy
 from efold.controller.proctable import read_entry
 from efold.identity import ProcessIdentity, current_identity, identity_of
 from efold.ipc.lockstep import controller_core
-from efold.ipc.messages import Binding, Budgets, Deadlines, Welcome
+from efold.ipc.messages import Binding, BudgetGrant, DeadlineGrant, Welcome
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef, encode_key_pipe
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import Lease, acquire_lease
@@ -89,8 +89,8 @@ def make_assignment(
 
 def welcome(*, run_ms: int = 10_000, exchange_ms: int = 10_000) -> Welcome:
     return Welcome(
-        deadlines=Deadlines(run_ms=run_ms, exchange_ms=exchange_ms),
-        budgets=Budgets(max_requests=10, meter_calls=8, meter_bytes=126_976),
+        deadlines=DeadlineGrant(run_ms=run_ms, exchange_ms=exchange_ms),
+        budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976),
     )
 
 
