@@ -12,10 +12,9 @@ validated in under 10 s on this machine.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 from functools import partial
+
+from bench_kit import median_seconds, parse_runs
 
 from efold.corpus import (
     SuiteItem,
@@ -27,15 +26,6 @@ from efold.corpus import (
 )
 from efold.corpus.shapes import HARD_DEFAULT_SEEDS
 from efold.corpus.suites import _original_items
-
-
-def _median_s(action: Callable[[], object], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def _generate(distractors: bool) -> list[SuiteItem]:
@@ -59,19 +49,17 @@ def _generate_and_validate(distractors: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
-    args = parser.parse_args()
-    runs = 1 if args.quick else args.runs
+    runs = parse_runs(parser, runs=5, quick_runs=1,
+                      quick_help="one run (CI); overrides --runs").runs
 
     for suite, distractors in (("hard", False), ("hard-distractors", True)):
         items = _generate(distractors)
         blobs = [dump_trace(i.trace) for i in items]
         megabytes = sum(len(b) for b in blobs) / 1e6
-        baseline = _median_s(partial(_load_all, blobs), runs)
-        generate = _median_s(partial(_generate, distractors), runs)
-        validate_only = _median_s(partial(_validate_all, items), runs)
-        both = _median_s(partial(_generate_and_validate, distractors), runs)
+        baseline = median_seconds(partial(_load_all, blobs), runs)
+        generate = median_seconds(partial(_generate, distractors), runs)
+        validate_only = median_seconds(partial(_validate_all, items), runs)
+        both = median_seconds(partial(_generate_and_validate, distractors), runs)
         print(f"{suite}: 8 traces, {megabytes:.2f} MB of JSONL (median of {runs} runs)")
         print(f"  baseline load_trace      {baseline:7.3f} s  {megabytes / baseline:7.1f} MB/s")
         print(f"  generate                 {generate:7.3f} s  {megabytes / generate:7.1f} MB/s"
@@ -86,7 +74,7 @@ def main() -> None:
         _original_items.cache_clear()
         original_suite()
 
-    original = _median_s(load_original, runs)
+    original = median_seconds(load_original, runs)
     print(f"original: 4 traces loaded from package data and validated  {original * 1000:.1f} ms")
 
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+from bench_kit import median_ms, parse_runs
 
 from efold.corpus import generate_hard
 from efold.folds.fold import TracePrefix
@@ -37,15 +36,6 @@ from efold.folds.snapshot import read_checkpoint, write_checkpoint
 from efold.folds.store import HistoryStore
 
 
-def _median_ms(action: Callable[[], object], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
-
-
 def _percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -54,22 +44,18 @@ def _percentile(samples: list[float], fraction: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=101)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
-    args = parser.parse_args()
-    if args.quick:
-        args.runs = 1
+    args = parse_runs(parser, runs=5, quick_runs=1, quick_help="one run (CI); overrides --runs")
 
     item = generate_hard(args.seed)
     prefix = TracePrefix.of(item.trace)
     size = len(msgspec.json.encode(prefix))
     print(f"trace {prefix.trace_id}: {len(prefix.events)} events, {size / 1e6:.2f} MB, runs={args.runs}")
 
-    baseline = _median_ms(lambda: msgspec.json.encode(prefix), args.runs)
+    baseline = median_ms(lambda: msgspec.json.encode(prefix), args.runs)
     print(f"\n{'arm':14s} {'median ms':>10s} {'x baseline':>11s}   (baseline: JSON-encode the prefix, {baseline:.1f} ms)")
     for name in BUILTIN_ARMS:
         fold = get_fold(name)
-        ms = _median_ms(lambda fold=fold: fold.build(prefix), args.runs)  # type: ignore[misc]
+        ms = median_ms(lambda fold=fold: fold.build(prefix), args.runs)  # type: ignore[misc]
         flag = "" if ms < 1000 else "  OVER 1 s TARGET"
         print(f"{name:14s} {ms:10.1f} {ms / baseline:11.1f}{flag}")
 
@@ -80,10 +66,10 @@ def main() -> None:
         def write() -> None:
             write_checkpoint(store_checkpoint, Path(scratch) / f"w{next(counter)}")
 
-        write_ms = _median_ms(write, args.runs)
+        write_ms = median_ms(write, args.runs)
         target = Path(scratch) / "r"
         manifest = write_checkpoint(store_checkpoint, target)
-        read_ms = _median_ms(lambda: read_checkpoint(target, expected_digest=manifest.digest), args.runs)
+        read_ms = median_ms(lambda: read_checkpoint(target, expected_digest=manifest.digest), args.runs)
     print(f"\nsnapshot (store arm, {manifest.total_bytes / 1e6:.2f} MB): write {write_ms:.1f} ms, "
           f"verified read {read_ms:.1f} ms")
 

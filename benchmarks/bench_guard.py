@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import msgspec
+from bench_kit import parse_runs
 
 from efold.guard import (
     Contract,
@@ -117,13 +118,9 @@ def _median_ms(samples: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--quick", action="store_true",
-                        help="2 warm-up rounds, 5 runs (CI); overrides --runs")
-    args = parser.parse_args()
+    args = parse_runs(parser, runs=300, quick_runs=5,
+                      quick_help="2 warm-up rounds, 5 runs (CI); overrides --runs")
     warmups = 2 if args.quick else 20
-    if args.quick:
-        args.runs = 5
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -219,14 +219,14 @@ def main() -> None:
         else:
             _child_raw(int(sys.argv[4]), exchanges)
         return
+    from bench_kit import parse_runs  # not in the child modes above: they import nothing extra
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--exchanges", type=int, default=3000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true",
-                        help="200 exchanges, one run (CI); overrides --exchanges and --runs")
-    args = parser.parse_args()
+    args = parse_runs(parser, runs=3, quick_runs=1,
+                      quick_help="200 exchanges, one run (CI); overrides --exchanges and --runs")
     if args.quick:
-        args.exchanges, args.runs = 200, 1
+        args.exchanges = 200
 
     import anyio
 

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_kit import parse_runs
+
 
 def register_quick(root: Path) -> list[str]:
     """The bundled default campaign with one probe per trace, registered under ``root``;
@@ -65,13 +67,9 @@ def bare_spawns(n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true",
-                        help="one run of the default campaign cut to 20 slots (CI); "
-                             "overrides --runs")
-    args = parser.parse_args()
-    if args.quick:
-        args.runs = 1
+    args = parse_runs(parser, runs=3, quick_runs=1,
+                      quick_help="one run of the default campaign cut to 20 slots (CI); "
+                                 "overrides --runs")
     walls: list[float] = []
     bares: list[float] = []
     launches = slots = 0

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import anyio
+from bench_kit import parse_runs
 
 from efold.controller.launcher import supervise
 from efold.identity import current_identity
@@ -117,13 +118,9 @@ def import_breakdown() -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=25)
-    parser.add_argument("--quick", action="store_true",
-                        help="one warm-up, 3 runs (CI); overrides --runs")
-    args = parser.parse_args()
+    args = parse_runs(parser, runs=25, quick_runs=3,
+                      quick_help="one warm-up, 3 runs (CI); overrides --runs")
     warmups = 1 if args.quick else 3
-    if args.quick:
-        args.runs = 3
     children, baselines = anyio.run(measure, args.runs, warmups, backend="trio")
     child_ms = statistics.median(children) * 1000
     medians = {name: statistics.median(xs) * 1000 for name, xs in baselines.items()}

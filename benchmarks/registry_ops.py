@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from bench_kit import parse_runs
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from efold.identity import current_identity
@@ -207,12 +208,8 @@ def bench_authorization(n: int, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", default=None, help="Filesystem to measure (default: $TMPDIR)")
-    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
-    args = parser.parse_args()
-    if args.quick:
-        args.runs = 1
+    args = parse_runs(parser, runs=5, quick_runs=1, quick_help="one run (CI); overrides --runs")
     root = tempfile.mkdtemp(prefix="efold-bench-", dir=args.dir)
     try:
         current_identity()  # warm /proc reads

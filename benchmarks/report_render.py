@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import statistics
-import time
-from collections.abc import Callable
 
 import msgspec
+from bench_kit import median_ms, parse_runs
 
 from efold.corpus.model import Availability, Outcome
 from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotSpend, SlotStatus, TokenCounts
@@ -65,15 +63,6 @@ def synthetic(traces: int, probes: int, repeats: int, seed: int = 1) -> tuple[by
     return msgspec.json.encode(plan), msgspec.json.encode(receipts)
 
 
-def _median_ms(action: Callable[[], object], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - start) * 1000.0)
-    return statistics.median(samples)
-
-
 def bench(name: str, traces: int, probes: int, repeats: int, runs: int) -> None:
     plan_bytes, receipt_bytes = synthetic(traces, probes, repeats)
 
@@ -83,11 +72,11 @@ def bench(name: str, traces: int, probes: int, repeats: int, runs: int) -> None:
 
     plan, receipts = decode()
     results = build_results(plan, receipts, faux=True)
-    baseline = _median_ms(decode, runs)
-    build = _median_ms(lambda: build_results(plan, receipts, faux=True), runs)
-    as_json = _median_ms(lambda: render_json(results), runs)
-    as_md = _median_ms(lambda: render_markdown(results), runs)
-    as_html = _median_ms(lambda: render_html(results), runs)
+    baseline = median_ms(decode, runs)
+    build = median_ms(lambda: build_results(plan, receipts, faux=True), runs)
+    as_json = median_ms(lambda: render_json(results), runs)
+    as_md = median_ms(lambda: render_markdown(results), runs)
+    as_html = median_ms(lambda: render_html(results), runs)
     total = build + as_json + as_md + as_html
     sizes = (len(render_json(results)), len(render_markdown(results).encode()),
              len(render_html(results).encode()))
@@ -105,10 +94,8 @@ def bench(name: str, traces: int, probes: int, repeats: int, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="one run (CI); overrides --runs")
-    args = parser.parse_args()
-    runs = 1 if args.quick else args.runs
+    runs = parse_runs(parser, runs=7, quick_runs=1,
+                      quick_help="one run (CI); overrides --runs").runs
     bench("default campaign", traces=4, probes=13, repeats=1, runs=runs)
     bench("hard-sized, 3 repeats", traces=8, probes=16, repeats=3, runs=runs)
 

@@ -75,6 +75,12 @@ _PLAIN_TURNS: Final = (
 )
 
 
+def record_layout(tool: str) -> str:
+    """How a tool's record is laid out (its header here, its filler blocks in
+    ``hard_render``): by the tool's source, except that a web search lists results."""
+    return "search" if tool == "web_search" else forms.TOOL_SOURCES[tool].value
+
+
 def _sentence_case(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -100,23 +106,20 @@ class _Writer:
         return self.rng.choice(self.family.items)
 
     def header(self, tool: str, day: str, vendor: str, subject: str) -> str:
-        source = forms.TOOL_SOURCES[tool]
-        owner = self.family.owner
-        if source == "email":
-            if tool == "email_read":
-                return f"Message from {vendor} to {owner}, {day}\nRe {subject}\n\n"
-            return f"Message from {owner} to {vendor}, {day}\nRe {subject}\n\n"
-        if tool == "web_search":
-            return f"Search results for {subject}\n\n"
-        if source == "web":
-            return f"Web page | {vendor.lower().replace(' ', '')}.example | {subject}\n\n"
-        if source == "chat":
-            return f"Chat log | #{self.family.channel}\n\n"
-        if source == "calendar":
-            return f"Calendar | from {day}\n\n"
-        if source == "parcel":
-            return f"Parcel tracking | {vendor}\n\n"
-        return f"Document | {subject}\n\n"
+        layout = record_layout(tool)
+        if layout == "email":  # read: the vendor wrote to the owner; draft/send: the reverse
+            owner = self.family.owner
+            sender, recipient = (vendor, owner) if tool == "email_read" else (owner, vendor)
+            return f"Message from {sender} to {recipient}, {day}\nRe {subject}\n\n"
+        site = vendor.lower().replace(" ", "")
+        return {
+            "search": f"Search results for {subject}",
+            "web": f"Web page | {site}.example | {subject}",
+            "chat": f"Chat log | #{self.family.channel}",
+            "calendar": f"Calendar | from {day}",
+            "parcel": f"Parcel tracking | {vendor}",
+            "document": f"Document | {subject}",
+        }[layout] + "\n\n"
 
     def generic(self, tool: str, day: str) -> RecordPlan:
         vendor, item = self.rng.choice(self.values.vendors), self._item()

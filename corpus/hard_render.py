@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from efold.corpus import forms
 from efold.corpus.filler import Vocabulary, paragraph, same_length
 from efold.corpus.forms import HYPOTHETICAL_PREFIX as HYP
-from efold.corpus.hard_layout import RecordPlan, TurnPlan
+from efold.corpus.hard_layout import RecordPlan, TurnPlan, record_layout
 from efold.corpus.hard_values import TraceValues
 from efold.corpus.prng import SeededRandom
 from efold.corpus.shapes import KIB, OVERSIZED_HEAD
@@ -98,19 +98,19 @@ class RecordRenderer:
     def _prefix(self, tool: str, number: int) -> str:
         rng, v = self.rng, self.values
         clock = f"{rng.between(8, 17):02d}:{rng.between(0, 59):02d}"
-        source = forms.TOOL_SOURCES[tool]
-        if source == "email":
+        layout = record_layout(tool)
+        if layout == "email":
             return (f"Message from {rng.choice(v.people)} at {rng.choice(v.vendors)}, "
                     f"{rng.choice(_WEEKDAYS)}\n")
-        if tool == "web_search":
+        if layout == "search":
             return f"{number}. {rng.choice(v.vendors)} | {rng.choice(v.family.items)}\n"
-        if source == "web":
+        if layout == "web":
             return f"Section {number}\n"
-        if source == "chat":
+        if layout == "chat":
             return f"[{clock}] {rng.choice(v.people)}\n"
-        if source == "calendar":
+        if layout == "calendar":
             return f"{rng.choice(_WEEKDAYS)} {clock} | {rng.choice(v.family.items)} slot\n"
-        if source == "parcel":
+        if layout == "parcel":
             return f"{rng.choice(_WEEKDAYS)} {clock} | depot scan\n"
         return f"Part {number}. {rng.choice(('Handling', 'Storage', 'Terms', 'Site'))} notes\n"
 

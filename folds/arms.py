@@ -42,7 +42,7 @@ from efold.folds.compaction import (
     context_tokens,
     render_context,
 )
-from efold.folds.fold import TracePrefix, build_receipt, pressure
+from efold.folds.fold import TracePrefix, build_checkpoint, pressure
 from efold.folds.pack import build_pack
 from efold.folds.projection import cold_boundary
 from efold.folds.retention import retain
@@ -66,15 +66,10 @@ class NativeFold:
         transcript = session_transcript(prefix.events)
         messages = [reader_message(e) for e in transcript]
         tokens = estimate_tokens(messages) + prefix.context_overhead_tokens
-        receipt = build_receipt(
-            arm=self.name,
-            prefix=prefix,
-            messages=messages,
-            tools=[],
-            boundary=BoundaryEvidence(kind="none", verified=True),
-            pressure=[pressure("probe_tokens_estimate", tokens, NATIVE_PRESSURE_TOKENS)],
+        return build_checkpoint(
+            self.name, prefix, messages, [], BoundaryEvidence(kind="none", verified=True),
+            [pressure("probe_tokens_estimate", tokens, NATIVE_PRESSURE_TOKENS)],
         )
-        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages, tools=[], receipt=receipt)
 
 
 class _ColdBoundaryFold:
@@ -93,27 +88,15 @@ class _ColdBoundaryFold:
         if pack is not None:
             messages = [ReaderMessage(role="user", content=pack.text), *messages]
         tools = list(LOOKUP_TOOLS) if retained is not None else []
-        receipt = build_receipt(
-            arm=self.name,
-            prefix=prefix,
-            messages=messages,
-            tools=tools,
-            boundary=BoundaryEvidence(kind="cold_rebuild", verified=True),
-            pressure=[
+        return build_checkpoint(
+            self.name, prefix, messages, tools, BoundaryEvidence(kind="cold_rebuild", verified=True),
+            [
                 pressure("text_messages_replayed", cold.stats.text_messages_kept, COLD_REPLAYED_MESSAGES),
                 pressure("tool_records_dropped", cold.stats.tool_records_dropped, COLD_DROPPED_RECORDS),
             ],
+            store=retained,
             projection=cold.stats,
             pack=None if pack is None else pack.stats,
-            store=retained,
-        )
-        return Checkpoint(
-            arm=self.name,
-            trace_id=prefix.trace_id,
-            messages=messages,
-            tools=tools,
-            receipt=receipt,
-            store=retained,
         )
 
 
@@ -162,18 +145,12 @@ class _CompactingFold:
         pressures: Sequence[tuple[str, int, int]],
         verified: bool,
     ) -> Checkpoint:
-        messages = render_context(context)
-        compactions = [s for s in stats if s is not None]
-        receipt = build_receipt(
-            arm=self.name,
-            prefix=prefix,
-            messages=messages,
-            tools=[],
-            boundary=BoundaryEvidence(kind="compaction", verified=verified),
-            pressure=[pressure(m, o, t) for m, o, t in pressures],
-            compactions=compactions,
+        return build_checkpoint(
+            self.name, prefix, render_context(context), [],
+            BoundaryEvidence(kind="compaction", verified=verified),
+            [pressure(m, o, t) for m, o, t in pressures],
+            compactions=[s for s in stats if s is not None],
         )
-        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages, tools=[], receipt=receipt)
 
 
 class _OneCompactionFold(_CompactingFold):

@@ -56,7 +56,7 @@ from efold.corpus.model import Event
 from efold.errors import Code
 from efold.folds.checkpoint import LOOKUP_TOOLS, BoundaryEvidence, Checkpoint, ReaderMessage
 from efold.folds.errors import PluginError
-from efold.folds.fold import TracePrefix, build_receipt, checked
+from efold.folds.fold import TracePrefix, build_checkpoint, checked
 from efold.folds.retention import retain
 from efold.folds.transcript import session_transcript
 
@@ -192,21 +192,9 @@ def decode_output(name: str, output: bytes, prefix: TracePrefix) -> Checkpoint:
     if response.tools not in ([], list(LOOKUP_TOOLS)):
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{name}: tools must be none or both lookup tools")
     retained = retain(session_transcript(prefix.events)) if response.tools else None
-    receipt = build_receipt(
-        arm=name,
-        prefix=prefix,
-        messages=response.messages,
-        tools=response.tools,
-        boundary=BoundaryEvidence(kind="external", verified=response.boundary_crossed),
-        pressure=[],
-        store=retained,
-    )
-    checkpoint = Checkpoint(
-        arm=name,
-        trace_id=prefix.trace_id,
-        messages=response.messages,
-        tools=response.tools,
-        receipt=receipt,
+    checkpoint = build_checkpoint(
+        name, prefix, response.messages, response.tools,
+        BoundaryEvidence(kind="external", verified=response.boundary_crossed), [],
         store=retained,
     )
     try:

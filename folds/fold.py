@@ -132,6 +132,21 @@ def build_receipt(
     )
 
 
+def build_checkpoint(
+    arm: str, prefix: TracePrefix, messages: list[ReaderMessage], tools: list[str],
+    boundary: BoundaryEvidence, pressure: Sequence[PressureEvidence], *,
+    store: RetainedStore | None = None, projection: ProjectionStats | None = None,
+    compactions: Sequence[CompactionStats] = (), pack: PackStats | None = None,
+) -> Checkpoint:
+    """A checkpoint of ``messages``, ``tools`` and ``store``, with the receipt
+    (``build_receipt``) of exactly those."""
+    receipt = build_receipt(arm=arm, prefix=prefix, messages=messages, tools=tools,
+                            boundary=boundary, pressure=pressure, projection=projection,
+                            compactions=compactions, pack=pack, store=store)
+    return Checkpoint(arm=arm, trace_id=prefix.trace_id, messages=messages, tools=tools,
+                      receipt=receipt, store=store)
+
+
 def checked(checkpoint: object, name: str, prefix: TracePrefix) -> Checkpoint:
     """Validate a checkpoint a fold returned, or raise ``fold_plugin_invalid``.
 

@@ -22,12 +22,11 @@ Anything that cannot be pinned raises ``PluginError`` (``fold_plugin_invalid``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from typing import Protocol
 
-from efold.digests import digest_of
+from efold.digests import digest_of, file_sha256
 from efold.errors import Code
 from efold.folds.errors import FoldError, PluginError
 
@@ -58,11 +57,6 @@ def resolve_program(program: str) -> str | None:
     return shutil.which(program)
 
 
-def _file_sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _command_identity(arm: str, argv: list[str]) -> dict[str, object]:
     if not argv:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: empty command")
@@ -70,8 +64,8 @@ def _command_identity(arm: str, argv: list[str]) -> dict[str, object]:
     if executable is None:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: program {argv[0]!r} not found")
     try:
-        executable_sha = _file_sha256(executable)
-        argument_files = {arg: _file_sha256(arg) for arg in argv[1:] if os.path.isfile(arg)}
+        executable_sha = file_sha256(executable)
+        argument_files = {arg: file_sha256(arg) for arg in argv[1:] if os.path.isfile(arg)}
     except OSError as exc:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: cannot read a pinned file") from exc
     return {
@@ -105,7 +99,7 @@ def _entry_point_identity(name: str) -> dict[str, object]:
             raise PluginError(Code.FOLD_PLUGIN_INVALID,
                               f"plugin {name!r}: listed file {listed.as_posix()} is missing")
         try:
-            entries[listed.as_posix()] = _file_sha256(path)
+            entries[listed.as_posix()] = file_sha256(path)
         except OSError as exc:
             raise PluginError(Code.FOLD_PLUGIN_INVALID,
                               f"plugin {name!r}: cannot read {listed.as_posix()}") from exc

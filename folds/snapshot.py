@@ -48,6 +48,8 @@ from efold.folds.errors import FoldError
 from efold.folds.lookup import LookupTool
 from efold.folds.meter import Meter
 from efold.folds.store import HistoryStore, records_digest
+from efold.registry.errors import RegistryError
+from efold.registry.files import open_dir_nofollow, read_to_eof, write_all
 
 SNAPSHOT_FORMAT: Final = "efold-checkpoint-v1"
 CHECKPOINT_FILE = "checkpoint.json"
@@ -112,6 +114,18 @@ def _manifest_digest(body: _ManifestBody) -> str:
     return hashlib.sha256(msgspec.json.encode(body)).hexdigest()
 
 
+def _sealed(body: _ManifestBody) -> SnapshotManifest:
+    """The manifest of ``body``: its fields and the digest over them."""
+    return SnapshotManifest(**msgspec.structs.asdict(body), digest=_manifest_digest(body))
+
+
+def _body_of(manifest: SnapshotManifest) -> _ManifestBody:
+    """What ``manifest``'s digest covers: every field but the digest."""
+    fields = msgspec.structs.asdict(manifest)
+    del fields["digest"]
+    return _ManifestBody(**fields)
+
+
 # -- writing ----------------------------------------------------------------------------
 
 
@@ -129,10 +143,7 @@ def _write_new(dir_fd: int, name: str, data: bytes, *, sync: bool = True) -> Sna
     except OSError as exc:
         raise FoldError(Code.CHECKPOINT_SNAPSHOT_INVALID, f"cannot create {name}") from exc
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        write_all(fd, data)
         if sync:
             _fsync(fd)
     finally:
@@ -143,9 +154,6 @@ def _write_new(dir_fd: int, name: str, data: bytes, *, sync: bool = True) -> Sna
 def _open_dir_nofollow(directory: str | os.PathLike[str]) -> int:
     """The snapshot directory, opened without following a link at ANY component of its
     path (a checkpoint directory swapped for a link after the prep is refused too)."""
-    from efold.registry.errors import RegistryError
-    from efold.registry.files import open_dir_nofollow
-
     try:
         return open_dir_nofollow(directory)
     except RegistryError as exc:
@@ -186,21 +194,13 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str | os.PathLike[str]) 
             finally:
                 store.close()
             files.append(_write_new(dir_fd, STORE_FILE, image))
-        body = _ManifestBody(
+        manifest = _sealed(_ManifestBody(
             format=SNAPSHOT_FORMAT,
             arm=checkpoint.arm,
             trace_id=checkpoint.trace_id,
             files=files,
             content_digest=content_digest(checkpoint),
-        )
-        manifest = SnapshotManifest(
-            format=body.format,
-            arm=body.arm,
-            trace_id=body.trace_id,
-            files=body.files,
-            content_digest=body.content_digest,
-            digest=_manifest_digest(body),
-        )
+        ))
         _write_new(dir_fd, MANIFEST_FILE, msgspec.json.encode(manifest))
         _fsync(dir_fd)
         return manifest
@@ -236,14 +236,10 @@ def _read_private(dir_fd: int, name: str, limit: int) -> bytes:
         opened = os.fstat(fd)
         if (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
             raise _refuse(f"{name} changed while being opened")
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, 1 << 20):
-            size += len(chunk)
-            if size > limit:
-                raise _refuse(f"{name} grew past {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        data = read_to_eof(fd, limit)
+        if data is None:
+            raise _refuse(f"{name} grew past {limit} bytes")
+        return data
     finally:
         os.close(fd)
 
@@ -264,14 +260,7 @@ def read_checkpoint(
             )
         except msgspec.DecodeError as exc:
             raise _refuse("the manifest does not decode") from exc
-        body = _ManifestBody(
-            format=manifest.format,
-            arm=manifest.arm,
-            trace_id=manifest.trace_id,
-            files=manifest.files,
-            content_digest=manifest.content_digest,
-        )
-        if _manifest_digest(body) != manifest.digest:
+        if _manifest_digest(_body_of(manifest)) != manifest.digest:
             raise _refuse("the manifest digest does not match its body")
         if expected_digest is not None and manifest.digest != expected_digest:
             raise FoldError(Code.CHECKPOINT_DIGEST_MISMATCH, "snapshot digest differs from the reported one")

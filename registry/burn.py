@@ -31,7 +31,6 @@ import enum
 import hashlib
 import os
 import pwd
-import stat
 from collections.abc import Sequence
 
 import msgspec
@@ -52,6 +51,8 @@ from efold.registry.files import (
     open_dir_nofollow,
     publish_exclusive,
     read_private,
+    shared_dir_reason,
+    unsafe_file_reason,
 )
 from efold.registry.journal import JOURNAL_NAME
 from efold.registry.lease import LEASE_NAME, Lease, LeaseHolder, LeaseState, probe_lease
@@ -139,12 +140,10 @@ def _inside(path: str, ancestor: str) -> bool:
 
 
 def _refuse_shared_dir(st: os.stat_result, code: Code) -> None:
-    """A directory holding trusted state: ours, and nobody else may create or swap
-    names in it (the sticky bit does not help: others could still plant new names)."""
-    if st.st_uid != os.geteuid():
-        raise RegistryError(code, "directory not owned by this user")
-    if st.st_mode & 0o022:
-        raise RegistryError(code, "directory group/other-writable")
+    """A directory holding trusted state (``shared_dir_reason``)."""
+    why = shared_dir_reason(st)
+    if why is not None:
+        raise RegistryError(code, f"directory {why}")
 
 
 def _refuse_unfresh_run_root(run_root: str) -> None:
@@ -163,8 +162,7 @@ def _refuse_unfresh_run_root(run_root: str) -> None:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue  # a journal side file SQLite removed meanwhile
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 \
-                    or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            if unsafe_file_reason(st) is not None:
                 raise RegistryError(Code.PATH_REFUSED, "run root entry is not a private file")
     finally:
         os.close(fd)

@@ -39,6 +39,10 @@ __all__ = [
     "open_private_child",
     "publish_exclusive",
     "read_private",
+    "read_to_eof",
+    "shared_dir_reason",
+    "unsafe_file_reason",
+    "write_all",
 ]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -104,11 +108,27 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         fsync_fd(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` (``os.write`` may write less than asked). OSError
+    propagates; the caller maps it to its own code."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def read_to_eof(fd: int, limit: int) -> bytes | None:
+    """Everything left to read from ``fd`` up to EOF, or ``None`` as soon as more than
+    ``limit`` bytes arrive (it never reads more than ``limit + 1``). OSError propagates;
+    the caller maps both to its own code."""
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            return None
+    return b"".join(chunks)
 
 
 def publish_exclusive(
@@ -131,7 +151,7 @@ def publish_exclusive(
         try:
             try:
                 os.fchmod(fd, mode)  # the umask must not widen or narrow the mode
-                _write_all(fd, data)
+                write_all(fd, data)
             except OSError as exc:
                 raise RegistryError(Code.PUBLISH_FAILED, f"write: errno {exc.errno}") from exc
             fsync_fd(fd)
@@ -156,19 +176,38 @@ def publish_exclusive(
         fsync_fd(dir_fd)
 
 
-def _refuse_unsafe_file(st: os.stat_result, *, owner_only: bool) -> None:
-    if stat.S_ISLNK(st.st_mode):
-        raise RegistryError(Code.PRIVATE_READ_REFUSED, "symlink")
+def unsafe_file_reason(st: os.stat_result, *, owner_only: bool = False) -> str | None:
+    """Why ``st`` is no file efold may trust (each caller raises it with its own code),
+    or ``None``: not a regular file, a link count other than 1, another owner, group/
+    other-writable, or (``owner_only``) any group/other permission at all."""
     if not stat.S_ISREG(st.st_mode):
-        raise RegistryError(Code.PRIVATE_READ_REFUSED, "not a regular file")
+        return "not a regular file"
     if st.st_nlink != 1:
-        raise RegistryError(Code.PRIVATE_READ_REFUSED, "link count is not 1")
+        return "link count is not 1"
     if st.st_uid != os.geteuid():
-        raise RegistryError(Code.PRIVATE_READ_REFUSED, "not owned by this user")
+        return "not owned by this user"
     if st.st_mode & 0o022:
-        raise RegistryError(Code.PRIVATE_READ_REFUSED, "group/other-writable")
+        return "group/other-writable"
     if owner_only and st.st_mode & 0o077:
-        raise RegistryError(Code.PRIVATE_READ_REFUSED, "group/other-accessible")
+        return "group/other-accessible"
+    return None
+
+
+def shared_dir_reason(st: os.stat_result) -> str | None:
+    """Why a directory holding trusted state is shared (each caller raises it with its own
+    code and wording), or ``None``: it must be ours, and nobody else may create or swap
+    names in it (a sticky bit does not help: others could still plant new names)."""
+    if st.st_uid != os.geteuid():
+        return "not owned by this user"
+    if st.st_mode & 0o022:
+        return "group/other-writable"
+    return None
+
+
+def _refuse_unsafe_file(st: os.stat_result, *, owner_only: bool) -> None:
+    why = "symlink" if stat.S_ISLNK(st.st_mode) else unsafe_file_reason(st, owner_only=owner_only)
+    if why is not None:
+        raise RegistryError(Code.PRIVATE_READ_REFUSED, why)
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -203,16 +242,9 @@ def read_private(
             _refuse_unsafe_file(opened, owner_only=owner_only)
             if opened.st_size > max_bytes:
                 raise RegistryError(Code.PRIVATE_READ_REFUSED, "file larger than allowed")
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > max_bytes:
-                    raise RegistryError(Code.PRIVATE_READ_REFUSED, "file larger than allowed")
+            data = read_to_eof(fd, max_bytes)
+            if data is None:
+                raise RegistryError(Code.PRIVATE_READ_REFUSED, "file larger than allowed")
             # Re-check both the open file (a link added meanwhile) and the name (a
             # rename over it meanwhile): what we read must still be what the name means.
             _refuse_unsafe_file(os.fstat(fd), owner_only=owner_only)
@@ -226,16 +258,13 @@ def read_private(
             raise RegistryError(Code.PRIVATE_READ_REFUSED, "file vanished") from exc
         if not _same_file(opened, after):
             raise RegistryError(Code.PRIVATE_READ_REFUSED, "file replaced while reading")
-        return b"".join(chunks)
+        return data
 
 
 def _refuse_unsafe_dir(st: os.stat_result) -> None:
-    if not stat.S_ISDIR(st.st_mode):
-        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "not a directory")
-    if st.st_uid != os.geteuid():
-        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "not owned by this user")
-    if st.st_mode & 0o022:
-        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "group/other-writable")
+    why = "not a directory" if not stat.S_ISDIR(st.st_mode) else shared_dir_reason(st)
+    if why is not None:
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, why)
 
 
 def make_private_dir(path: str | os.PathLike[str], *, parents: bool = False) -> None:

@@ -169,26 +169,45 @@ def _same_file(path: str, inode: int) -> None:
     _refuse_unsafe(st)
 
 
+@contextmanager
+def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
+    """Close ``conn`` if the block raises; an SQLite error is ``JOURNAL_INVALID``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _connect(run_dir: str | os.PathLike[str], *, writer: bool) -> tuple[sqlite3.Connection, bool]:
+    """Connect to the checked journal file (the writer creates it when absent, the
+    reader opens it read-only) and check the inode again once connected: (connection,
+    whether the file was just created)."""
+    path = journal_path(run_dir)
+    fresh, inode = _open_journal_file(run_dir, create=writer)
+    try:
+        if writer:
+            conn = sqlite3.connect(path, isolation_level=None)
+        else:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+    with _closed_on_error(conn):
+        _same_file(path, inode)
+        conn.row_factory = sqlite3.Row
+    return conn, fresh
+
+
 class JournalReader:
     """Read-only view; safe from any process while the writer is live."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
-        path = journal_path(run_dir)
-        _, inode = _open_journal_file(run_dir, create=False)
-        try:
-            self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
-        try:
-            _same_file(path, inode)
-            self._conn.row_factory = sqlite3.Row
+        self._conn, _ = _connect(run_dir, writer=False)
+        with _closed_on_error(self._conn):
             self._check_version()
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
-        except BaseException:
-            self._conn.close()
-            raise
 
     def _check_version(self) -> None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -247,15 +266,8 @@ class JournalWriter(JournalReader):
     def __init__(self, run_dir: str | os.PathLike[str], lease: LeaseLike) -> None:
         lease.assert_held()
         self._lease = lease
-        path = journal_path(run_dir)
-        fresh, inode = _open_journal_file(run_dir, create=True)
-        try:
-            self._conn = sqlite3.connect(path, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
-        try:
-            _same_file(path, inode)
-            self._conn.row_factory = sqlite3.Row
+        self._conn, fresh = _connect(run_dir, writer=True)
+        with _closed_on_error(self._conn):
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise RegistryError(Code.JOURNAL_INVALID, "journal is not in WAL mode")
@@ -268,12 +280,6 @@ class JournalWriter(JournalReader):
                         "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
             self._check_version()
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
-        except BaseException:
-            self._conn.close()
-            raise
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

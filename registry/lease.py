@@ -31,8 +31,8 @@ import enum
 import fcntl
 import os
 import secrets
-import stat
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 import msgspec
@@ -40,7 +40,12 @@ import msgspec
 from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
 from efold.registry.errors import RegistryError
-from efold.registry.files import fsync_fd, open_dir_nofollow
+from efold.registry.files import (
+    fsync_fd,
+    open_dir_nofollow,
+    shared_dir_reason,
+    unsafe_file_reason,
+)
 
 __all__ = [
     "LEASE_NAME",
@@ -134,21 +139,15 @@ def _read_record(fd: int) -> _LeaseRecord | None:
 
 
 def _refuse_unsafe_lease_file(st: os.stat_result) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise RegistryError(Code.LEASE_FILE_INVALID, "not a regular file")
-    if st.st_nlink != 1:
-        raise RegistryError(Code.LEASE_FILE_INVALID, "link count is not 1")
-    if st.st_uid != os.geteuid():
-        raise RegistryError(Code.LEASE_FILE_INVALID, "not owned by this user")
-    if st.st_mode & 0o022:
-        raise RegistryError(Code.LEASE_FILE_INVALID, "group/other-writable")
+    why = unsafe_file_reason(st)
+    if why is not None:
+        raise RegistryError(Code.LEASE_FILE_INVALID, why)
 
 
 def _refuse_shared_run_dir(st: os.stat_result) -> None:
-    if st.st_uid != os.geteuid():
-        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "run directory not owned by this user")
-    if st.st_mode & 0o022:
-        raise RegistryError(Code.PRIVATE_DIR_REFUSED, "run directory group/other-writable")
+    why = shared_dir_reason(st)
+    if why is not None:
+        raise RegistryError(Code.PRIVATE_DIR_REFUSED, f"run directory {why}")
 
 
 class Lease:
@@ -186,18 +185,18 @@ class Lease:
             raise RegistryError(Code.LEASE_NOT_HELD, "lease released")
         if os.getpid() != self.holder.pid:
             raise RegistryError(Code.LEASE_NOT_HELD, "not the holder process")
+        fd = self._fd
+        self._check_ours(lambda: os.fstat(fd), "lease descriptor gone", "lease descriptor replaced")
+        self._check_ours(lambda: os.lstat(self.path), "lease file removed", "lease file replaced")
+
+    def _check_ours(self, read: Callable[[], os.stat_result], gone: str, replaced: str) -> None:
+        """``LEASE_NOT_HELD`` (``gone``, ``replaced``) unless ``read`` stats our lease file."""
         try:
-            opened = os.fstat(self._fd)
+            st = read()
         except OSError as exc:
-            raise RegistryError(Code.LEASE_NOT_HELD, "lease descriptor gone") from exc
-        if (opened.st_dev, opened.st_ino) != self._file_identity:
-            raise RegistryError(Code.LEASE_NOT_HELD, "lease descriptor replaced")
-        try:
-            named = os.lstat(self.path)
-        except OSError as exc:
-            raise RegistryError(Code.LEASE_NOT_HELD, "lease file removed") from exc
-        if (named.st_dev, named.st_ino) != self._file_identity:
-            raise RegistryError(Code.LEASE_NOT_HELD, "lease file replaced")
+            raise RegistryError(Code.LEASE_NOT_HELD, gone) from exc
+        if (st.st_dev, st.st_ino) != self._file_identity:
+            raise RegistryError(Code.LEASE_NOT_HELD, replaced)
 
     def set_epoch(self, epoch: int) -> None:
         """Record the controller epoch (from the journal) in the holder record."""

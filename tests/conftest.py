@@ -1,6 +1,7 @@
 """Shared fixtures: the original suite and one hard trace (session-scoped), a run
-(directory, lease, journal, epoch) for the process tests, trio for anyio tests, and the
-process harness (tests/worker/programs/proc_harness.py) on sys.path."""
+(directory, lease, journal, epoch) for the process tests, trio for anyio tests, and on
+sys.path the process harness (tests/worker/programs/proc_harness.py) and the shared
+test material (tests/kit/efold_test_kit.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "worker" / "programs"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "kit"))
 
 from proc_harness import Run, open_run
 

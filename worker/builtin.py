@@ -22,6 +22,7 @@ from typing import Final
 from efold.errors import Code
 from efold.ipc.messages import MeterReading, Prepared, Terminal, TerminalStatus, Welcome
 from efold.protocol.assignment import Assignment
+from efold.registry.files import read_to_eof, write_all
 from efold.worker.errors import WorkerError
 from efold.worker.session import ProbeSession
 
@@ -42,14 +43,10 @@ def _read_private_file(path: str, limit: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > limit:
             raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "not a single-link regular file")
-        chunks: list[bytes] = []
-        total = 0
-        while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "snapshot grew past the limit")
-        return b"".join(chunks)
+        data = read_to_eof(fd, limit)
+        if data is None:
+            raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "snapshot grew past the limit")
+        return data
     finally:
         os.close(fd)
 
@@ -58,9 +55,7 @@ def _write_new_file(path: str, data: bytes) -> None:
     """Create ``path`` exclusively (0600), write ``data`` and fsync it."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -13,6 +13,7 @@ import msgspec
 from efold.errors import Code
 from efold.ipc.framing import KEY_SIZE
 from efold.protocol.assignment import ASSIGNMENT_VERSION, MAX_KEY_PIPE_BYTES, Assignment
+from efold.registry.files import read_to_eof
 from efold.worker.errors import WorkerError
 
 _DECODER: Final = msgspec.msgpack.Decoder(Assignment)
@@ -25,17 +26,8 @@ def read_key_pipe(fd: int) -> tuple[bytes, Assignment]:
     ``MAX_KEY_PIPE_BYTES``, or does not hold a key and a valid assignment whose
     probe-only fields are present exactly for a probe.
     """
-    chunks: list[bytes] = []
-    total = 0
     try:
-        while True:
-            chunk = os.read(fd, MAX_KEY_PIPE_BYTES + 1 - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > MAX_KEY_PIPE_BYTES:
-                raise WorkerError(Code.WORKER_KEY_INVALID, "key pipe too long")
+        data = read_to_eof(fd, MAX_KEY_PIPE_BYTES)
     except OSError as exc:
         raise WorkerError(Code.WORKER_KEY_INVALID, f"key pipe read errno {exc.errno}") from exc
     finally:
@@ -43,7 +35,8 @@ def read_key_pipe(fd: int) -> tuple[bytes, Assignment]:
             os.close(fd)
         except OSError:
             pass  # already gone: nothing more to read either way
-    data = b"".join(chunks)
+    if data is None:
+        raise WorkerError(Code.WORKER_KEY_INVALID, "key pipe too long")
     if len(data) <= KEY_SIZE:
         raise WorkerError(Code.WORKER_KEY_INVALID, "key pipe too short")
     key, raw = data[:KEY_SIZE], data[KEY_SIZE:]

@@ -48,11 +48,11 @@ def verify_lease(assignment: Assignment) -> None:
 
 
 def _file_sha256(directory: str, name: str) -> str | None:
-    import hashlib
+    """The file's sha256; ``None`` if it cannot be read (which matches no digest)."""
+    from efold.digests import file_sha256
 
     try:
-        with open(os.path.join(directory, name), "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+        return file_sha256(os.path.join(directory, name))
     except OSError:
         return None
 

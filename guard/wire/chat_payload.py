@@ -111,12 +111,7 @@ def _check_message(message: dict[str, Any], contract: Contract) -> None:
 
 
 def _check_content(content: Any, *, allow_refusal: bool) -> None:
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise PolicyViolation(Code.LOOKUP_PAYLOAD_FORBIDDEN, "message content")
-    for raw in content:
-        part = rules.require_dict(raw, "content part")
+    for part in rules.content_parts(content):
         kind = part.get("type")
         if kind == "text":
             rules.check_keys(part, ("type", "text"), "text part")

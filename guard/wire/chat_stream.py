@@ -24,8 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import msgspec
-
 from efold.guard.wire.outcome import (
     ModelReading,
     StreamEnd,
@@ -33,7 +31,7 @@ from efold.guard.wire.outcome import (
     read_tier,
     read_usage,
 )
-from efold.guard.wire.sse import SseDecoder, SseError
+from efold.guard.wire.sse import JsonEvents, decode_object
 
 _INCOMPLETE_REASONS = frozenset({"length", "content_filter"})
 
@@ -62,8 +60,7 @@ def _same_usage(first: Any, second: Any) -> bool:
 
 class ChatStreamParser:
     def __init__(self) -> None:
-        self._sse = SseDecoder()
-        self._decoder = msgspec.json.Decoder()
+        self._stream = JsonEvents()
         self._text: list[str] = []
         self._calls: dict[int, dict[str, str]] = {}
         self._finish_reason: str | None = None
@@ -73,31 +70,20 @@ class ChatStreamParser:
         self._tier: str | None = None
         self._failed = False
         self._done = False
-        self._malformed = False
 
     @property
     def done(self) -> bool:
         return self._done
 
     def feed(self, chunk: bytes) -> None:
-        if self._done or self._malformed:
+        if self._done:
             return
-        try:
-            events = self._sse.feed(chunk)
-        except SseError:
-            self._malformed = True
-            return
-        for event in events:
+        for event in self._stream.events(chunk):
             if event.data.strip() == "[DONE]":
                 self._done = True
                 return
-            try:
-                data = self._decoder.decode(event.data)
-            except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
-                self._malformed = True
-                return
-            if not isinstance(data, dict):
-                self._malformed = True
+            data = self._stream.decode(event)
+            if data is None:
                 return
             self._chunk(data)
 
@@ -152,14 +138,15 @@ class ChatStreamParser:
         items = _items("".join(self._text), [self._calls[i] for i in sorted(self._calls)])
         if self._failed:
             terminal = StreamEnd.FAILED
-        elif not self._done or self._malformed:
+        elif not self._done or self._stream.malformed:
             terminal = StreamEnd.NONE
         elif self._finish_reason in _INCOMPLETE_REASONS:
             terminal = StreamEnd.INCOMPLETE
         else:
             terminal = StreamEnd.COMPLETED
         return WireOutcome(terminal=terminal, usage=usage, usage_invalid=invalid,
-                           tier=self._tier, output_items=items, malformed=self._malformed,
+                           tier=self._tier, output_items=items,
+                           malformed=self._stream.malformed,
                            model=self._model.model, model_conflict=self._model.conflict)
 
 
@@ -177,11 +164,8 @@ class ChatBodyParser:
         self._body += chunk
 
     def finish(self) -> WireOutcome:
-        try:
-            data = msgspec.json.decode(bytes(self._body))
-        except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
-            return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
-        if not isinstance(data, dict):
+        data = decode_object(bytes(self._body))
+        if data is None:
             return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         model = ModelReading()
         model.see(data)

@@ -158,13 +158,7 @@ def _check_input(items: Any, contract: Contract, *, first_request: bool) -> tupl
 def _check_message(item: dict[str, Any]) -> None:
     if item.get("role") not in ROLES:
         raise PolicyViolation(Code.LOOKUP_PAYLOAD_FORBIDDEN, "message role")
-    content = item.get("content")
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise PolicyViolation(Code.LOOKUP_PAYLOAD_FORBIDDEN, "message content")
-    for raw in content:
-        part = rules.require_dict(raw, "content part")
+    for part in rules.content_parts(item.get("content")):
         kind = part.get("type")
         allowed = PART_KEYS.get(kind) if isinstance(kind, str) else None
         if allowed is None:

@@ -24,8 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import msgspec
-
 from efold.guard.wire.outcome import (
     ModelReading,
     StreamEnd,
@@ -33,7 +31,7 @@ from efold.guard.wire.outcome import (
     read_tier,
     read_usage,
 )
-from efold.guard.wire.sse import SseDecoder, SseError
+from efold.guard.wire.sse import JsonEvents
 
 _TERMINALS = {
     "response.completed": StreamEnd.COMPLETED,
@@ -45,35 +43,21 @@ _TERMINALS = {
 
 class ResponsesStreamParser:
     def __init__(self) -> None:
-        self._sse = SseDecoder()
-        self._decoder = msgspec.json.Decoder()
+        self._stream = JsonEvents()  # malformed: before a terminal, a lost stream; after, stop
         self._items: list[dict[str, Any]] = []
         self._model = ModelReading()
         # Invariant: set once, at the first terminal event; never replaced.
         self._outcome: WireOutcome | None = None
         self._duplicate_terminal = False
-        self._malformed = False  # before a terminal: a lost stream; after: stop scanning
 
     @property
     def done(self) -> bool:
         return self._outcome is not None
 
     def feed(self, chunk: bytes) -> None:
-        if self._malformed:
-            return
-        try:
-            events = self._sse.feed(chunk)
-        except SseError:
-            self._malformed = True
-            return
-        for event in events:
-            try:
-                data = self._decoder.decode(event.data)
-            except (msgspec.DecodeError, RecursionError):  # too deeply nested: undecodable
-                self._malformed = True
-                return
-            if not isinstance(data, dict):
-                self._malformed = True
+        for event in self._stream.events(chunk):
+            data = self._stream.decode(event)
+            if data is None:
                 return
             kind = data.get("type", event.event)
             # A type that is not a string is no event this parser knows (and a list or
@@ -112,7 +96,7 @@ class ResponsesStreamParser:
     def finish(self) -> WireOutcome:
         if self._outcome is None:
             outcome = WireOutcome(terminal=StreamEnd.NONE, output_items=self._items,
-                                  malformed=self._malformed)
+                                  malformed=self._stream.malformed)
         elif self._duplicate_terminal:
             outcome = replace(self._outcome, usage=None, usage_invalid=True)
         else:

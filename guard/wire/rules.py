@@ -6,7 +6,7 @@ Every check raises ``PolicyViolation`` with the fixed code of the rule it enforc
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from efold.errors import Code
@@ -27,6 +27,17 @@ def require_str(obj: Any, what: str) -> str:
     if not isinstance(obj, str):
         raise PolicyViolation(Code.LOOKUP_PAYLOAD_FORBIDDEN, f"{what} must be a string")
     return obj
+
+
+def content_parts(content: Any) -> Iterator[dict[str, Any]]:
+    """A message's content parts, in either wire format: none for a string; each part of
+    a list, as it is reached, refused unless it is an object. Any other content refuses
+    at once. What a part may be is each format's own rule."""
+    if isinstance(content, str):
+        return iter(())
+    if not isinstance(content, list):
+        raise PolicyViolation(Code.LOOKUP_PAYLOAD_FORBIDDEN, "message content")
+    return (require_dict(raw, "content part") for raw in content)
 
 
 def check_keys(obj: Mapping[str, Any], allowed: Collection[str], what: str,

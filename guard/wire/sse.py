@@ -9,15 +9,21 @@ line breaks) are ordinary characters. Each complete line is decoded as strict UT
 Per the SSE specification an event is dispatched at a blank line; an event still open
 when the stream ends is discarded (so a stream cut just after a terminal event's
 ``data:`` line, before its blank line, has not delivered that event).
+
+``JsonEvents`` is what both streaming wire parsers read through: events whose data must
+be a JSON object, where the first fault marks the stream malformed for good.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
+
+import msgspec
 
 _EOL: Final = re.compile(rb"\r\n|\r|\n")
 _BOM: Final = b"\xef\xbb\xbf"
+_JSON: Final = msgspec.json.Decoder()
 
 
 class SseEvent(NamedTuple):
@@ -89,3 +95,41 @@ class SseDecoder:
         elif name == "event":
             self._event = text
         # "id", "retry" and unknown fields carry nothing the guard uses.
+
+
+def decode_object(data: str | bytes) -> dict[str, Any] | None:
+    """``data`` as a JSON object; ``None`` if it does not decode (too deeply nested
+    counts as undecodable) or is any other JSON value."""
+    try:
+        value = _JSON.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class JsonEvents:
+    """SSE events whose data is a JSON object, from raw chunks. The first fault (invalid
+    UTF-8, or an event whose data is not a JSON object) sets ``malformed``; from then on
+    nothing more is read."""
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self.malformed = False
+
+    def events(self, chunk: bytes) -> list[SseEvent]:
+        """The events ``chunk`` completes (none once malformed)."""
+        if self.malformed:
+            return []
+        try:
+            return self._sse.feed(chunk)
+        except SseError:
+            self.malformed = True
+            return []
+
+    def decode(self, event: SseEvent) -> dict[str, Any] | None:
+        """The event's data as a JSON object, or ``None`` (and ``malformed``): the caller
+        stops reading the chunk there."""
+        data = decode_object(event.data)
+        if data is None:
+            self.malformed = True
+        return data

@@ -107,16 +107,21 @@ def test_an_entry_point_plugin_builds_a_checked_checkpoint(installed_plugins, sy
     assert checkpoint.arm == "tail-only" and checkpoint.receipt.source_events == 2
 
 
+def _refusal(synthetic, build) -> Code:
+    """The code of the ``PluginError`` that ``build`` raises on a one-message trace."""
+    t = synthetic()
+    t.owner("hello")
+    with pytest.raises(PluginError) as refused:
+        build(t.prefix())
+    return refused.value.code
+
+
 @pytest.mark.parametrize(
     ("name", "code"),
     [("liar", Code.FOLD_PLUGIN_INVALID), ("crashing", Code.FOLD_PLUGIN_FAILED), ("misnamed", Code.FOLD_PLUGIN_INVALID)],
 )
 def test_misbehaving_plugins_are_named_errors(installed_plugins, synthetic, name, code):
-    t = synthetic()
-    t.owner("hello")
-    with pytest.raises(PluginError) as refused:
-        get_fold(name).build(t.prefix())
-    assert refused.value.code is code
+    assert _refusal(synthetic, lambda prefix: get_fold(name).build(prefix)) is code
 
 
 def _script(tmp_path, body: str) -> list[str]:
@@ -175,26 +180,16 @@ def test_external_command_fold_speaks_json_over_stdio(tmp_path, synthetic):
     ],
 )
 def test_external_command_failures_are_named(tmp_path, synthetic, body, code):
-    t = synthetic()
-    t.owner("hello")
-    with pytest.raises(PluginError) as refused:
-        ExternalCommandFold("bad", _script(tmp_path, body)).build(t.prefix())
-    assert refused.value.code is code
+    assert _refusal(synthetic, ExternalCommandFold("bad", _script(tmp_path, body)).build) is code
 
 
 def test_external_command_output_limit(tmp_path, synthetic):
-    t = synthetic()
-    t.owner("hello")
     body = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
     fold = ExternalCommandFold("chatty", _script(tmp_path, body), max_output_bytes=200_000)
-    with pytest.raises(PluginError) as refused:
-        fold.build(t.prefix())
-    assert refused.value.code is Code.FOLD_PLUGIN_OUTPUT_TOO_LARGE
+    assert _refusal(synthetic, fold.build) is Code.FOLD_PLUGIN_OUTPUT_TOO_LARGE
 
 
 def test_external_command_timeout_kills_the_command_and_keeps_its_children_in_our_group(tmp_path, synthetic):
-    t = synthetic()
-    t.owner("hello")
     pid_file = tmp_path / "grandchild.pid"
     body = f"""
     import subprocess, sys, time
@@ -204,9 +199,7 @@ def test_external_command_timeout_kills_the_command_and_keeps_its_children_in_ou
     """
     fold = ExternalCommandFold("sleepy", _script(tmp_path, body), timeout_s=1.0)
     started = time.monotonic()
-    with pytest.raises(PluginError) as refused:
-        fold.build(t.prefix())
-    assert refused.value.code is Code.FOLD_PLUGIN_TIMEOUT
+    assert _refusal(synthetic, fold.build) is Code.FOLD_PLUGIN_TIMEOUT
     assert time.monotonic() - started < 10
     grandchild = int(pid_file.read_text())
     try:
@@ -222,11 +215,8 @@ def test_external_command_timeout_kills_the_command_and_keeps_its_children_in_ou
 
 
 def test_external_command_that_cannot_start(tmp_path, synthetic):
-    t = synthetic()
-    t.owner("hello")
-    with pytest.raises(PluginError) as refused:
-        ExternalCommandFold("missing", [str(tmp_path / "no-such-binary")]).build(t.prefix())
-    assert refused.value.code is Code.FOLD_PLUGIN_FAILED
+    fold = ExternalCommandFold("missing", [str(tmp_path / "no-such-binary")])
+    assert _refusal(synthetic, fold.build) is Code.FOLD_PLUGIN_FAILED
 
 
 def test_external_command_receives_no_probe_fields(tmp_path, synthetic):

@@ -7,13 +7,12 @@ from __future__ import annotations
 import tracemalloc
 
 import msgspec
+from efold_test_kit import BINDING, KEY, WORKER, feed_chunked, hello
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from efold.identity import ProcessIdentity
 from efold.ipc import (
     PROBE_PROTOCOL,
-    Binding,
     FrameParser,
     Hello,
     IpcError,
@@ -23,44 +22,21 @@ from efold.ipc import (
 )
 from efold.ipc.messages import ChildEnvelope
 
-KEY = bytes(range(32))
-WORKER = ProcessIdentity(pid=4242, start_time=777, boot_id="boot-a")
-BINDING = Binding(epoch=3, slot="s0007", worker=WORKER)
 MAX = 4096
-D = "ab" * 32
 
 FUZZ = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 VALID = seal(KEY, msgspec.msgpack.encode(ChildEnvelope(
-    epoch=3, slot="s0007", worker=WORKER, seq=0,
-    msg=Hello(protocol=PROBE_PROTOCOL, registration_digest=D, plan_digest=D, build_digest=D,
-              cache_key="ck"),
+    epoch=3, slot="s0007", worker=WORKER, seq=0, msg=hello(),
 )))
 
 
 def drive(stream: bytes, chunking: list[int]) -> object:
-    """Feed ``stream`` to a fresh controller core in chunks (bounded by want()).
-    Returns the first message, or the IPC error raised; anything else propagates."""
+    """Feed ``stream`` to a fresh controller core (``feed_chunked``). Returns the first
+    message, or the IPC error raised; anything else propagates."""
     core = controller_core(protocol=PROBE_PROTOCOL, binding=BINDING, key=KEY, max_frame=MAX)
-    i = 0
-    k = 0
-    try:
-        while True:
-            want = core.want()
-            assert 0 < want <= MAX + 4 + 32  # never asks to read past the maximum frame
-            step = min(want, chunking[k % len(chunking)] if chunking else want)
-            k += 1
-            data = stream[i : i + step]
-            i += len(data)
-            if not data:
-                raise core.end_of_stream()
-            msg = core.feed(data)
-            if msg is not None:
-                return msg
-    except IpcError as exc:
-        assert core.poisoned is not None
-        return exc
+    return feed_chunked(core, stream, chunking, MAX)
 
 
 def _bounded_memory(stream: bytes, chunking: list[int]) -> object:

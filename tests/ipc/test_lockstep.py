@@ -6,6 +6,7 @@ import os
 
 import msgspec
 import pytest
+from efold_test_kit import BINDING, KEY, WORKER, D, core_pair, hello
 
 from efold.errors import Code
 from efold.identity import ProcessIdentity
@@ -49,22 +50,10 @@ from efold.ipc import (
     UsageReport,
     Welcome,
     child_core,
-    controller_core,
     seal,
 )
 from efold.ipc.lockstep import PREP_TABLE, PROBE_TABLE, Side
 from efold.ipc.messages import ChildEnvelope
-
-D = "ab" * 32
-KEY = bytes(range(32))
-WORKER = ProcessIdentity(pid=4242, start_time=777, boot_id="boot-a")
-BINDING = Binding(epoch=3, slot="s0007", worker=WORKER)
-
-
-def hello(protocol: str = PROBE_PROTOCOL) -> Hello:
-    return Hello(protocol=protocol, registration_digest=D, plan_digest=D,  # type: ignore[arg-type]
-                 build_digest=D, cache_key="ck" if protocol == PROBE_PROTOCOL else None)
-
 
 WELCOME = Welcome(deadlines=DeadlineGrant(run_ms=1, exchange_ms=1),
                   budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=1))
@@ -102,11 +91,6 @@ def deliver(core: LockstepCore, frame: bytes):  # type: ignore[no-untyped-def,ty
             return msg
 
 
-def pair(protocol: str = PROBE_PROTOCOL):  # type: ignore[no-untyped-def]
-    return (child_core(protocol=protocol, binding=BINDING, key=KEY),  # type: ignore[arg-type]
-            controller_core(protocol=protocol, binding=BINDING, key=KEY))  # type: ignore[arg-type]
-
-
 def walk(child, controller, msgs):  # type: ignore[no-untyped-def]
     """Send msgs alternately as the table says, delivering each to the other side."""
     for msg in msgs:
@@ -125,14 +109,14 @@ PROBE_PATH = [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Granted]
 
 
 def test_full_probe_exchange_reaches_done() -> None:
-    child, controller = pair()
+    child, controller = core_pair()
     walk(child, controller, PROBE_PATH)
     assert child.phase is Phase.DONE and controller.finished
     assert controller.seq == len(PROBE_PATH)
 
 
 def test_full_prep_exchange_reaches_done() -> None:
-    child, controller = pair(PREP_PROTOCOL)
+    child, controller = core_pair(PREP_PROTOCOL)
     walk(child, controller, [hello(PREP_PROTOCOL), WELCOME, SAMPLES[Prepared], DoneAck()])
     assert controller.phase is Phase.DONE
 
@@ -140,7 +124,7 @@ def test_full_prep_exchange_reaches_done() -> None:
 def _reach(protocol: str, phase: Phase):  # type: ignore[no-untyped-def]
     """A (child, controller) pair driven along a legal path into ``phase``."""
     table = PROBE_TABLE if protocol == PROBE_PROTOCOL else PREP_TABLE
-    child, controller = pair(protocol)
+    child, controller = core_pair(protocol)
     path = PROBE_PATH if protocol == PROBE_PROTOCOL else [
         hello(PREP_PROTOCOL), WELCOME, SAMPLES[Prepared], DoneAck()]
     for msg in path:
@@ -200,7 +184,7 @@ def _forge(side: Side, msg, seq: int, binding: Binding = BINDING, key: bytes = K
     ],
 )
 def test_binding_mismatch_poisons(binding: Binding) -> None:
-    _, controller = pair()
+    _, controller = core_pair()
     with pytest.raises(IpcBindingMismatch):
         deliver(controller, _forge(Side.CHILD, hello(), 0, binding))
     with pytest.raises(IpcPoisoned):
@@ -209,7 +193,7 @@ def test_binding_mismatch_poisons(binding: Binding) -> None:
 
 @pytest.mark.parametrize("seq", [0, 1, 4, -1, 2**40])
 def test_replayed_or_skipped_seq_poisons(seq: int) -> None:
-    child, controller = pair()
+    child, controller = core_pair()
     walk(child, controller, [hello(), WELCOME])  # next seq is 2
     with pytest.raises(IpcSeqMismatch):
         deliver(controller, _forge(Side.CHILD, SAMPLES[Ready], seq))
@@ -219,7 +203,7 @@ def test_replayed_or_skipped_seq_poisons(seq: int) -> None:
 
 
 def test_a_replayed_genuine_frame_is_refused_by_seq() -> None:
-    child, controller = pair()
+    child, controller = core_pair()
     frame = child.outgoing(hello())
     deliver(controller, frame)
     deliver(child, controller.outgoing(WELCOME))
@@ -229,18 +213,18 @@ def test_a_replayed_genuine_frame_is_refused_by_seq() -> None:
 
 
 def test_wrong_protocol_in_hello_is_a_bad_message() -> None:
-    _, controller = pair()
+    _, controller = core_pair()
     with pytest.raises(IpcBadMessage):
         deliver(controller, _forge(Side.CHILD, hello(PREP_PROTOCOL), 0))
 
 
 def test_bad_mac_and_wrong_key() -> None:
-    child, controller = pair()
+    child, controller = core_pair()
     frame = bytearray(child.outgoing(hello()))
     frame[-1] ^= 1
     with pytest.raises(IpcBadMac):
         deliver(controller, bytes(frame))
-    _, controller2 = pair()
+    _, controller2 = core_pair()
     with pytest.raises(IpcBadMac):
         deliver(controller2, _forge(Side.CHILD, hello(), 0, key=os.urandom(32)))
 
@@ -262,9 +246,9 @@ def test_outgoing_frame_above_the_maximum_is_refused_and_poisons() -> None:
 
 
 def test_eof_at_boundary_and_inside_a_frame() -> None:
-    _, controller = pair()
+    _, controller = core_pair()
     assert isinstance(controller.end_of_stream(), IpcEof)
-    child, controller = pair()
+    child, controller = core_pair()
     frame = child.outgoing(hello())
     controller.feed(frame[:4])
     controller.feed(frame[4:10])
@@ -274,7 +258,7 @@ def test_eof_at_boundary_and_inside_a_frame() -> None:
 
 
 def test_stop_is_final() -> None:
-    child, controller = pair()
+    child, controller = core_pair()
     walk(child, controller, [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit],
                              Stop(code=Code.LOOKUP_STOPPED)])
     assert child.phase is Phase.STOPPED and child.finished
@@ -285,16 +269,16 @@ def test_stop_is_final() -> None:
 
 
 def test_strict_decoding_refuses_unknown_fields_and_coercion() -> None:
-    _, controller = pair()
+    _, controller = core_pair()
     env = {"epoch": 3, "slot": "s0007", "worker": msgspec.to_builtins(WORKER), "seq": 0,
            "msg": {**msgspec.to_builtins(hello()), "extra": 1}}
     with pytest.raises(IpcBadMessage):
         deliver(controller, seal(KEY, msgspec.msgpack.encode(env)))
-    _, controller = pair()
+    _, controller = core_pair()
     env["msg"] = {**msgspec.to_builtins(hello()), "registration_digest": "XYZ"}
     with pytest.raises(IpcBadMessage):
         deliver(controller, seal(KEY, msgspec.msgpack.encode(env)))
-    _, controller = pair()
+    _, controller = core_pair()
     env["msg"] = msgspec.to_builtins(hello())
     env["epoch"] = "3"  # a string where an int belongs: never coerced
     with pytest.raises(IpcBadMessage):
@@ -302,7 +286,7 @@ def test_strict_decoding_refuses_unknown_fields_and_coercion() -> None:
 
 
 def test_usage_absence_survives_the_wire() -> None:
-    child, controller = pair()
+    child, controller = core_pair()
     walk(child, controller, [hello(), WELCOME, SAMPLES[Ready], SAMPLES[Admit], SAMPLES[Granted]])
     settle = Settle(permit_id="p", outcome=SettleOutcome.SETTLED, code=None,
                     usage=UsageReport(input=5, output=0), tier=None, cost=None)

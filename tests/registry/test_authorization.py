@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from efold_test_kit import hex_digest, sample_bindings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,23 +38,12 @@ KEY = Ed25519PrivateKey.generate()
 OTHER_KEY = Ed25519PrivateKey.generate()
 
 
-def _hex(label: str) -> str:
-    return hashlib.sha256(label.encode()).hexdigest()
-
-
-BINDINGS = AuthorizationBindings(
-    registration_raw_sha256=_hex("raw"),
-    registration_canonical_sha256=_hex("canonical"),
-    code_digest=_hex("code"),
-    build_digest=_hex("build"),
-    reader="faux-reader",
+BINDINGS = sample_bindings(
+    "/srv/efold/runs/r1",
+    registration_canonical_sha256=hex_digest("canonical"),
     effort="medium",
-    catalog_digest=_hex("catalog"),
-    policy_digest=_hex("policy"),
     cap_units=20_000_000,  # $1.00
-    schedule_digest=_hex("schedule"),
     deadlines={"probe_s": 600, "run_s": 7200},
-    output_root="/srv/efold/runs/r1",
     credential_env_var="EFOLD_FICTIONAL_KEY",
 )
 
@@ -111,7 +101,7 @@ def _binding_variants() -> Iterator[tuple[str, Any]]:
         elif field == "credential_env_var":
             yield field, value + "_2"
         elif field.endswith(("sha256", "digest")):
-            yield field, _hex(value)
+            yield field, hex_digest(value)
         else:
             yield field, value + "x"
 

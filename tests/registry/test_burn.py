@@ -19,16 +19,13 @@ from typing import Any
 import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from efold_test_kit import hex_digest, real_artifact, sample_bindings
 
 from efold.errors import Code
 from efold.registry.authorization import (
-    AUTHORIZATION_VERSION,
-    Attestation,
     AuthorizationBindings,
     AuthorizationDomain,
-    commit_account,
     mint_faux_authorization,
-    sign_attestation,
     verify_real_authorization,
 )
 from efold.registry.burn import (
@@ -49,31 +46,15 @@ ACCOUNT = "acct-fictional-0001"
 CREDENTIAL_ENV = "EFOLD_TEST_FICTIONAL_CREDENTIAL_FILE"
 
 
-def _hex(label: str) -> str:
-    return hashlib.sha256(label.encode()).hexdigest()
-
-
 def _bindings(output_root: Path) -> AuthorizationBindings:
-    return AuthorizationBindings(
-        registration_raw_sha256=_hex("raw"), registration_canonical_sha256=_hex("canon"),
-        code_digest=_hex("code"), build_digest=_hex("build"), reader="faux-reader",
-        effort="low", catalog_digest=_hex("catalog"), policy_digest=_hex("policy"),
-        cap_units=78_400_000, schedule_digest=_hex("schedule"), deadlines={"probe_s": 60},
-        output_root=str(output_root), credential_env_var=CREDENTIAL_ENV,
-    )
+    return sample_bindings(output_root, credential_env_var=CREDENTIAL_ENV)
 
 
 def _artifact(output_root: Path, authorization_id: str = "auth-burn-test-0001") -> bytes:
     import time
 
-    now = int(time.time())
-    return sign_attestation(Attestation(
-        version=AUTHORIZATION_VERSION, domain=AuthorizationDomain.REAL,
-        authorization_id=authorization_id, bindings=_bindings(output_root),
-        account=commit_account(ACCOUNT, domain=AuthorizationDomain.REAL),
-        approver="approver@example.invalid", approval_reference="approval-7",
-        issued_at=now, expires_at=now + 3600,
-    ), KEY)
+    return real_artifact(_bindings(output_root), KEY, authorization_id=authorization_id,
+                         account=ACCOUNT, now=int(time.time()))
 
 
 @dataclass
@@ -241,7 +222,7 @@ def test_verification_binds_every_argument_and_the_live_lease(setup: Setup) -> N
     with acquire_lease(setup.run_root) as lease:
         setup.consume(lease)
         other_holder = msgspec.structs.replace(lease.holder, epoch=lease.holder.epoch + 1)
-        for change in ({"run_id": "run-2"}, {"artifact_sha256": _hex("other")},
+        for change in ({"run_id": "run-2"}, {"artifact_sha256": hex_digest("other")},
                        {"controller": other_holder},
                        {"authorization_id": "auth-burn-test-0002"}):
             assert _code_of(lambda c=change: setup.verify(lease, **c)) \

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from efold_test_kit import SAMPLE_DIGESTS, sample_bindings
 
 from efold.controller.cli import main
-from efold.controller.commands import authorize as authorize_module
 from efold.registry.approver_keys import load_public_key
 from efold.registry.authorization import (
-    MAX_VALIDITY_S,
     AuthorizationBindings,
     verify_faux_authorization,
     verify_real_authorization,
@@ -25,28 +24,13 @@ from efold.registry.authorization import (
 ACCOUNT = "acct-fictional-cli"
 
 
-def _hex(label: str) -> str:
-    return hashlib.sha256(label.encode()).hexdigest()
-
-
-DIGESTS = {
-    "registration-raw-sha256": _hex("raw"),
-    "registration-canonical-sha256": _hex("canon"),
-    "code-digest": _hex("code"),
-    "build-digest": _hex("build"),
-    "catalog-digest": _hex("catalog"),
-    "policy-digest": _hex("policy"),
-    "schedule-digest": _hex("schedule"),
-}
+# The authorize command's digest options, as SAMPLE_DIGESTS names them.
+DIGESTS = {name.replace("_", "-"): value for name, value in SAMPLE_DIGESTS.items()}
 
 
 def _bindings(output_root: Path) -> AuthorizationBindings:
-    return AuthorizationBindings(
-        **{name.replace("-", "_"): value for name, value in DIGESTS.items()},
-        reader="faux-reader", effort="low", cap_units=78_400_000,
-        deadlines={"probe_s": 600, "run_s": 3600}, output_root=str(output_root),
-        credential_env_var="EFOLD_FICTIONAL_KEY",
-    )
+    return sample_bindings(output_root, deadlines={"probe_s": 600, "run_s": 3600},
+                           credential_env_var="EFOLD_FICTIONAL_KEY")
 
 
 def _invoke(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -158,10 +142,6 @@ def test_authorize_refuses_bad_bindings_and_existing_output(keys: Path, tmp_path
     code, _, err = _invoke(*args, env=env)
     assert code != 0 and "publish_target_exists" in err
     assert out.read_bytes() == before
-
-
-def test_authorize_validity_limit_matches_the_policy() -> None:
-    assert authorize_module._MAX_VALIDITY_S == MAX_VALIDITY_S
 
 
 def test_commands_run_as_a_real_subprocess(keys: Path, tmp_path: Path) -> None:

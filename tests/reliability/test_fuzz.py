@@ -44,6 +44,16 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from efold_test_kit import (
+    KEY,
+    Core,
+    D,
+    core_pair,
+    feed_chunked,
+    hello,
+    real_artifact,
+    sample_bindings,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import event as _event
 from hypothesis import strategies as st
@@ -95,12 +105,10 @@ from efold.guard.wire import (
     render_responses_sse,
 )
 from efold.guard.wire.outcome import WireParser
-from efold.identity import ProcessIdentity
 from efold.ipc import (
     PREP_PROTOCOL,
     PROBE_PROTOCOL,
     Admit,
-    Binding,
     BudgetGrant,
     Consume,
     Consumed,
@@ -110,11 +118,8 @@ from efold.ipc import (
     Granted,
     Halt,
     Halted,
-    Hello,
     IpcError,
     IpcPeerError,
-    IpcPoisoned,
-    LockstepCore,
     MeterReading,
     Prepared,
     Ready,
@@ -128,21 +133,17 @@ from efold.ipc import (
     TerminalStatus,
     UsageReport,
     Welcome,
-    child_core,
-    controller_core,
     seal,
 )
 from efold.ipc.framing import HEADER_SIZE, TAG_SIZE
 from efold.ipc.lockstep import TABLES
 from efold.ipc.messages import CHILD_KINDS, Message
 from efold.registry.authorization import (
-    AUTHORIZATION_VERSION,
     Attestation,
     AuthorizationBindings,
     AuthorizationDomain,
     VerifiedAuthorization,
     check_signature,
-    commit_account,
     mint_faux_authorization,
     sign_attestation,
     verify_faux_authorization,
@@ -439,6 +440,18 @@ def _tree_mutants(draw: st.DrawFn, trees: Sequence[Any], pool: list[Any], max_op
     return tree
 
 
+def reorder(draw: st.DrawFn, items: list[Any], i: int, op: str) -> None:
+    """A list-level mutation of ``items`` at ``i``: ``drop`` it, ``repeat`` it, or ``swap``
+    it with another item (drawn)."""
+    if op == "drop":
+        del items[i]
+    elif op == "repeat":
+        items.insert(i, items[i])
+    elif op == "swap":
+        j = draw(st.integers(0, len(items) - 1))
+        items[i], items[j] = items[j], items[i]
+
+
 def json_inputs(samples: Sequence[bytes], *, max_nest: int = 3000) -> st.SearchStrategy[bytes]:
     """Random bytes, byte mutants, and re-encoded tree mutants of JSON ``samples``."""
     trees = [msgspec.json.decode(s) for s in samples]
@@ -453,15 +466,10 @@ def json_inputs(samples: Sequence[bytes], *, max_nest: int = 3000) -> st.SearchS
 
 # -- 1. IPC frames, both sides of the lockstep core ----------------------------------------
 
-IPC_KEY = bytes(range(32))
 IPC_MAX = 4096
-WORKER = ProcessIdentity(pid=4242, start_time=777, boot_id="boot-a")
-BINDING = Binding(epoch=3, slot="s0007", worker=WORKER)
-D = "ab" * 32
 
 PROBE_SCRIPT: list[Message] = [
-    Hello(protocol=PROBE_PROTOCOL, registration_digest=D, plan_digest=D, build_digest=D,
-          cache_key="ck-1"),
+    hello(PROBE_PROTOCOL, cache_key="ck-1"),
     Welcome(deadlines=DeadlineGrant(run_ms=60_000, exchange_ms=5_000),
             budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976)),
     Ready(arrival_digest=D),
@@ -482,46 +490,18 @@ PROBE_SCRIPT: list[Message] = [
     DoneAck(),
 ]
 PREP_SCRIPT: list[Message] = [
-    Hello(protocol=PREP_PROTOCOL, registration_digest=D, plan_digest=D, build_digest=D,
-          cache_key=None),
+    hello(PREP_PROTOCOL),
     Welcome(deadlines=DeadlineGrant(run_ms=120_000, exchange_ms=5_000),
             budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976)),
     Prepared(snapshot_digest=D, files=2, bytes=4096, rejected={"oversized": 1}),
     DoneAck(),
 ]
 SCRIPTS = {PROBE_PROTOCOL: PROBE_SCRIPT, PREP_PROTOCOL: PREP_SCRIPT}
-Core = LockstepCore[Any, Any]
 
 
 def _feed(core: Core, stream: bytes, chunking: Sequence[int]) -> Message | IpcError:
-    """Feed ``stream`` to ``core`` in chunks bounded by ``want()``: the first message, or
-    the IPC error raised (after which the channel must be poisoned for good)."""
-    i = k = 0
-    try:
-        while True:
-            want = core.want()
-            assert 0 < want <= IPC_MAX + HEADER_SIZE + TAG_SIZE  # never reads past a frame
-            step = min(want, chunking[k % len(chunking)]) if chunking else want
-            k += 1
-            data = stream[i:i + step]
-            i += len(data)
-            if not data:
-                raise core.end_of_stream()
-            msg = core.feed(data)
-            if msg is not None:
-                return msg  # type: ignore[no-any-return]
-    except IpcError as exc:
-        assert isinstance(exc, IpcPeerError), exc  # the peer's fault, never a local misuse
-        assert core.poisoned is exc.code
-        with pytest.raises(IpcPoisoned):
-            core.want()
-        return exc
-
-
-def _cores(protocol: str) -> tuple[Core, Core]:
-    kw: dict[str, Any] = {"protocol": protocol, "binding": BINDING, "key": IPC_KEY,
-                          "max_frame": IPC_MAX}
-    return child_core(**kw), controller_core(**kw)
+    """``feed_chunked`` at this section's maximum frame."""
+    return feed_chunked(core, stream, chunking, IPC_MAX)
 
 
 @dataclass
@@ -535,7 +515,7 @@ class Exchange:
 
 
 def _exchange(protocol: str, step: int, stop: bool) -> Exchange:
-    child, ctrl = _cores(protocol)
+    child, ctrl = core_pair(protocol, IPC_MAX)
     script = SCRIPTS[protocol]
     for msg in script[:step]:
         sender, receiver = (child, ctrl) if type(msg) in CHILD_KINDS else (ctrl, child)
@@ -622,7 +602,7 @@ def sealed_bodies(draw: st.DrawFn, sent: bytes) -> bytes:
         tree_mutants([msgspec.msgpack.decode(sent)], extra=BODY_TREES,
                      values=VALUES | st.binary(max_size=8)).map(to_msgpack),
     ))
-    return seal(IPC_KEY, body[:IPC_MAX], IPC_MAX)
+    return seal(KEY, body[:IPC_MAX], IPC_MAX)
 
 
 @fuzz(ci=300, long=15_000)
@@ -653,7 +633,7 @@ def test_ipc_value_nested_past_the_recursion_limit(protocol: str, step: int) -> 
     tree = msgspec.msgpack.decode(ex.frame[HEADER_SIZE:-TAG_SIZE])
     tree["msg"] = {"x": "\x00DEEP3500\x00", **tree["msg"]}
     phase, seq = ex.receiver.phase, ex.receiver.seq
-    result = _feed(ex.receiver, seal(IPC_KEY, to_msgpack(tree), IPC_MAX), [])
+    result = _feed(ex.receiver, seal(KEY, to_msgpack(tree), IPC_MAX), [])
     _check_received(ex, result, phase, seq)
     assert isinstance(result, IpcError) and result.code is Code.IPC_BAD_MESSAGE, result
 
@@ -663,7 +643,7 @@ def test_ipc_value_nested_past_the_recursion_limit(protocol: str, step: int) -> 
        chunking=ipc_chunking)
 def test_ipc_frame_parser_alone(stream: bytes, chunking: list[int]) -> None:
     """The bare ``FrameParser``: a body, or a named error at the first bad frame."""
-    parser = FrameParser(IPC_KEY, IPC_MAX)
+    parser = FrameParser(KEY, IPC_MAX)
     i = k = 0
     while True:
         want = parser.want()
@@ -788,15 +768,10 @@ def event_mutants(draw: st.DrawFn, streams: Sequence[list[tuple[str | None, Any]
         name, body = events[i]
         if op == "tree":
             events[i] = (name, draw(tree_mutants([body], extra=bodies[:12])))
-        elif op == "drop":
-            del events[i]
-        elif op == "repeat":
-            events.insert(i, events[i])
-        elif op == "swap":
-            j = draw(st.integers(0, len(events) - 1))
-            events[i], events[j] = events[j], events[i]
-        else:
+        elif op == "name":
             events[i] = (draw(st.none() | st.sampled_from(WORDS)), body)
+        else:
+            reorder(draw, events, i, op)
     eol = draw(st.sampled_from(["\n", "\r\n", "\r"]))
     return render_sse(events, eol)
 
@@ -1070,13 +1045,8 @@ def trace_line_mutants(draw: st.DrawFn) -> bytes:
         op = draw(st.sampled_from(["tree", "tree", "drop", "repeat", "swap"]))
         if op == "tree":
             lines[i] = draw(tree_mutants([lines[i]], extra=TRACE_TREES[:40]))
-        elif op == "drop" and len(lines) > 1:
-            del lines[i]
-        elif op == "repeat":
-            lines.insert(i, lines[i])
-        elif op == "swap":
-            j = draw(st.integers(0, len(lines) - 1))
-            lines[i], lines[j] = lines[j], lines[i]
+        elif op != "drop" or len(lines) > 1:  # a trace keeps at least one line
+            reorder(draw, lines, i, op)
     return b"\n".join(to_json(tree) for tree in lines) + b"\n"
 
 
@@ -1126,29 +1096,14 @@ ACCOUNT = "acct-fictional-0001"
 NOW = 1_760_000_000
 
 
-def _hex(label: str) -> str:
-    return hashlib.sha256(label.encode()).hexdigest()
-
-
 def _bindings(output_root: str) -> AuthorizationBindings:
-    return AuthorizationBindings(
-        registration_raw_sha256=_hex("raw"), registration_canonical_sha256=_hex("canon"),
-        code_digest=_hex("code"), build_digest=_hex("build"), reader="openai/gpt-5",
-        effort="high", catalog_digest=_hex("catalog"), policy_digest=_hex("policy"),
-        cap_units=78_400_000, schedule_digest=_hex("schedule"),
-        deadlines={"probe_s": 60, "run_s": 21_600}, output_root=output_root,
-        credential_env_var="EFOLD_TEST_FICTIONAL_CREDENTIAL",
-    )
+    return sample_bindings(output_root, reader="openai/gpt-5", effort="high",
+                           deadlines={"probe_s": 60, "run_s": 21_600})
 
 
 def _real_artifact(output_root: str, now: int = NOW, auth_id: str = "auth-fuzz-0001") -> bytes:
-    return sign_attestation(Attestation(
-        version=AUTHORIZATION_VERSION, domain=AuthorizationDomain.REAL,
-        authorization_id=auth_id, bindings=_bindings(output_root),
-        account=commit_account(ACCOUNT, domain=AuthorizationDomain.REAL),
-        approver="approver@example.invalid", approval_reference="approval-7",
-        issued_at=now, expires_at=now + 3600,
-    ), APPROVER)
+    return real_artifact(_bindings(output_root), APPROVER, authorization_id=auth_id,
+                         account=ACCOUNT, now=now)
 
 
 AUTH_ROOT = "/tmp/efold-fuzz-run"
