@@ -19,17 +19,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import msgspec
 
-from efold.digests import sha256_hex
+from efold.controller.registration import REGISTRATION_NAME, Registration
+from efold.digests import digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotSpend, SlotStatus
+from efold.registry import publish_exclusive
 from efold.registry.journal import HOLD_SETTLED, JournalReader
-
-if TYPE_CHECKING:
-    from efold.report import Results, RunFacts
+from efold.registry.lease import probe_lease
+from efold.report import (
+    REPORT_FILES,
+    EpisodeFact,
+    LaunchFact,
+    Results,
+    RunFacts,
+    StopFact,
+    build_results,
+    render_reports,
+)
+from efold.report.schema import ControllerState
 
 PLAN_NAME = "plan.json"
 RECEIPTS_DIR = "receipts"
@@ -56,9 +67,6 @@ def receipt_name(slot: str) -> str:
 def _run_records(run: Path) -> tuple[Plan, bool]:
     """plan.json, checked against registration.json (the plan names its registration's
     sha256, and its schedule digest covers its own slots), and the registered reader."""
-    from efold.controller.registration import REGISTRATION_NAME, Registration
-    from efold.digests import digest_of
-
     try:
         plan = msgspec.json.decode((run / PLAN_NAME).read_bytes(), type=Plan)
         reg_bytes = (run / REGISTRATION_NAME).read_bytes()
@@ -72,8 +80,6 @@ def _run_records(run: Path) -> tuple[Plan, bool]:
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunView:
-    from efold.registry.lease import probe_lease
-
     run = Path(run_dir)
     plan, faux = _run_records(run)
     # The lease before the journal: if the controller is gone now, the journal read
@@ -133,9 +139,6 @@ def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
                launches: list[dict[str, Any]], containments: list[dict[str, Any]],
                in_flight: list[str]) -> RunFacts:
     """The journal rows the status needs, as plain facts (the report checks them)."""
-    from efold.report import EpisodeFact, LaunchFact, RunFacts, StopFact
-    from efold.report.schema import ControllerState
-
     return RunFacts(
         sticky_stop=sticky,
         stops=[StopFact(code=r["code"], sticky=bool(r["sticky"])) for r in stops],
@@ -146,7 +149,7 @@ def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
                                   finished=r["finished_ns"] is not None, result=r["result"])
                       for r in containments],
         in_flight=list(in_flight),
-        controller=cast("ControllerState", controller),
+        controller=cast(ControllerState, controller),
     )
 
 
@@ -169,8 +172,6 @@ def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Rec
 
 def build_run_results(view: RunView) -> Results:
     """The run's content-free results, its status included."""
-    from efold.report import build_results
-
     return build_results(
         view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
         run_facts=view.facts,
@@ -179,14 +180,9 @@ def build_run_results(view: RunView) -> Results:
 
 def run_reports(view: RunView) -> dict[str, bytes]:
     """The run's results.json, summary.md and report.html, as bytes (content-free)."""
-    from efold.report import render_reports
-
     return render_reports(build_run_results(view))
 
 
 def publish_reports(reports: dict[str, bytes], out_dir: str | os.PathLike[str]) -> None:
-    from efold.registry import publish_exclusive
-    from efold.report import REPORT_FILES
-
     for name in REPORT_FILES:
         publish_exclusive(Path(out_dir), name, reports[name])

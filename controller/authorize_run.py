@@ -18,9 +18,17 @@ from typing import Final
 
 from efold.controller.errors import ControllerError
 from efold.controller.registration import Registration
-from efold.digests import runtime_digest, sha256_hex
+from efold.digests import canonical_json, runtime_digest, sha256_hex
 from efold.errors import Code, EfoldError
-from efold.registry.authorization import AuthorizationBindings
+from efold.registry.approver_keys import load_public_key
+from efold.registry.authorization import (
+    FAUX_ACCOUNT_ID,
+    AuthorizationBindings,
+    AuthorizationDomain,
+    mint_faux_authorization,
+    verify_real_authorization,
+)
+from efold.registry.burn import consume_authorization, verify_consumption
 from efold.registry.lease import Lease
 
 # The single release gate of the paid route (a later milestone). Nothing sets it.
@@ -30,8 +38,6 @@ FAUX_CREDENTIAL_ENV: Final = "EFOLD_FAUX_NO_CREDENTIAL"
 
 def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
                  output_root: Path, credential_env_var: str) -> AuthorizationBindings:
-    from efold.digests import canonical_json
-
     d = reg.campaign.deadlines
     return AuthorizationBindings(
         registration_raw_sha256=sha256_hex(reg_bytes),
@@ -59,13 +65,6 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
 def consume_faux(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,
                  run_id: str) -> str:
     """Mint, consume and verify a faux authorization for this run; returns its id."""
-    from efold.registry.authorization import (
-        FAUX_ACCOUNT_ID,
-        AuthorizationDomain,
-        mint_faux_authorization,
-    )
-    from efold.registry.burn import consume_authorization, verify_consumption
-
     bindings = run_bindings(reg, reg_bytes, schedule_sha256, Path(lease.run_dir),
                             FAUX_CREDENTIAL_ENV)
     mint = mint_faux_authorization(bindings)
@@ -99,9 +98,6 @@ def refuse_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, *,
         return ControllerError(code, "--real needs --authorization FILE and --trust KEY")
     if not account_id:
         return ControllerError(code, "--real needs the provider account id in EFOLD_ACCOUNT_ID")
-    from efold.registry.approver_keys import load_public_key
-    from efold.registry.authorization import verify_real_authorization
-
     try:
         artifact = Path(authorization).read_bytes()
         keys = [load_public_key(k) for k in trusted]

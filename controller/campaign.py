@@ -19,8 +19,9 @@ A role without a table is the arm of its own name. ``arm`` and ``command`` are
 exclusive; a command's program is an absolute path to an executable file or a bare name
 found on ``PATH``; its timeout (given or default) is at most ``deadlines.prep_seconds``;
 a command role may not take the name of a built-in arm or an installed plugin. The
-registration pins every fold's code (``efold.folds.pinning``); ``prep_task`` builds the
-prep task that carries the pin to the child.
+registration pins every fold's code (``efold.folds.pinning``);
+``controller.preparation.prep_task`` builds the prep task that carries the pin to the
+child.
 
 The cap has its own codes, because a wrong cap is the one mistake that would otherwise
 register a run that can never admit a request: ``cap_not_whole_cents`` (operators write
@@ -38,24 +39,27 @@ import tomllib
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import msgspec
 
 from efold.errors import Code, EfoldError
+from efold.folds.external import DEFAULT_TIMEOUT_S
+from efold.folds.pinning import resolve_program
+from efold.folds.registry import plugin_arms
 from efold.guard.catalog import bundled_catalog
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.guard.pricing import rmax_units
-
-if TYPE_CHECKING:
-    from efold.controller.registration import Registration
-    from efold.protocol.tasks import PrepTask
+from efold.protocol.records import OPAQUE_ID
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
 ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack")
 HARD_SEEDS_ALLOWED = range(101, 125)
 _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+# The campaign's name is an id in every report (the plan's ``campaign``), so it must be
+# an opaque id the reports accept (``OPAQUE_ID``) made of letters, digits, - and _ only.
+_CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 BUNDLED = ("default", "hard")
 _UNITS_PER_CENT: Final = UNITS_PER_USD // 100
 # The cap travels in JSON (registration, plan, authorization bindings); readers that hold
@@ -200,8 +204,10 @@ def parse_campaign(text: str) -> Campaign:
 def validate_campaign(c: Campaign) -> None:
     if c.version != CAMPAIGN_VERSION:
         raise _invalid(f"unknown campaign version {c.version}")
-    if not c.name or not c.name.replace("-", "").replace("_", "").isalnum():
-        raise _invalid("name must be alphanumeric (with - or _)")
+    if not (_CAMPAIGN_NAME.fullmatch(c.name) and OPAQUE_ID.fullmatch(c.name)):
+        raise _invalid("name must be ASCII letters, digits, - and _, starting with a letter "
+                       "or digit, at most 200 characters: every report takes it as an id "
+                       f"of the form {OPAQUE_ID.pattern}")
     if c.suite not in SUITES:
         raise _invalid(f"suite must be one of {SUITES}")
     if c.suite == "original" and c.seeds:
@@ -249,8 +255,6 @@ def _validate_folds(c: Campaign) -> None:
     def installed() -> tuple[list[str], list[str]]:
         nonlocal plugins
         if plugins is None:  # scanned once, and only when a role needs it
-            from efold.folds.registry import plugin_arms
-
             names, rejected = plugin_arms()
             plugins = names, [r.name for r in rejected]
         return plugins
@@ -274,9 +278,6 @@ def _validate_folds(c: Campaign) -> None:
 
 def _validate_command(c: Campaign, r: Role,
                       installed: Callable[[], tuple[list[str], list[str]]]) -> None:
-    from efold.folds.external import DEFAULT_TIMEOUT_S
-    from efold.folds.pinning import resolve_program
-
     if r.arm != r.name:
         raise _invalid(f"role {r.name!r}: a command role's arm is its name")
     names, rejected = installed()
@@ -295,44 +296,6 @@ def _validate_command(c: Campaign, r: Role,
         given = "timeout_seconds" if r.timeout_seconds is not None else "the default timeout"
         raise _invalid(f"role {r.name!r}: {given} ({timeout:g} s) exceeds deadlines.prep_seconds "
                        f"({c.deadlines.prep_seconds:g} s)")
-
-
-def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
-              registration: Registration | None = None) -> PrepTask:
-    """The prep task that builds ``role``'s checkpoint: its arm, its command and timeout
-    (command roles), and its fold pin, which the prep child recomputes just before
-    building and refuses (``worker_digest_mismatch``) if the fold changed.
-
-    With ``registration`` the pins of every role are recomputed now and must still
-    derive the registered ``folds`` digest (else ``registration_digest_mismatch``), so
-    a fold changed after ``load_registration`` is refused here even before the child
-    sees it; without it the pin is the fold as it is now."""
-    from efold.folds.errors import FoldError
-    from efold.folds.external import DEFAULT_TIMEOUT_S
-    from efold.folds.pinning import fold_sha256
-    from efold.protocol.tasks import PrepTask
-
-    if registration is not None:
-        from efold.controller.registration import verify_fold_pins
-
-        if role not in registration.campaign.roles:
-            raise _invalid(f"role {role.name!r} is not a role of the registered campaign")
-        verify_fold_pins(registration)
-    try:
-        pin = fold_sha256(role)
-    except FoldError as exc:
-        raise _invalid(f"role {role.name!r}: cannot pin its fold: {exc.detail}") from exc
-    timeout = None
-    if role.command is not None:
-        timeout = DEFAULT_TIMEOUT_S if role.timeout_seconds is None else role.timeout_seconds
-    return PrepTask(
-        arm=role.arm,
-        trace_file=trace_file,
-        trace_sha256=trace_sha256,
-        command=None if role.command is None else list(role.command),
-        timeout_seconds=timeout,
-        fold_sha256=pin,
-    )
 
 
 def cap_units(c: Campaign) -> int:
@@ -392,7 +355,8 @@ def _whole_cents(value: decimal.Decimal) -> bool:
     # From the digits, not by arithmetic: decimal's 28-digit context would round
     # 99.999999999999999999999999999999 to 100.00 before any check saw it.
     _, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)  # finite: parse_decimal refused NaN and infinities
+    if not isinstance(exponent, int):  # NaN or an infinity (parse_decimal refuses both)
+        raise _invalid("cap_usd must be a finite decimal")
     below_cent = -2 - exponent
     return below_cent <= 0 or not any(digits[-below_cent:])
 

@@ -1,31 +1,68 @@
 """The ``efold-controller`` command: one thin click group; each command lives in its own
-module and registers itself here."""
+module under ``controller/commands`` and is imported only when it runs.
+
+Every command module imports what it needs at its top, so loading one costs its whole
+import tree (anyio, trio, psutil, rich...). The group therefore names its commands in a
+table with their one-line help: ``efold-controller --help`` imports none of them, and
+``efold-controller pilot ...`` imports only ``pilot``. ``tests/controller/test_cli.py``
+checks that the table lists every command module with the help line the command itself
+declares.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import Final
 
 import click
 
 from efold import __version__
 
+# Command name -> (module under efold.controller.commands, one-line help).
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "aggregate": ("aggregate", "Aggregate RUN's receipts (it changes nothing in RUN)."),
+    "authorize": ("authorize", "Sign an authorization binding a registered campaign to a "
+                  "cap and a run root."),
+    "corpus": ("corpus", "Generate, validate and inspect traces and their probes."),
+    "keygen": ("keygen", "Generate an Ed25519 approver key pair."),
+    "pilot": ("pilot", "Run a campaign: `pilot --faux` alone runs the bundled default "
+              "campaign."),
+    "plan": ("plan", "Show the slots, schedule digest, workload and cost estimate."),
+    "preflight": ("preflight", "Run only the prep children in a private temporary root "
+                  "(removed afterwards), dry-restore every snapshot and print a JSON "
+                  "report per slot."),
+    "reap": ("reap", "Contain every process a dead controller left behind in RUN_DIR, with "
+             "the same proofs as a live containment (pidfd + start time + group), and "
+             "journal it."),
+    "recover": ("recover", "Report the processes a run left behind."),
+    "register": ("register", "Validate a campaign, freeze its digests and write "
+                 "registration.json."),
+    "verify-authorization": ("verify_authorization", "Check an authorization's shape, "
+                             "domain, trusted signature and validity window."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+def load_command(name: str) -> click.Command:
+    """The command ``name`` (a key of ``COMMANDS``), imported now."""
+    module = importlib.import_module(f"efold.controller.commands.{COMMANDS[name][0]}")
+    command: click.Command = module.command
+    return command
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="efold-controller")
 def main() -> None:
     """efold: measure what an agent still knows after its context is folded."""
-
-
-def _register_commands() -> None:
-    # Each command module adds itself to `main`; imported here so the group stays thin.
-    import importlib
-    import pkgutil
-
-    from efold.controller import commands
-
-    for info in pkgutil.iter_modules(commands.__path__):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        command = getattr(module, "command", None)
-        if isinstance(command, click.Command):
-            main.add_command(command)
-
-
-_register_commands()

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from efold.controller.campaign import Campaign
 from efold.folds.checkpoint import Checkpoint
+from efold.guard.feasibility import fits_envelope
+from efold.protocol.tasks import ProbeTask
+from efold.worker.reader import first_payload, probe_contract
 
 _LONGEST_CACHE_KEY = "k" * 64  # the longest key a slot can be given
 
@@ -22,10 +25,6 @@ _LONGEST_CACHE_KEY = "k" * 64  # the longest key a slot can be given
 def first_request_fits(checkpoint: Checkpoint, campaign: Campaign, role: str,
                        question: str) -> bool:
     """Whether round 1 of a probe of ``role`` asking ``question`` fits the envelope."""
-    from efold.guard.feasibility import fits_envelope
-    from efold.protocol.tasks import ProbeTask
-    from efold.worker.reader import first_payload, probe_contract
-
     instructions = next(r.instructions for r in campaign.roles if r.name == role)
     reader = campaign.reader
     task = ProbeTask(question=question, instructions=instructions, provider=reader.provider,

@@ -22,7 +22,7 @@ from typing import TypeVar
 import anyio
 import anyio.abc
 
-from efold.controller.slots import RunContext
+from efold.controller.run_context import RunContext
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _T = TypeVar("_T")

@@ -58,9 +58,10 @@ from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.ipc.controller_channel import ControllerChannel
 from efold.ipc.errors import IpcCancelled, IpcEof, IpcLocalMisuse
 from efold.ipc.framing import DEFAULT_MAX_FRAME, KEY_SIZE
-from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Stop, Welcome
+from efold.ipc.messages import Binding, DoneAck, Hello, Prepared, Ready, Stop, Welcome
 from efold.protocol.assignment import Assignment, encode_key_pipe
 from efold.protocol.exit_codes import code_for_exit_status
+from efold.registry.files import write_all
 from efold.registry.journal import JournalWriter
 
 # -I: isolated (no PYTHON* variables, no user site, no cwd on sys.path): a planted module
@@ -143,6 +144,13 @@ class WorkerHandle:
         snapshot = self.assignment.snapshot
         if snapshot is None or msg.arrival_digest != snapshot.digest:
             raise ControllerError(Code.WORKER_SNAPSHOT_INVALID, "arrival digest differs")
+        return msg
+
+    async def accept_prepared(self, *, timeout: float) -> Prepared:
+        """Receive ``Prepared``: the one message a prep child sends after ``Welcome``."""
+        msg = await self.channel.receive(timeout=timeout)
+        if not isinstance(msg, Prepared):  # the core admits nothing else here: a bug
+            raise self.channel.abandon(IpcLocalMisuse("accept_prepared out of place"))
         return msg
 
     async def acknowledge_done(self) -> None:
@@ -250,12 +258,6 @@ class WorkerHandle:
         return leftovers
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 async def launch_worker(
     journal: JournalWriter,
     assignment: Assignment,
@@ -273,7 +275,7 @@ async def launch_worker(
     key_read, key_write = os.pipe()  # both O_CLOEXEC; pass_fds makes the read end inherit
     try:
         try:
-            _write_all(key_write, encode_key_pipe(key, assignment))
+            write_all(key_write, encode_key_pipe(key, assignment))
         finally:
             os.close(key_write)
         argv = [*program, assignment.kind, "--ipc-fd", str(theirs.fileno()),

@@ -1,9 +1,11 @@
 """The pilot: one registered campaign, end to end, under one writer.
 
 Order (each step completes before the next; nothing is resumed or reused):
-1. claim a new run directory; take the run lease; open the journal; start epoch 1;
-2. publish registration.json and plan.json into the run; consume the authorization
-   (faux: minted, burned in the faux registry, pair verified) before any child starts;
+1. (the caller) claim a new run directory;
+2. open the run (``controller.run_setup.open_run``): take the run lease, open the
+   journal, start epoch 1; consume the authorization (faux: minted, burned in the faux
+   registry, pair verified) before any child starts; publish registration.json and
+   plan.json into the run;
 3. write reader-safe traces; one prep child per checkpoint (role × trace × repeat);
    verify each snapshot; learn from it whether the checkpoint is inventory-infeasible;
    compute evaluator-side evidence (availability, exclusions). No fold code ever runs
@@ -16,7 +18,8 @@ A stop closes admission: every later slot is still visited, in order, and receiv
 ``unadmitted`` receipt with the refusal's code (``lookup_stopped``; ``interrupted`` after
 SIGINT/SIGTERM, ``controller.interrupt``; ``not_admitted_cap`` once the cap refused)
 without a child being launched, so the counts of a stopped run are complete and honest.
-Only a controller that dies leaves slots unvisited (they stay in the plan's inventory, never in the execution counts).
+Only a controller that dies leaves slots unvisited (they stay in the plan's inventory,
+never in the execution counts).
 """
 
 from __future__ import annotations
@@ -24,40 +27,29 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
-from efold.controller.aggregate import PLAN_NAME, read_run, run_reports
-from efold.controller.containment import ContainmentPolicy
-from efold.controller.errors import ControllerError
+from efold.controller.aggregate import read_run, run_reports
+from efold.controller.evidence import Evidence, checkpoint_evidence
 from efold.controller.interrupt import interruptible
-from efold.controller.permits import DurablePermitSource
-from efold.controller.plan import plan_for
+from efold.controller.judging import refused_receipt
 from efold.controller.preparation import Preparation, Progress, prepare_checkpoints
-from efold.controller.registration import REGISTRATION_NAME, Registration
+from efold.controller.registration import Registration
+from efold.controller.run_context import RunContext
+from efold.controller.run_setup import open_run
 from efold.controller.runroot import private_subdir
-from efold.controller.slots import (
-    Evidence,
-    RunContext,
-    refused_receipt,
-    run_probe,
-    write_slot_receipt,
-)
-from efold.controller.stops import StopPolicy
-from efold.corpus.model import Availability, Probe, SuiteItem
-from efold.digests import canonical_json, sha256_hex
+from efold.controller.slots import run_probe, write_slot_receipt
+from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
-from efold.identity import current_identity
-from efold.ipc.messages import BudgetGrant
-from efold.protocol.records import Exclusion, Plan, PlannedSlot, Receipt
+from efold.protocol.assignment import SnapshotRef
+from efold.protocol.records import Plan, PlannedSlot, Receipt
 from efold.protocol.tasks import ProbeTask
-
-# Pressure is required on long traces only (reference: "On long traces, each sample
-# must also show the pressure its arm is designed to test").
-_PRESSURE_SUITES = frozenset({"hard", "hard-distractors"})
+from efold.registry import publish_exclusive
 
 
 @dataclass(frozen=True)
@@ -70,88 +62,12 @@ class PilotOutcome:
     interrupted: int | None = None  # the signal that interrupted the run, if one did
 
 
-def _publish(run: Path, name: str, data: bytes) -> None:
-    from efold.registry import publish_exclusive
-
-    publish_exclusive(run, name, data)
-
-
-def _evidence(suite: str, restored: RestoredCheckpoint,
-              probes: list[Probe]) -> dict[str, Evidence]:
-    """Evaluator-side facts per probe for one checkpoint: availability (model-free) and
-    the exclusions its fold receipt shows."""
-    from efold.folds import probe_availability
-
-    cp = restored.checkpoint
-    receipt = cp.receipt
-    excluded: Exclusion | None = None
-    if not receipt.boundary.verified:
-        excluded = Exclusion.BOUNDARY_UNVERIFIED
-    elif suite in _PRESSURE_SUITES and not all(p.met for p in receipt.pressure):
-        excluded = Exclusion.PRESSURE_UNVERIFIED
-    elif cp.store is not None and (receipt.store is None or receipt.store.records == 0):
-        excluded = Exclusion.STORE_DEGRADED
-    store = restored.open_store()
-    out: dict[str, Evidence] = {}
-    try:
-        for probe in probes:
-            result = probe_availability(cp, probe, store=store)
-            out[probe.id] = Evidence(Availability(result.availability.value), excluded,
-                                     restored.manifest.content_digest)
-    finally:
-        if store is not None:
-            store.close()
-    return out
-
-
 async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
-                  program: tuple[str, ...] | None = None) -> PilotOutcome:
-    from efold.controller.authorize_run import consume_faux
-    from efold.corpus import load_suite
-    from efold.digests import build_digest
-    from efold.guard import pricer_for
-    from efold.registry.journal import JournalWriter
-    from efold.registry.lease import acquire_lease
-
-    campaign = reg.campaign
-    if campaign.reader.provider != "faux":
-        # The paid route is refused before this point; never mint a faux authorization
-        # for a real reader.
-        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, "not a faux reader")
-    plan = plan_for(reg)
-    plan_bytes = canonical_json(plan) + b"\n"
+                  program: Sequence[str] | None = None) -> PilotOutcome:
     tick = progress or (lambda phase, done, total: None)
-    with acquire_lease(run) as lease:
-        journal = JournalWriter(run, lease)
-        epoch = journal.record_epoch(current_identity())
-        lease.set_epoch(epoch)
-        # The consumption marker precedes every other file of the run and any launch.
-        consume_faux(reg, reg_bytes, plan.schedule_sha256, lease, run_id=run.name)
-        _publish(run, REGISTRATION_NAME, reg_bytes)
-        _publish(run, PLAN_NAME, plan_bytes)
-
-        items: dict[str, SuiteItem] = {
-            i.trace.header.trace_id: i for i in load_suite(campaign.suite, campaign.seeds or None)
-        }
-        ctx = RunContext(
-            run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
-            registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
-            build_digest=build_digest(),
-            source=DurablePermitSource(
-                journal, epoch=epoch, cap_units=reg.cap_units, rmax_units=reg.rmax_units,
-                max_requests=campaign.budgets.max_requests,
-                price=pricer_for(campaign.reader.provider, campaign.reader.model),
-            ),
-            policy=StopPolicy(),
-            budgets=BudgetGrant(max_requests=campaign.budgets.max_requests,
-                            meter_calls=campaign.budgets.lookup_calls,
-                            meter_bytes=campaign.budgets.lookup_bytes),
-            prep_seconds=campaign.deadlines.prep_seconds,
-            probe_seconds=campaign.deadlines.probe_seconds,
-            containment=ContainmentPolicy(term_grace=campaign.deadlines.grace_seconds),
-            program=program,
-        )
+    async with open_run(reg, reg_bytes, run, admitting=True, program=program) as opened:
+        ctx, plan, items = opened.ctx, opened.plan, opened.items
 
         async def body() -> tuple[list[Receipt], dict[str, bytes]]:
             preps, evidence = await _prepare(ctx, plan, items, reg, tick)
@@ -159,13 +75,12 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             # -- aggregate ---------------------------------------------------------------
             reports = run_reports(read_run(run))
             for name, data in reports.items():
-                _publish(run, name, data)
+                publish_exclusive(run, name, data)
             return receipts, reports
 
         receipts, reports = await interruptible(ctx, body)
         stop = ctx.policy.stop_code or (
             Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)
-        journal.close()
     return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted)
 
 
@@ -180,7 +95,7 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
         asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
         # The plan's trace, never what the fold's data claims.
         wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
-        for pid, ev in _evidence(reg.campaign.suite, restored, wanted).items():
+        for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted).items():
             evidence[(key, pid)] = ev
 
     preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, tick=tick,
@@ -203,29 +118,12 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     receipts: list[Receipt] = []
     for n, planned in enumerate(plan.slots):
         tick("probe", n, len(plan.slots))
-        prepared = preps.get(planned.checkpoint)
-        prep = prepared.result if prepared is not None else None
-        refusal: Code | None = None
-        if not planned.eligible or (prepared is not None and prepared.feasible is False):
-            refusal = Code.INVENTORY_INFEASIBLE
-        elif prep is not None and prep.snapshot is None:  # its checkpoint failed: why
-            refusal = prep.code or Code.LOOKUP_PREPARATION_INVALID
-        elif ctx.interrupted is not None:  # the operator ended the run
-            refusal = Code.INTERRUPTED
-        elif ctx.policy.stopped:  # admission is closed for the rest of the run
-            refusal = Code.LOOKUP_STOPPED
-        elif ctx.source.cap_refused:  # spend never falls: every later admit refuses
-            refusal = Code.NOT_ADMITTED_CAP
-        elif time.monotonic() > run_deadline:
-            refusal = Code.RUN_DEADLINE
-        elif prep is None:  # never prepared (admission closed during the preps)
-            refusal = Code.LOOKUP_PREPARATION_INVALID
-        if refusal is not None:
-            receipt = refused_receipt(planned, refusal)
+        snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline)
+        if isinstance(snapshot, Code):  # refused: visited without a launch
+            receipt = refused_receipt(planned, snapshot)
             write_slot_receipt(ctx, receipt)
             receipts.append(receipt)
             continue
-        assert prep is not None and prep.snapshot is not None  # refused above otherwise
         probe = probes[(planned.trace_id, planned.probe_id)]
         task = ProbeTask(
             question=probe.question, instructions=roles[planned.role].instructions,
@@ -235,14 +133,14 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
         done = await run_probe(
             ctx, planned=planned, probe=probe,
             slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
-            snapshot=prep.snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
+            snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
         )
         receipts.append(done.receipt)
         if done.end is not None:
             code = ctx.policy.slot_admitted_end(done.end)
             if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
-                ctx.record_stop(code, planned.slot)
+                ctx.take_stop(code, planned.slot)
     tick("probe", len(plan.slots), len(plan.slots))
     if ctx.source.cap_refused and ctx.policy.stop_code is None:
         ctx.journal.record_stop(epoch=ctx.epoch, code=Code.NOT_ADMITTED_CAP.value, slot=None,
@@ -250,9 +148,32 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     return receipts
 
 
+def _admission(ctx: RunContext, planned: PlannedSlot, prepared: Preparation | None,
+               run_deadline: float) -> SnapshotRef | Code:
+    """The verified snapshot a slot's probe child restores, or the code it is refused
+    with before any launch (first cause first)."""
+    prep = prepared.result if prepared is not None else None
+    snapshot = prep.snapshot if prep is not None else None
+    if not planned.eligible or (prepared is not None and prepared.feasible is False):
+        return Code.INVENTORY_INFEASIBLE
+    if prep is not None and snapshot is None:  # its checkpoint failed: why
+        return prep.code or Code.LOOKUP_PREPARATION_INVALID
+    if ctx.interrupted is not None:  # the operator ended the run
+        return Code.INTERRUPTED
+    if ctx.policy.stopped:  # admission is closed for the rest of the run
+        return Code.LOOKUP_STOPPED
+    if ctx.source.cap_refused:  # spend never falls: every later admit refuses
+        return Code.NOT_ADMITTED_CAP
+    if time.monotonic() > run_deadline:
+        return Code.RUN_DEADLINE
+    if snapshot is None:  # never prepared (admission closed during the preps)
+        return Code.LOOKUP_PREPARATION_INVALID
+    return snapshot
+
+
 def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
               progress: Progress | None = None,
-              program: tuple[str, ...] | None = None) -> PilotOutcome:
+              program: Sequence[str] | None = None) -> PilotOutcome:
     """Synchronous entry: the async pilot on the trio backend."""
     previous = os.umask(0o077)  # everything the run writes is owner-only
     try:

@@ -4,38 +4,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeElapsedColumn
+from rich.table import Table
+
 from efold.controller.pilot import PilotOutcome, run_pilot
 from efold.controller.registration import Registration
+from efold.guard import units_to_usd
+from efold.report import decode_results
 
 
 def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
                       show: bool) -> PilotOutcome:
     if not show:
         return run_pilot(reg, reg_bytes, run)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     with Progress(
         "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), transient=False,
     ) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def tick(phase: str, done: int, total: int) -> None:
             label = {"prep": "checkpoints", "probe": "probe slots"}[phase]
             if phase not in tasks:
-                tasks[phase] = int(bar.add_task(label, total=total))
-            bar.update(tasks[phase], completed=done, total=total)  # type: ignore[arg-type]
+                tasks[phase] = bar.add_task(label, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
 
         return run_pilot(reg, reg_bytes, run, progress=tick)
 
 
 def print_summary(outcome: PilotOutcome) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from efold.guard import units_to_usd
-    from efold.report import decode_results
-
     results = decode_results(outcome.reports["results.json"])
     table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")
     for column in ("role", "exact (95% CI)", "done", "incompl.", "unadm.", "skipped",

@@ -18,6 +18,7 @@ from collections.abc import Set as AbstractSet
 import msgspec
 
 from efold.controller.registration import Registration, rank_key, registration_sha256
+from efold.corpus import load_suite
 from efold.digests import digest_of
 from efold.protocol.records import Plan, PlannedSlot
 
@@ -68,8 +69,6 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
 
 
 def plan_for(reg: Registration) -> Plan:
-    from efold.corpus import load_suite
-
     items = load_suite(reg.campaign.suite, reg.campaign.seeds or None)
     categories = {
         (item.trace.header.trace_id, p.id): p.category.value

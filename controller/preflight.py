@@ -12,23 +12,21 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import msgspec
 
 from efold.controller.interrupt import interruptible
-from efold.controller.permits import DurablePermitSource
-from efold.controller.plan import plan_for
-from efold.controller.preparation import checkpoints_of, prepare_checkpoints
+from efold.controller.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.registration import Registration
+from efold.controller.run_setup import open_run
 from efold.controller.runroot import claim_run_dir, private_subdir
-from efold.controller.slots import RunContext
 from efold.controller.stops import StopPolicy
-from efold.digests import build_digest, canonical_json, sha256_hex
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
-from efold.identity import current_identity
-from efold.ipc.messages import BudgetGrant
+from efold.folds import copy_snapshot
 
 
 class PreflightSlot(msgspec.Struct, frozen=True):
@@ -72,73 +70,18 @@ def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
 
 
 async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
-                     program: tuple[str, ...] | None) -> PreflightReport:
-    from efold.corpus import load_suite
-    from efold.folds import copy_snapshot
-    from efold.registry import publish_exclusive
-    from efold.registry.journal import JournalWriter
-    from efold.registry.lease import acquire_lease
-
-    campaign = reg.campaign
-    plan = plan_for(reg)
+                     program: Sequence[str] | None) -> PreflightReport:
     run = claim_run_dir(root / "run")
-    items = {i.trace.header.trace_id: i for i in load_suite(campaign.suite, campaign.seeds or None)}
-    watchdog_ms = int(campaign.deadlines.prep_seconds * 1000)
-    results: dict[str, PreflightSlot] = {}
-    with acquire_lease(run) as lease:
-        journal = JournalWriter(run, lease)
-        epoch = journal.record_epoch(current_identity())
-        lease.set_epoch(epoch)
-        plan_bytes = canonical_json(plan) + b"\n"
-        ctx = RunContext(
-            run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
-            registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
-            build_digest=build_digest(),
-            # Preflight admits nothing: a zero cap refuses any request that could appear.
-            source=DurablePermitSource(journal, epoch=epoch, cap_units=0, rmax_units=1,
-                                       max_requests=1, price=lambda usage, tier: 0),
-            policy=StopPolicy(),
-            budgets=BudgetGrant(max_requests=0, meter_calls=0, meter_bytes=0),
-            prep_seconds=campaign.deadlines.prep_seconds,
-            probe_seconds=campaign.deadlines.probe_seconds, program=program,
-        )
-        publish_exclusive(run, "registration.json", reg_bytes)
-        publish_exclusive(run, "plan.json", plan_bytes)
+    async with open_run(reg, reg_bytes, run, admitting=False, program=program) as opened:
+        ctx, plan = opened.ctx, opened.plan
         private_subdir(run, "restore")
         # Every checkpoint of the plan: preparation feasibility is independent of
         # admission eligibility (a slot ineligible by plan is still prepared here).
         preps = await interruptible(ctx, lambda: prepare_checkpoints(
-            ctx, plan, items, reg, eligible_only=False))
-        for key in checkpoints_of(plan, eligible_only=False):
-            prep = preps.get(key)
-            if prep is None:
-                # Admission closed before this checkpoint (a containment stop: a prep
-                # child left a process behind): it fails with that stop.
-                results[key] = _failed(key, ctx.policy.stop_code or Code.LOOKUP_STOPPED,
-                                       watchdog_ms)
-                continue
-            result = prep.result
-            code = ctx.policy.stop_code or result.code
-            restore_ms = 0
-            if code is None and result.snapshot is not None:
-                started = time.monotonic()
-                try:
-                    copy_snapshot(result.snapshot.path, run / "restore" / key,
-                                  expected_digest=result.snapshot.digest)
-                except EfoldError:
-                    code = Code.LOOKUP_PREPARATION_INVALID
-                restore_ms = int((time.monotonic() - started) * 1000)
-            if code is None and result.elapsed_ms + restore_ms > watchdog_ms:
-                code = Code.WORKER_TIMEOUT
-            tree = result.tree
-            results[key] = PreflightSlot(
-                slot="", checkpoint=key, eligible=True, ok=code is None,
-                code=code.value if code else None, feasible=prep.feasible, files=tree.files,
-                bytes=tree.bytes, largest_bytes=tree.largest,
-                rejected=dict(sorted(tree.rejected.items())), prepare_ms=result.elapsed_ms,
-                restore_ms=restore_ms, watchdog_ms=watchdog_ms,
-            )
-        journal.close()
+            ctx, plan, opened.items, reg, eligible_only=False))
+        watchdog_ms = int(reg.campaign.deadlines.prep_seconds * 1000)
+        results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms)
+                   for key in checkpoints_of(plan, eligible_only=False)}
     slots = [msgspec.structs.replace(results[s.checkpoint], slot=s.slot, eligible=s.eligible)
              for s in plan.slots]
     return PreflightReport(
@@ -147,8 +90,39 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
     )
 
 
+def _checkpoint_result(run: Path, key: str, prep: Preparation | None, policy: StopPolicy,
+                       watchdog_ms: int) -> PreflightSlot:
+    """One checkpoint's entry: its prep, then a dry restore of its snapshot, both timed
+    against the prep watchdog (the slots of the checkpoint copy it)."""
+    if prep is None:
+        # Admission closed before this checkpoint (a containment stop: a prep child left
+        # a process behind): it fails with that stop.
+        return _failed(key, policy.stop_code or Code.LOOKUP_STOPPED, watchdog_ms)
+    result = prep.result
+    code = policy.stop_code or result.code
+    restore_ms = 0
+    if code is None and result.snapshot is not None:
+        started = time.monotonic()
+        try:
+            copy_snapshot(result.snapshot.path, run / "restore" / key,
+                          expected_digest=result.snapshot.digest)
+        except EfoldError:
+            code = Code.LOOKUP_PREPARATION_INVALID
+        restore_ms = int((time.monotonic() - started) * 1000)
+    if code is None and result.elapsed_ms + restore_ms > watchdog_ms:
+        code = Code.WORKER_TIMEOUT
+    tree = result.tree
+    return PreflightSlot(
+        slot="", checkpoint=key, eligible=True, ok=code is None,
+        code=code.value if code else None, feasible=prep.feasible, files=tree.files,
+        bytes=tree.bytes, largest_bytes=tree.largest,
+        rejected=dict(sorted(tree.rejected.items())), prepare_ms=result.elapsed_ms,
+        restore_ms=restore_ms, watchdog_ms=watchdog_ms,
+    )
+
+
 def run_preflight(reg: Registration, reg_bytes: bytes, *,
-                  program: tuple[str, ...] | None = None,
+                  program: Sequence[str] | None = None,
                   keep_root: list[Path] | None = None) -> PreflightReport:
     """Run preflight in a private temporary root, always removed afterwards.
     ``keep_root`` (tests) receives the root's path so its removal can be checked."""

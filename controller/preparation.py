@@ -2,8 +2,9 @@
 
 The one place checkpoints are built, for ``pilot`` (in the run), ``preflight`` and
 ``plan`` (in a private temporary root). Every fold, built-in or plugin, runs only in a
-prep child under the launcher, journal, watchdog and containment (``controller.slots``
-``run_prep``); the controller reads the verified snapshot as data to decide whether the
+prep child under the launcher, journal, watchdog and containment
+(``controller.prep_launch``), given the prep task ``prep_task`` builds (the role's fold,
+pinned); the controller reads the verified snapshot as data to decide whether the
 checkpoint's first request can ever be admitted (``controller.feasibility``).
 """
 
@@ -13,14 +14,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from efold.controller.campaign import prep_task
+from efold.controller.campaign import CampaignError, Role
 from efold.controller.feasibility import first_request_fits
-from efold.controller.registration import Registration
+from efold.controller.prep_launch import PrepResult, run_prep
+from efold.controller.registration import Registration, verify_fold_pins
+from efold.controller.run_context import RunContext
 from efold.controller.runroot import private_subdir
-from efold.controller.slots import PrepResult, RunContext, run_prep
+from efold.corpus import dump_trace, trace_digest
 from efold.corpus.model import SuiteItem
+from efold.errors import Code
+from efold.folds.errors import FoldError
+from efold.folds.external import DEFAULT_TIMEOUT_S
+from efold.folds.pinning import fold_sha256
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.records import Plan, PlannedSlot
+from efold.protocol.tasks import PrepTask
+from efold.registry import publish_exclusive
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 # Called once per feasible checkpoint with its verified snapshot (evidence, while it is
@@ -45,6 +54,39 @@ def checkpoints_of(plan: Plan, *, eligible_only: bool) -> dict[str, PlannedSlot]
     return firsts
 
 
+def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
+              registration: Registration | None = None) -> PrepTask:
+    """The prep task that builds ``role``'s checkpoint: its arm, its command and timeout
+    (command roles), and its fold pin, which the prep child recomputes just before
+    building and refuses (``worker_digest_mismatch``) if the fold changed.
+
+    With ``registration`` the pins of every role are recomputed now and must still
+    derive the registered ``folds`` digest (else ``registration_digest_mismatch``), so
+    a fold changed after ``load_registration`` is refused here even before the child
+    sees it; without it the pin is the fold as it is now."""
+    if registration is not None:
+        if role not in registration.campaign.roles:
+            raise CampaignError(Code.CAMPAIGN_INVALID,
+                                f"role {role.name!r} is not a role of the registered campaign")
+        verify_fold_pins(registration)
+    try:
+        pin = fold_sha256(role)
+    except FoldError as exc:
+        raise CampaignError(Code.CAMPAIGN_INVALID,
+                            f"role {role.name!r}: cannot pin its fold: {exc.detail}") from exc
+    timeout = None
+    if role.command is not None:
+        timeout = DEFAULT_TIMEOUT_S if role.timeout_seconds is None else role.timeout_seconds
+    return PrepTask(
+        arm=role.arm,
+        trace_file=trace_file,
+        trace_sha256=trace_sha256,
+        command=None if role.command is None else list(role.command),
+        timeout_seconds=timeout,
+        fold_sha256=pin,
+    )
+
+
 def _longest_questions(plan: Plan, items: dict[str, SuiteItem]) -> dict[str, str]:
     questions = {(t, p.id): p.question for t, i in items.items() for p in i.probes.probes}
     longest: dict[str, str] = {}
@@ -58,9 +100,6 @@ def _longest_questions(plan: Plan, items: dict[str, SuiteItem]) -> dict[str, str
 def _publish_traces(run: Path, items: dict[str, SuiteItem],
                     trace_ids: set[str]) -> dict[str, tuple[str, str]]:
     """Reader-safe trace files (no probes) for the prep children: path and digest."""
-    from efold.corpus import dump_trace, trace_digest
-    from efold.registry import publish_exclusive
-
     traces = private_subdir(run, "traces")
     out: dict[str, tuple[str, str]] = {}
     for trace_id in sorted(trace_ids):

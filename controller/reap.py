@@ -28,6 +28,8 @@ from efold.controller.containment import ContainmentPolicy, LaunchTarget, contai
 from efold.controller.recovery import observe
 from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
+from efold.registry.journal import JournalWriter
+from efold.registry.lease import acquire_lease
 
 
 class ReapedLaunch(msgspec.Struct, frozen=True):
@@ -48,9 +50,6 @@ class ReapReport(msgspec.Struct, frozen=True):
 
 
 async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
-    from efold.registry.journal import JournalWriter
-    from efold.registry.lease import acquire_lease
-
     with acquire_lease(run_dir) as lease:
         journal = JournalWriter(run_dir, lease)
         try:

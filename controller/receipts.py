@@ -13,6 +13,7 @@ from pathlib import Path
 from efold.controller.aggregate import RECEIPTS_DIR, receipt_name
 from efold.digests import canonical_json, sha256_hex
 from efold.protocol.records import Receipt
+from efold.registry import publish_exclusive
 from efold.registry.journal import JournalWriter
 
 
@@ -21,8 +22,6 @@ def encode_receipt(receipt: Receipt) -> bytes:
 
 
 def write_receipt(run_dir: Path, journal: JournalWriter, receipt: Receipt) -> str:
-    from efold.registry import publish_exclusive
-
     data = encode_receipt(receipt)
     digest = sha256_hex(data)
     journal.record_receipt(receipt.slot, digest)

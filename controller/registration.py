@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 
+from efold.controller import stops
 from efold.controller.campaign import (
     Campaign,
     CampaignError,
@@ -23,8 +25,14 @@ from efold.controller.campaign import (
     reader_rmax_units,
     validate_campaign,
 )
+from efold.corpus import SuiteItem, corpus_digest, load_suite, trace_digest, validate
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
+from efold.folds.errors import FoldError
+from efold.folds.pinning import fold_identity
+from efold.guard import catalog_digest, contract_policy
+from efold.registry import make_private_dir, publish_exclusive
+from efold.worker import faux_reader
 
 REGISTRATION_VERSION = 1
 REGISTRATION_NAME = "registration.json"
@@ -67,12 +75,9 @@ def rank_key(seed: int, *parts: str) -> str:
     return hashlib.sha256(":".join([str(seed), *parts]).encode()).hexdigest()
 
 
-def select_probes(campaign: Campaign, items: list[object]) -> list[SelectedTrace]:
-    from efold.corpus import SuiteItem, trace_digest
-
+def select_probes(campaign: Campaign, items: Sequence[SuiteItem]) -> list[SelectedTrace]:
     selected: list[SelectedTrace] = []
     for item in items:
-        assert isinstance(item, SuiteItem)
         trace_id = item.trace.header.trace_id
         probe_ids = [p.id for p in item.probes.probes]
         if campaign.probe_limit is not None:
@@ -85,9 +90,6 @@ def select_probes(campaign: Campaign, items: list[object]) -> list[SelectedTrace
 
 def policy_document(campaign: Campaign) -> dict[str, object]:
     """Every rule a run is judged by, as data: its digest is the policy digest."""
-    from efold.controller import stops
-    from efold.guard import contract_policy
-
     return {
         "guard": contract_policy(),
         "budgets": msgspec.to_builtins(campaign.budgets),
@@ -104,8 +106,6 @@ def reader_document(campaign: Campaign) -> dict[str, object]:
     doc: dict[str, object] = {"reader": msgspec.to_builtins(campaign.reader)}
     doc["roles"] = [msgspec.to_builtins(r) for r in campaign.roles]
     if campaign.reader.provider == "faux":
-        from efold.worker import faux_reader
-
         doc["faux_reader_sha256"] = sha256_hex(Path(faux_reader.__file__).read_bytes())
     return doc
 
@@ -113,9 +113,6 @@ def reader_document(campaign: Campaign) -> dict[str, object]:
 def folds_document(campaign: Campaign) -> list[dict[str, object]]:
     """Per role, in order, the identity of the code its fold runs; a fold that cannot be
     pinned refuses with ``campaign_invalid`` naming the role."""
-    from efold.folds.errors import FoldError
-    from efold.folds.pinning import fold_identity
-
     doc: list[dict[str, object]] = []
     for role in campaign.roles:
         try:
@@ -137,14 +134,11 @@ def verify_fold_pins(reg: Registration) -> None:
 def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
     """Freeze a campaign. It is validated again here, cap against Rmax included, so a
     ``Campaign`` built in code cannot register what a campaign file could not."""
-    from efold.corpus import corpus_digest, load_suite, validate
-    from efold.guard import catalog_digest
-
     validate_campaign(campaign)
     items = load_suite(campaign.suite, campaign.seeds or None)
     for item in items:
         validate(item)
-    selection = select_probes(campaign, list(items))
+    selection = select_probes(campaign, items)
     digests = Digests(
         corpus=corpus_digest(items),
         build=build_digest(),
@@ -170,8 +164,6 @@ def encode_registration(reg: Registration) -> bytes:
 
 def write_registration(reg: Registration, output_dir: str | os.PathLike[str]) -> tuple[Path, str]:
     """Publish ``registration.json`` exclusively (never overwrite); returns path and sha256."""
-    from efold.registry import make_private_dir, publish_exclusive
-
     out = Path(output_dir)
     make_private_dir(out, parents=True)
     data = encode_registration(reg)

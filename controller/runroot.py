@@ -25,8 +25,16 @@ import secrets
 import time
 from pathlib import Path
 
+from efold import digests
 from efold.controller.errors import ControllerError
 from efold.errors import Code
+from efold.registry.files import (
+    check_owner_safe,
+    fsync_fd,
+    make_private_dir,
+    open_dir_nofollow,
+    open_private_child,
+)
 
 DEFAULT_RUNS_ROOT = "efold-runs"
 
@@ -38,10 +46,20 @@ def _source_dirs() -> list[str]:
     The package root's own top level is not among them: only its files are hashed, so
     a run under ``<package root>/efold-runs`` (the README's default from a clone)
     leaves the build digest as it is."""
-    from efold import digests
-
     root = digests.package_root()
     return [os.path.realpath(root / pkg) for pkg in digests._BUILD_PACKAGES]
+
+
+def _source_identities() -> set[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of every source folder that exists."""
+    identities: set[tuple[int, int]] = set()
+    for source in _source_dirs():
+        try:
+            st = os.stat(source)
+        except OSError:
+            continue
+        identities.add((st.st_dev, st.st_ino))
+    return identities
 
 
 def refuse_source_tree(path: str | os.PathLike[str]) -> None:
@@ -52,16 +70,10 @@ def refuse_source_tree(path: str | os.PathLike[str]) -> None:
     neither a symlink nor a bind mount hides the source tree."""
     absolute = os.path.abspath(os.fspath(path))
     real = os.path.realpath(absolute)
-    sources = _source_dirs()
-    identities: set[tuple[int, int]] = set()
-    for source in sources:
+    for source in _source_dirs():
         if real == source or real.startswith(source + "/"):
             raise ControllerError(Code.RUN_ROOT_IN_SOURCE, "run root inside the source tree")
-        try:
-            st = os.stat(source)
-        except OSError:
-            continue
-        identities.add((st.st_dev, st.st_ino))
+    identities = _source_identities()
     current = absolute
     while True:
         try:
@@ -83,8 +95,6 @@ def claim_run_dir(path: str | os.PathLike[str]) -> Path:
     ``RUN_ROOT_IN_SOURCE`` inside efold's own source folders; ``PATH_REFUSED`` if a
     symlink is on the way to the parent, or an ancestor could be swapped by someone
     else (owned by another user, or group/other-writable without the sticky bit)."""
-    from efold.registry.files import check_owner_safe, fsync_fd, make_private_dir, open_dir_nofollow
-
     run = Path(os.path.abspath(os.fspath(path)))
     refuse_source_tree(run)
     if run.parent != run and not os.path.lexists(run.parent):
@@ -98,13 +108,8 @@ def claim_run_dir(path: str | os.PathLike[str]) -> Path:
     try:
         # The parent as opened (not as named) must not be a source folder either.
         opened = os.fstat(parent_fd)
-        for source in _source_dirs():
-            try:
-                st = os.stat(source)
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino):
-                raise ControllerError(Code.RUN_ROOT_IN_SOURCE, "run root inside the source tree")
+        if (opened.st_dev, opened.st_ino) in _source_identities():
+            raise ControllerError(Code.RUN_ROOT_IN_SOURCE, "run root inside the source tree")
         try:
             os.mkdir(run.name, 0o700, dir_fd=parent_fd)
         except FileExistsError as exc:
@@ -136,8 +141,6 @@ def private_subdir(run: Path, *parts: str) -> Path:
     if the last part already exists (a planted symlink included) or an existing
     intermediate part is a symlink, not a directory, not ours, or group/other-writable.
     Nothing is created through a planted link."""
-    from efold.registry.files import open_dir_nofollow, open_private_child
-
     if not parts:
         raise ValueError("private_subdir needs at least one part")
     for part in parts:

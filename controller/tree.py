@@ -33,7 +33,8 @@ class TreeReport:
         return not self.rejected
 
 
-def _reject_dir(report: TreeReport, info: os.stat_result) -> None:
+def _reject_shared(report: TreeReport, info: os.stat_result) -> None:
+    """A directory or file others could change: group/other-writable, or not ours."""
     if info.st_mode & 0o022:
         report.rejected["group_or_other_writable"] += 1
     if info.st_uid != os.getuid():
@@ -62,7 +63,7 @@ def inspect_tree(root: Path, *, max_file: int = MAX_FILE_BYTES,
     except OSError:
         report.rejected[_open_failure(root, None)] += 1
         return report
-    _reject_dir(report, os.fstat(root_fd))
+    _reject_shared(report, os.fstat(root_fd))
     # Depth first over descriptors: every directory is opened O_NOFOLLOW through its
     # parent's descriptor, so a directory swapped for a symlink after it was listed is
     # refused, never walked through.
@@ -84,7 +85,7 @@ def inspect_tree(root: Path, *, max_file: int = MAX_FILE_BYTES,
             if stat.S_ISLNK(info.st_mode):
                 report.rejected["symlink"] += 1
             elif stat.S_ISDIR(info.st_mode):
-                _reject_dir(report, info)
+                _reject_shared(report, info)
                 if depth + 1 > MAX_DEPTH:
                     report.rejected["tree_too_deep"] += 1
                     continue
@@ -107,10 +108,7 @@ def inspect_tree(root: Path, *, max_file: int = MAX_FILE_BYTES,
                 report.largest = max(report.largest, info.st_size)
                 if info.st_nlink != 1:
                     report.rejected["hard_link"] += 1
-                if info.st_mode & 0o022:
-                    report.rejected["group_or_other_writable"] += 1
-                if info.st_uid != os.getuid():
-                    report.rejected["foreign_owner"] += 1
+                _reject_shared(report, info)
                 if info.st_size > max_file:
                     report.rejected["file_too_large"] += 1
     finally:

@@ -8,6 +8,8 @@ fixed codes and numbers only.
 from __future__ import annotations
 
 import enum
+import re
+from typing import Final
 
 import msgspec
 
@@ -15,6 +17,11 @@ from efold.corpus.model import Availability, Outcome
 
 PLAN_VERSION = 1
 RECEIPT_VERSION = 1
+# An opaque identifier, the only form of id a report accepts (``report/join.py``): it
+# starts alphanumeric, then letters, digits and . _ : # + -; no slash, space or quote,
+# so no path, sentence or markup passes for an id. The controller refuses a campaign
+# name of any other form at ``register``: the name is the plan's ``campaign`` id.
+OPAQUE_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#+-]{0,199}")
 
 
 class SlotStatus(enum.StrEnum):

@@ -18,7 +18,7 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     """Build ``arm``'s checkpoint of a trace. ``command`` set: the fold is that external
     command (named ``arm``, limited to ``timeout_seconds``). ``fold_sha256`` set: the
     fold's pin (``efold.folds.pinning``), recomputed by the child just before it builds;
-    any difference refuses. Built by ``efold.controller.campaign.prep_task``."""
+    any difference refuses. Built by ``efold.controller.preparation.prep_task``."""
 
     arm: str
     trace_file: str  # path of the trace JSONL (reader-safe: no probes)

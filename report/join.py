@@ -22,6 +22,7 @@ import msgspec
 from efold.corpus.model import Availability, Outcome
 from efold.errors import Code
 from efold.protocol.records import (
+    OPAQUE_ID,
     PLAN_VERSION,
     RECEIPT_VERSION,
     Exclusion,
@@ -37,7 +38,6 @@ __all__ = ["Observation", "check_id", "join_receipts"]
 
 # An opaque identifier: starts alphanumeric, then letters, digits and . _ : # + -.
 # No slash, space or quote, so no path, sentence or markup can pass for an id.
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#+-]{0,199}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # The label of the all-categories rows; no planned category may take it.
 RESERVED_CATEGORY = "all"
@@ -95,7 +95,7 @@ def _refuse(detail: str, code: Code = Code.REPORT_INPUT_INVALID) -> ReportError:
 
 
 def check_id(kind: str, value: object) -> None:
-    if not isinstance(value, str) or _ID.fullmatch(value) is None:
+    if not isinstance(value, str) or OPAQUE_ID.fullmatch(value) is None:
         raise _refuse(f"{kind} is not an opaque identifier")
 
 

@@ -105,6 +105,11 @@ def test_imports_point_only_down() -> None:
     assert upward == []
 
 
+def test_parent_only_packages_import_at_the_top() -> None:
+    _, hidden = _violations()
+    assert hidden == []
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [

@@ -1,11 +1,14 @@
-"""Options shared by several commands (click decorators)."""
+"""What several commands share: click decorators, the refusal, a report's two forms."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, TypeVar
 
 import click
+import msgspec
+
+from efold.errors import EfoldError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,7 +29,27 @@ def registration_options(required: bool = True) -> Callable[[F], F]:
     return decorate
 
 
-def fail(code: str, detail: str = "") -> None:
+def run_report_options(f: F) -> F:
+    """``RUN_DIR`` and ``--json``: the arguments of a command that reports on a run."""
+    f = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(f)
+    return click.argument("run_dir", type=click.Path(exists=True, file_okay=False))(f)
+
+
+def echo_report(report: msgspec.Struct, *, as_json: bool, text: Iterable[str]) -> None:
+    """Print ``report`` as one line of JSON, or as its ``text`` lines."""
+    if as_json:
+        click.echo(msgspec.json.encode(report).decode())
+    else:
+        for line in text:
+            click.echo(line)
+
+
+def fail(code: str, detail: str = "") -> NoReturn:
     """Print a refusal (fixed code first) to stderr and exit 2."""
     click.echo(f"refused: {code}" + (f" ({detail})" if detail else ""), err=True)
     raise SystemExit(2)
+
+
+def refuse(exc: EfoldError) -> NoReturn:
+    """``fail`` with an error's fixed code and detail."""
+    fail(exc.code.value, exc.detail)

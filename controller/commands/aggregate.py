@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import click
 
-from efold.controller.commands._options import fail
+from efold.controller.aggregate import build_run_results, publish_reports, read_run
+from efold.controller.commands._options import refuse
+from efold.controller.runroot import claim_run_dir
+from efold.errors import Code, EfoldError
+from efold.report import render_reports
 
 EXIT_UNRECONCILED = 4
 
@@ -39,20 +43,13 @@ def command(run: str, output: str | None, as_json: bool) -> None:
          exit record and no finished containment; run `efold-controller recover RUN`,
          then `efold-controller reap RUN`
     """
-    from efold.controller.aggregate import build_run_results, publish_reports, read_run
-    from efold.errors import Code, EfoldError
-    from efold.report import render_reports
-
     try:
         results = build_run_results(read_run(run))
         reports = render_reports(results)
         if output is not None:
-            from efold.controller.runroot import claim_run_dir
-
             publish_reports(reports, claim_run_dir(output))
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     click.echo(reports["results.json" if as_json else "summary.md"].decode())
     if results.status is not None and results.status.unreconciled:
         click.echo(f"unreconciled: {Code.RUN_UNRECONCILED.value}", err=True)

@@ -15,11 +15,23 @@ import time
 
 import click
 
-from efold.controller.commands._options import fail
+from efold.controller.commands._options import fail, refuse
 from efold.errors import Code, EfoldError
+from efold.registry.approver_keys import load_private_key
+from efold.registry.authorization import (
+    AUTHORIZATION_VERSION,
+    Attestation,
+    AuthorizationBindings,
+    AuthorizationDomain,
+    canonical_output_root,
+    commit_account,
+    new_authorization_id,
+    sign_attestation,
+)
+from efold.registry.authorization import MAX_VALIDITY_S as _MAX_VALIDITY_S
+from efold.registry.files import publish_exclusive
 
 _ACCOUNT_ENV = "EFOLD_AUTHORIZE_ACCOUNT_ID"
-_MAX_VALIDITY_S = 7 * 24 * 3600  # = registry.authorization.MAX_VALIDITY_S (kept import-free)
 
 
 def _deadline(_ctx: click.Context, _param: click.Parameter,
@@ -72,19 +84,6 @@ def command(key_path: str, out: str, reader: str, effort: str, cap_units: int,
             approval_reference: str, authorization_id: str | None, valid_for: int,
             faux: bool, **digests: str) -> None:
     """Sign an authorization binding a registered campaign to a cap and a run root."""
-    from efold.registry.approver_keys import load_private_key
-    from efold.registry.authorization import (
-        AUTHORIZATION_VERSION,
-        Attestation,
-        AuthorizationBindings,
-        AuthorizationDomain,
-        canonical_output_root,
-        commit_account,
-        new_authorization_id,
-        sign_attestation,
-    )
-    from efold.registry.files import publish_exclusive
-
     domain = AuthorizationDomain.FAUX if faux else AuthorizationDomain.REAL
     try:
         key = load_private_key(key_path)
@@ -107,11 +106,9 @@ def command(key_path: str, out: str, reader: str, effort: str, cap_units: int,
         directory, name = os.path.split(os.path.abspath(out))
         publish_exclusive(directory, name, artifact, mode=0o600)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     except (TypeError, ValueError) as exc:  # a binding the schema refuses
         fail(Code.AUTHORIZATION_INVALID.value, type(exc).__name__)
-        return
     click.echo(f"authorization: {out}")
     click.echo(f"id: {attestation.authorization_id}")
     click.echo(f"sha256: {hashlib.sha256(artifact).hexdigest()}")

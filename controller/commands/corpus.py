@@ -14,8 +14,23 @@ from pathlib import Path
 
 import click
 
-from efold.controller.commands._options import fail
+from efold.controller.commands._options import refuse
+from efold.corpus import (
+    CorpusError,
+    SuiteItem,
+    corpus_digest,
+    dump_probes,
+    dump_trace,
+    estimate_tokens,
+    load_probes,
+    load_suite,
+    load_trace,
+    trace_digest,
+    validate,
+)
+from efold.corpus.forms import is_owner_turn, is_text_message
 from efold.errors import Code, EfoldError
+from efold.registry.files import publish_exclusive
 
 PROBES_SUFFIX = ".probes.json"
 _SEED_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
@@ -40,10 +55,7 @@ def _probes_path(trace_path: Path) -> Path:
     return trace_path.with_name(trace_path.name.removesuffix(".jsonl") + PROBES_SUFFIX)
 
 
-def _read_item(trace_path: Path) -> object:
-    from efold.corpus import SuiteItem, load_probes, load_trace
-    from efold.corpus.errors import CorpusError
-
+def _read_item(trace_path: Path) -> SuiteItem:
     try:
         trace = load_trace(trace_path.read_bytes())
         probes = load_probes(_probes_path(trace_path).read_bytes())
@@ -66,9 +78,6 @@ def command() -> None:
               help="Directory to write <trace_id>.jsonl and <trace_id>.probes.json into.")
 def generate(suite: str, seeds: str | None, out: Path) -> None:
     """Generate (or export) a suite, validate it and write each trace once."""
-    from efold.corpus import corpus_digest, dump_probes, dump_trace, load_suite, trace_digest
-    from efold.registry.files import publish_exclusive
-
     try:
         items = load_suite(suite, parse_seeds(seeds) if seeds is not None else None)
         out.mkdir(parents=True, exist_ok=True)
@@ -80,7 +89,7 @@ def generate(suite: str, seeds: str | None, out: Path) -> None:
             click.echo(f"{trace_id:<28} {len(data):>9} bytes  sha256 {trace_digest(item.trace)}")
         click.echo(f"corpus sha256 {corpus_digest(items)}  ({len(items)} traces)")
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
+        refuse(exc)
 
 
 @command.command("validate")
@@ -88,8 +97,6 @@ def generate(suite: str, seeds: str | None, out: Path) -> None:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def validate_command(paths: tuple[Path, ...]) -> None:
     """Validate trace files (each with its .probes.json beside it); exit 2 on any rejection."""
-    from efold.corpus import SuiteItem, trace_digest, validate
-
     rejected = 0
     traces = sorted({p for p in paths if not p.name.endswith(PROBES_SUFFIX)}
                     | {p.with_name(p.name.removesuffix(PROBES_SUFFIX) + ".jsonl")
@@ -97,7 +104,6 @@ def validate_command(paths: tuple[Path, ...]) -> None:
     for path in traces:
         try:
             item = _read_item(path)
-            assert isinstance(item, SuiteItem)
             validate(item)
         except EfoldError as exc:
             rejected += 1
@@ -115,15 +121,10 @@ def validate_command(paths: tuple[Path, ...]) -> None:
               help="Also print expected answers, superseded values and sources.")
 def show(path: Path, evaluator: bool) -> None:
     """A readable summary of one trace: sessions, turns, tool records, sizes, probes."""
-    from efold.corpus import SuiteItem, estimate_tokens, trace_digest
-    from efold.corpus.forms import is_owner_turn, is_text_message
-
     try:
         item = _read_item(path)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
-    assert isinstance(item, SuiteItem)
+        refuse(exc)
     header, events = item.trace.header, item.trace.events
     tools = [e for e in events if e.role == "tool"]
     sizes = sorted(len(e.content.encode()) for e in tools)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from efold.controller.commands._options import fail
+from efold.controller.commands._options import refuse
 from efold.errors import EfoldError
+from efold.registry.approver_keys import write_key_pair
 
 
 @click.command("keygen")
@@ -17,13 +18,10 @@ def command(prefix: str) -> None:
     Keep PREFIX.key with the approver; give PREFIX.pub to operators, who pass it to
     `--trust`. Prints the key id (sha256 of the raw public key).
     """
-    from efold.registry.approver_keys import write_key_pair
-
     try:
         private_path, public_path, key_id = write_key_pair(prefix)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     click.echo(f"private key: {private_path}")
     click.echo(f"public key: {public_path}")
     click.echo(f"key id: {key_id}")

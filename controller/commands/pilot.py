@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
-from efold.controller.commands._options import fail, registration_options
+from efold.controller.authorize_run import refuse_real
+from efold.controller.campaign import bundled_campaign
+from efold.controller.commands._options import fail, refuse, registration_options
+from efold.controller.interrupt import exit_status
+from efold.controller.pilot_view import print_summary, run_with_progress
+from efold.controller.plan import plan_for
+from efold.controller.registration import (
+    compute_registration,
+    encode_registration,
+    load_registration,
+)
+from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
+from efold.errors import EfoldError
 
 
 @click.command("pilot")
@@ -36,18 +51,6 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     against --trust keys and then refuses with lookup_pilot_real_route_unavailable (the
     paid dispatch is not released in this build; the authorization is not consumed).
     """
-    import os
-    from pathlib import Path
-
-    from efold.controller.campaign import bundled_campaign
-    from efold.controller.registration import (
-        compute_registration,
-        encode_registration,
-        load_registration,
-    )
-    from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
-    from efold.errors import EfoldError
-
     if faux == real:
         fail("campaign_invalid", "choose exactly one of --faux and --real")
     if (registration is None) != (sha256 is None):
@@ -63,9 +66,6 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
             reg = compute_registration(campaign, raw)
             reg_bytes = encode_registration(reg)
         if real:
-            from efold.controller.authorize_run import refuse_real
-            from efold.controller.plan import plan_for
-
             target = Path(run_dir or runs_root or DEFAULT_RUNS_ROOT).absolute()
             raise refuse_real(
                 reg, reg_bytes, plan_for(reg).schedule_sha256, authorization=authorization,
@@ -77,28 +77,20 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     click.echo(f"run: {run}")
-    from efold.controller.pilot_view import run_with_progress
-
     try:
         outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     except KeyboardInterrupt:
         # Only before the run's signal watcher is up (or after it closed): whatever was
         # launched was contained on the way out.
         click.echo(f"interrupted: {run} is incomplete; "
                    f"`efold-controller recover {run}` shows what it left", err=True)
         raise SystemExit(130) from None
-    from efold.controller.pilot_view import print_summary
-
     print_summary(outcome)
     if outcome.interrupted is not None:
-        from efold.controller.interrupt import exit_status
-
         visited = len(outcome.receipts)
         click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
                    f"are in {run}")

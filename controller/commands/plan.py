@@ -8,9 +8,15 @@ child in a private temporary root, removed afterwards (the same machinery as
 from __future__ import annotations
 
 import click
+import msgspec
 
-from efold.controller.commands._options import fail, registration_options
+from efold.controller.commands._options import refuse, registration_options
+from efold.controller.interrupt import exit_status
+from efold.controller.plan import estimate, plan_for
+from efold.controller.preflight import run_preflight
+from efold.controller.registration import load_registration
 from efold.errors import EfoldError
+from efold.guard import expected_slot_units, units_to_usd
 
 
 @click.command("plan")
@@ -19,13 +25,6 @@ from efold.errors import EfoldError
 def command(registration: str, sha256: str, as_json: bool) -> None:
     """Show the slots, schedule digest, workload and cost estimate. No model call; the
     checkpoints are built in contained prep children to find inventory-infeasible ones."""
-    import msgspec
-
-    from efold.controller.plan import estimate, plan_for
-    from efold.controller.preflight import run_preflight
-    from efold.controller.registration import load_registration
-    from efold.guard import expected_slot_units, units_to_usd
-
     try:
         loaded = load_registration(registration, sha256)
         reg = loaded.registration
@@ -35,16 +34,22 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
                                                  reg.campaign.reader.model),
                        reg.campaign.budgets.max_requests, prepared.infeasible())
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     if prepared.interrupted is not None:
-        from efold.controller.interrupt import exit_status
-
         click.echo("interrupted: no estimate (the checkpoints were not all prepared)", err=True)
         raise SystemExit(exit_status(prepared.interrupted))
     roles = sorted({s.role for s in plan.slots})
     traces = sorted({s.trace_id for s in plan.slots})
-    summary = {
+    costs = {
+        "expected_per_slot_usd": units_to_usd(est.expected_units_per_slot),
+        "expected_usd": units_to_usd(est.expected_units),
+        "rmax_usd": units_to_usd(est.rmax_units),
+        "full_upfront_usd": units_to_usd(est.full_upfront_units),
+        "cap_usd": units_to_usd(est.cap_units),
+        "cap_minus_rmax_usd": units_to_usd(est.cap_minus_rmax_units),
+        "cap_over_expected": est.cap_over_expected,
+    }
+    summary: dict[str, object] = {
         "campaign": plan.campaign,
         "slots": len(plan.slots),
         "eligible": est.eligible_slots,
@@ -58,15 +63,7 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         "checkpoints_unprepared": len({s.checkpoint for s in prepared.slots
                                        if s.feasible is None}),
         "schedule_sha256": plan.schedule_sha256,
-        "estimate": {
-            "expected_per_slot_usd": units_to_usd(est.expected_units_per_slot),
-            "expected_usd": units_to_usd(est.expected_units),
-            "rmax_usd": units_to_usd(est.rmax_units),
-            "full_upfront_usd": units_to_usd(est.full_upfront_units),
-            "cap_usd": units_to_usd(est.cap_units),
-            "cap_minus_rmax_usd": units_to_usd(est.cap_minus_rmax_units),
-            "cap_over_expected": est.cap_over_expected,
-        },
+        "estimate": costs,
     }
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2))
@@ -74,5 +71,5 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
     for key, value in summary.items():
         if key != "estimate":
             click.echo(f"{key}: {value}")
-    for key, value in summary["estimate"].items():  # type: ignore[attr-defined]
-        click.echo(f"estimate.{key}: {value}")
+    for key, cost in costs.items():
+        click.echo(f"estimate.{key}: {cost}")

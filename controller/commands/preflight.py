@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import click
+import msgspec
 
-from efold.controller.commands._options import fail, registration_options
+from efold.controller.commands._options import refuse, registration_options
+from efold.controller.interrupt import exit_status
+from efold.controller.preflight import run_preflight
+from efold.controller.registration import load_registration
+from efold.errors import EfoldError
 
 
 @click.command("preflight")
@@ -13,22 +18,13 @@ def command(registration: str, sha256: str) -> None:
     """Run only the prep children in a private temporary root (removed afterwards),
     dry-restore every snapshot and print a JSON report per slot. Exits 1 if any
     eligible slot fails (tree limits, restore, watchdog), 130/143 when interrupted."""
-    import msgspec
-
-    from efold.controller.preflight import run_preflight
-    from efold.controller.registration import load_registration
-    from efold.errors import EfoldError
-
     try:
         loaded = load_registration(registration, sha256)
         report = run_preflight(loaded.registration, loaded.data)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     click.echo(msgspec.json.format(msgspec.json.encode(report), indent=2))
     if report.interrupted is not None:
-        from efold.controller.interrupt import exit_status
-
         raise SystemExit(exit_status(report.interrupted))
     if not report.ok:
         raise SystemExit(1)

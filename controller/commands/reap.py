@@ -10,37 +10,35 @@ Exit status: 0 the run is reconciled afterwards, 1 something could not be proven
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import click
 
-from efold.controller.commands._options import fail
+from efold.controller.commands._options import echo_report, refuse, run_report_options
+from efold.controller.reap import ReapReport, reap
+from efold.errors import EfoldError
+
+
+def _text(report: ReapReport) -> Iterator[str]:
+    yield report.verdict
+    for launch in report.launches:
+        yield (f"  launch {launch.launch_id} slot={launch.slot} {launch.outcome} "
+               f"members={launch.members} signals={launch.signals} "
+               f"survivors={launch.survivors}")
+    if not report.launches:
+        yield "  nothing to reap"
 
 
 @click.command("reap")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@run_report_options
 def command(run_dir: str, as_json: bool) -> None:
     """Contain every process a dead controller left behind in RUN_DIR, with the same
     proofs as a live containment (pidfd + start time + group), and journal it."""
-    import msgspec
-
-    from efold.controller.reap import reap
-    from efold.errors import EfoldError
-
     try:
         report = reap(run_dir)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
-    if as_json:
-        click.echo(msgspec.json.encode(report).decode())
-    else:
-        click.echo(report.verdict)
-        for launch in report.launches:
-            click.echo(f"  launch {launch.launch_id} slot={launch.slot} {launch.outcome} "
-                       f"members={launch.members} signals={launch.signals} "
-                       f"survivors={launch.survivors}")
-        if not report.launches:
-            click.echo("  nothing to reap")
+        refuse(exc)
+    echo_report(report, as_json=as_json, text=_text(report))
     if not report.reconciled:
         if not as_json:
             click.echo("refused: reap_incomplete (see `efold-controller recover RUN`)", err=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from efold.controller.commands._options import fail
+from efold.controller.campaign import BUNDLED, bundled_campaign, load_campaign
+from efold.controller.commands._options import refuse
+from efold.controller.registration import compute_registration, write_registration
 from efold.errors import EfoldError
 
 
@@ -18,18 +20,14 @@ def command(campaign: str, output: str) -> None:
     CAMPAIGN is a TOML file, or `default` / `hard` for a bundled campaign. Prints the
     registration's sha256: every later command takes --registration FILE --sha256 SHA.
     """
-    from efold.controller.campaign import bundled_campaign, load_campaign
-    from efold.controller.registration import compute_registration, write_registration
-
     try:
-        if campaign in ("default", "hard"):
+        if campaign in BUNDLED:
             spec, raw = bundled_campaign(campaign)
         else:
             spec, raw = load_campaign(campaign)
         reg = compute_registration(spec, raw)
         path, sha = write_registration(reg, output)
     except EfoldError as exc:
-        fail(exc.code.value, exc.detail)
-        return
+        refuse(exc)
     click.echo(f"registration: {path}")
     click.echo(f"sha256: {sha}")

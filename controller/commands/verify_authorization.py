@@ -8,6 +8,9 @@ import click
 
 from efold.controller.commands._options import fail
 from efold.errors import EfoldError
+from efold.registry.approver_keys import load_public_key
+from efold.registry.authorization import MAX_ARTIFACT_BYTES, AuthorizationDomain, check_signature
+from efold.registry.files import read_private
 
 
 @click.command("verify-authorization")
@@ -22,14 +25,6 @@ def command(file: str, trusted: tuple[str, ...], faux: bool) -> None:
     time). Prints only the verdict, the id, the artifact sha256 and the expiry; exits 2
     with a fixed code if refused.
     """
-    from efold.registry.approver_keys import load_public_key
-    from efold.registry.authorization import (
-        MAX_ARTIFACT_BYTES,
-        AuthorizationDomain,
-        check_signature,
-    )
-    from efold.registry.files import read_private
-
     domain = AuthorizationDomain.FAUX if faux else AuthorizationDomain.REAL
     try:
         keys = [load_public_key(path) for path in trusted]
@@ -38,7 +33,6 @@ def command(file: str, trusted: tuple[str, ...], faux: bool) -> None:
         verified = check_signature(artifact, domain=domain, trusted_keys=keys)
     except EfoldError as exc:
         fail(exc.code.value)  # the code only: the verdict stays content-free
-        return
     click.echo(f"valid: {domain.value}")
     click.echo(f"id: {verified.authorization_id}")
     click.echo(f"sha256: {verified.artifact_sha256}")

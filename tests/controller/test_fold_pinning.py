@@ -29,8 +29,8 @@ from efold.controller.campaign import (
     Role,
     bundled_campaign,
     parse_campaign,
-    prep_task,
 )
+from efold.controller.preparation import prep_task
 from efold.controller.registration import (
     Registration,
     RegistrationError,

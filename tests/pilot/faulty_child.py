@@ -72,6 +72,16 @@ class HangAfterConsume(ReaderProbe):
         return super().run(session)
 
 
+class HangThroughSigterm(HangAfterConsume):
+    """As ``hang``, but SIGTERM does not end it: containment must wait out its grace and
+    SIGKILL it, so the run's shutdown lasts at least that grace (a window in which a
+    repeated signal is sure to land)."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return super().run(session)
+
+
 class OverspendSettlement(ReaderProbe):
     """Reports a settled usage of 40M input tokens, far above the envelope I: an
     integrity stop (input above the admitted budget), whatever it would cost."""
@@ -188,6 +198,7 @@ FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
     "absurd-usage": ("probe", AbsurdUsage), "halt": ("probe", HaltThenAdmit),
     "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
+    "hang-through-sigterm": ("probe", HangThroughSigterm),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "prep-survivor": ("prep", PrepLeavesSurvivor),
     "prep-hostile": ("prep", PrepPlantsHostileTree),

@@ -59,7 +59,7 @@ def test_a_guard_stop_closes_admission_before_the_probe_run_ends(
 def test_the_watchdog_outlasts_the_guard_abort_bound() -> None:
     # A request past its deadline is aborted (and settled by the child) within
     # ABORT_BOUND_S; the controller's watchdog must leave it that long and more.
-    from efold.controller.slots import WATCHDOG_MARGIN_S
+    from efold.controller.run_context import WATCHDOG_MARGIN_S
     from efold.guard.transport import ABORT_BOUND_S
 
     assert WATCHDOG_MARGIN_S > ABORT_BOUND_S

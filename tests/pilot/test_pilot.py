@@ -213,9 +213,10 @@ def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
     """The controller assigns a build digest; every child recomputes its own from the code
     it runs and refuses on a difference (a module edited mid-run, a mixed install). The
     refusal's own code, from the child's exit status, is what the receipts show."""
-    import efold.digests
+    import efold.controller.run_setup
 
-    monkeypatch.setattr(efold.digests, "build_digest", lambda root=None: "f" * 64)
+    # The build digest the controller assigns to every child of the run.
+    monkeypatch.setattr(efold.controller.run_setup, "build_digest", lambda root=None: "f" * 64)
     reg, raw = small_registration(roles='["native"]')
     run = claim_run_dir(tmp_path / "run")
     out = run_pilot(reg, raw, run)

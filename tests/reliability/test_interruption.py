@@ -27,7 +27,7 @@ from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.pilot import run_pilot
 from efold.controller.runroot import claim_run_dir
 reg, raw = small_registration()
-out = run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {marker!r}))
+out = run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program({mode!r}, {marker!r}))
 print("interrupted", out.interrupted, flush=True)
 """
 
@@ -61,7 +61,8 @@ def _alive(pid: int) -> bool:
 def test_an_interrupt_contains_the_child_in_flight_and_writes_the_reports(
         tmp_path: Path, signals: tuple[int, ...]) -> None:
     run = tmp_path / "run"
-    code = CONTROLLER.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
+    code = CONTROLLER.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"),
+                           mode="hang" if len(signals) == 1 else "hang-through-sigterm")
     controller = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
     try:

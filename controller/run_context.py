@@ -1,0 +1,188 @@
+"""The run context: what every launch of one run shares, and the run's stop bookkeeping.
+
+Every launch of a run (a prep child per checkpoint, a probe child per slot) is built
+from the same digests, deadlines, permit source and launch options, and every sticky
+stop any of them implies goes through ``take_stop``: the stop policy and the permit
+source close admission at once, and the journal records the code once per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from efold.controller.childenv import child_environment
+from efold.controller.containment import ContainmentPolicy
+from efold.controller.launcher import DEFAULT_PROGRAM, WorkerHandle, supervise
+from efold.controller.permits import DurablePermitSource
+from efold.controller.stops import StopPolicy
+from efold.errors import Code, EfoldError
+from efold.identity import ProcessIdentity
+from efold.ipc.messages import BudgetGrant, DeadlineGrant, Welcome
+from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef, WorkerKind
+from efold.protocol.exit_codes import code_for_exit_status
+from efold.protocol.tasks import PrepTask, ProbeTask
+from efold.registry.errors import RegistryError
+from efold.registry.journal import JournalWriter
+
+# IPC failures that are the peer's fault and break the protocol's integrity: sticky.
+_INTEGRITY_IPC = frozenset({
+    Code.IPC_BAD_MAC, Code.IPC_BINDING_MISMATCH, Code.IPC_OUT_OF_ORDER,
+    Code.IPC_FRAME_TOO_LARGE, Code.IPC_BAD_MESSAGE, Code.IPC_SEQ_MISMATCH,
+})
+# The controller's watchdog outlasts the deadline it grants the child (``welcome``), so
+# a child can abort its own request first (an own abort, settled by the child) before
+# it is killed. Invariant: > guard.transport.ABORT_BOUND_S, the most a transport
+# overruns a deadline.
+WATCHDOG_MARGIN_S = 5.0
+
+
+@dataclass
+class LaunchEnd:
+    """How one launch ended, as ``RunContext.launch`` leaves it."""
+
+    # Why it failed: what the launch's body set first (it knows better), else the code
+    # of the failure that ended it (``RunContext.failure_of``); None: it did not fail.
+    failure: Code | None = None
+    interrupted: bool = False  # the operator's interruption cancelled it
+
+
+@dataclass
+class RunContext:
+    """What every launch of one run shares. Owned by the one command that opened the
+    run (``run_setup.open_run``): the single writer."""
+
+    run_dir: Path
+    journal: JournalWriter
+    epoch: int
+    controller: ProcessIdentity
+    registration_digest: str
+    plan_digest: str
+    build_digest: str
+    source: DurablePermitSource
+    policy: StopPolicy
+    budgets: BudgetGrant
+    prep_seconds: float
+    probe_seconds: float
+    containment: ContainmentPolicy = field(default_factory=ContainmentPolicy)
+    hello_timeout_ms: int = 30_000
+    # The child command line (the launcher's default: ``python -I -m efold.worker``).
+    # Tests substitute a program that embeds the same entry point with a faulty body.
+    program: Sequence[str] = DEFAULT_PROGRAM
+    # Invariant: each sticky code is journaled once per run, however often it is taken.
+    _journaled: set[Code] = field(default_factory=set)
+    # The signal that interrupted the run (SIGINT/SIGTERM), once; then admission is
+    # closed (an ``interrupted`` sticky stop) and the launch in flight is contained.
+    interrupted: int | None = None
+    # The cancel scope of the launch in flight, if any (``launch``).
+    _launch_scope: anyio.CancelScope | None = None
+
+    # -- launching --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def launch(self, assignment: Assignment, end: LaunchEnd
+                     ) -> AsyncIterator[WorkerHandle]:
+        """One supervised launch (``launcher.supervise`` with this run's containment
+        policy and program, and the child environment read now), ended the one way every
+        launch of the run ends:
+        - an interruption cancels it (``interrupt``): the launcher contains the child,
+          shielded, on the way out, and ``end.interrupted`` says so;
+        - a failure (an ``EfoldError``, or the watchdog's ``TimeoutError``) ends the
+          block, not the run: ``end.failure`` names it;
+        - a journal failure (``RegistryError``) propagates: nothing more may be recorded;
+        - whatever the end, every sticky stop the containment episode decided is the
+          run's before anything else launches (``adopt_containment``)."""
+        slot = assignment.slot
+        handle: WorkerHandle | None = None
+        with anyio.CancelScope() as scope:
+            self._launch_scope = scope
+            try:
+                if self.interrupted is not None:
+                    scope.cancel()
+                async with supervise(self.journal, assignment, policy=self.containment,
+                                     env=child_environment(), program=self.program) as handle:
+                    yield handle
+            except RegistryError:
+                raise  # the journal failed: nothing more may be recorded; the run stops
+            except (EfoldError, TimeoutError) as exc:
+                if end.failure is None:
+                    end.failure = self.failure_of(exc, handle, slot)
+            finally:
+                self.adopt_containment(handle, slot)
+                self._launch_scope = None
+        end.interrupted = scope.cancelled_caught
+
+    def welcome(self, seconds: float) -> Welcome:
+        ms = int(seconds * 1000)
+        return Welcome(deadlines=DeadlineGrant(run_ms=ms, exchange_ms=ms), budgets=self.budgets)
+
+    def assignment(self, *, kind: WorkerKind, body: str, slot: str, slot_dir: Path,
+                   cache_key: str | None, snapshot: SnapshotRef | None,
+                   task: PrepTask | ProbeTask) -> Assignment:
+        return Assignment(
+            version=ASSIGNMENT_VERSION, kind=kind, body=body, run_dir=str(self.run_dir),
+            slot_dir=str(slot_dir), epoch=self.epoch, slot=slot, controller=self.controller,
+            registration_digest=self.registration_digest, plan_digest=self.plan_digest,
+            build_digest=self.build_digest, cache_key=cache_key, snapshot=snapshot,
+            hello_timeout_ms=self.hello_timeout_ms, task=task,
+        )
+
+    # -- stops ------------------------------------------------------------------------
+
+    def take_stop(self, code: Code, slot: str | None, *, journaled: bool = False) -> None:
+        """Take a sticky stop of the run (journaling it unless it already is), with the
+        policy's precedence: admission closes at once."""
+        self.policy.stop(code)
+        self.source.stop(code)
+        if not journaled and code not in self._journaled:
+            self.journal.record_stop(epoch=self.epoch, code=code.value, slot=slot, sticky=True)
+        self._journaled.add(code)
+
+    def take_stops(self, codes: Iterable[Code], slot: str) -> None:
+        """Take, in order, the stops a slot's judgement implies (``judging.Verdict``)."""
+        for code in codes:
+            self.take_stop(code, slot)
+
+    def interrupt(self, signum: int) -> bool:
+        """The operator interrupted the run: close admission (a journaled ``interrupted``
+        stop) and cancel the launch in flight. Only the first signal counts; False for a
+        repeat, which changes nothing (containment is never skipped)."""
+        if self.interrupted is not None:
+            return False
+        self.interrupted = signum
+        self.take_stop(Code.INTERRUPTED, None)
+        if self._launch_scope is not None:
+            self._launch_scope.cancel()
+        return True
+
+    def adopt_containment(self, handle: WorkerHandle | None, slot: str) -> None:
+        """Every sticky stop a containment episode decided (``lookup_worker_lost``,
+        ``unreconciled_containment``) becomes the run's before anything else launches."""
+        episode = handle.containment if handle is not None else None
+        if episode is not None:
+            for code in episode.stops:
+                self.take_stop(code, slot, journaled=episode.persisted)
+
+    def failure_of(self, exc: BaseException, handle: WorkerHandle | None, slot: str) -> Code:
+        """The code a failed launch stands for: the child's own (its exit status) when
+        it exited by itself, else the failure's. Sticky: an IPC integrity violation, and
+        a digest mismatch (the code, registration or a fold changed under the run:
+        every later child would refuse too, and the run must not end as complete)."""
+        code = _own_code(handle)
+        if code is None:
+            code = exc.code if isinstance(exc, EfoldError) else Code.WORKER_TIMEOUT
+        if code in _INTEGRITY_IPC or code is Code.WORKER_DIGEST_MISMATCH:
+            self.take_stop(code, slot)
+        return code
+
+
+def _own_code(handle: WorkerHandle | None) -> Code | None:
+    """The fixed code a child that exited on its own reported through its exit status
+    (``worker_digest_mismatch``, ``worker_snapshot_invalid``...), if it did."""
+    if handle is None or handle.process.returncode is None:
+        return None
+    return code_for_exit_status(handle.process.returncode)
