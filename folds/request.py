@@ -1,6 +1,7 @@
-"""From a checkpoint and a probe question to the first OpenAI Responses request.
+"""From a checkpoint and a probe question to the first request, in either wire format.
 
-``checkpoint_to_request`` is pure: the reader loop sends its result as round 1 and
+``checkpoint_to_request`` (OpenAI Responses) and ``checkpoint_to_chat_request`` (Chat
+Completions) are pure: the reader loop sends its result as round 1 and
 only appends ``function_call`` / ``function_call_output`` items between rounds.
 
 Item shapes (the guard's allowlist for the Responses wire format):
@@ -17,6 +18,14 @@ Top-level keys: ``model``, ``instructions``, ``input``, ``stream`` (true: the gu
 requires SSE), ``store`` (false: nothing is kept server-side) and, only when the arm
 offers the lookup tools, ``tools`` (function tools), ``tool_choice`` "auto" and
 ``parallel_tool_calls`` false (the loop and the meter are sequential).
+
+Chat Completions (the guard's chat allowlist): the instructions become the first
+``system`` message; owner text ``{"role": "user", "content"}``; assistant text and tool
+calls one ``assistant`` message (``content`` "" when it only calls tools, ``tool_calls``
+of ``{"id", "type": "function", "function": {"name", "arguments"}}``); a tool result
+``{"role": "tool", "tool_call_id", "content"}``; the question last. A streaming payload
+asks for usage (``stream_options.include_usage``); tools are the same two lookup
+functions in the chat shape.
 """
 
 from __future__ import annotations
@@ -75,6 +84,49 @@ def checkpoint_to_request(
     }
     if checkpoint.tools:
         payload["tools"] = lookup_tool_schemas()
+        payload["tool_choice"] = "auto"
+        payload["parallel_tool_calls"] = False
+    return payload
+
+
+def chat_message(message: ReaderMessage) -> dict[str, Any]:
+    """The Chat Completions message one checkpoint message becomes."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "user":
+        return {"role": "user", "content": message.content}
+    # Content is a string even beside tool calls: OpenAI accepts null there, but
+    # llama.cpp's server refuses it (HTTP 500), and "" means the same to both.
+    chat: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        chat["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.function.name, "arguments": call.function.arguments}}
+            for call in message.tool_calls
+        ]
+    return chat
+
+
+def chat_tool_schemas() -> list[dict[str, Any]]:
+    """The lookup tools in the Chat Completions shape (the function nested)."""
+    return [{"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
+            for tool in lookup_tool_schemas()]
+
+
+def checkpoint_to_chat_request(
+    checkpoint: Checkpoint, question: str, *, model: str, instructions: str, stream: bool
+) -> dict[str, Any]:
+    """The first Chat Completions payload of a probe: the instructions, the checkpoint,
+    then the question."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
+    messages.extend(chat_message(m) for m in checkpoint.messages)
+    messages.append({"role": "user", "content": question})
+    payload: dict[str, Any] = {"model": model, "messages": messages, "stream": stream,
+                               "store": False}
+    if stream:
+        payload["stream_options"] = {"include_usage": True}
+    if checkpoint.tools:
+        payload["tools"] = chat_tool_schemas()
         payload["tool_choice"] = "auto"
         payload["parallel_tool_calls"] = False
     return payload

@@ -10,8 +10,9 @@ carry ``stream_options``.
 Messages (each one an input item for H):
 
 - ``system``/``developer``/``user``: ``content`` a string or ``text`` parts;
-- ``assistant``: ``content`` (string, null or text/refusal parts), ``tool_calls`` of
-  registered history tools, ``refusal``;
+- ``assistant``: ``content`` (string, null or text/refusal parts), ``tool_calls``
+  (replayed calls: any well-formed function name, as in the Responses format; only the
+  offered ``tools`` must be registered history tools), ``refusal``;
 - ``tool``: ``tool_call_id`` and string/text-part ``content``.
 
 Image, audio and file parts refuse. Tools: ``type: "function"`` only, registered names.
@@ -137,5 +138,7 @@ def _check_tool_calls(calls: Any, contract: Contract) -> None:
         rules.require_str(call.get("id"), "tool call id")
         fn = rules.require_dict(call.get("function"), "tool call function")
         rules.check_keys(fn, ("name", "arguments"), "tool call function")
-        rules.check_tool_name(fn.get("name"), contract)
+        # A replayed call (the conversation's own history), as in the Responses format:
+        # any well-formed name; what the reader may call now is ``tools``.
+        rules.check_replayed_call_name(fn.get("name"))
         rules.require_str(fn.get("arguments"), "tool call arguments")

@@ -12,7 +12,8 @@ Input items and their keys:
 - ``message`` (``type`` may be omitted): role user/assistant/system/developer; content
   a string or parts ``input_text``, ``output_text`` (annotations must be empty),
   ``refusal``. Images, files and audio refuse.
-- ``function_call``: a registered history tool only; ``arguments`` a JSON string.
+- ``function_call``: a replayed call, any well-formed function name (only the offered
+  ``tools`` must be registered history tools); ``arguments`` a string.
 - ``function_call_output``: ``output`` a string (list outputs could carry images).
 - ``reasoning``: summary of ``summary_text`` parts, ``encrypted_content`` string or
   null, ``content`` absent/null/empty/one ``reasoning_text``; never in request 1.

@@ -195,8 +195,10 @@ CHAT_REFUSALS: list[tuple[str, Edit, Code]] = [
         {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}), P),
     ("name key", lambda p: p["messages"].append({"role": "user", "content": "x", "name": "n"}), P),
     ("function role", lambda p: p["messages"].append({"role": "function", "content": "x"}), P),
-    ("tool call unknown", lambda p: p["messages"].append({"role": "assistant", "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]}), T),
+    ("replayed call with a malformed name", lambda p: p["messages"].append(
+        {"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "a b/c", "arguments": "{}"}}]}),
+     T),
     ("non-function tool", lambda p: p["tools"].append({"type": "custom", "custom": {}}), T),
     ("tool_choice", _set("tool_choice", {"type": "function", "function": {"name": "x"}}), T),
     ("store", _set("store", True), P),
@@ -213,6 +215,22 @@ def test_chat_refusals(edit: Edit, code: Code) -> None:
         CHAT.check(payload, kit.http_contract("http://127.0.0.1:1/v1", WireApi.OPENAI_CHAT),
                    first_request=False)
     assert err.value.code is code
+
+
+def test_chat_replays_the_original_agents_calls_but_offers_only_history_tools() -> None:
+    """As in the Responses format: a replayed assistant call (``email_read``) is
+    history and passes; offering that tool to the reader does not."""
+    contract = kit.http_contract("http://127.0.0.1:1/v1", WireApi.OPENAI_CHAT)
+    payload = kit.chat_payload()
+    payload["messages"].append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "email_read", "arguments": "{}"}}]})
+    CHAT.check(payload, contract, first_request=False)  # no refusal
+    offered = kit.chat_payload()
+    offered["tools"].append({"type": "function", "function": {
+        "name": "email_read", "parameters": {"type": "object"}}})
+    with pytest.raises(PolicyViolation) as err:
+        CHAT.check(offered, contract, first_request=False)
+    assert err.value.code is Code.LOOKUP_TOOLS_FORBIDDEN
 
 
 def test_chat_accepts_a_tool_round_and_non_streaming() -> None:

