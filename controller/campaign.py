@@ -109,6 +109,9 @@ class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lookup_bytes: int = 126_976
 
 
+MIN_DEADLINE_S: Final = 0.001  # one millisecond: the unit the authorization binds
+
+
 class Deadlines(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prep_seconds: float = 120.0
     probe_seconds: float = 60.0
@@ -238,9 +241,10 @@ def validate_campaign(c: Campaign) -> None:
     if not (1 <= c.budgets.lookup_calls <= 8 and 1 <= c.budgets.lookup_bytes <= 126_976):
         raise _invalid("lookup budgets may only be tightened (<= 8 calls, <= 126976 bytes)")
     d = c.deadlines
-    if not all(math.isfinite(x) and x > 0
+    # The authorization binds each deadline in whole milliseconds, at least 1.
+    if not all(math.isfinite(x) and x >= MIN_DEADLINE_S
                for x in (d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds)):
-        raise _invalid("deadlines must be positive and finite")
+        raise _invalid(f"deadlines must be finite and at least {MIN_DEADLINE_S} s")
     _validate_folds(c)
     if c.reader.provider not in ("faux", "openai"):
         raise _invalid("reader.provider must be faux or openai")

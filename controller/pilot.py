@@ -79,8 +79,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
             return receipts, reports
 
         receipts, reports = await interruptible(ctx, body)
-        stop = ctx.policy.stop_code or (
-            Code.NOT_ADMITTED_CAP if ctx.source.cap_refused else None)
+        stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
     return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted)
 
 
@@ -142,10 +141,21 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
                 ctx.take_stop(code, planned.slot)
     tick("probe", len(plan.slots), len(plan.slots))
-    if ctx.source.cap_refused and ctx.policy.stop_code is None:
-        ctx.journal.record_stop(epoch=ctx.epoch, code=Code.NOT_ADMITTED_CAP.value, slot=None,
-                                sticky=False)
+    ended = _admission_ended(ctx, receipts)
+    if ended is not None and ctx.policy.stop_code is None:  # the report's status names it
+        ctx.journal.record_stop(epoch=ctx.epoch, code=ended.value, slot=None, sticky=False)
     return receipts
+
+
+def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | None:
+    """Why admission closed before the schedule ended, when no rule was broken: the cap
+    refused (``not_admitted_cap``) or ``deadlines.run_seconds`` passed (``run_deadline``).
+    Not sticky: such a run stops, it did not fail."""
+    if ctx.source.cap_refused:
+        return Code.NOT_ADMITTED_CAP
+    if any(receipt.code == Code.RUN_DEADLINE for receipt in receipts):
+        return Code.RUN_DEADLINE
+    return None
 
 
 def _admission(ctx: RunContext, planned: PlannedSlot, prepared: Preparation | None,

@@ -303,7 +303,7 @@ MEANINGS: dict[str, str] = {
     "child_code_forbidden": "A child reported a code outside its allowlist, a continuable "
         "code as an integrity stop, or an integrity stop without a code; sticky stop.",
     "run_deadline": "`deadlines.run_seconds` has elapsed; later slots are visited as "
-        "`unadmitted`.",
+        "`unadmitted` and the run stops (not sticky).",
     "cap_below_rmax": "`cap_usd` is below one maximum reservation Rmax; the detail gives "
         "the least cap.",
     "cap_not_whole_cents": "`cap_usd` is not a whole number of cents.",

@@ -26,8 +26,10 @@ cap_usd = "{cap}"
 """
 
 
-def small_registration(cap: str = "60.00", roles: str | None = None) -> tuple[Registration, bytes]:
-    text = SMALL.format(cap=cap)
+def small_registration(cap: str = "60.00", roles: str | None = None, *, extra: str = "",
+                       ) -> tuple[Registration, bytes]:
+    """The small campaign; ``extra`` is TOML appended to it (e.g. a ``[deadlines]`` table)."""
+    text = SMALL.format(cap=cap) + extra
     if roles is not None:
         text = text.replace('roles = ["native", "store"]', f"roles = {roles}")
     raw = text.encode()

@@ -97,6 +97,36 @@ def test_a_sticky_stop_leads_the_reports(tmp_path: Path) -> None:
     assert not status.crashed and not status.unreconciled
 
 
+def test_a_run_that_outlives_its_deadline_says_it_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``deadlines.run_seconds`` passed before the schedule ended: later slots are
+    visited as ``run_deadline`` and the run is stopped (not sticky), never "complete".
+    The pilot's clock jumps an hour after it sets the deadline (its own ``time`` only)."""
+    import time as real_time
+
+    from efold.controller import pilot
+
+    readings: list[float] = []
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            readings.append(real_time.monotonic())
+            return readings[-1] + (3600.0 if len(readings) > 1 else 0.0)
+
+    monkeypatch.setattr(pilot, "time", Clock)
+    reg, raw = small_registration(extra="[deadlines]\nrun_seconds = 60\n")
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run)
+    assert out.stop_code is Code.RUN_DEADLINE
+    assert {r.code for r in out.receipts} == {Code.RUN_DEADLINE.value}
+    assert _summary_banner((run / "summary.md").read_text()) == "**Stopped: run_deadline**"
+    result, status = _aggregate(run)
+    assert result.exit_code == 0, result.output
+    assert (status.verdict, status.stop) == ("stopped", "run_deadline")
+    assert not status.crashed and not status.unreconciled
+
+
 def test_a_containment_episode_is_reported_with_its_outcome(tmp_path: Path) -> None:
     reg, raw = small_registration()
     run = claim_run_dir(tmp_path / "run")
