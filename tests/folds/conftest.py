@@ -69,6 +69,17 @@ def synthetic() -> Callable[[str], SyntheticTrace]:
     return SyntheticTrace
 
 
+@pytest.fixture
+def email_round() -> SyntheticTrace:
+    """One tool round: the owner asks, an email is read (a steer arrives while the call is
+    in flight), the assistant replies. The request-conversion tests fold it."""
+    t = SyntheticTrace()
+    t.owner("Read the vendor email.")
+    t.tool("Account reference: ACC-7F3K-219", steer="and the parcel too")
+    t.reply("The reference is in the email.")
+    return t
+
+
 def filler(size: int, seed: str = "a") -> str:
     """Neutral prose lines of about ``size`` characters (no fact forms)."""
     line = f"Routine logistics note {seed}: pallets, crates and vendor schedules were reviewed."

@@ -5,34 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from efold.folds.arms import (
-    CeilingFold,
-    ColdRebuildFold,
-    CompactionFold,
-    CompactionTwiceFold,
-    NativeFold,
-    PackFold,
-    StoreFold,
-)
+from efold.folds.arms import NativeFold, StoreFold
+from efold.folds.registry import BUILTIN_ARMS
 from efold.folds.request import checkpoint_to_chat_request
 from efold.guard import Contract, WireApi
 from efold.guard.wire.chat_payload import check_chat_payload
 
 QUESTION = "What is the account reference? Reply with the value only."
-ARMS = [NativeFold, ColdRebuildFold, StoreFold, PackFold, CompactionFold, CompactionTwiceFold,
-        CeilingFold]
 
 
-def _trace(synthetic):
-    t = synthetic()
-    t.owner("Read the vendor email.")
-    t.tool("Account reference: ACC-7F3K-219", steer="and the parcel too")
-    t.reply("The reference is in the email.")
-    return t
-
-
-def test_native_messages_keep_calls_and_results_in_session_order(synthetic):
-    checkpoint = NativeFold().build(_trace(synthetic).prefix())
+def test_native_messages_keep_calls_and_results_in_session_order(email_round):
+    checkpoint = NativeFold().build(email_round.prefix())
     payload = checkpoint_to_chat_request(checkpoint, QUESTION, model="m", instructions="sys",
                                          stream=False)
     roles = [m["role"] for m in payload["messages"]]
@@ -49,8 +32,8 @@ def test_native_messages_keep_calls_and_results_in_session_order(synthetic):
     assert "tools" not in payload
 
 
-def test_a_streamed_payload_asks_for_usage_and_a_store_arm_offers_nested_tools(synthetic):
-    checkpoint = StoreFold().build(_trace(synthetic).prefix())
+def test_a_streamed_payload_asks_for_usage_and_a_store_arm_offers_nested_tools(email_round):
+    checkpoint = StoreFold().build(email_round.prefix())
     payload = checkpoint_to_chat_request(checkpoint, QUESTION, model="m", instructions="",
                                          stream=True)
     assert payload["stream_options"] == {"include_usage": True}
@@ -61,14 +44,14 @@ def test_a_streamed_payload_asks_for_usage_and_a_store_arm_offers_nested_tools(s
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("arm", ARMS, ids=lambda arm: arm.__name__)
-def test_every_arm_passes_the_chat_allowlist(synthetic, arm, stream):
-    t = _trace(synthetic)
+@pytest.mark.parametrize("arm", sorted(BUILTIN_ARMS))
+def test_every_arm_passes_the_chat_allowlist(email_round, arm, stream):
+    t = email_round
     for day in range(3):
         t.owner(f"Day {day}: note the parcel number P-{day:04d}.")
         t.tool(f"Parcel number: P-{day:04d}")
         t.reply("Noted.")
-    checkpoint = arm().build(t.prefix())
+    checkpoint = BUILTIN_ARMS[arm]().build(t.prefix())
     contract = Contract(provider="local", model="m", api=WireApi.OPENAI_CHAT,
                         base_url="http://127.0.0.1:1/v1", effort=None, stream=stream)
     payload = checkpoint_to_chat_request(checkpoint, QUESTION, model="m", instructions="sys",

@@ -8,16 +8,8 @@ from efold.folds.request import checkpoint_to_request
 QUESTION = "What is the account reference? Reply with the value only."
 
 
-def _trace(synthetic):
-    t = synthetic()
-    t.owner("Read the vendor email.")
-    t.tool("Account reference: ACC-7F3K-219", steer="and the parcel too")
-    t.reply("The reference is in the email.")
-    return t
-
-
-def test_native_payload_keeps_calls_and_results_in_session_order(synthetic):
-    t = _trace(synthetic)
+def test_native_payload_keeps_calls_and_results_in_session_order(email_round):
+    t = email_round
     payload = checkpoint_to_request(NativeFold().build(t.prefix()), QUESTION, model="m", instructions="sys")
     assert payload["model"] == "m" and payload["instructions"] == "sys"
     assert payload["stream"] is True and payload["store"] is False
@@ -39,20 +31,20 @@ def test_native_payload_keeps_calls_and_results_in_session_order(synthetic):
     assert set(payload["input"][1]) == {"type", "call_id", "name", "arguments"}
 
 
-def test_cold_payload_has_no_function_items(synthetic):
-    payload = checkpoint_to_request(ColdRebuildFold().build(_trace(synthetic).prefix()), QUESTION, model="m", instructions="")
+def test_cold_payload_has_no_function_items(email_round):
+    payload = checkpoint_to_request(ColdRebuildFold().build(email_round.prefix()), QUESTION, model="m", instructions="")
     assert {item["type"] for item in payload["input"]} == {"message"}
 
 
-def test_store_payload_offers_the_two_function_tools(synthetic):
-    payload = checkpoint_to_request(StoreFold().build(_trace(synthetic).prefix()), QUESTION, model="m", instructions="")
+def test_store_payload_offers_the_two_function_tools(email_round):
+    payload = checkpoint_to_request(StoreFold().build(email_round.prefix()), QUESTION, model="m", instructions="")
     assert [tool["name"] for tool in payload["tools"]] == ["history_search", "history_get"]
     assert all(tool["type"] == "function" for tool in payload["tools"])
     assert payload["tool_choice"] == "auto" and payload["parallel_tool_calls"] is False
 
 
-def test_the_conversion_is_pure(synthetic):
-    checkpoint = StoreFold().build(_trace(synthetic).prefix())
+def test_the_conversion_is_pure(email_round):
+    checkpoint = StoreFold().build(email_round.prefix())
     first = checkpoint_to_request(checkpoint, QUESTION, model="m", instructions="")
     first["input"].append({"type": "function_call_output", "call_id": "x", "output": "{}"})
     first["tools"][0]["name"] = "mutated"
