@@ -16,6 +16,7 @@ writes: the lease probe takes only a brief shared lock and the journal opens rea
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +25,16 @@ from typing import Any, cast
 import msgspec
 
 from efold.controller.registration import REGISTRATION_NAME, Registration
-from efold.digests import digest_of, sha256_hex
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
-from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotSpend, SlotStatus
+from efold.protocol.records import (
+    Plan,
+    PlannedSlot,
+    Receipt,
+    SlotSpend,
+    SlotStatus,
+    TokenCounts,
+)
 from efold.registry import publish_exclusive
 from efold.registry.journal import HOLD_SETTLED, JournalReader
 from efold.registry.lease import probe_lease
@@ -57,6 +65,8 @@ class RunView:
     journaled_missing: list[str]  # journaled receipts whose file is absent
     in_flight: list[str]  # launched, no receipt (the controller stopped mid-slot)
     faux: bool  # the registered reader is the faux extractive reader
+    reader: str  # the registered reader, provider/model
+    summariser_spends: list[SlotSpend]  # per checkpoint that asked the summariser
     facts: RunFacts  # how the run went: stops, launches, containment, the run lease
 
 
@@ -64,7 +74,7 @@ def receipt_name(slot: str) -> str:
     return f"{slot}.json"
 
 
-def _run_records(run: Path) -> tuple[Plan, bool]:
+def _run_records(run: Path) -> tuple[Plan, Registration]:
     """plan.json, checked against registration.json (the plan names its registration's
     sha256, and its schedule digest covers its own slots), and the registered reader."""
     try:
@@ -74,14 +84,14 @@ def _run_records(run: Path) -> tuple[Plan, bool]:
     except (OSError, msgspec.DecodeError) as exc:
         raise AggregateError(Code.RUN_RECORDS_INVALID, "plan or registration unreadable") from exc
     if plan.registration_sha256 != sha256_hex(reg_bytes) \
-            or plan.schedule_sha256 != digest_of([s.slot for s in plan.slots]):
+            or not plan.schedule_matches():
         raise AggregateError(Code.RUN_RECORDS_INVALID, "plan does not match the run")
-    return plan, reg.campaign.reader.provider == "faux"
+    return plan, reg
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunView:
     run = Path(run_dir)
-    plan, faux = _run_records(run)
+    plan, reg = _run_records(run)
     # The lease before the journal: if the controller is gone now, the journal read
     # after this is its final state.
     controller = probe_lease(run).state.value
@@ -132,7 +142,10 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
     facts = _run_facts(controller, sticky, stops, launches, containments, in_flight)
-    return RunView(plan, receipts, missing, in_flight, faux, facts)
+    reader = reg.campaign.reader
+    summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned])
+    return RunView(plan, receipts, missing, in_flight, reader.is_faux,
+                   f"{reader.provider}/{reader.model}", summaries, facts)
 
 
 def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
@@ -151,6 +164,27 @@ def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
         in_flight=list(in_flight),
         controller=cast(ControllerState, controller),
     )
+
+
+def _checkpoint_spends(holds: list[dict[str, Any]]) -> list[SlotSpend]:
+    """Per checkpoint key, the spend of the summary requests its prep child made (the
+    holds on a key that is no planned slot): settled, retained, and the usage checked
+    at settlement (unknown once one request had none)."""
+    out: list[SlotSpend] = []
+    for key in sorted({h["slot"] for h in holds}):
+        mine = [h for h in holds if h["slot"] == key]
+        usages = [json.loads(h["usage"]) if h["usage"] else None for h in mine]
+        known = [u for u in usages if u is not None]
+        out.append(SlotSpend(
+            requests=len(mine), admitted=len(mine),
+            settled_units=sum(h["settled_units"] for h in mine if h["state"] == HOLD_SETTLED),
+            retained_units=sum(max(h["hold_units"], h["partial_units"] or 0)
+                               for h in mine if h["state"] != HOLD_SETTLED),
+            usage=TokenCounts(**{k: sum(u.get(k, 0) for u in known)
+                                 for k in TokenCounts.__struct_fields__}),
+            usage_known=len(known) == len(mine),
+        ))
+    return out
 
 
 def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Receipt:
@@ -174,7 +208,7 @@ def build_run_results(view: RunView) -> Results:
     """The run's content-free results, its status included."""
     return build_results(
         view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
-        run_facts=view.facts,
+        run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
     )
 
 

@@ -1,43 +1,57 @@
 """Authorization for a run: the bindings a run must match, faux minting and burning,
-and the refusal of the real route.
+and the real route's grant.
 
 A faux run mints its own faux authorization (its own domain: it can never pass the
 real validator), consumes it in the faux burn registry beside the run root and verifies
-the pair before any child starts. A real run is refused before anything is written:
-``lookup_pilot_real_route_unavailable``, after its authorization has been verified
-against the operator's trusted keys (so an operator learns whether the artifact would be
-accepted), and never consumed (an authorization is single-use: burning one for a run
-that cannot dispatch would waste it).
+the pair before any child starts. A real run (``pilot --real``, ``smoke``) brings a
+``RealGrant``: everything it needs is read and checked before anything is written
+(``load_grant``); its authorization is consumed in the real burn registry under the run
+lease before any child starts (``consume_real``), exactly once, ever.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from efold.controller.campaign import Profile, is_loopback_url, prep_seconds, probe_seconds
 from efold.controller.errors import ControllerError
 from efold.controller.registration import Registration
 from efold.digests import canonical_json, runtime_digest, sha256_hex
-from efold.errors import Code, EfoldError
+from efold.errors import Code
 from efold.registry.approver_keys import load_public_key
 from efold.registry.authorization import (
     FAUX_ACCOUNT_ID,
     AuthorizationBindings,
     AuthorizationDomain,
     mint_faux_authorization,
-    verify_real_authorization,
 )
 from efold.registry.burn import consume_authorization, verify_consumption
 from efold.registry.lease import Lease
 
-# The single release gate of the paid route (a later milestone). Nothing sets it.
-REAL_ROUTE_ENABLED: Final = False
 FAUX_CREDENTIAL_ENV: Final = "EFOLD_FAUX_NO_CREDENTIAL"
+# Bound as the credential variable of a route that takes none (a local server).
+NO_CREDENTIAL_ENV: Final = "EFOLD_NO_CREDENTIAL"
+ACCOUNT_ENV: Final = "EFOLD_ACCOUNT_ID"  # the provider account id, for pilot and authorize
+CI_ENV: Final = "CI"
+
+
+def credential_binding(reg: Registration) -> str:
+    """The credential variable an authorization binds: the reader's (the summariser's is
+    bound through the registration's reader digest)."""
+    return reg.campaign.reader.credential_env or NO_CREDENTIAL_ENV
 
 
 def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
-                 output_root: Path, credential_env_var: str) -> AuthorizationBindings:
+                 output_root: Path, credential_env_var: str, *,
+                 cap_units: int | None = None) -> AuthorizationBindings:
+    """What an authorization for this run must bind (``cap_units`` None: the
+    registration's cap; a smoke binds its own, smaller one)."""
     d = reg.campaign.deadlines
     return AuthorizationBindings(
         registration_raw_sha256=sha256_hex(reg_bytes),
@@ -45,15 +59,15 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
         code_digest=reg.digests.build,  # the source tree the registration froze
         build_digest=runtime_digest(),  # the interpreter and dependencies it runs on
         reader=f"{reg.campaign.reader.provider}/{reg.campaign.reader.model}",
-        effort=reg.campaign.reader.effort,
+        effort=reg.campaign.reader.effort or "none",
         catalog_digest=reg.digests.catalog,
         policy_digest=reg.digests.policy,
-        cap_units=reg.cap_units,  # positive: campaign validation guarantees it
+        cap_units=reg.cap_units if cap_units is None else cap_units,
         schedule_digest=schedule_sha256,
         # milliseconds: exact for any deadline a campaign can hold, never truncated to 0
         deadlines={
-            "prep_ms": round(d.prep_seconds * 1000),
-            "probe_ms": round(d.probe_seconds * 1000),
+            "prep_ms": round(prep_seconds(reg.campaign) * 1000),
+            "probe_ms": round(probe_seconds(reg.campaign) * 1000),
             "run_ms": round(d.run_seconds * 1000),
             "grace_ms": round(d.grace_seconds * 1000),
         },
@@ -63,10 +77,10 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
 
 
 def consume_faux(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,
-                 run_id: str) -> str:
+                 run_id: str, *, cap_units: int | None = None) -> str:
     """Mint, consume and verify a faux authorization for this run; returns its id."""
     bindings = run_bindings(reg, reg_bytes, schedule_sha256, Path(lease.run_dir),
-                            FAUX_CREDENTIAL_ENV)
+                            FAUX_CREDENTIAL_ENV, cap_units=cap_units)
     mint = mint_faux_authorization(bindings)
 
     consume_authorization(
@@ -82,37 +96,77 @@ def consume_faux(reg: Registration, reg_bytes: bytes, schedule_sha256: str, leas
     return mint.authorization_id
 
 
-def refuse_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, *,
-                authorization: str | None, trusted: list[str], output_root: Path,
-                credential_env_var: str, account_id: str | None) -> ControllerError:
-    """Check a real request as far as this milestone can, then return the refusal.
+@dataclass(frozen=True)
+class RealGrant:
+    """What a real run brings: the signed authorization, the keys it must verify under,
+    the provider account id, and the credentials read from the controller's environment
+    (by variable name, once, at the start). ``repr`` never shows a credential."""
 
-    Order: CI present (even empty) refuses; no authorization or trusted key refuses; an
-    authorization that does not verify refuses with its code as the detail; one that
-    verifies still refuses, because the real route's release gate is closed.
-    """
+    artifact: bytes
+    trusted_keys: list[Ed25519PublicKey]
+    account_id: str
+    credentials: dict[str, str] = field(repr=False)
+
+    def credential(self, profile: Profile | None) -> bytes | None:
+        """The credential a profile's requests carry (None: the route takes none)."""
+        if profile is None or profile.credential_env is None:
+            return None
+        return self.credentials[profile.credential_env].encode("ascii")
+
+
+def check_real_route(reg: Registration, environ: Mapping[str, str]) -> None:
+    """``lookup_pilot_real_route_unavailable`` unless the registration's routes may
+    dispatch here: every profile is a real endpoint (or the deterministic summariser),
+    and where ``CI`` is set (even empty) only to a loopback base URL without a
+    credential, so that no money can move from a CI machine."""
     code = Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE
-    if "CI" in os.environ:
-        return ControllerError(code, "paid runs never run where CI is set")
+    profiles = [p for p in (reg.campaign.reader, reg.campaign.summariser) if p is not None]
+    if reg.campaign.reader.is_faux:
+        raise ControllerError(code, "the reader is faux: run it with --faux")
+    if CI_ENV in environ:
+        for p in profiles:
+            if not is_loopback_url(p.base_url) or p.credential_env is not None:
+                raise ControllerError(code, "where CI is set, real dispatch goes only to a "
+                                            "loopback server without a credential")
+
+
+def load_grant(reg: Registration, *, authorization: str | None, trusted: Sequence[str],
+               environ: Mapping[str, str]) -> RealGrant:
+    """Read what a real run needs before anything is written: the route check, the
+    authorization file, the trusted keys, the account id (``EFOLD_ACCOUNT_ID``) and
+    every credential the profiles name. Each miss refuses with
+    ``lookup_pilot_real_route_unavailable`` naming it."""
+    code = Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE
+    check_real_route(reg, environ)
     if authorization is None or not trusted:
-        return ControllerError(code, "--real needs --authorization FILE and --trust KEY")
+        raise ControllerError(code, "a real run needs --authorization FILE and --trust KEY")
+    account_id = environ.get(ACCOUNT_ENV)
     if not account_id:
-        return ControllerError(code, "--real needs the provider account id in EFOLD_ACCOUNT_ID")
+        raise ControllerError(code, f"a real run needs the provider account id in {ACCOUNT_ENV}")
     try:
         artifact = Path(authorization).read_bytes()
-        keys = [load_public_key(k) for k in trusted]
-        bindings = run_bindings(reg, reg_bytes, schedule_sha256, output_root,
-                                credential_env_var)
-        verified = verify_real_authorization(
-            artifact, trusted_keys=keys, expected=bindings, account_id=account_id,
-        )
-    except EfoldError as exc:
-        return ControllerError(code, f"authorization refused: {exc.code.value}")
-    except OSError:
-        return ControllerError(code, "authorization file unreadable")
-    if not REAL_ROUTE_ENABLED:
-        return ControllerError(
-            code, f"authorization {verified.attestation.authorization_id} verified; the real route is not "
-            "released in this build (not consumed)"
-        )
-    return ControllerError(code, "unreachable")  # pragma: no cover
+    except OSError as exc:
+        raise ControllerError(code, f"authorization {authorization} unreadable") from exc
+    keys = [load_public_key(k) for k in trusted]
+    credentials: dict[str, str] = {}
+    for p in (reg.campaign.reader, reg.campaign.summariser):
+        if p is None or p.credential_env is None:
+            continue
+        value = environ.get(p.credential_env)
+        if not value:
+            raise ControllerError(code, f"the credential variable {p.credential_env} is not set")
+        credentials[p.credential_env] = value
+    return RealGrant(artifact, keys, account_id, credentials)
+
+
+def consume_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,
+                 run_id: str, grant: RealGrant, *, cap_units: int | None = None) -> str:
+    """Consume the operator's signed authorization for this run (real burn registry)
+    and verify the pair before any child starts; returns its id."""
+    bindings = run_bindings(reg, reg_bytes, schedule_sha256, Path(lease.run_dir),
+                            credential_binding(reg), cap_units=cap_units)
+    record = consume_authorization(
+        grant.artifact, domain=AuthorizationDomain.REAL, trusted_keys=grant.trusted_keys,
+        expected=bindings, account_id=grant.account_id, lease=lease, run_id=run_id,
+    )
+    return record.authorization_id

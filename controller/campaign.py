@@ -33,7 +33,9 @@ the bundled catalog does not price refuses with ``lookup_invalid_rate``.
 from __future__ import annotations
 
 import decimal
+import functools
 import math
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -47,10 +49,13 @@ from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
 from efold.folds.registry import plugin_arms
-from efold.guard.catalog import bundled_catalog
+from efold.guard.catalog import Catalog, CatalogEntry, bundled_catalog, load_catalog
+from efold.guard.contract import INPUT_ENVELOPE
+from efold.guard.ledger import CallerTerms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
-from efold.guard.pricing import rmax_units
+from efold.guard.pricing import price_units, rmax_units
 from efold.protocol.records import OPAQUE_ID
+from efold.protocol.tasks import Route
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
@@ -71,12 +76,45 @@ class CampaignError(EfoldError):
     """The campaign file is not a valid campaign (the operator's input)."""
 
 
-class Reader(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    provider: str = "faux"
+APIS = ("responses", "chat")
+FAUX_PROVIDER = "faux"
+DETERMINISTIC = "deterministic"  # the summariser profile that sends nothing
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+
+
+class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A provider profile: where a caller's requests go and how they are priced.
+
+    ``faux`` (the offline extractive reader) or an OpenAI-compatible endpoint: ``api``
+    (``chat`` or ``responses``), ``base_url``, ``model``, ``stream``, the *name* of the
+    environment variable holding the credential (None: a local server that takes none)
+    and an operator ``catalog`` (an absolute path once parsed; None: the bundled one).
+    Its digest is bound into the registration; the credential itself never is.
+    """
+
+    provider: str = FAUX_PROVIDER
     model: str = "faux-extractive-v1"
-    api: str = "openai-responses"
+    api: str = "responses"
     base_url: str = "faux://local"
-    effort: str = "low"
+    effort: str | None = "low"  # reasoning effort every request carries; None: none
+    stream: bool = True
+    credential_env: str | None = None
+    catalog: str | None = None
+
+    @property
+    def is_faux(self) -> bool:
+        return self.provider == FAUX_PROVIDER
+
+
+Reader = Profile  # the reader's profile (the campaign's ``[reader]`` table)
+
+
+class SummariserProfile(Profile, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The compaction arms' summariser model (``[summariser]``), an auxiliary caller of
+    its own route: each checkpoint it summarises may make at most ``max_requests``
+    guarded requests, under the same cap and durable permit source as the probes."""
+
+    max_requests: int = 2
 
 
 DEFAULT_INSTRUCTIONS = (
@@ -112,11 +150,49 @@ class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 MIN_DEADLINE_S: Final = 0.001  # one millisecond: the unit the authorization binds
 
 
-class Deadlines(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    prep_seconds: float = 120.0
-    probe_seconds: float = 60.0
+# Deadline defaults by route. Offline (faux reader, deterministic summariser) a probe run
+# gets 60 s and a prep 120 s. A real route gets the reference's: a 600 s probe run (and
+# prep, when a summariser model writes the summaries), each watched by the controller
+# until 720 s (``watchdog_margin``: a 60 s cleanup allowance and a 60 s turn margin).
+FAUX_PROBE_SECONDS: Final = 60.0
+FAUX_PREP_SECONDS: Final = 120.0
+REAL_SECONDS: Final = 600.0
+REAL_WATCHDOG_MARGIN_S: Final = 120.0
+FAUX_WATCHDOG_MARGIN_S: Final = 5.0
+
+
+class Deadlines(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Unset (None) probe and prep deadlines take their route's default
+    (``probe_seconds``, ``prep_seconds``)."""
+
+    prep_seconds: float | None = None
+    probe_seconds: float | None = None
     run_seconds: float = 6 * 3600.0
     grace_seconds: float = 2.0  # SIGTERM -> SIGKILL during containment
+
+
+def probe_seconds(c: Campaign) -> float:
+    """A probe run's deadline: as given, else 600 s for a real reader, 60 s faux."""
+    if c.deadlines.probe_seconds is not None:
+        return c.deadlines.probe_seconds
+    return FAUX_PROBE_SECONDS if c.reader.is_faux else REAL_SECONDS
+
+
+def prep_seconds(c: Campaign) -> float:
+    """A prep's deadline: as given, else 600 s when a summariser model writes
+    summaries, 120 s offline."""
+    if c.deadlines.prep_seconds is not None:
+        return c.deadlines.prep_seconds
+    return FAUX_PREP_SECONDS if c.summariser is None else REAL_SECONDS
+
+
+def watchdog_margin(profile: Profile | None) -> float:
+    """How long the controller's watchdog outlasts the deadline it grants a child that
+    sends on ``profile`` (None: a child that sends nothing): long enough for the child
+    to abort its own request and settle it (an own abort, not a killed worker)."""
+    if profile is None or profile.is_faux:
+        return FAUX_WATCHDOG_MARGIN_S
+    return REAL_WATCHDOG_MARGIN_S
 
 
 class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -127,13 +203,31 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seeds: list[int] = []
     probe_limit: int | None = None  # probes per trace; None = all
     selection_seed: int = 0
+    traces: list[str] = []  # the suite's traces to run, by id; empty: all of them
     schedule_seed: int = 0
     cap_usd: str = "0"  # exact decimal string
     concurrency: int = 1
-    reader: Reader = Reader()
+    reader: Profile = Profile()
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     version: int = CAMPAIGN_VERSION
+    summariser: SummariserProfile | None = None  # None: the deterministic summariser
+
+
+class _ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A ``[reader]`` or ``[summariser]`` table as written: ``effort`` defaults by API
+    (``low`` for Responses, none for Chat Completions), ``stream`` to true, ``catalog``
+    is relative to the campaign file's directory."""
+
+    provider: str
+    model: str | None = None
+    api: str = "responses"
+    base_url: str | None = None
+    effort: str | None = None
+    stream: bool = True
+    credential_env: str | None = None
+    catalog: str | None = None
+    max_requests: int | None = None  # [summariser] only
 
 
 class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -156,10 +250,12 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seeds: list[int] = []
     probe_limit: int | None = None
     selection_seed: int = 0
+    traces: list[str] = []
     schedule_seed: int = 0
     cap_usd: str = "0"
     concurrency: int = 1
-    reader: Reader = Reader()
+    reader: _ProfileTable | None = None
+    summariser: _ProfileTable | None = None
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -170,7 +266,36 @@ def _invalid(detail: str) -> CampaignError:
     return CampaignError(Code.CAMPAIGN_INVALID, detail)
 
 
-def parse_campaign(text: str) -> Campaign:
+def _profile(table: _ProfileTable | None, what: str, base_dir: Path | None) -> Profile | None:
+    """A written profile table, resolved (None: no table)."""
+    if table is None:
+        return None
+    if table.max_requests is not None and what != "summariser":
+        raise _invalid(f"{what}.max_requests: only the summariser has a request limit")
+    faux = table.provider == FAUX_PROVIDER
+    if not faux and (table.model is None or table.base_url is None):
+        raise _invalid(f"{what}: an endpoint profile needs model and base_url")
+    catalog = table.catalog
+    if catalog is not None:
+        path = Path(catalog).expanduser()
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        catalog = os.path.realpath(path)
+    effort = table.effort if table.effort is not None else (
+        "low" if table.api == "responses" else None)
+    default = Profile()
+    fields = dict(provider=table.provider, model=table.model or default.model, api=table.api,
+                  base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
+                  stream=table.stream,
+                  credential_env=table.credential_env, catalog=catalog)
+    if what == "summariser":
+        return SummariserProfile(**fields, max_requests=table.max_requests or 2)  # type: ignore[arg-type]
+    return Profile(**fields)  # type: ignore[arg-type]
+
+
+def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
+    """Parse and validate campaign text; ``base_dir`` resolves relative catalog paths
+    (the campaign file's directory; default the working directory)."""
     try:
         raw = tomllib.loads(text)
         spec = msgspec.convert(raw, _CampaignFile)
@@ -193,12 +318,20 @@ def parse_campaign(text: str) -> Campaign:
             command=None if table.command is None else list(table.command),
             timeout_seconds=table.timeout_seconds,
         ))
+    reader = _profile(spec.reader, "reader", base_dir) or Profile()
+    summariser = None
+    if spec.summariser is not None and spec.summariser.provider != DETERMINISTIC:
+        summariser = _profile(spec.summariser, "summariser", base_dir)
+    elif spec.summariser is not None and set(msgspec.structs.asdict(spec.summariser).items()) \
+            - set(msgspec.structs.asdict(_ProfileTable(provider=DETERMINISTIC)).items()):
+        raise _invalid("summariser: the deterministic summariser takes no other keys")
     campaign = Campaign(
         name=spec.name, suite=spec.suite, roles=roles, repeats=spec.repeats,
-        seeds=list(spec.seeds), probe_limit=spec.probe_limit,
+        seeds=list(spec.seeds), probe_limit=spec.probe_limit, traces=list(spec.traces),
         selection_seed=spec.selection_seed, schedule_seed=spec.schedule_seed,
-        cap_usd=spec.cap_usd, concurrency=spec.concurrency, reader=spec.reader,
+        cap_usd=spec.cap_usd, concurrency=spec.concurrency, reader=reader,
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
+        summariser=summariser if isinstance(summariser, SummariserProfile) else None,
     )
     validate_campaign(campaign)
     return campaign
@@ -232,6 +365,8 @@ def validate_campaign(c: Campaign) -> None:
             raise _invalid(f"role name {name!r}: lowercase letters, digits, - and _ (max 40)")
     if not 1 <= c.repeats <= 10:
         raise _invalid("repeats must be 1-10")
+    if len(set(c.traces)) != len(c.traces) or not all(c.traces):
+        raise _invalid("traces must be distinct trace ids")
     if c.probe_limit is not None and c.probe_limit < 1:
         raise _invalid("probe_limit must be >= 1 when given")
     if c.concurrency != 1:
@@ -243,12 +378,90 @@ def validate_campaign(c: Campaign) -> None:
     d = c.deadlines
     # The authorization binds each deadline in whole milliseconds, at least 1.
     if not all(math.isfinite(x) and x >= MIN_DEADLINE_S
-               for x in (d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds)):
+               for x in (d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds)
+               if x is not None):
         raise _invalid(f"deadlines must be finite and at least {MIN_DEADLINE_S} s")
     _validate_folds(c)
-    if c.reader.provider not in ("faux", "openai"):
-        raise _invalid("reader.provider must be faux or openai")
+    validate_profile(c.reader, "reader")
+    if c.summariser is not None:
+        validate_profile(c.summariser, "summariser")
+        if c.summariser.is_faux:
+            raise _invalid("summariser: the faux provider reads, it does not summarise "
+                           f"(use {DETERMINISTIC!r} or an endpoint)")
+        if not 1 <= c.summariser.max_requests <= 10:
+            raise _invalid("summariser.max_requests must be 1-10")
     cap_units(c)
+
+
+def validate_profile(p: Profile, what: str) -> None:
+    """A profile names a route efold can send to and a model its catalog prices."""
+    if p.api not in APIS:
+        raise _invalid(f"{what}.api must be one of {APIS}")
+    if p.api == "responses" and not p.stream:
+        raise _invalid(f"{what}: the Responses API is only spoken streamed (stream = true)")
+    if p.effort is not None and not re.fullmatch(r"[a-z]{1,16}", p.effort):
+        raise _invalid(f"{what}.effort must be a short lowercase word")
+    if p.is_faux:
+        if (p.base_url, p.api) != ("faux://local", "responses") or p.credential_env:
+            raise _invalid(f"{what}: the faux provider is faux://local over responses")
+    else:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", p.provider):
+            raise _invalid(f"{what}.provider: lowercase letters, digits, '.', '_' and '-'")
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", p.base_url):
+            raise _invalid(f"{what}.base_url must be an http(s) URL without query or fragment")
+        if p.base_url.startswith("http://") and not is_loopback_url(p.base_url):
+            raise _invalid(f"{what}.base_url: plain http only to a loopback server "
+                           "(a credential must never cross a network in clear)")
+    if p.credential_env is not None and not _ENV_NAME.fullmatch(p.credential_env):
+        raise _invalid(f"{what}.credential_env must be an environment variable NAME "
+                       "(upper case, digits, _), never the credential itself")
+    profile_entry(p, what)  # the model is priced by the profile's catalog
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url`` names this machine (127.0.0.0/8, ::1 or localhost)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def profile_catalog(p: Profile) -> Catalog:
+    """The catalog that prices a profile: its operator catalog, else the bundled one."""
+    if p.catalog is None:
+        return bundled_catalog()
+    try:
+        return load_catalog(p.catalog)
+    except EfoldError as exc:
+        raise CampaignError(exc.code, f"catalog {p.catalog}: {exc.detail}") from exc
+
+
+def profile_entry(p: Profile, what: str = "reader") -> CatalogEntry:
+    """The profile's model in its catalog; an unpriced model refuses with
+    ``lookup_invalid_rate``, naming what is priced."""
+    catalog = profile_catalog(p)
+    entry = catalog.entries.get((p.provider, p.model))
+    if entry is None:
+        priced = sorted(m for q, m in catalog.entries if q == p.provider)
+        where = "the bundled catalog" if p.catalog is None else p.catalog
+        raise CampaignError(
+            Code.LOOKUP_INVALID_RATE,
+            f"{what} {p.provider}/{p.model} has no price in {where}; "
+            f"priced {p.provider} models: {', '.join(priced) or 'none'}",
+        )
+    return entry
+
+
+def profile_envelope(p: Profile) -> int:
+    """I for the profile's route: the registered envelope, tightened by the model's
+    context window when its catalog gives one."""
+    return profile_entry(p).input_envelope(INPUT_ENVELOPE)
 
 
 def _validate_folds(c: Campaign) -> None:
@@ -296,10 +509,10 @@ def _validate_command(c: Campaign, r: Role,
     timeout = DEFAULT_TIMEOUT_S if r.timeout_seconds is None else r.timeout_seconds
     if not (math.isfinite(timeout) and timeout > 0):
         raise _invalid(f"role {r.name!r}: timeout_seconds must be positive")
-    if timeout > c.deadlines.prep_seconds:
+    if timeout > prep_seconds(c):
         given = "timeout_seconds" if r.timeout_seconds is not None else "the default timeout"
         raise _invalid(f"role {r.name!r}: {given} ({timeout:g} s) exceeds deadlines.prep_seconds "
-                       f"({c.deadlines.prep_seconds:g} s)")
+                       f"({prep_seconds(c):g} s)")
 
 
 def cap_units(c: Campaign) -> int:
@@ -325,7 +538,7 @@ def cap_units(c: Campaign) -> int:
         largest = _cents_text((CAP_UNITS_LIMIT - 1) // _UNITS_PER_CENT)
         raise _invalid(f"cap_usd {text} is too large: the cap in units must be below 2**53 "
                        f"(at most {largest} USD)")
-    rmax = reader_rmax_units(c.reader)
+    rmax = max(reader_rmax_units(p) for p in (c.reader, c.summariser) if p is not None)
     if cap < rmax:
         least = -(-rmax // _UNITS_PER_CENT)  # Rmax rounded up to a whole cent
         route = f"Rmax for {c.reader.provider}/{c.reader.model}"
@@ -339,20 +552,10 @@ def cap_units(c: Campaign) -> int:
     return cap
 
 
-def reader_rmax_units(reader: Reader) -> int:
-    """Rmax of the reader's route from the bundled catalog (the one registration binds).
-    An unpriced model is refused here, naming what is priced, rather than deep inside
-    registration."""
-    catalog = bundled_catalog()
-    entry = catalog.entries.get((reader.provider, reader.model))
-    if entry is None:
-        priced = sorted(m for p, m in catalog.entries if p == reader.provider)
-        raise CampaignError(
-            Code.LOOKUP_INVALID_RATE,
-            f"reader {reader.provider}/{reader.model} has no price in the bundled catalog; "
-            f"priced {reader.provider} models: {', '.join(priced) or 'none'}",
-        )
-    return rmax_units(entry)
+def reader_rmax_units(reader: Profile) -> int:
+    """Rmax of a profile's route (its catalog, its envelope): the hold every admission
+    of its requests takes."""
+    return rmax_units(profile_entry(reader), profile_envelope(reader))
 
 
 def _whole_cents(value: decimal.Decimal) -> bool:
@@ -370,13 +573,14 @@ def _cents_text(cents: int) -> str:
 
 
 def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
-    """Parse a campaign file; returns it with the raw bytes (bound into registration)."""
+    """Parse a campaign file; returns it with the raw bytes (bound into registration).
+    A relative catalog path is the campaign file's sibling."""
     raw = Path(path).read_bytes()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _invalid("campaign is not UTF-8") from exc
-    return parse_campaign(text), raw
+    return parse_campaign(text, Path(path).absolute().parent), raw
 
 
 def bundled_campaign(name: str) -> tuple[Campaign, bytes]:
@@ -384,3 +588,23 @@ def bundled_campaign(name: str) -> tuple[Campaign, bytes]:
         raise _invalid(f"no bundled campaign {name!r} (bundled: {BUNDLED})")
     raw = resources.files("efold.controller.campaigns").joinpath(f"{name}.toml").read_bytes()
     return parse_campaign(raw.decode("utf-8")), raw
+
+
+_WIRE_API = {"responses": "openai-responses", "chat": "openai-chat"}
+
+
+def route_of(p: Profile) -> Route:
+    """The frozen route a child sends a profile's requests on (no credential: that
+    travels on its own descriptor)."""
+    return Route(provider=p.provider, model=p.model, api=_WIRE_API[p.api],
+                 base_url=p.base_url, effort=p.effort, stream=p.stream,
+                 catalog_file=p.catalog, catalog_sha256=profile_catalog(p).digest)
+
+
+def caller_terms(p: Profile, max_requests: int) -> CallerTerms:
+    """What the permit source holds a caller on ``p``'s route to: Rmax of the route,
+    ``max_requests`` requests, the route's catalog prices, its input envelope."""
+    entry = profile_entry(p)
+    return CallerTerms(rmax_units=reader_rmax_units(p), max_requests=max_requests,
+                       price=functools.partial(price_units, entry),
+                       input_envelope=profile_envelope(p))

@@ -31,6 +31,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "preflight": ("preflight", "Run only the prep children in a private temporary root "
                   "(removed afterwards), dry-restore every snapshot and print a JSON "
                   "report per slot."),
+    "smoke": ("smoke", "Smoke a registration's real route: one slot per role through the "
+              "whole flow."),
     "reap": ("reap", "Contain every process a dead controller left behind in RUN_DIR, with "
              "the same proofs as a live containment (pidfd + start time + group), and "
              "journal it."),

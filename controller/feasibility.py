@@ -13,7 +13,7 @@ way, from prep children in a private temporary root.
 
 from __future__ import annotations
 
-from efold.controller.campaign import Campaign
+from efold.controller.campaign import Campaign, route_of
 from efold.folds.checkpoint import Checkpoint
 from efold.guard.feasibility import fits_envelope
 from efold.protocol.tasks import ProbeTask
@@ -26,9 +26,7 @@ def first_request_fits(checkpoint: Checkpoint, campaign: Campaign, role: str,
                        question: str) -> bool:
     """Whether round 1 of a probe of ``role`` asking ``question`` fits the envelope."""
     instructions = next(r.instructions for r in campaign.roles if r.name == role)
-    reader = campaign.reader
-    task = ProbeTask(question=question, instructions=instructions, provider=reader.provider,
-                     model=reader.model, api=reader.api, base_url=reader.base_url,
-                     effort=reader.effort)
+    task = ProbeTask(question=question, instructions=instructions,
+                     route=route_of(campaign.reader))
     return fits_envelope(first_payload(checkpoint, task, _LONGEST_CACHE_KEY),
                          probe_contract(task, _LONGEST_CACHE_KEY))

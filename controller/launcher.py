@@ -1,10 +1,14 @@
 """Launching one child and seeing it through to its reaped end (docs/architecture.md §9, launcher).
 
-``launch_worker`` starts ``python -m efold.worker KIND --ipc-fd N --key-fd M``:
+``launch_worker`` starts ``python -m efold.worker KIND --ipc-fd N --key-fd M
+[--credential-fd K]``:
 
 * a fresh 32-byte key and the ``Assignment`` go into a pipe, written and closed before
   the spawn; the read end and the child's socket end are passed with ``pass_fds`` and
   closed here right after, so a dead child reads as EOF on our end;
+* a provider credential, if the launch carries one, goes through a second pipe, written
+  only once the child's ``Hello`` is accepted (``CredentialHandoff``);
+* the child's environment is the allowlist (``childenv``) unless the caller gives one;
 * ``start_new_session=True`` (the child leads its own session and process group),
   stdio on /dev/null, the controller a child subreaper;
 * a pidfd is opened at once, then the identity (pid, start time, boot id, pgid) is
@@ -36,6 +40,7 @@ from typing import Final
 import anyio
 import anyio.abc
 
+from efold.controller.childenv import child_environment
 from efold.controller.containment import (
     ContainmentPolicy,
     ContainmentResult,
@@ -63,6 +68,7 @@ from efold.protocol.assignment import Assignment, encode_key_pipe
 from efold.protocol.exit_codes import code_for_exit_status
 from efold.registry.files import write_all
 from efold.registry.journal import JournalWriter
+from efold.worker.credential import credential_problem
 
 # -I: isolated (no PYTHON* variables, no user site, no cwd on sys.path): a planted module
 # in the working directory cannot shadow efold inside a child.
@@ -81,6 +87,61 @@ class WorkerExit:
     containment: ContainmentResult | None
 
 
+class CredentialHandoff:
+    """The controller's side of one child's credential pipe (``--credential-fd``).
+
+    Invariant: the credential is written only after the child's ``Hello`` was accepted
+    (``WorkerHandle.accept_hello``: the child verified its parent and the run lease, and
+    its digests are the assignment's), and before ``Welcome``; it never touches argv,
+    the environment, a file or the journal. Both ends are closed on every path, the
+    write end once: after the write (``deliver``) or without it (``discard``: the
+    child, if any, reads EOF)."""
+
+    def __init__(self, credential: bytes) -> None:
+        problem = credential_problem(credential)
+        if problem is not None:
+            raise ControllerError(Code.CAMPAIGN_INVALID, f"credential {problem}")
+        self._credential: bytes | None = credential
+        self.read_fd: int | None
+        self._write_fd: int | None
+        # Both O_CLOEXEC; pass_fds makes the read end inherit. Never blocks the loop: at
+        # most 8 KiB into an empty pipe, all at once or a launch failure.
+        self.read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)
+        self.delivered = False  # whether the credential was written (tests read it)
+
+    def close_read_end(self) -> None:
+        """After the spawn: the child holds its own copy."""
+        if self.read_fd is not None:
+            fd, self.read_fd = self.read_fd, None
+            os.close(fd)
+
+    def deliver(self) -> None:
+        """Write the credential and close the write end (``launch_failed`` if it does not
+        go in whole: the child is gone or stopped reading)."""
+        fd, data = self._write_fd, self._credential
+        if fd is None or data is None:
+            return  # already delivered or discarded
+        self._write_fd = self._credential = None
+        try:
+            written = os.write(fd, data)
+        except OSError as exc:
+            raise ControllerError(Code.LAUNCH_FAILED, f"credential pipe errno {exc.errno}") from exc
+        finally:
+            os.close(fd)
+        if written != len(data):
+            raise ControllerError(Code.LAUNCH_FAILED, "credential pipe full")
+        self.delivered = True
+
+    def discard(self) -> None:
+        """Close whatever is still open without writing (idempotent)."""
+        self._credential = None
+        self.close_read_end()
+        if self._write_fd is not None:
+            fd, self._write_fd = self._write_fd, None
+            os.close(fd)
+
+
 class WorkerHandle:
     """One launched child. Owns its pidfd, channel and trio process until ``close``."""
 
@@ -96,6 +157,7 @@ class WorkerHandle:
         process: anyio.abc.Process,
         channel: ControllerChannel,
         marker: str | None = None,
+        credential: CredentialHandoff | None = None,
     ) -> None:
         self.journal = journal
         self.assignment = assignment
@@ -107,6 +169,8 @@ class WorkerHandle:
         self.channel = channel
         self.marker = marker  # the launch's environment marker (controller/marker.py)
         self.containment: ContainmentResult | None = None
+        # Written only from ``accept_hello``, once the Hello is accepted; else discarded.
+        self.credential = credential
         self._closed = False
 
     @property
@@ -131,10 +195,24 @@ class WorkerHandle:
         got = (msg.protocol, msg.registration_digest, msg.plan_digest, msg.build_digest,
                msg.cache_key)
         if got != expected:
+            self.discard_credential()
             await self.channel.reply(Stop(code=Code.WORKER_DIGEST_MISMATCH))
             raise ControllerError(Code.WORKER_DIGEST_MISMATCH, "hello differs from assignment")
+        self._deliver_credential()
         await self.channel.reply(welcome)
         return msg
+
+    def _deliver_credential(self) -> None:
+        """The Hello is accepted: the credential, if any, goes to the child now, before
+        ``Welcome`` (so it is in the pipe before the child's body runs)."""
+        if self.credential is not None:
+            self.credential.deliver()
+
+    def discard_credential(self) -> None:
+        """The launch will not reach (or has passed) an accepted Hello: close the write
+        end unwritten, if it is still open."""
+        if self.credential is not None:
+            self.credential.discard()
 
     async def accept_ready(self, *, timeout: float) -> Ready:
         """Receive ``Ready``; its arrival digest must be the assigned snapshot's."""
@@ -181,6 +259,7 @@ class WorkerHandle:
         survivor_stop: Code | None = None,
     ) -> ContainmentResult:
         """Contain this launch now (the channel is abandoned first)."""
+        self.discard_credential()
         if not self.channel.finished:
             self.channel.abandon(IpcCancelled("contained"))
         result = await contain(
@@ -199,6 +278,7 @@ class WorkerHandle:
         durable ``lookup_worker_lost`` stop first); then reap and journal the exit.
         Shielded and bounded; idempotent."""
         with anyio.CancelScope(shield=True):
+            self.discard_credential()
             if not self._closed:
                 self._closed = True
                 await self._finish(policy, exit_grace)
@@ -265,12 +345,35 @@ async def launch_worker(
     program: Sequence[str] = DEFAULT_PROGRAM,
     max_frame: int = DEFAULT_MAX_FRAME,
     env: dict[str, str] | None = None,
+    credential: bytes | None = None,
 ) -> WorkerHandle:
-    """Start one child for ``assignment``; see the module docstring for the order."""
+    """Start one child for ``assignment``; see the module docstring for the order.
+    ``credential`` (at most 8 KiB of ASCII, no NUL, CR or LF: ``campaign_invalid``
+    otherwise, before anything starts) is handed over after the accepted Hello;
+    ``env`` None is the allowlisted child environment (``child_environment``)."""
+    handoff = CredentialHandoff(credential) if credential is not None else None
+    try:
+        return await _launch(journal, assignment, program=program, max_frame=max_frame,
+                             env=env, credential=handoff)
+    except BaseException:
+        if handoff is not None:
+            handoff.discard()  # never written: the child, if it started, reads EOF
+        raise
+
+
+async def _launch(
+    journal: JournalWriter,
+    assignment: Assignment,
+    *,
+    program: Sequence[str],
+    max_frame: int,
+    env: dict[str, str] | None,
+    credential: CredentialHandoff | None,
+) -> WorkerHandle:
     become_subreaper()
     key = secrets.token_bytes(KEY_SIZE)
     marker = new_marker()
-    env = {**(os.environ if env is None else env), MARKER_VAR: marker}
+    env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     key_read, key_write = os.pipe()  # both O_CLOEXEC; pass_fds makes the read end inherit
     try:
@@ -280,10 +383,14 @@ async def launch_worker(
             os.close(key_write)
         argv = [*program, assignment.kind, "--ipc-fd", str(theirs.fileno()),
                 "--key-fd", str(key_read)]
+        pass_fds = [theirs.fileno(), key_read]
+        if credential is not None and credential.read_fd is not None:
+            argv += ["--credential-fd", str(credential.read_fd)]  # the number, never the value
+            pass_fds.append(credential.read_fd)
         process = await anyio.open_process(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True,
-            pass_fds=(theirs.fileno(), key_read), env=env,
+            pass_fds=pass_fds, env=env,
         )
     except BaseException as exc:
         ours.close()
@@ -293,6 +400,8 @@ async def launch_worker(
     finally:
         theirs.close()
         os.close(key_read)
+        if credential is not None:
+            credential.close_read_end()
     pid = process.pid
     try:
         pidfd = os.pidfd_open(pid)  # our unreaped child: the pid cannot be recycled yet
@@ -329,6 +438,7 @@ async def launch_worker(
     return WorkerHandle(
         journal=journal, assignment=assignment, launch_id=launch_id, identity=identity,
         pgid=pgid, pidfd=pidfd, process=process, channel=channel, marker=marker,
+        credential=credential,
     )
 
 
@@ -360,16 +470,21 @@ async def supervise(
     program: Sequence[str] = DEFAULT_PROGRAM,
     max_frame: int = DEFAULT_MAX_FRAME,
     env: dict[str, str] | None = None,
+    credential: bytes | None = None,
 ) -> AsyncIterator[WorkerHandle]:
     """Launch a worker for the block; contain it if anything escapes the block, close
-    it otherwise. The handle's ``containment`` and ``close()`` result say what happened."""
+    it otherwise. The handle's ``containment`` and ``close()`` result say what happened.
+    ``credential``: see ``launch_worker`` (written once the block's ``accept_hello``
+    accepts the Hello; never if the block fails first)."""
     handle = await launch_worker(
-        journal, assignment, program=program, max_frame=max_frame, env=env
+        journal, assignment, program=program, max_frame=max_frame, env=env,
+        credential=credential,
     )
     try:
         yield handle
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
+            handle.discard_credential()  # at once: a child waiting on it reads EOF
             if handle.containment is None:
                 if isinstance(exc, IpcEof):
                     # The child closed its end: it refused or finished on its own. Give

@@ -9,6 +9,7 @@ writes are durable when they return), and the controller answers a child's
 
 from __future__ import annotations
 
+from efold.guard.contract import INPUT_ENVELOPE
 from efold.guard.ledger import PermitLedger
 from efold.guard.pricing import Pricer
 from efold.registry.journal import JournalWriter
@@ -18,6 +19,6 @@ class DurablePermitSource(PermitLedger):
     """A ``PermitLedger`` whose store is the run journal (single writer, lease-checked)."""
 
     def __init__(self, journal: JournalWriter, *, epoch: int, cap_units: int, rmax_units: int,
-                 max_requests: int, price: Pricer) -> None:
+                 max_requests: int, price: Pricer, input_envelope: int = INPUT_ENVELOPE) -> None:
         super().__init__(journal, epoch=epoch, cap_units=cap_units, rmax_units=rmax_units,
-                         max_requests=max_requests, price=price)
+                         max_requests=max_requests, price=price, input_envelope=input_envelope)

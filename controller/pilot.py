@@ -30,10 +30,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import anyio
 
 from efold.controller.aggregate import read_run, run_reports
+from efold.controller.authorize_run import RealGrant
+from efold.controller.campaign import route_of
 from efold.controller.evidence import Evidence, checkpoint_evidence
 from efold.controller.interrupt import interruptible
 from efold.controller.judging import refused_receipt
@@ -62,11 +65,29 @@ class PilotOutcome:
     interrupted: int | None = None  # the signal that interrupted the run, if one did
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """How a run reaches its reader: offline (no grant) or on the real route with the
+    operator's grant; ``smoke``: the configured-process smoke (one slot per role, its
+    own cap); ``keep_answers``: a real run's answers are kept in an owner-only private
+    artifact of the run (``answers.jsonl``), outside every report."""
+
+    grant: RealGrant | None = None
+    smoke: bool = False
+    keep_answers: bool = False
+
+
+OFFLINE: Final = Dispatch()  # the faux route
+
+
 async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
-                  program: Sequence[str] | None = None) -> PilotOutcome:
+                  program: Sequence[str] | None = None,
+                  dispatch: Dispatch = OFFLINE) -> PilotOutcome:
     tick = progress or (lambda phase, done, total: None)
-    async with open_run(reg, reg_bytes, run, admitting=True, program=program) as opened:
+    async with open_run(reg, reg_bytes, run, admitting=True, program=program,
+                        grant=dispatch.grant, smoke=dispatch.smoke,
+                        keep_answers=dispatch.keep_answers) as opened:
         ctx, plan, items = opened.ctx, opened.plan, opened.items
 
         async def body() -> tuple[list[Receipt], dict[str, bytes]]:
@@ -107,7 +128,8 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                      reg: Registration, tick: Progress) -> list[Receipt]:
     """One probe child per slot, in schedule order; a slot whose admission is already
     closed is visited without a launch. The stop policies run after every slot."""
-    campaign, reader = reg.campaign, reg.campaign.reader
+    campaign = reg.campaign
+    route = route_of(campaign.reader)
     run_deadline = time.monotonic() + campaign.deadlines.run_seconds
     cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
     probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
@@ -124,11 +146,8 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             receipts.append(receipt)
             continue
         probe = probes[(planned.trace_id, planned.probe_id)]
-        task = ProbeTask(
-            question=probe.question, instructions=roles[planned.role].instructions,
-            provider=reader.provider, model=reader.model, api=reader.api,
-            base_url=reader.base_url, effort=reader.effort,
-        )
+        task = ProbeTask(question=probe.question, instructions=roles[planned.role].instructions,
+                         route=route)
         done = await run_probe(
             ctx, planned=planned, probe=probe,
             slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
@@ -183,12 +202,14 @@ def _admission(ctx: RunContext, planned: PlannedSlot, prepared: Preparation | No
 
 def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
               progress: Progress | None = None,
-              program: Sequence[str] | None = None) -> PilotOutcome:
+              program: Sequence[str] | None = None,
+              dispatch: Dispatch = OFFLINE) -> PilotOutcome:
     """Synchronous entry: the async pilot on the trio backend."""
     previous = os.umask(0o077)  # everything the run writes is owner-only
     try:
         return anyio.run(
-            lambda: execute(reg, reg_bytes, run, progress=progress, program=program),
+            lambda: execute(reg, reg_bytes, run, progress=progress, program=program,
+                            dispatch=dispatch),
             backend="trio",
         )
     finally:

@@ -8,16 +8,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeElapsedColumn
 from rich.table import Table
 
-from efold.controller.pilot import PilotOutcome, run_pilot
+from efold.controller.pilot import OFFLINE, Dispatch, PilotOutcome, run_pilot
 from efold.controller.registration import Registration
 from efold.guard import units_to_usd
 from efold.report import decode_results
 
 
 def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
-                      show: bool) -> PilotOutcome:
+                      show: bool, dispatch: Dispatch = OFFLINE) -> PilotOutcome:
     if not show:
-        return run_pilot(reg, reg_bytes, run)
+        return run_pilot(reg, reg_bytes, run, dispatch=dispatch)
     with Progress(
         "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), transient=False,
@@ -30,7 +30,7 @@ def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
                 tasks[phase] = bar.add_task(label, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        return run_pilot(reg, reg_bytes, run, progress=tick)
+        return run_pilot(reg, reg_bytes, run, progress=tick, dispatch=dispatch)
 
 
 def print_summary(outcome: PilotOutcome) -> None:

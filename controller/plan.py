@@ -17,10 +17,11 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
+from efold.controller.campaign import reader_rmax_units
 from efold.controller.registration import Registration, rank_key, registration_sha256
 from efold.corpus import load_suite
-from efold.digests import digest_of
-from efold.protocol.records import Plan, PlannedSlot
+from efold.folds.registry import uses_summariser
+from efold.protocol.records import Plan, PlannedSlot, schedule_digest
 
 # Arms that need what a suite does not have are ineligible by plan: the ceiling arm needs
 # a trace long enough to reach the 200k-token ceiling, which only the hard suites have
@@ -60,7 +61,7 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
                     eligible=eligible(role.arm, c.suite),
                     checkpoint=checkpoint_key(repeat, role.name, trace_id),
                 ))
-    schedule_sha = digest_of([s.slot for s in slots])
+    schedule_sha = schedule_digest([s.slot for s in slots])
     return Plan(
         registration_sha256=registration_sha256(reg), campaign=c.name,
         roles=[r.name for r in c.roles], repeats=c.repeats, cap_units=reg.cap_units,
@@ -109,3 +110,30 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
         cap_units=plan.cap_units, cap_minus_rmax_units=plan.cap_units - plan.rmax_units,
         cap_over_expected=ratio,
     )
+
+
+def smoke_plan(plan: Plan, cap_units: int) -> Plan:
+    """The configured-process smoke of a plan: the first eligible slot of every role, in
+    schedule order, under the smoke's own cap. Its schedule digest is its own, so an
+    authorization for the smoke can never be consumed by the campaign run, nor the
+    reverse."""
+    firsts: dict[str, PlannedSlot] = {}
+    for s in plan.slots:
+        if s.eligible and s.role not in firsts:
+            firsts[s.role] = s
+    slots = [s for s in plan.slots if firsts.get(s.role) is s]
+    return msgspec.structs.replace(
+        plan, slots=slots, cap_units=cap_units, smoke=True,
+        schedule_sha256=schedule_digest([s.slot for s in slots], smoke=True))
+
+
+def smoke_cap_units(reg: Registration) -> int:
+    """The smoke's cap: what one slot per role can reserve at most (every request of it
+    at Rmax, plus every summary request of a role whose fold calls the summariser),
+    never more than the campaign's cap."""
+    c = reg.campaign
+    worst = len(c.roles) * c.budgets.max_requests * reg.rmax_units
+    if c.summariser is not None:
+        summarising = sum(1 for r in c.roles if r.command is None and uses_summariser(r.arm))
+        worst += summarising * c.summariser.max_requests * reader_rmax_units(c.summariser)
+    return min(worst, reg.cap_units)

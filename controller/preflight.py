@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
+from efold.controller.campaign import prep_seconds
 from efold.controller.interrupt import interruptible
 from efold.controller.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.registration import Registration
@@ -79,7 +80,7 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
         # admission eligibility (a slot ineligible by plan is still prepared here).
         preps = await interruptible(ctx, lambda: prepare_checkpoints(
             ctx, plan, opened.items, reg, eligible_only=False))
-        watchdog_ms = int(reg.campaign.deadlines.prep_seconds * 1000)
+        watchdog_ms = int(prep_seconds(reg.campaign) * 1000)
         results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms)
                    for key in checkpoints_of(plan, eligible_only=False)}
     slots = [msgspec.structs.replace(results[s.checkpoint], slot=s.slot, eligible=s.eligible)

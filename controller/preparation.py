@@ -26,9 +26,10 @@ from efold.errors import Code
 from efold.folds.errors import FoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import fold_sha256
+from efold.folds.registry import uses_summariser
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.records import Plan, PlannedSlot
-from efold.protocol.tasks import PrepTask
+from efold.protocol.tasks import PrepTask, Route
 from efold.registry import publish_exclusive
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -55,7 +56,8 @@ def checkpoints_of(plan: Plan, *, eligible_only: bool) -> dict[str, PlannedSlot]
 
 
 def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
-              registration: Registration | None = None) -> PrepTask:
+              registration: Registration | None = None,
+              summariser: Route | None = None) -> PrepTask:
     """The prep task that builds ``role``'s checkpoint: its arm, its command and timeout
     (command roles), and its fold pin, which the prep child recomputes just before
     building and refuses (``worker_digest_mismatch``) if the fold changed.
@@ -63,7 +65,9 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
     With ``registration`` the pins of every role are recomputed now and must still
     derive the registered ``folds`` digest (else ``registration_digest_mismatch``), so
     a fold changed after ``load_registration`` is refused here even before the child
-    sees it; without it the pin is the fold as it is now."""
+    sees it; without it the pin is the fold as it is now. ``summariser``: the run's
+    summariser route, given to the task only when the role's fold is a built-in arm
+    that summarises (``folds.registry.uses_summariser``): no other fold sends."""
     if registration is not None:
         if role not in registration.campaign.roles:
             raise CampaignError(Code.CAMPAIGN_INVALID,
@@ -84,6 +88,7 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
         command=None if role.command is None else list(role.command),
         timeout_seconds=timeout,
         fold_sha256=pin,
+        summariser=summariser if role.command is None and uses_summariser(role.arm) else None,
     )
 
 
@@ -133,7 +138,8 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
         # The role's fold, pinned: the registered fold digests are re-derived first and
         # the child re-checks its own fold's pin just before building.
         task = prep_task(roles[first.role], trace_file=path, trace_sha256=digest,
-                         registration=reg)
+                         registration=reg,
+                         summariser=ctx.summariser.route if ctx.summariser else None)
         result = await run_prep(
             ctx, key=key, slot_dir=private_subdir(ctx.run_dir, "checkpoints", key), task=task)
         feasible = None

@@ -1,23 +1,33 @@
-"""The controller's side of one probe child's lockstep exchange (``efold-probe-v2``).
+"""The controller's side of a child's permit exchanges, and of one probe child's
+lockstep exchange (``efold-probe-v2``).
 
-After ``Hello``/``Welcome`` and ``Ready``, the durable permit source answers every
-``Admit``/``Consume``/``Settle`` (journal first, then the reply), a ``Halt`` from the
-child's guard closes admission before it is answered, and the exchange ends at the
-child's ``Terminal`` (returned, for judging) or at the first permit integrity violation
-(answered ``Stop``; its code is returned). Every stop the exchange implies is taken
-here, as it happens: admission must close before the child hears back, never only at
-the slot's end.
+``serve_permits`` is the one place a child's money requests are answered, for probe
+children and for prep children whose summariser sends (``efold-prep-v2``): the durable
+permit source answers every ``Admit``/``Consume``/``Settle`` (journal first, then the
+reply), a ``Halt`` from the child's guard closes admission before it is answered, and
+the exchange ends at the child's last message (``Terminal`` or ``Prepared``, returned)
+or at the first permit integrity violation (answered ``Stop``; its code is returned).
+Every stop the exchange implies is taken here, as it happens: admission must close
+before the child hears back, never only at the slot's end.
+
+``serve_probe``: after ``Hello``/``Welcome`` and ``Ready``, the permits until the
+child's ``Terminal`` (returned, for judging).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
 
 from efold.controller.launcher import WorkerHandle
 from efold.controller.run_context import RunContext
 from efold.errors import Code
 from efold.guard.ledger import PermitIntegrityError, SettleKind
 from efold.guard.permits import Permit, child_code
+from efold.ipc.controller_channel import ControllerChannel
 from efold.ipc.messages import (
     Admit,
+    ChildMessage,
     Consume,
     Consumed,
     Granted,
@@ -30,23 +40,44 @@ from efold.ipc.messages import (
     Terminal,
 )
 
+_Last = TypeVar("_Last", bound=ChildMessage)
 
-async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str) -> Terminal | Code:
-    """Serve one probe child until its ``Terminal`` (returned) or a permit integrity
-    violation (its code returned)."""
-    channel = handle.channel
-    await handle.accept_hello(ctx.welcome(ctx.probe_seconds), timeout=ctx.probe_seconds)
-    await handle.accept_ready(timeout=ctx.probe_seconds)
+
+@dataclass
+class PermitLog:
+    """What ``serve_permits`` answered, content-free, for the caller's verdict (the
+    ledger keeps the rest: holds, losses, usage)."""
+
+    refused: Code | None = None  # the code of the last ``Refused`` it sent
+
+
+async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, *,
+                        until: tuple[type[_Last], ...], timeout: float,
+                        admitting: bool = True, log: PermitLog | None = None) -> _Last | Code:
+    """Answer the child's permit exchanges on ``slot`` until it sends one of ``until``
+    (returned, unanswered) or a permit integrity violation (answered ``Stop``, its stop
+    taken, its code returned). ``timeout``: the longest wait for any one message.
+
+    ``admitting=False``: the child was given no route to send on, so an ``Admit`` is a
+    paid request nobody assigned (``lookup_preparation_forbidden``: a violation, as
+    above); a ``Halt`` is still served."""
     source = ctx.source
     while True:
-        msg = await channel.receive(timeout=ctx.probe_seconds)
+        msg = await channel.receive(timeout=timeout)
         try:
+            if isinstance(msg, until):
+                return msg
             if isinstance(msg, Admit):
+                if not admitting:
+                    raise PermitIntegrityError(Code.LOOKUP_PREPARATION_FORBIDDEN,
+                                               "a request from a child with no route")
                 grant = source.admit(slot=slot, request_id=msg.request_id, round=msg.round,
                                      payload_digest=msg.payload_digest, rmax_units=msg.rmax)
                 if isinstance(grant, Permit):
                     await channel.reply(Granted(permit_id=grant.permit_id, hold=grant.hold_units))
                 else:
+                    if log is not None:
+                        log.refused = grant.code
                     await channel.reply(Refused(code=grant.code))
             elif isinstance(msg, Consume):
                 source.consume(slot=slot, permit_id=msg.permit_id, body_digest=msg.body_digest)
@@ -65,9 +96,16 @@ async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str) -> Termi
                 ctx.take_stop(child_code(msg.code, integrity=True) or Code.CHILD_CODE_FORBIDDEN,
                               slot)
                 await channel.reply(Halted())
-            elif isinstance(msg, Terminal):
-                return msg
         except PermitIntegrityError as exc:
             ctx.take_stop(exc.code, slot)
             await channel.reply(Stop(code=exc.code))
             return exc.code
+
+
+async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str) -> Terminal | Code:
+    """Serve one probe child until its ``Terminal`` (returned) or a permit integrity
+    violation (its code returned)."""
+    await handle.accept_hello(ctx.welcome(ctx.probe_seconds), timeout=ctx.probe_seconds)
+    await handle.accept_ready(timeout=ctx.probe_seconds)
+    return await serve_permits(ctx, handle.channel, slot, until=(Terminal,),
+                               timeout=ctx.probe_seconds)

@@ -22,6 +22,7 @@ from efold.controller.campaign import (
     Campaign,
     CampaignError,
     cap_units,
+    profile_catalog,
     reader_rmax_units,
     validate_campaign,
 )
@@ -30,7 +31,7 @@ from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.errors import FoldError
 from efold.folds.pinning import fold_identity
-from efold.guard import catalog_digest, contract_policy
+from efold.guard import contract_policy
 from efold.registry import make_private_dir, publish_exclusive
 from efold.worker import faux_reader
 
@@ -76,8 +77,18 @@ def rank_key(seed: int, *parts: str) -> str:
 
 
 def select_probes(campaign: Campaign, items: Sequence[SuiteItem]) -> list[SelectedTrace]:
+    """The campaign's traces (``traces``, else every trace of the suite), each with its
+    probes (the seeded ``probe_limit`` of them, when given). A named trace the suite
+    does not have refuses with ``campaign_invalid``, naming the ones it has."""
+    ids = [item.trace.header.trace_id for item in items]
+    unknown = [t for t in campaign.traces if t not in ids]
+    if unknown:
+        raise CampaignError(Code.CAMPAIGN_INVALID, f"traces {unknown} are not in suite "
+                            f"{campaign.suite!r} (its traces: {', '.join(ids)})")
     selected: list[SelectedTrace] = []
     for item in items:
+        if campaign.traces and item.trace.header.trace_id not in campaign.traces:
+            continue
         trace_id = item.trace.header.trace_id
         probe_ids = [p.id for p in item.probes.probes]
         if campaign.probe_limit is not None:
@@ -103,8 +114,13 @@ def policy_document(campaign: Campaign) -> dict[str, object]:
 
 
 def reader_document(campaign: Campaign) -> dict[str, object]:
+    """The reader and summariser routes (profiles, the summariser's catalog digest: the
+    reader's is ``Digests.catalog``) and the roles' instructions."""
     doc: dict[str, object] = {"reader": msgspec.to_builtins(campaign.reader)}
     doc["roles"] = [msgspec.to_builtins(r) for r in campaign.roles]
+    if campaign.summariser is not None:
+        doc["summariser"] = msgspec.to_builtins(campaign.summariser)
+        doc["summariser_catalog_sha256"] = profile_catalog(campaign.summariser).digest
     if campaign.reader.provider == "faux":
         doc["faux_reader_sha256"] = sha256_hex(Path(faux_reader.__file__).read_bytes())
     return doc
@@ -142,7 +158,7 @@ def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
     digests = Digests(
         corpus=corpus_digest(items),
         build=build_digest(),
-        catalog=catalog_digest(),
+        catalog=profile_catalog(campaign.reader).digest,
         policy=digest_of(policy_document(campaign)),
         reader=digest_of(reader_document(campaign)),
         selection=digest_of([SELECTION_ALGORITHM, campaign.selection_seed, selection]),

@@ -21,11 +21,12 @@ from efold.controller.launcher import DEFAULT_PROGRAM, WorkerHandle, supervise
 from efold.controller.permits import DurablePermitSource
 from efold.controller.stops import StopPolicy
 from efold.errors import Code, EfoldError
+from efold.guard.ledger import CallerTerms
 from efold.identity import ProcessIdentity
 from efold.ipc.messages import BudgetGrant, DeadlineGrant, Welcome
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef, WorkerKind
 from efold.protocol.exit_codes import code_for_exit_status
-from efold.protocol.tasks import PrepTask, ProbeTask
+from efold.protocol.tasks import PrepTask, ProbeTask, Route
 from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalWriter
 
@@ -37,8 +38,23 @@ _INTEGRITY_IPC = frozenset({
 # The controller's watchdog outlasts the deadline it grants the child (``welcome``), so
 # a child can abort its own request first (an own abort, settled by the child) before
 # it is killed. Invariant: > guard.transport.ABORT_BOUND_S, the most a transport
-# overruns a deadline.
+# overruns a deadline. Offline children get this margin; a child on a real route gets
+# ``campaign.REAL_WATCHDOG_MARGIN_S`` (``RunContext.probe_margin`` / ``prep_margin``).
 WATCHDOG_MARGIN_S = 5.0
+# ``--keep-answers``: the run's private artifact of the reader's answers (owner-only,
+# one JSON line per answered slot, outside every report).
+ANSWERS_NAME = "answers.jsonl"
+
+
+@dataclass(frozen=True)
+class SummariserRoute:
+    """The summariser model of a run: the route its prep children send on, the terms
+    the permit source holds each checkpoint's summary requests to, and the credential
+    that reaches those prep children alone (None: a local server that takes none)."""
+
+    route: Route
+    terms: CallerTerms
+    credential: bytes | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -73,6 +89,16 @@ class RunContext:
     # The child command line (the launcher's default: ``python -I -m efold.worker``).
     # Tests substitute a program that embeds the same entry point with a faulty body.
     program: Sequence[str] = DEFAULT_PROGRAM
+    # The real route. Invariant: a credential is handed only to a launch that sends on
+    # its route (probe children: the reader's; prep children of a summarising arm: the
+    # summariser's), and only ever over the launch's credential pipe.
+    reader_credential: bytes | None = field(default=None, repr=False)
+    summariser: SummariserRoute | None = None  # None: the deterministic summariser
+    probe_margin: float = WATCHDOG_MARGIN_S
+    prep_margin: float = WATCHDOG_MARGIN_S
+    # ``--keep-answers``: the owner-only file the reader's answers are appended to (None:
+    # only their hashes are kept, in the receipts).
+    answers_file: Path | None = None
     # Invariant: each sticky code is journaled once per run, however often it is taken.
     _journaled: set[Code] = field(default_factory=set)
     # The signal that interrupted the run (SIGINT/SIGTERM), once; then admission is
@@ -84,11 +110,12 @@ class RunContext:
     # -- launching --------------------------------------------------------------------
 
     @asynccontextmanager
-    async def launch(self, assignment: Assignment, end: LaunchEnd
-                     ) -> AsyncIterator[WorkerHandle]:
+    async def launch(self, assignment: Assignment, end: LaunchEnd, *,
+                     credential: bytes | None = None) -> AsyncIterator[WorkerHandle]:
         """One supervised launch (``launcher.supervise`` with this run's containment
         policy and program, and the child environment read now), ended the one way every
-        launch of the run ends:
+        launch of the run ends (``credential``, if given, reaches this child alone, over
+        its credential pipe once its Hello is accepted: ``launcher.CredentialHandoff``):
         - an interruption cancels it (``interrupt``): the launcher contains the child,
           shielded, on the way out, and ``end.interrupted`` says so;
         - a failure (an ``EfoldError``, or the watchdog's ``TimeoutError``) ends the
@@ -104,7 +131,8 @@ class RunContext:
                 if self.interrupted is not None:
                     scope.cancel()
                 async with supervise(self.journal, assignment, policy=self.containment,
-                                     env=child_environment(), program=self.program) as handle:
+                                     env=child_environment(), program=self.program,
+                                     credential=credential) as handle:
                     yield handle
             except RegistryError:
                 raise  # the journal failed: nothing more may be recorded; the run stops

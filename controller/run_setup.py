@@ -22,22 +22,30 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from efold.controller import authorize_run
 from efold.controller.aggregate import PLAN_NAME
+from efold.controller.authorize_run import RealGrant
+from efold.controller.campaign import (
+    caller_terms,
+    prep_seconds,
+    probe_seconds,
+    route_of,
+    watchdog_margin,
+)
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
 from efold.controller.launcher import DEFAULT_PROGRAM
 from efold.controller.permits import DurablePermitSource
-from efold.controller.plan import plan_for
+from efold.controller.plan import plan_for, smoke_cap_units, smoke_plan
 from efold.controller.registration import REGISTRATION_NAME, Registration
-from efold.controller.run_context import RunContext
+from efold.controller.run_context import ANSWERS_NAME, RunContext, SummariserRoute
 from efold.controller.stops import StopPolicy
 from efold.corpus import load_suite
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, sha256_hex
 from efold.errors import Code
-from efold.guard import pricer_for
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
 from efold.protocol.records import Plan
@@ -55,7 +63,8 @@ class OpenRun:
 
 @asynccontextmanager
 async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting: bool,
-                   program: Sequence[str] | None = None) -> AsyncIterator[OpenRun]:
+                   program: Sequence[str] | None = None, grant: RealGrant | None = None,
+                   smoke: bool = False, keep_answers: bool = False) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -64,24 +73,41 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     waits the campaign's grace. Not admitting (``preflight``): a zero cap refuses any
     request that could appear, no authorization is consumed, and containment keeps the
     launcher's default policy. ``program``: the child command line (None: the
-    launcher's default)."""
+    launcher's default). ``grant``: a real run's (``authorize_run.load_grant``): its
+    authorization is consumed instead of a faux one, and its credentials go to the
+    children that send. ``smoke``: the configured-process smoke (``plan.smoke_plan``)
+    under its own cap. ``keep_answers``: the reader's answers are kept in the run's
+    owner-only ``answers.jsonl``."""
     campaign = reg.campaign
-    if admitting and campaign.reader.provider != "faux":
-        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, "not a faux reader")
+    if admitting and (grant is None) != campaign.reader.is_faux:
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                              "a faux reader runs with --faux, a real one with its grant")
+    if admitting and grant is None and campaign.summariser is not None:
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                              "a summariser model sends real requests: it needs a real run")
     plan = plan_for(reg)
+    cap = reg.cap_units
+    if smoke:
+        cap = smoke_cap_units(reg)
+        plan = smoke_plan(plan, cap)
     plan_bytes = canonical_json(plan) + b"\n"
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
         epoch = journal.record_epoch(current_identity())
         lease.set_epoch(epoch)
         if admitting:
-            # Through its module, so that whatever ``consume_faux`` is at this moment runs.
-            authorize_run.consume_faux(reg, reg_bytes, plan.schedule_sha256, lease,
-                                       run_id=run.name)
+            # Through its module, so that whatever ``consume_*`` is at this moment runs.
+            if grant is not None:
+                authorize_run.consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
+                                           run_id=run.name, grant=grant, cap_units=cap)
+            else:
+                authorize_run.consume_faux(reg, reg_bytes, plan.schedule_sha256, lease,
+                                           run_id=run.name, cap_units=cap)
+            terms = caller_terms(campaign.reader, campaign.budgets.max_requests)
             source = DurablePermitSource(
-                journal, epoch=epoch, cap_units=reg.cap_units, rmax_units=reg.rmax_units,
-                max_requests=campaign.budgets.max_requests,
-                price=pricer_for(campaign.reader.provider, campaign.reader.model))
+                journal, epoch=epoch, cap_units=cap, rmax_units=terms.rmax_units,
+                max_requests=terms.max_requests, price=terms.price,
+                input_envelope=terms.input_envelope)
             budgets = BudgetGrant(max_requests=campaign.budgets.max_requests,
                                   meter_calls=campaign.budgets.lookup_calls,
                                   meter_bytes=campaign.budgets.lookup_bytes)
@@ -95,9 +121,10 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
             registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
             build_digest=build_digest(), source=source, policy=StopPolicy(), budgets=budgets,
-            prep_seconds=campaign.deadlines.prep_seconds,
-            probe_seconds=campaign.deadlines.probe_seconds, containment=containment,
+            prep_seconds=prep_seconds(campaign), probe_seconds=probe_seconds(campaign),
+            containment=containment,
             program=DEFAULT_PROGRAM if program is None else program,
+            **_real_route(reg, grant, run if keep_answers else None),
         )
         publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
         publish_exclusive(run, PLAN_NAME, plan_bytes)
@@ -105,3 +132,24 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                  for i in load_suite(campaign.suite, campaign.seeds or None)}
         yield OpenRun(ctx, plan, items)
         journal.close()
+
+
+def _real_route(reg: Registration, grant: RealGrant | None,
+                answers_in: Path | None) -> dict[str, Any]:
+    """The run context's real-route fields: the reader's credential, the summariser's
+    route (its terms and credential), the real routes' watchdog margins, and where kept
+    answers go. Offline: the summariser may still be a model (its own route), the
+    reader is faux."""
+    campaign = reg.campaign
+    summariser = None
+    if campaign.summariser is not None:
+        p = campaign.summariser
+        summariser = SummariserRoute(route_of(p), caller_terms(p, p.max_requests),
+                                     grant.credential(p) if grant is not None else None)
+    return {
+        "reader_credential": grant.credential(campaign.reader) if grant is not None else None,
+        "summariser": summariser,
+        "probe_margin": watchdog_margin(campaign.reader),
+        "prep_margin": watchdog_margin(campaign.summariser),
+        "answers_file": answers_in / ANSWERS_NAME if answers_in is not None else None,
+    }

@@ -10,17 +10,19 @@ receipt is written: journal first, then the file.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import msgspec
 
 from efold.controller.evidence import Evidence
 from efold.controller.judging import judge_slot, slot_end
 from efold.controller.probe_server import serve_probe
 from efold.controller.receipts import write_receipt
-from efold.controller.run_context import WATCHDOG_MARGIN_S, LaunchEnd, RunContext
+from efold.controller.run_context import LaunchEnd, RunContext
 from efold.controller.stops import SlotEnd
 from efold.corpus.model import Probe
 from efold.errors import Code
@@ -28,6 +30,7 @@ from efold.ipc.messages import Terminal
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import PlannedSlot, Receipt
 from efold.protocol.tasks import ProbeTask
+from efold.registry.files import write_all
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,9 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     terminal: Terminal | None = None
     receipt: Receipt | None = None
     end = LaunchEnd()
-    async with ctx.launch(assignment, end) as handle:
+    async with ctx.launch(assignment, end, credential=ctx.reader_credential) as handle:
         try:
-            with anyio.fail_after(ctx.probe_seconds + WATCHDOG_MARGIN_S):
+            with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
                 ended = await serve_probe(ctx, handle, slot)
         except TimeoutError:
             end.failure = Code.WORKER_TIMEOUT
@@ -62,6 +65,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         else:
             terminal = ended
             receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started)
+            if ctx.answers_file is not None:
+                keep_answer(ctx.answers_file, slot, terminal)
             await handle.acknowledge_done()
     if end.interrupted and receipt is None:
         end.failure = Code.INTERRUPTED  # the operator's, not the child's
@@ -88,3 +93,17 @@ def write_slot_receipt(ctx: RunContext, receipt: Receipt) -> None:
     """The slot's receipt (``controller.receipts``), then its status in the journal."""
     write_receipt(ctx.run_dir, ctx.journal, receipt)
     ctx.journal.record_slot_status(receipt.slot, receipt.status.value, receipt.code)
+
+
+def keep_answer(answers_file: Path, slot: str, terminal: Terminal) -> None:
+    """Append one answered slot's answer to the run's private answers artifact
+    (``--keep-answers``): owner-only, created on first use, each line written whole
+    and fsynced. Reports never read it: they stay content-free."""
+    line = msgspec.json.encode({"slot": slot, "status": terminal.status.value,
+                                "answer": terminal.answer}) + b"\n"
+    fd = os.open(answers_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        write_all(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

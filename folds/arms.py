@@ -17,6 +17,12 @@ only, so on the original suite it is recorded with ``met`` as observed.
 The mid-trace turn of ``compaction-2`` is the first owner turn (not a steer) at which
 the estimate of the transcript before it reaches half of the whole trace's estimate: a
 turn midpoint would land unevenly because tool results differ in size by 8x.
+
+The compaction arms take an optional ``summariser`` (``summary.Summariser``): None, the
+default and what the registry's zero-argument factories build, is the deterministic
+offline summariser; a model-backed one comes from ``model_summary.model_summariser``. The
+receipt does not record which summariser wrote the summary (``CompactionStats`` has no
+field for it); the summary message's opening line says so.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from efold.folds.fold import TracePrefix, build_checkpoint, pressure
 from efold.folds.pack import build_pack
 from efold.folds.projection import cold_boundary
 from efold.folds.retention import retain
+from efold.folds.summariser import summarise
+from efold.folds.summary import Summariser
 from efold.folds.transcript import reader_message, session_transcript
 
 NATIVE_PRESSURE_TOKENS: Final = 150_000
@@ -133,9 +141,13 @@ def _mid_trace_index(transcript: Sequence[Event]) -> int:
 
 
 class _CompactingFold:
-    """Shared receipt assembly of the compaction arms."""
+    """Shared receipt assembly of the compaction arms, and their summariser (None: the
+    deterministic ``summarise``)."""
 
     name = ""
+
+    def __init__(self, summariser: Summariser | None = None) -> None:
+        self.summariser: Summariser = summarise if summariser is None else summariser
 
     def _finish(
         self,
@@ -163,7 +175,9 @@ class _OneCompactionFold(_CompactingFold):
         transcript: list[ContextItem] = list(session_transcript(prefix.events))
         overhead = prefix.context_overhead_tokens
         before = context_tokens(transcript) + overhead
-        context, stats = compact(transcript, self.trigger, "probe", overhead_tokens=overhead)
+        context, stats = compact(
+            transcript, self.trigger, "probe", overhead_tokens=overhead, summariser=self.summariser
+        )
         return self._finish(
             prefix,
             context,
@@ -193,11 +207,14 @@ class CompactionTwiceFold(_CompactingFold):
         overhead = prefix.context_overhead_tokens
         mid_before = context_tokens(early) + overhead
         early, mid_stats = compact(
-            early, SMALLEST_TRIGGER, "mid_trace", force=True, overhead_tokens=overhead
+            early, SMALLEST_TRIGGER, "mid_trace", force=True, overhead_tokens=overhead,
+            summariser=self.summariser,
         )
         context: list[ContextItem] = [*early, *transcript[mid:]]
         probe_before = context_tokens(context) + overhead
-        context, probe_stats = compact(context, SMALLEST_TRIGGER, "probe", overhead_tokens=overhead)
+        context, probe_stats = compact(
+            context, SMALLEST_TRIGGER, "probe", overhead_tokens=overhead, summariser=self.summariser
+        )
         return self._finish(
             prefix,
             context,

@@ -14,6 +14,10 @@ point at or after that message. Valid cut points are owner and assistant message
 never a tool result (which would orphan it from its call). The tail can therefore be
 a little under the allowance. A context holding an earlier summary folds that summary
 into the new one.
+
+Who writes the summary is the caller's choice (``summary.Summariser``): the deterministic
+offline summariser by default, or a model-backed one (``model_summary.py``). The cut, the
+kept tail and the trigger do not depend on it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Literal
 from efold.corpus.forms import chars_to_tokens, estimate_tokens, message_chars
 from efold.corpus.model import Event
 from efold.folds.checkpoint import CompactionStats, ReaderMessage
-from efold.folds.summariser import Summary, summarise
+from efold.folds.summariser import summarise
+from efold.folds.summary import Summariser, SummaryLike
 from efold.folds.transcript import reader_message
 
 COMPACTION_WINDOW = 32_000
@@ -36,7 +41,7 @@ CEILING_TOKENS = 200_000
 CEILING_KEEP_RECENT_TOKENS = 20_000
 
 # A live context: trace events, at most one summary (always first).
-ContextItem = Event | Summary
+ContextItem = Event | SummaryLike
 
 
 @dataclass(frozen=True)
@@ -49,13 +54,13 @@ SMALLEST_TRIGGER = CompactionPolicy(SMALLEST_TRIGGER_TOKENS, KEEP_RECENT_TOKENS)
 CEILING = CompactionPolicy(CEILING_TOKENS, CEILING_KEEP_RECENT_TOKENS)
 
 
-def summary_message(summary: Summary) -> ReaderMessage:
+def summary_message(summary: SummaryLike) -> ReaderMessage:
     return ReaderMessage(role="user", content=summary.render())
 
 
 def render_context(context: Sequence[ContextItem]) -> list[ReaderMessage]:
     return [
-        summary_message(item) if isinstance(item, Summary) else reader_message(item)
+        reader_message(item) if isinstance(item, Event) else summary_message(item)
         for item in context
     ]
 
@@ -93,6 +98,7 @@ def compact(
     *,
     force: bool = False,
     overhead_tokens: int = 0,
+    summariser: Summariser = summarise,
 ) -> tuple[list[ContextItem], CompactionStats | None]:
     """Compact ``context`` if it reaches the policy's trigger (or ``force``: a manual,
     promptless compaction). Returns the new context and its stats, or the context
@@ -100,7 +106,10 @@ def compact(
 
     ``overhead_tokens`` is what the harness adds to every request besides the messages
     (instructions, tool schemas): it counts toward the trigger and the reported sizes,
-    as in the reference harness, whose estimate covers the whole request."""
+    as in the reference harness, whose estimate covers the whole request.
+
+    ``summariser`` writes the summary (default: the deterministic ``summarise``); what it
+    raises propagates, and nothing is compacted then."""
     before = context_tokens(context) + overhead_tokens
     if not force and before < policy.trigger_tokens:
         return list(context), None
@@ -108,8 +117,8 @@ def compact(
     if cut == 0:
         return list(context), None
     head = context[:cut]
-    previous = next((item for item in head if isinstance(item, Summary)), None)
-    summary = summarise([item for item in head if isinstance(item, Event)], previous)
+    previous = next((item for item in head if not isinstance(item, Event)), None)
+    summary = summariser([item for item in head if isinstance(item, Event)], previous)
     compacted: list[ContextItem] = [summary, *context[cut:]]
     stats = CompactionStats(
         stage=stage,

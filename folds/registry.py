@@ -10,6 +10,9 @@ factory returning one::
 Built-in names always mean the built-in arm: a plugin that claims one is rejected (and
 listed as rejected), never silently preferred or silently dropped. Every checkpoint a
 plugin builds passes ``fold.checked`` before anyone writes it.
+
+The compacting built-in arms (``SUMMARISING_ARMS``) can be built with a caller's
+summariser (``fold_for(..., summariser=...)``); every other arm ignores one.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from efold.folds.arms import (
 from efold.folds.checkpoint import Checkpoint
 from efold.folds.errors import FoldError, PluginError
 from efold.folds.fold import Fold, TracePrefix, checked
+from efold.folds.summary import Summariser
 
 ENTRY_POINT_GROUP = "efold.folds"
 
@@ -43,6 +47,21 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "store": StoreFold,
     "pack": PackFold,
 }
+
+
+# The built-in arms whose boundary is a compaction: the ones a summariser writes for.
+SUMMARISING_ARMS: dict[str, Callable[[Summariser | None], Fold]] = {
+    "compaction": CompactionFold,
+    "compaction-2": CompactionTwiceFold,
+    "ceiling": CeilingFold,
+}
+
+
+def uses_summariser(arm: str) -> bool:
+    """Whether the arm named ``arm`` is a built-in compaction arm, whose summaries a
+    summariser writes. (A role that runs an external command uses none, whatever its
+    arm name: ``fold_for`` ignores the summariser when given a command.)"""
+    return arm in SUMMARISING_ARMS
 
 
 @dataclass(frozen=True)
@@ -140,11 +159,15 @@ def fold_for(
     *,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    summariser: Summariser | None = None,
 ) -> Fold:
     """The fold a campaign role stands for: an external command when ``command`` is
     given (named ``arm``, run with ``env``; ``timeout_s`` None is the external default),
-    otherwise ``get_fold(arm)``."""
+    otherwise ``get_fold(arm)``, except that a compaction arm (``uses_summariser``) is
+    built with ``summariser`` when one is given. Other arms ignore ``summariser``."""
     if command is None:
+        if summariser is not None and arm in SUMMARISING_ARMS:
+            return SUMMARISING_ARMS[arm](summariser)
         return get_fold(arm)
     from efold.folds.external import DEFAULT_TIMEOUT_S, ExternalCommandFold
 

@@ -1,4 +1,4 @@
-"""The deterministic offline summariser (no model) used by every compaction arm.
+"""The deterministic offline summariser (no model): the default of every compaction arm.
 
 It stands in for "serialize the conversation, ask a model for a summary" and mimics the
 reference harness's serializer, whose known property matters for the benchmark: it
@@ -30,6 +30,9 @@ from dataclasses import dataclass
 
 from efold.corpus.forms import chars_to_tokens
 from efold.corpus.model import Event
+from efold.errors import Code
+from efold.folds.errors import FoldError
+from efold.folds.summary import SummaryLike
 
 OWNER_CHARS = 1_200
 ASSISTANT_CHARS = 400
@@ -126,7 +129,9 @@ class Summary:
         return chars_to_tokens(len(self.render()))
 
 
-def _entry(event: Event) -> SummaryEntry:
+def summary_entry(event: Event) -> SummaryEntry:
+    """How this summariser keeps one event (the allowances of the module docstring). The
+    model-backed summariser serialises its source with it too."""
     day = event.day
     if event.role == "user":
         label = "Owner (steer)" if event.steer else "Owner"
@@ -145,11 +150,19 @@ def _entry(event: Event) -> SummaryEntry:
     return _cut_tool(header, text, len(text), TOOL_HEAD_CHARS, TOOL_TAIL_CHARS)
 
 
-def summarise(events: Sequence[Event], previous: Summary | None = None) -> Summary:
+def summarise(events: Sequence[Event], previous: SummaryLike | None = None) -> Summary:
     """Summarise ``events`` (in session order) after the entries of ``previous``, each
-    re-summarised (``SummaryEntry.resummarised``)."""
+    re-summarised (``SummaryEntry.resummarised``).
+
+    A ``Summariser`` (``summary.py``). ``previous`` must be a ``Summary``: a fold uses one
+    summariser throughout, so a summary another summariser wrote is refused
+    (``fold_input_invalid``), never silently dropped."""
+    if previous is not None and not isinstance(previous, Summary):
+        raise FoldError(
+            Code.FOLD_INPUT_INVALID, "the deterministic summariser folds in only its own summaries"
+        )
     carried = [e.resummarised() for e in previous.entries] if previous is not None else []
-    fresh = [_entry(e) for e in events]
+    fresh = [summary_entry(e) for e in events]
     entries = carried + fresh
     results_cut = (previous.results_cut if previous is not None else 0) + sum(1 for e in fresh if e.cut)
     elided = previous.elided if previous is not None else 0

@@ -22,6 +22,9 @@ does not know them refuses them as unknown keys, which fails closed):
   threshold or order refuses with ``catalog_tiers_invalid``.
 - ``snapshots``: dated names the provider may report for this model (a non-empty list of
   distinct strings, none another entry's model or another entry's snapshot).
+- ``context_window``: the most input tokens the model (or the server hosting it) takes.
+  It may only *tighten* the input envelope I of a route (``CatalogEntry.input_envelope``),
+  never widen it: a positive integer; the envelope is ``min(I, context_window)``.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from efold.guard.money import TOKEN_CLASSES, parse_decimal, rate_units_per_token
 CATALOG_VERSION: Final = 1
 RATE_EXPONENT_LIMIT: Final = 64  # far past any price; keeps every exact rate small
 _ENTRY_KEYS: Final = frozenset({"provider", "model", *TOKEN_CLASSES})
-_OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots"})
+_OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots", "context_window"})
 _TIER_KEYS: Final = frozenset({"above_tokens", *TOKEN_CLASSES})
 _INPUT_CLASSES: Final = ("input", "cache_read", "cache_write")
 
@@ -75,6 +78,12 @@ class CatalogEntry:
     # the input exceeds is the highest one.
     input_tiers: tuple[InputTier, ...] = ()
     snapshots: frozenset[str] = frozenset()
+    context_window: int | None = None  # None: the model takes at least I
+
+    def input_envelope(self, registered: int) -> int:
+        """The envelope of a route to this model: the registered I, tightened (never
+        widened) by the model's context window."""
+        return registered if self.context_window is None else min(registered, self.context_window)
 
     @property
     def max_input_class_rate(self) -> Fraction:
@@ -170,7 +179,15 @@ def _parse_entry(item: object) -> CatalogEntry:
         input_tiers=_parse_tiers(item["input_tier"], model) if "input_tier" in item else (),
         snapshots=(_parse_snapshots(item["snapshots"], model) if "snapshots" in item
                    else frozenset()),
+        context_window=(_parse_context_window(item["context_window"], model)
+                        if "context_window" in item else None),
     )
+
+
+def _parse_context_window(raw: object, model: str) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
+        raise CatalogError(Code.CATALOG_INVALID, f"{model}: context_window must be a positive integer")
+    return raw
 
 
 def _parse_rates(table: Mapping[str, object], what: str) -> dict[str, decimal.Decimal]:

@@ -3,8 +3,9 @@
 A contract names the route (provider, model, API, base URL, effort) and carries the
 registered limits: the input envelope I = 272,000, the maximum output O = 128,000 and
 at most 10 requests per probe run. The limits are fields (so a contract describes
-itself and its digest binds them) but they must equal the registered values:
-a contract with any other limit is refused at construction.
+itself and its digest binds them) but they must equal the registered values, except
+that a model's context window may tighten I (``CatalogEntry.input_envelope``): a
+contract with any other limit is refused at construction.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ class Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: str = CONTRACT_VERSION
 
     def __post_init__(self) -> None:
-        if (self.input_envelope, self.max_output, self.max_requests) != (
-            INPUT_ENVELOPE, MAX_OUTPUT, MAX_REQUESTS,
-        ):
-            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "contract limits differ from I/O/10")
+        if (self.max_output, self.max_requests) != (MAX_OUTPUT, MAX_REQUESTS) \
+                or not 1 <= self.input_envelope <= INPUT_ENVELOPE:
+            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH,
+                             "contract limits differ from I/O/10 (I may only be tightened)")
         if self.version != CONTRACT_VERSION:
             raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "unknown contract version")
         if self.api is WireApi.OPENAI_RESPONSES and not self.stream:

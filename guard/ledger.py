@@ -124,6 +124,20 @@ class _Decision:
     tier: str | None = None  # a known tier as reported; None when absent or unknown
 
 
+@dataclass(frozen=True)
+class CallerTerms:
+    """What the requests of one slot are held to: the reservation every admission takes
+    (Rmax of the caller's route), the most requests it may make, how its usage is priced
+    and the input envelope its reported usage is checked against. A run's probe slots
+    share the reader's terms; a prep child that sends (the summariser of a compaction
+    arm) is a caller of its own route (``PermitLedger.set_terms``)."""
+
+    rmax_units: int
+    max_requests: int
+    price: Pricer
+    input_envelope: int = INPUT_ENVELOPE
+
+
 class PermitLedger:
     def __init__(self, store: HoldStore, *, epoch: int, cap_units: int, rmax_units: int,
                  max_requests: int, price: Pricer, input_envelope: int = INPUT_ENVELOPE,
@@ -131,10 +145,10 @@ class PermitLedger:
         self._store = store
         self._epoch = epoch
         self.cap_units = cap_units
-        self.rmax_units = rmax_units
-        self._max_requests = max_requests
-        self._price = price
-        self._input_envelope = input_envelope
+        self.rmax_units = rmax_units  # the default caller's (the reader's) Rmax
+        self._default_terms = CallerTerms(rmax_units, max_requests, price, input_envelope)
+        # Invariant: a slot's terms are set before its first admission and never change.
+        self._terms: dict[str, CallerTerms] = {}
         self._max_output = max_output
         self._permits: dict[str, _Permit] = {}
         self._slots: dict[str, SlotLedger] = {}
@@ -152,6 +166,16 @@ class PermitLedger:
 
     def ledger(self, slot: str) -> SlotLedger:
         return self._slots.setdefault(slot, SlotLedger(slot))
+
+    def set_terms(self, slot: str, terms: CallerTerms) -> None:
+        """Hold ``slot`` to ``terms`` instead of the default caller's. Only before the
+        slot's first admission: terms never change under an open request."""
+        if slot in self._slots and self._slots[slot].requests:
+            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "terms set after the first request")
+        self._terms[slot] = terms
+
+    def terms(self, slot: str) -> CallerTerms:
+        return self._terms.get(slot, self._default_terms)
 
     def open_permits(self, slot: str | None = None) -> list[str]:
         return [p.permit_id for p in self._permits.values()
@@ -172,28 +196,30 @@ class PermitLedger:
     def admit(self, *, slot: str, request_id: str, round: int, payload_digest: str,
               rmax_units: int) -> Permit | Refusal:
         led = self.ledger(slot)
+        terms = self.terms(slot)
         led.requests += 1
         if self.sticky_code is not None:
             return Refusal(code=Code.LOOKUP_STOPPED)
         if led.terminal_code is not None:
             return Refusal(code=Code.LOOKUP_SLOT_TERMINAL)
-        if led.admitted >= self._max_requests:
+        if led.admitted >= terms.max_requests:
             return Refusal(code=Code.LOOKUP_REQUEST_LIMIT)
-        if rmax_units != self.rmax_units:
+        if rmax_units != terms.rmax_units:
             # The sender's reservation must be the registered one, never smaller.
             raise self._violation(Code.LOOKUP_ROUTE_MISMATCH, "reservation is not Rmax")
-        if self._total + self.rmax_units > self.cap_units:
+        hold = terms.rmax_units
+        if self._total + hold > self.cap_units:
             self.cap_refused = led.capacity_refused = True
             return Refusal(code=Code.NOT_ADMITTED_CAP)
         permit_id = f"p{self._epoch}-{secrets.token_hex(8)}"
         self._store.record_hold(
             permit_id=permit_id, epoch=self._epoch, slot=slot, request_id=request_id,
-            round=round, payload_digest=payload_digest, hold_units=self.rmax_units,
+            round=round, payload_digest=payload_digest, hold_units=hold,
         )
-        self._permits[permit_id] = _Permit(permit_id, slot, payload_digest, self.rmax_units)
-        self._total += self.rmax_units
+        self._permits[permit_id] = _Permit(permit_id, slot, payload_digest, hold)
+        self._total += hold
         led.admitted += 1
-        return Permit(permit_id=permit_id, hold_units=self.rmax_units)
+        return Permit(permit_id=permit_id, hold_units=hold)
 
     def _permit(self, slot: str, permit_id: str) -> _Permit:
         permit = self._permits.get(permit_id)
@@ -249,8 +275,9 @@ class PermitLedger:
                                 or claimed is Code.CHILD_CODE_FORBIDDEN) else None
         checked: dict[str, int] | None = None
         cost: int | None = None
+        terms = self.terms(permit.slot)
         if usage is not None:
-            problem = usage_problem(usage, input_limit=self._input_envelope,
+            problem = usage_problem(usage, input_limit=terms.input_envelope,
                                     max_output=self._max_output,
                                     settling=kind is SettleKind.SETTLED)
             if problem is not None:
@@ -258,7 +285,7 @@ class PermitLedger:
             else:
                 checked = {k: v for k, v in usage.items() if isinstance(v, int)}
                 try:
-                    cost = self._price(checked, tier)
+                    cost = terms.price(checked, tier)
                 except EfoldError as exc:  # unknown tier: an integrity stop, unpriced
                     integrity = integrity or exc.code
         if kind is SettleKind.SETTLED and integrity is None:

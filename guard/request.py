@@ -38,7 +38,7 @@ import msgspec
 from efold.errors import Code, EfoldError
 from efold.guard.accounting import input_budget
 from efold.guard.catalog import CatalogEntry
-from efold.guard.contract import Contract
+from efold.guard.contract import INPUT_ENVELOPE, Contract
 from efold.guard.errors import GuardError, OwnAbort, PolicyViolation, TransportFailure
 from efold.guard.options import check_options
 from efold.guard.permits import (
@@ -120,6 +120,10 @@ class Guard:
     ) -> None:
         if (catalog_entry.provider, catalog_entry.model) != (contract.provider, contract.model):
             raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "catalog entry is for another model")
+        if contract.input_envelope != catalog_entry.input_envelope(INPUT_ENVELOPE):
+            # I is the registered one, tightened by the model's context window: never wider
+            # than the model takes, never narrower than the catalog says (Rmax follows I).
+            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "input envelope is not the model's")
         if getattr(transport, "route", None) != contract.base_url:
             raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "transport route differs from contract")
         if not isinstance(permit_source, PermitSource):

@@ -19,7 +19,12 @@ The phase tables (who sends in each phase, which kinds may come next, where they
             AWAIT_SETTLED  controller  Settled -> IDLE
             AWAIT_HALTED   controller  Halted -> IDLE
             AWAIT_DONE_ACK controller  DoneAck -> DONE
-    prep:   AWAIT_HELLO -> AWAIT_WELCOME -> AWAIT_PREPARED (Prepared) -> AWAIT_DONE_ACK -> DONE
+    prep:   AWAIT_HELLO    child       Hello -> AWAIT_WELCOME
+            AWAIT_WELCOME  controller  Welcome -> IDLE
+            IDLE           child       Admit -> AWAIT_PERMIT ; Halt -> AWAIT_HALTED ;
+                                       Prepared -> AWAIT_DONE_ACK
+            (AWAIT_PERMIT ... AWAIT_HALTED: the probe's permit phases, back to IDLE)
+            AWAIT_DONE_ACK controller  DoneAck -> DONE
 
 In every controller phase the controller may instead send ``Stop``, which leads to
 STOPPED. DONE and STOPPED are final.
@@ -86,7 +91,6 @@ class Phase(enum.Enum):
     AWAIT_HELLO = "await_hello"
     AWAIT_WELCOME = "await_welcome"
     AWAIT_READY = "await_ready"
-    AWAIT_PREPARED = "await_prepared"
     IDLE = "idle"
     AWAIT_PERMIT = "await_permit"
     PERMITTED = "permitted"
@@ -103,25 +107,32 @@ _Table = Mapping[Phase, tuple[Side, Mapping[type[Message], Phase]]]
 
 _C, _K = Side.CHILD, Side.CONTROLLER
 
-PROBE_TABLE: Final[_Table] = {
-    Phase.AWAIT_HELLO: (_C, {Hello: Phase.AWAIT_WELCOME}),
-    Phase.AWAIT_WELCOME: (_K, {Welcome: Phase.AWAIT_READY}),
-    Phase.AWAIT_READY: (_C, {Ready: Phase.IDLE}),
-    Phase.IDLE: (_C, {Admit: Phase.AWAIT_PERMIT, Halt: Phase.AWAIT_HALTED,
-                      Terminal: Phase.AWAIT_DONE_ACK}),
+# The permit exchanges, shared by both protocols: each leads back to IDLE.
+_PERMIT_PHASES: Final[_Table] = {
     Phase.AWAIT_PERMIT: (_K, {Granted: Phase.PERMITTED, Refused: Phase.IDLE}),
     Phase.PERMITTED: (_C, {Consume: Phase.AWAIT_CONSUMED, Settle: Phase.AWAIT_SETTLED}),
     Phase.AWAIT_CONSUMED: (_K, {Consumed: Phase.CONSUMED}),
     Phase.CONSUMED: (_C, {Settle: Phase.AWAIT_SETTLED}),
     Phase.AWAIT_SETTLED: (_K, {Settled: Phase.IDLE}),
     Phase.AWAIT_HALTED: (_K, {Halted: Phase.IDLE}),
+}
+
+PROBE_TABLE: Final[_Table] = {
+    Phase.AWAIT_HELLO: (_C, {Hello: Phase.AWAIT_WELCOME}),
+    Phase.AWAIT_WELCOME: (_K, {Welcome: Phase.AWAIT_READY}),
+    Phase.AWAIT_READY: (_C, {Ready: Phase.IDLE}),
+    Phase.IDLE: (_C, {Admit: Phase.AWAIT_PERMIT, Halt: Phase.AWAIT_HALTED,
+                      Terminal: Phase.AWAIT_DONE_ACK}),
+    **_PERMIT_PHASES,
     Phase.AWAIT_DONE_ACK: (_K, {DoneAck: Phase.DONE}),
 }
 
 PREP_TABLE: Final[_Table] = {
     Phase.AWAIT_HELLO: (_C, {Hello: Phase.AWAIT_WELCOME}),
-    Phase.AWAIT_WELCOME: (_K, {Welcome: Phase.AWAIT_PREPARED}),
-    Phase.AWAIT_PREPARED: (_C, {Prepared: Phase.AWAIT_DONE_ACK}),
+    Phase.AWAIT_WELCOME: (_K, {Welcome: Phase.IDLE}),
+    Phase.IDLE: (_C, {Admit: Phase.AWAIT_PERMIT, Halt: Phase.AWAIT_HALTED,
+                      Prepared: Phase.AWAIT_DONE_ACK}),
+    **_PERMIT_PHASES,
     Phase.AWAIT_DONE_ACK: (_K, {DoneAck: Phase.DONE}),
 }
 

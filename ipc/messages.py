@@ -16,8 +16,15 @@ Probe protocol (child → controller ; controller → child)::
     Halt ; Halted                                   (the guard stops the run, at once)
     Terminal ; DoneAck                              (the child then exits 0)
 
-Prep protocol: ``Hello ; Welcome ; Prepared ; DoneAck``. The controller may answer any
-child message with ``Stop{code}``.
+Prep protocol (``efold-prep-v2``)::
+
+    Hello ; Welcome
+    { Admit ; Granted | Refused | Consume ; Consumed | Settle ; Settled | Halt ; Halted }*
+                                                    (a summariser's requests, as above)
+    Prepared ; DoneAck                              (the child then exits 0)
+
+A prep child that sends no model request goes straight from ``Welcome`` to ``Prepared``.
+The controller may answer any child message with ``Stop{code}``.
 
 Payload fields are typed and bounded (digests are 64 lowercase hex characters, ids are
 short printable strings, counts are non-negative ints): decoding is strict, so a value of
@@ -36,8 +43,8 @@ from efold.errors import Code
 from efold.identity import ProcessIdentity
 
 PROBE_PROTOCOL: Final = "efold-probe-v2"
-PREP_PROTOCOL: Final = "efold-prep-v1"
-ProtocolName = Literal["efold-probe-v2", "efold-prep-v1"]
+PREP_PROTOCOL: Final = "efold-prep-v2"
+ProtocolName = Literal["efold-probe-v2", "efold-prep-v2"]
 
 Digest = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
 """A sha256 hex digest."""

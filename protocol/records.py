@@ -14,6 +14,7 @@ from typing import Final
 import msgspec
 
 from efold.corpus.model import Availability, Outcome
+from efold.digests import digest_of
 
 PLAN_VERSION = 1
 RECEIPT_VERSION = 1
@@ -105,5 +106,17 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cap_units: int
     rmax_units: int
     slots: list[PlannedSlot]  # in schedule order
-    schedule_sha256: str
+    schedule_sha256: str  # ``schedule_digest(slots, smoke)``
     version: int = PLAN_VERSION
+    smoke: bool = False  # the configured-process smoke of a registration (one slot per role)
+
+    def schedule_matches(self) -> bool:
+        return self.schedule_sha256 == schedule_digest([s.slot for s in self.slots],
+                                                       smoke=self.smoke)
+
+
+def schedule_digest(slot_ids: list[str], *, smoke: bool = False) -> str:
+    """The digest an authorization binds: the slot ids in schedule order, marked when
+    they are a smoke's, so that a smoke's authorization can never be consumed by a
+    campaign run (or the reverse), even when the smoke has every slot of the plan."""
+    return digest_of(["smoke", *slot_ids] if smoke else slot_ids)

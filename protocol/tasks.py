@@ -13,6 +13,24 @@ import msgspec
 from efold.ipc.messages import Digest
 
 
+class Route(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Where a child's model requests go: a campaign's provider profile, frozen for one
+    launch. ``api`` is the guard's wire name (``openai-chat``, ``openai-responses``); the
+    catalog that prices the model is ``catalog_file`` (None: the bundled catalog), which
+    the child loads and checks against ``catalog_sha256`` before it sends anything. The
+    credential is never here: it reaches only a child that sends, over its own
+    descriptor (``efold.worker.credential``)."""
+
+    provider: str
+    model: str
+    api: str
+    base_url: str
+    effort: str | None
+    stream: bool
+    catalog_file: str | None
+    catalog_sha256: Digest
+
+
 class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True,
                tag="prep", tag_field="task"):
     """Build ``arm``'s checkpoint of a trace. ``command`` set: the fold is that external
@@ -26,16 +44,13 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     command: list[str] | None = None
     timeout_seconds: float | None = None
     fold_sha256: Digest | None = None
+    summariser: Route | None = None  # set: the arm's summaries are written by this model
 
 
 class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="probe", tag_field="task"):
     question: str
     instructions: str
-    provider: str
-    model: str
-    api: str
-    base_url: str
-    effort: str
+    route: Route  # the reader's
 
 
 Task = PrepTask | ProbeTask

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from html import escape
 
-from efold.report.results import FAUX_NOTE
+from efold.report.results import FAUX_NOTE, reader_label
 from efold.report.schema import Results
 from efold.report.status import status_banner
 from efold.report.svg import (
@@ -142,7 +142,7 @@ def _identity(results: Results) -> str:
         ("schema", f"<code>{escape(results.schema)}</code>"),
         ("registration sha256", f"<code>{escape(results.registration_sha256)}</code>"),
         ("schedule sha256", f"<code>{escape(results.schedule_sha256)}</code>"),
-        ("reader", "faux extractive" if results.reader_faux else "registered model"),
+        ("reader", reader_label(results)),
         ("roles", escape(", ".join(results.roles))),
         ("repeats", str(results.repeats)),
         ("cap", f"{escape(results.cap.usd)} USD ({results.cap.units} units)"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from efold.report.results import FAUX_NOTE
+from efold.report.results import FAUX_NOTE, reader_label
 from efold.report.schema import Results
 from efold.report.status import status_banner
 from efold.report.tables import Table, report_tables
@@ -37,6 +37,16 @@ def _banner(results: Results) -> list[str]:
             *([""] if details else [])]
 
 
+def _summariser(results: Results) -> list[str]:
+    """The summariser model's spend (the compaction arms' prep children), when any."""
+    spend = results.summariser_spend
+    if spend is None:
+        return []
+    usage = "" if spend.usage_known else "; usage missing for some (a lower bound)"
+    return [f"- summariser: {spend.requests} requests over {spend.slots} checkpoints, "
+            f"settled {spend.settled.usd} USD, retained {spend.retained.usd} USD{usage}"]
+
+
 def render_markdown(results: Results) -> str:
     lines = [
         f"# efold results: {results.campaign}",
@@ -48,11 +58,12 @@ def render_markdown(results: Results) -> str:
         f"- schema: `{results.schema}`",
         f"- registration sha256: `{results.registration_sha256}`",
         f"- schedule sha256: `{results.schedule_sha256}`",
-        f"- reader: {'faux extractive' if results.reader_faux else 'registered model'}",
+        f"- reader: {reader_label(results)}",
         f"- roles: {', '.join(results.roles)}",
         f"- repeats: {results.repeats}",
         f"- cap: {results.cap.usd} USD ({results.cap.units} units); "
         f"Rmax: {results.rmax.usd} USD ({results.rmax.units} units)",
+        *_summariser(results),
         "",
         "## Notes",
         "",

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from itertools import combinations
 
 from efold.corpus.model import Availability, Category, Outcome
-from efold.protocol.records import Exclusion, Plan, Receipt, SlotStatus
+from efold.protocol.records import Exclusion, Plan, Receipt, SlotSpend, SlotStatus
 from efold.report.join import Observation, join_receipts
 from efold.report.schema import (
     RESULTS_SCHEMA,
@@ -164,7 +164,11 @@ def _tally(observations: Sequence[Observation], category: str | None, repeats: i
 
 
 def _spend(receipts: Sequence[Receipt]) -> Spend:
-    spends = [receipt.spend for receipt in receipts]
+    return spend_of([receipt.spend for receipt in receipts])
+
+
+def spend_of(spends: Sequence[SlotSpend]) -> Spend:
+    """The spend over ``spends`` (one per slot or checkpoint)."""
     settled = sum(s.settled_units for s in spends)
     retained = sum(s.retained_units for s in spends)
     unknown = sum(not s.usage_known for s in spends)
@@ -281,7 +285,8 @@ def _slot_row(obs: Observation) -> SlotRow:
 
 def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   receipt_copies_missing: Iterable[str] = (),
-                  run_facts: RunFacts | None = None) -> Results:
+                  run_facts: RunFacts | None = None, reader: str | None = None,
+                  summariser_spends: Sequence[SlotSpend] = ()) -> Results:
     """The content-free results of one run, complete or partial.
 
     ``faux`` says whether the registered reader is the faux extractive reader (the plan
@@ -291,7 +296,8 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     missing when eligible), never given an invented status. ``run_facts``: what the
     journal and the run lease say about how the run went (``efold.controller.aggregate``
     reads them); without them ``status`` is null and the reports say the status is
-    unknown.
+    unknown. ``reader``: the registered reader's ``provider/model``.
+    ``summariser_spends``: per checkpoint, the spend of its summary requests.
 
     Raises ``ReportError`` when the plan and receipts are not one consistent,
     content-free record (see ``report.join.join_receipts``).
@@ -328,4 +334,14 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         contrasts=[_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)],
         slots=[_slot_row(obs) for obs in observations],
         status=None if run_facts is None else run_status(run_facts, observations),
+        reader=reader,
+        summariser_spend=spend_of(summariser_spends) if summariser_spends else None,
     )
+
+
+def reader_label(results: Results) -> str:
+    """How the reports name the reader: the faux extractive reader, or the real model
+    the registration names."""
+    if results.reader_faux:
+        return "faux extractive"
+    return f"real model {results.reader}" if results.reader else "registered model"

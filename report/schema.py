@@ -285,3 +285,8 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # (a library caller with only the plan and the receipts). A defaulted field, so
     # results-v1 documents written before it still decode.
     status: RunStatus | None = None
+    # The registered reader, ``provider/model`` (null when built without the
+    # registration), and the spend of the summariser model's requests (the prep
+    # children of the compaction arms; null when none was made). Defaulted fields.
+    reader: str | None = None
+    summariser_spend: Spend | None = None

@@ -31,7 +31,8 @@ _NOT_RAISED = ("Not raised by this build (no code path produces it); the source 
 MEANINGS: dict[str, str] = {
     # -- Refusals that may continue
     "not_admitted_input_envelope": "A request's accounted input U_k exceeds the input "
-        "envelope I (272,000); refused before any hold.",
+        "envelope I (272,000, or the model's catalog `context_window` when smaller); "
+        "refused before any hold.",
     "lookup_request_limit": "The probe run already made its allowed number of requests "
         "(`budgets.max_requests`, at most 10); refused before any hold.",
     "not_admitted_cap": "Admitting one more maximum reservation Rmax would exceed the cap "
@@ -60,7 +61,9 @@ MEANINGS: dict[str, str] = {
     "lookup_model_switch_forbidden": "The payload or the response names a model other "
         "than the contracted one and its catalog-listed dated snapshots, or the response "
         "names two models; sticky stop, hold retained.",
-    "lookup_preparation_forbidden": _NOT_RAISED + " It is on the probe child's allowlist.",
+    "lookup_preparation_forbidden": "A prep child that was given no summariser route (no "
+        "`[summariser]` model, or a role whose fold does not summarise) asked for a hold "
+        "(`Admit`): answered with `Stop`, its checkpoint is not prepared, sticky stop.",
     "lookup_route_mismatch": "The route differs from the registered contract: its limits, "
         "streaming, model, reasoning effort, output limit or transport, or a reservation "
         "that is not Rmax; sticky stop.",
@@ -87,15 +90,22 @@ MEANINGS: dict[str, str] = {
     "lookup_repeated_loss": "Stop policy: two consecutive admitted slots lost a request "
         "on the provider side.",
     "lookup_invalid_rate": "A catalog rate or money amount is not a finite, non-negative "
-        "decimal, or the reader's model has no price in the bundled catalog.",
+        "decimal, or the reader's or summariser's model has no price in its profile's "
+        "catalog (the bundled one, or the profile's `catalog`).",
     "lookup_preparation_invalid": "The slot's checkpoint could not be prepared (its prep "
         "child failed, or its snapshot does not verify); the slot is `unadmitted`.",
     "inventory_infeasible": "The checkpoint's first request does not fit the input "
         "envelope, or the arm does not apply to the suite; the slot is `skipped`, never "
         "launched.",
-    "lookup_pilot_real_route_unavailable": "Paid dispatch is not released in this build: "
-        "`pilot --real` refuses (the authorization is not consumed), and so does "
-        "`pilot --faux` with a non-faux reader.",
+    "lookup_pilot_real_route_unavailable": "The real route is refused, for the reason the "
+        "detail states, before anything is written and without consuming the "
+        "authorization: `pilot --real` without a passing `smoke` record of the same "
+        "registration and routes beside its run directory; a missing grant part "
+        "(`--authorization`, `--trust`, `EFOLD_ACCOUNT_ID`, a credential variable a "
+        "profile names, or for `pilot --real` `--registration` or `--run-dir`); `CI` set "
+        "and a route that is not a loopback server without a credential; or a faux reader "
+        "on the real route (`pilot --real`, `smoke`). `pilot --faux` refuses an endpoint "
+        "reader or a summariser model with it too.",
     "unreconciled_containment": "A launch's processes could not be re-proven or killed; "
         "an absorbing stop that outranks every other.",
     "interrupted": "The operator interrupted the run (SIGINT or SIGTERM); admission "
@@ -181,8 +191,9 @@ MEANINGS: dict[str, str] = {
         "real permit source is required.",
     "lookup_cost_mismatch": "The cost a settlement claims differs from the ledger's own "
         "pricing of the same usage; sticky stop.",
-    "catalog_invalid": "The price catalog is not valid TOML of the known version, has no "
-        "or duplicate models, or an unknown key.",
+    "catalog_invalid": "The price catalog is unreadable, not valid TOML of the known "
+        "version, has no or duplicate models, an unknown key, a rate that is not a "
+        "decimal, or a `context_window` that is not a positive integer.",
     "lookup_usage_input_above_admitted": "Reported input exceeds the admitted input "
         "budget U_k (or the envelope I); sticky stop, hold retained.",
     "lookup_usage_output_above_max": "Reported output exceeds the maximum output O "
@@ -265,8 +276,8 @@ MEANINGS: dict[str, str] = {
         "names (pid or start identity).",
     "worker_lease_not_live": "The run lease is not held live by the controller and epoch "
         "the child's assignment names.",
-    "worker_digest_mismatch": "A registration, plan, build, trace or fold digest the child "
-        "recomputed differs from its assignment; sticky stop.",
+    "worker_digest_mismatch": "A registration, plan, build, trace, fold or route catalog "
+        "digest the child recomputed differs from its assignment; sticky stop.",
     "worker_snapshot_invalid": "The assigned snapshot is missing, not a single-link "
         "regular file, too large, or its digest or restored copy differs.",
     "worker_usage": "The child was started with wrong arguments, descriptors, body or "
@@ -297,8 +308,9 @@ MEANINGS: dict[str, str] = {
         "the plan does not match the run.",
     "launch_failed": "A child could not be started or identified (spawn error, gone "
         "before its identity was recorded, not leading its own group, no subreaper).",
-    "worker_timeout": "A child outlived its deadline plus the watchdog margin (5 s) and "
-        "was contained.",
+    "worker_timeout": "A child outlived its deadline plus the watchdog margin (5 s "
+        "offline; 120 s for a probe child of an endpoint reader and a prep child of a "
+        "campaign with a summariser model) and was contained.",
     "invalid_slot_rate": "Stop policy: more than 10% of admitted slots ended invalid.",
     "child_code_forbidden": "A child reported a code outside its allowlist, a continuable "
         "code as an integrity stop, or an integrity stop without a code; sticky stop.",

@@ -8,7 +8,9 @@ owns the work in between:
   and returns its arrival digest (sent in ``Ready``), then ``run``s with a
   ``ProbeSession`` (admit / consume / settle) and returns the ``Terminal`` message;
 * a **prep body** ``run``s with the assignment and the ``Welcome`` and returns the
-  ``Prepared`` message.
+  ``Prepared`` message. A prep body that may send model requests (a summariser's) also
+  has ``bind_session``: the entry point hands it the ``PermitSession`` (admit / consume
+  / settle / halt, ``efold-prep-v2``) after ``Welcome``, before ``run``.
 
 Registration is explicit: the tables below map the body name an ``Assignment`` carries
 to ``"module:attribute"`` (a zero-argument factory or class). Only the chosen module is
@@ -26,7 +28,9 @@ name                  kind    what it is
 ``reader``            probe   ``efold.worker.reader.ReaderProbe``: restores the verified
                               checkpoint and runs the reader loop through the guard
 ``fold``              prep    ``efold.worker.prep.FoldPrep``: replays a trace through a
-                              fold arm offline and writes the snapshot
+                              fold arm and writes the snapshot (a compaction arm's
+                              summaries through the guard when the task names a
+                              summariser model)
 ====================  ======  =========================================================
 """
 
@@ -34,13 +38,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import Final, Protocol, cast
+from typing import Final, Protocol, cast, runtime_checkable
 
 from efold.errors import Code
 from efold.ipc.messages import Prepared, Terminal, Welcome
 from efold.protocol.assignment import Assignment
 from efold.worker.errors import WorkerError
-from efold.worker.session import ProbeSession
+from efold.worker.session import PermitSession, ProbeSession
 
 
 class ProbeBody(Protocol):
@@ -58,6 +62,15 @@ class ProbeBody(Protocol):
 class PrepBody(Protocol):
     def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
         """Prepare the checkpoint snapshot inside ``assignment.slot_dir``."""
+        ...
+
+
+@runtime_checkable
+class SendingPrepBody(PrepBody, Protocol):
+    """A prep body that may send model requests: it is handed its permit session first."""
+
+    def bind_session(self, session: PermitSession) -> None:
+        """Keep ``session`` for ``run``: the only way its requests may be admitted."""
         ...
 
 

@@ -1,12 +1,17 @@
-"""``python -m efold.worker probe|prep --ipc-fd N --key-fd M``: a child's whole life.
+"""``python -m efold.worker probe|prep --ipc-fd N --key-fd M [--credential-fd K]``: a
+child's whole life.
 
+0. The credential descriptor, if any, is made non-inheritable at once and installed for
+   the body (``efold.worker.credential``); it is closed on the way out, read or not.
 1. Read the key pipe once (key + ``Assignment``), close it. The kind on argv must match.
 2. Verify, before saying anything: the parent is the assigned controller (pid + start
    time + boot id) and the run lease is live, held by it at the assigned epoch.
 3. ``Hello`` (the assignment's digests and cache key) ; ``Welcome`` (deadlines, budgets).
 4. probe: the body restores and verifies the snapshot; ``Ready{arrival_digest}``; the
    body runs with a ``ProbeSession``; ``Terminal`` ; ``DoneAck``.
-   prep: the body prepares; ``Prepared`` ; ``DoneAck``.
+   prep: a body that may send (``SendingPrepBody``) is handed a ``PermitSession``; the
+   body prepares (its summary requests, if any, are permit exchanges on the way);
+   ``Prepared`` ; ``DoneAck``.
 5. Exit 0 after ``DoneAck``.
 
 Any failure exits with the fixed status of its code (``efold.protocol.exit_codes``) and
@@ -30,28 +35,40 @@ from efold.ipc.child_channel import ChildChannel
 from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Welcome
 from efold.protocol.assignment import Assignment
 from efold.protocol.exit_codes import EXIT_OK, exit_status_for
-from efold.worker.bodies import PrepBody, ProbeBody, load_prep_body, load_probe_body
+from efold.worker.bodies import (
+    PrepBody,
+    ProbeBody,
+    SendingPrepBody,
+    load_prep_body,
+    load_probe_body,
+)
+from efold.worker.credential import inherited
 from efold.worker.errors import WorkerError
 from efold.worker.key_pipe import read_key_pipe
-from efold.worker.session import ProbeSession, expect
+from efold.worker.session import PermitSession, ProbeSession, expect
 from efold.worker.verify import verify_lease, verify_parent
 
-USAGE: Final = "usage: python -m efold.worker probe|prep --ipc-fd N --key-fd M"
+USAGE: Final = ("usage: python -m efold.worker probe|prep --ipc-fd N --key-fd M"
+                " [--credential-fd K]")
+_OPTIONS: Final = ("--ipc-fd", "--key-fd", "--credential-fd")
 
 
-def parse_argv(argv: Sequence[str]) -> tuple[str, int, int]:
-    """(kind, ipc fd, key fd). Deliberately tiny (no argparse: it costs import time)."""
-    if len(argv) != 5 or argv[0] not in ("probe", "prep"):
+def parse_argv(argv: Sequence[str]) -> tuple[str, int, int, int | None]:
+    """(kind, ipc fd, key fd, credential fd or None). Deliberately tiny (no argparse: it
+    costs import time)."""
+    if len(argv) not in (5, 7) or argv[0] not in ("probe", "prep"):
         raise WorkerError(Code.WORKER_USAGE, USAGE)
-    options = {argv[1]: argv[2], argv[3]: argv[4]}
+    options = dict(zip(argv[1::2], argv[2::2], strict=True))
+    if len(options) != len(argv) // 2 or not set(options) <= set(_OPTIONS):
+        raise WorkerError(Code.WORKER_USAGE, USAGE)  # a repeated or unknown option
     try:
-        ipc_fd = int(options["--ipc-fd"])
-        key_fd = int(options["--key-fd"])
+        fds = [int(options[name]) for name in _OPTIONS if name in options]
+        ipc_fd, key_fd = int(options["--ipc-fd"]), int(options["--key-fd"])
     except (KeyError, ValueError) as exc:
         raise WorkerError(Code.WORKER_USAGE, USAGE) from exc
-    if ipc_fd < 3 or key_fd < 3 or ipc_fd == key_fd:
+    if min(fds) < 3 or len(set(fds)) != len(fds):
         raise WorkerError(Code.WORKER_USAGE, "descriptors must be distinct and above stdio")
-    return argv[0], ipc_fd, key_fd
+    return argv[0], ipc_fd, key_fd, fds[2] if len(fds) == 3 else None
 
 
 def _open_socket(fd: int) -> socket.socket:
@@ -75,12 +92,20 @@ def _hello(assignment: Assignment) -> Hello:
     )
 
 
-def run(kind: str, ipc_fd: int, key_fd: int, *, body: ProbeBody | PrepBody | None = None) -> None:
+def run(kind: str, ipc_fd: int, key_fd: int, credential_fd: int | None = None, *,
+        body: ProbeBody | PrepBody | None = None) -> None:
     """The child's protocol; returns normally only after ``DoneAck``.
 
     ``body`` overrides the registered body the assignment names: for programs that
     embed this entry point (test children), never set from anything the child reads.
+    The credential pipe is the body's (``efold.worker.credential.current()``) until the
+    end, then closed whether the body read it or not.
     """
+    with inherited(credential_fd):
+        _protocol(kind, ipc_fd, key_fd, body)
+
+
+def _protocol(kind: str, ipc_fd: int, key_fd: int, body: ProbeBody | PrepBody | None) -> None:
     key, assignment = read_key_pipe(key_fd)
     if assignment.kind != kind:
         raise WorkerError(Code.WORKER_USAGE, "argv kind differs from the assignment")
@@ -110,6 +135,8 @@ def run(kind: str, ipc_fd: int, key_fd: int, *, body: ProbeBody | PrepBody | Non
         final = probe_body.run(ProbeSession(channel, assignment, welcome))
         expect(channel.request(final), DoneAck)
     elif prep_body is not None:
+        if isinstance(prep_body, SendingPrepBody):
+            prep_body.bind_session(PermitSession(channel, assignment, welcome))
         prepared = prep_body.run(assignment, welcome)
         expect(channel.request(prepared), DoneAck)
     channel.close()

@@ -1,10 +1,12 @@
-"""The guard's permit source inside a probe child: each call is one lockstep exchange
-with the controller's durable source (``ProbeSession``).
+"""The guard's permit source inside a child that sends (a probe child's reader, a prep
+child's summariser): each call is one lockstep exchange with the controller's durable
+source (``PermitSession``).
 
 Before it lets a request go out (``consume``), the child reads its hold back from the
 journal itself: a permit the controller granted but did not journal, journaled for
-another slot, epoch, body or amount, or no longer active, is ``lookup_hold_unverified``
-and the guard never sends (the pipe alone is not proof that money was reserved).
+another slot (the assignment's: a probe's slot, a prep's checkpoint key), epoch, body or
+amount, or no longer active, is ``lookup_hold_unverified`` and the guard never sends
+(the pipe alone is not proof that money was reserved).
 ``stop`` is its own exchange (``Halt``), so the controller closes admission at once.
 """
 
@@ -14,7 +16,7 @@ from efold.errors import Code, EfoldError
 from efold.guard.errors import GuardError
 from efold.guard.permits import AdmitRequest, Permit, Refusal, Settlement, UsageRecord
 from efold.ipc.messages import Granted, SettleOutcome, UsageReport
-from efold.worker.session import ProbeSession
+from efold.worker.session import PermitSession
 
 _ACTIVE = "active"  # the journal's state of a granted, unconsumed hold
 
@@ -22,9 +24,10 @@ _ACTIVE = "active"  # the journal's state of a granted, unconsumed hold
 class SessionPermitSource:
     """A real (non-test) permit source: the holds live in the controller's journal."""
 
-    def __init__(self, session: ProbeSession) -> None:
+    def __init__(self, session: PermitSession) -> None:
         self._session = session
-        # Invariant: the first stop code the guard reported, kept for Terminal.
+        # Invariant: the first stop code the guard reported, kept for the body's end
+        # (a probe's Terminal, a prep's failure).
         self.stop_code: Code | None = None
 
     def admit(self, request: AdmitRequest) -> Permit | Refusal:

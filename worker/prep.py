@@ -1,22 +1,41 @@
-"""The prep body: replay a trace through one fold arm offline and write the snapshot.
+"""The prep body: replay a trace through one fold arm and write the snapshot.
 
-Runs with no credentials and makes no model request (the offline summariser is
-deterministic). Writes only inside its private slot directory. A task that pins its fold
+Writes only inside its private slot directory. A task that pins its fold
 (``PrepTask.fold_sha256``) is refused with ``worker_digest_mismatch`` when the fold's
 code changed since: the pin is recomputed right before the build.
+
+Model requests: by default none. The compaction arms' summaries come from the
+deterministic offline summariser, and such a child imports neither the guard nor an HTTP
+client. When the task names a summariser model (``PrepTask.summariser``) and the arm is
+a built-in compaction arm (``folds.registry.uses_summariser``; an external command uses
+none), each summary is one guarded, paid request on that route (``summariser_for``):
+through the guard ``worker.route.route_guard`` builds, with the credential the
+controller passed on this child's credential pipe (if any), under permits the
+controller's durable source grants on this prep's slot, its checkpoint key
+(``PermitSession``, ``efold-prep-v2``). The guard is built at the first summary only, so
+a build that never compacts sends nothing and imports nothing more. A summary request
+that is refused, lost or stopped fails the prep with its code (``WorkerError``).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from efold.errors import Code, EfoldError
+from efold.ipc.errors import IpcError
 from efold.ipc.messages import Prepared, Welcome
 from efold.protocol.assignment import Assignment
-from efold.protocol.tasks import PrepTask
+from efold.protocol.tasks import PrepTask, Route
 from efold.worker.errors import WorkerError
+from efold.worker.session import PermitSession
 from efold.worker.verify import verify_digests
+
+if TYPE_CHECKING:
+    from efold.folds.summary import Summariser
+    from efold.guard.request import Guard
+    from efold.worker.permit_client import SessionPermitSource
 
 SNAPSHOT_DIR = "snapshot"
 
@@ -41,8 +60,104 @@ def snapshot_path(slot_dir: str) -> Path:
     return Path(slot_dir) / SNAPSHOT_DIR
 
 
+def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """One summary request in the route's wire format, within the guard's allowlists
+    (``folds.request`` has the item shapes): Chat Completions sends ``messages`` as
+    they are (usage asked for when streaming); Responses sends the system text as
+    ``instructions`` and every other message as an input item. Nothing is stored
+    server-side; the route's effort rides along; no tools, no cache key."""
+    if route.api == "openai-chat":
+        payload: dict[str, Any] = {"model": route.model, "messages": messages,
+                                   "stream": route.stream, "store": False}
+        if route.stream:
+            payload["stream_options"] = {"include_usage": True}
+        if route.effort is not None:
+            payload["reasoning_effort"] = route.effort
+        return payload
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    items = [
+        {"type": "message", "role": m["role"],
+         "content": [{"type": "output_text" if m["role"] == "assistant" else "input_text",
+                      "text": m["content"]}]}
+        for m in messages if m["role"] != "system"
+    ]
+    payload = {"model": route.model, "instructions": system, "input": items,
+               "stream": True, "store": False}
+    if route.effort is not None:
+        payload["reasoning"] = {"effort": route.effort}
+    return payload
+
+
+def reply_text(items: list[dict[str, Any]]) -> str:
+    """The text of a settled reply's output items (Responses-shaped, either API), as
+    the reader reads its answer."""
+    return "".join(
+        part.get("text", "")
+        for item in items if item.get("type") == "message"
+        for part in item.get("content", ()) if part.get("type") == "output_text"
+    ).strip()
+
+
+class _SummaryRoute:
+    """The summariser's way to its model, built at the first request: the guard on the
+    route, over this child's permit session."""
+
+    def __init__(self, route: Route, session: PermitSession) -> None:
+        self._route = route
+        self._session = session
+        self._guard: Guard | None = None
+        self._source: SessionPermitSource | None = None
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        """Send one summary request; its reply text (``WorkerError`` with the request's
+        code, or the stop the guard took, when it did not settle)."""
+        guard, source = self._open()
+        result = guard.request(summary_payload(self._route, messages))
+        if not result.ok:
+            code = source.stop_code or result.code or Code.LOOKUP_STOPPED
+            raise WorkerError(code, f"summary request {result.outcome.value}")
+        return reply_text(result.output_items)
+
+    def _open(self) -> tuple[Guard, SessionPermitSource]:
+        if self._guard is None or self._source is None:
+            from efold.worker.credential import credential
+            from efold.worker.permit_client import SessionPermitSource
+            from efold.worker.route import route_guard
+
+            session = self._session
+            self._source = SessionPermitSource(session)
+            # The slot's own deadline per request: the controller's watchdog allows a
+            # margin beyond it, so a slow request ends as our own abort, not a kill.
+            self._guard = route_guard(self._route, self._source, run_id=session.assignment.slot,
+                                      deadline_s=session.welcome.deadlines.run_ms / 1000,
+                                      cache_key=None, credential=credential())
+        return self._guard, self._source
+
+
+def summariser_for(task: PrepTask, session: PermitSession | None) -> Summariser | None:
+    """The summariser a prep of ``task`` builds with: None (the fold's own, offline)
+    unless the task names a summariser model and the arm is one it writes for; then
+    one whose summaries are requests on that route through ``session``."""
+    from efold.folds.registry import uses_summariser
+
+    route = task.summariser
+    if route is None or task.command is not None or not uses_summariser(task.arm):
+        return None
+    if session is None:
+        raise WorkerError(Code.WORKER_USAGE, "a summarising prep needs a permit session")
+    from efold.folds.model_summary import model_summariser
+
+    return model_summariser(_SummaryRoute(route, session).complete)
+
+
 class FoldPrep:
-    """Registered as the ``fold`` prep body."""
+    """Registered as the ``fold`` prep body (a ``SendingPrepBody``)."""
+
+    def __init__(self) -> None:
+        self._session: PermitSession | None = None
+
+    def bind_session(self, session: PermitSession) -> None:
+        self._session = session
 
     def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
         from efold.corpus import load_trace, trace_digest
@@ -61,11 +176,12 @@ class FoldPrep:
             # A command runs in this child's own environment: the controller's allowlist
             # plus the run markers.
             fold = fold_for(task.arm, task.command, timeout_s=task.timeout_seconds,
-                            env=dict(os.environ))
+                            env=dict(os.environ),
+                            summariser=summariser_for(task, self._session))
             checkpoint = fold.build(TracePrefix.of(trace))
             manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))
-        except WorkerError:
-            raise
+        except (WorkerError, IpcError):
+            raise  # our own refusals, a Stop, a broken channel: each exits with its code
         except EfoldError as exc:
             raise WorkerError(Code.LOOKUP_PREPARATION_INVALID, exc.code.value) from exc
         sizes = [f.bytes for f in manifest.files]

@@ -28,9 +28,7 @@ from efold.worker.verify import verify_digests
 
 if TYPE_CHECKING:
     from efold.folds.checkpoint import Checkpoint
-    from efold.guard.catalog import CatalogEntry
     from efold.guard.contract import Contract
-    from efold.guard.request import Guard
 
 RESTORED_DIR = "checkpoint"
 
@@ -96,8 +94,10 @@ class ReaderProbe:
 
     def run(self, session: ProbeSession) -> Terminal:
         from efold.folds.meter import Meter
-        from efold.guard import bundled_catalog
+        from efold.guard import HISTORY_TOOLS
+        from efold.worker.credential import credential
         from efold.worker.permit_client import SessionPermitSource
+        from efold.worker.route import route_guard
 
         assignment = session.assignment
         task = _task(assignment)
@@ -107,14 +107,15 @@ class ReaderProbe:
         lookup = restored.lookup_tool(meter)
         if assignment.cache_key is None:  # read_key_pipe refuses such a probe assignment
             raise WorkerError(Code.WORKER_KEY_INVALID, "a probe assignment without a cache key")
-        contract = probe_contract(task, assignment.cache_key)
-        entry = bundled_catalog().entry(task.provider, task.model)
         source = SessionPermitSource(session)
         # Our own deadline per request: the controller's watchdog allows a margin beyond
         # it, so a slow request ends as our own abort (settled), not as a killed worker.
-        guard = reader_guard(contract, entry, source, _transport(task), run_id=assignment.slot,
-                             deadline_s=session.welcome.deadlines.run_ms / 1000)
+        guard = route_guard(task.route, source, run_id=assignment.slot,
+                            deadline_s=session.welcome.deadlines.run_ms / 1000,
+                            cache_key=assignment.cache_key, credential=credential(),
+                            tools=HISTORY_TOOLS)
         payload = first_payload(restored.checkpoint, task, assignment.cache_key)
+        chat = task.route.api == "openai-chat"
         rounds: list[dict[str, Any]] = []
         status: TerminalStatus = TerminalStatus.REFUSED
         code: Code | None = Code.LOOKUP_REQUEST_LIMIT
@@ -134,18 +135,11 @@ class ReaderProbe:
                 else:
                     status, code = TerminalStatus.FAILED, Code.LOOKUP_EMPTY_FINAL_OUTPUT
                 break
-            for call in calls:
-                if lookup is None:
-                    status, code = TerminalStatus.FAILED, Code.LOOKUP_TOOLS_FORBIDDEN
-                    break
-                output = lookup.call(str(call.get("name")), str(call.get("arguments", "")))
-                payload["input"].append(call)
-                payload["input"].append(
-                    {"type": "function_call_output", "call_id": call.get("call_id"), "output": output}
-                )
-            else:
-                continue
-            break
+            if lookup is None:
+                status, code = TerminalStatus.FAILED, Code.LOOKUP_TOOLS_FORBIDDEN
+                break
+            outputs = [lookup.call(str(c.get("name")), str(c.get("arguments", ""))) for c in calls]
+            append_round(payload, calls, outputs, chat=chat, text=_answer_text(result.output_items))
         witness_doc: dict[str, Any] = {"rounds": rounds}
         calls_made = bytes_used = 0
         if lookup is not None:
@@ -159,34 +153,55 @@ class ReaderProbe:
         )
 
 
-def reader_guard(contract: Contract, entry: CatalogEntry, source: object, transport: Any, *,
-                 run_id: str, deadline_s: float) -> Guard:
-    """The probe run's guard. Every route the reader takes, faux or real, enters here,
-    and only with a real permit source (the test-only one is refused)."""
-    from efold.guard import Guard, assert_real_source
-
-    assert_real_source(source)
-    return Guard(contract, entry, source, transport,  # type: ignore[arg-type]
-                 run_id=run_id, deadline_s=deadline_s)
+def append_round(payload: dict[str, Any], calls: list[dict[str, Any]], outputs: list[str], *,
+                 chat: bool, text: str = "") -> None:
+    """Append one tool round to the next request, in the payload's own wire format: the
+    model's calls, then each call's output (Responses ``function_call`` /
+    ``function_call_output`` items; Chat Completions one ``assistant`` message with
+    ``tool_calls``, then one ``tool`` message per call)."""
+    if not chat:
+        for call, output in zip(calls, outputs, strict=True):
+            payload["input"].append(call)
+            payload["input"].append(
+                {"type": "function_call_output", "call_id": call.get("call_id"), "output": output})
+        return
+    payload["messages"].append({
+        "role": "assistant", "content": text,
+        "tool_calls": [{"id": c.get("call_id"), "type": "function",
+                        "function": {"name": c.get("name"), "arguments": c.get("arguments", "")}}
+                       for c in calls],
+    })
+    for call, output in zip(calls, outputs, strict=True):
+        payload["messages"].append(
+            {"role": "tool", "tool_call_id": call.get("call_id"), "content": output})
 
 
 def probe_contract(task: ProbeTask, cache_key: str) -> Contract:
     """The frozen route of one probe run (the cache key is the slot's own)."""
-    from efold.guard import Contract, WireApi
+    from efold.guard import HISTORY_TOOLS
+    from efold.worker.route import route_contract, route_entry
 
-    return Contract(
-        provider=task.provider, model=task.model, api=WireApi(task.api),
-        base_url=task.base_url, effort=task.effort, prompt_cache_key=cache_key,
-    )
+    return route_contract(task.route, route_entry(task.route), cache_key=cache_key,
+                          tools=HISTORY_TOOLS)
 
 
 def first_payload(checkpoint: Checkpoint, task: ProbeTask, cache_key: str) -> dict[str, Any]:
-    """Round 1 of a probe run: the checkpoint, the question, the contract's options."""
-    from efold.folds.request import checkpoint_to_request
+    """Round 1 of a probe run, in the route's wire format: the checkpoint, the question,
+    the contract's options (effort, the cache key on the Responses API)."""
+    from efold.folds.request import checkpoint_to_chat_request, checkpoint_to_request
 
-    payload = checkpoint_to_request(checkpoint, task.question, model=task.model,
+    route = task.route
+    if route.api == "openai-chat":
+        payload = checkpoint_to_chat_request(checkpoint, task.question, model=route.model,
+                                             instructions=task.instructions,
+                                             stream=route.stream)
+        if route.effort is not None:
+            payload["reasoning_effort"] = route.effort
+        return payload
+    payload = checkpoint_to_request(checkpoint, task.question, model=route.model,
                                     instructions=task.instructions)
-    payload["reasoning"] = {"effort": task.effort}
+    if route.effort is not None:
+        payload["reasoning"] = {"effort": route.effort}
     payload["prompt_cache_key"] = cache_key
     return payload
 
@@ -197,13 +212,3 @@ def _terminal_of(outcome: str, code: Code | None) -> tuple[TerminalStatus, Code 
     if outcome in ("lost", "own_abort_after_send"):
         return TerminalStatus.LOST, code
     return TerminalStatus.REFUSED, code
-
-
-def _transport(task: ProbeTask) -> Any:
-    if task.provider == "faux":
-        from efold.guard.wire.faux import FauxTransport
-        from efold.worker.faux_reader import respond
-
-        return FauxTransport(respond)
-    # Real routes are a later milestone: the controller refuses them before any launch.
-    raise WorkerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, "no real transport here")

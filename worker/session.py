@@ -1,9 +1,12 @@
-"""What a probe body holds while it runs: the admit / consume / settle exchanges.
+"""What a body holds while it sends: the admit / consume / settle / halt exchanges.
 
-``ProbeSession`` is the child's end of the permit protocol (docs/architecture.md §3 step 3), as plain
-blocking calls; the guard's IPC permit source wraps it. Every call is one lockstep
-exchange; a ``Stop`` from the controller raises ``WorkerStopped`` and the body must
-unwind (the entry point then exits with ``worker_stopped``).
+``PermitSession`` is the child's end of the permit protocol (docs/architecture.md §3),
+as plain blocking calls; the guard's IPC permit source (``permit_client``) wraps it.
+Both protocols carry it: a probe body gets a ``ProbeSession`` after ``Ready``; a prep
+body whose summariser sends gets a ``PermitSession`` after ``Welcome``
+(``efold-prep-v2``). Every call is one lockstep exchange; a ``Stop`` from the controller
+raises ``WorkerStopped`` and the body must unwind (the entry point then exits with
+``worker_stopped``).
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ def expect(reply: ControllerMessage, kind: type[_R]) -> _R:
     raise unexpected(reply)
 
 
-class ProbeSession:
-    """Handed to a probe body after ``Ready``. Not thread-safe: one exchange at a time."""
+class PermitSession:
+    """One child's permit exchanges with the controller, on the slot its channel is
+    bound to (a probe's slot, a prep's checkpoint key). Not thread-safe: one exchange at
+    a time."""
 
     def __init__(self, channel: ChildChannel, assignment: Assignment, welcome: Welcome) -> None:
         self._channel = channel
@@ -101,3 +106,7 @@ class ProbeSession:
     def halt(self, code: Code) -> None:
         """Stop the whole run now (returns once the controller has journaled the stop)."""
         expect(self._channel.request(Halt(code=code)), Halted)
+
+
+class ProbeSession(PermitSession):
+    """Handed to a probe body after ``Ready``."""

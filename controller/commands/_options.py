@@ -53,3 +53,12 @@ def fail(code: str, detail: str = "") -> NoReturn:
 def refuse(exc: EfoldError) -> NoReturn:
     """``fail`` with an error's fixed code and detail."""
     fail(exc.code.value, exc.detail)
+
+
+def real_route_options(f: F) -> F:
+    """``--authorization`` and ``--trust``: what a real run (``pilot --real``, ``smoke``)
+    verifies and consumes."""
+    f = click.option("--trust", multiple=True, type=click.Path(dir_okay=False),
+                     help="A trusted approver public key (repeatable).")(f)
+    return click.option("--authorization", default=None, type=click.Path(dir_okay=False),
+                        help="A signed authorization file (consumed once).")(f)

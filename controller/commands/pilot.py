@@ -7,80 +7,101 @@ from pathlib import Path
 
 import click
 
-from efold.controller.authorize_run import refuse_real
+from efold.controller.authorize_run import load_grant
 from efold.controller.campaign import bundled_campaign
-from efold.controller.commands._options import fail, refuse, registration_options
+from efold.controller.commands._options import (
+    fail,
+    real_route_options,
+    refuse,
+    registration_options,
+)
+from efold.controller.errors import ControllerError
 from efold.controller.interrupt import exit_status
+from efold.controller.pilot import Dispatch
 from efold.controller.pilot_view import print_summary, run_with_progress
-from efold.controller.plan import plan_for
 from efold.controller.registration import (
     compute_registration,
     encode_registration,
     load_registration,
 )
 from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
-from efold.errors import EfoldError
+from efold.controller.smoke import require_smoke
+from efold.errors import Code, EfoldError
 
 
 @click.command("pilot")
 @click.option("--faux", is_flag=True, help="Offline: the faux extractive reader, no credential.")
-@click.option("--real", is_flag=True, help="Paid route (refused in this build; see below).")
+@click.option("--real", is_flag=True, help="The campaign's real route (needs a passing `smoke`).")
 @registration_options(required=False)
 @click.option("--runs", "runs_root", default=None, type=click.Path(file_okay=False),
               help="Parent of the new run directory (default: ./efold-runs).")
 @click.option("--run-dir", "run_dir", default=None, type=click.Path(file_okay=False),
-              help="Exact new run directory (must not exist).")
-@click.option("--authorization", default=None, type=click.Path(dir_okay=False),
-              help="--real: a signed authorization file.")
-@click.option("--trust", multiple=True, type=click.Path(dir_okay=False),
-              help="--real: a trusted approver public key (repeatable).")
-@click.option("--credential-env", default="OPENAI_API_KEY", show_default=True,
-              help="--real: the NAME of the variable holding the credential.")
+              help="Exact new run directory (must not exist; --real: the authorization's "
+                   "output root).")
+@real_route_options
+@click.option("--keep-answers", is_flag=True,
+              help="--real: keep the reader's answers in the run's owner-only answers.jsonl "
+                   "(reports never carry them; without it only their hashes are kept).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
-            trust: tuple[str, ...], credential_env: str, no_progress: bool) -> None:
+            trust: tuple[str, ...], keep_answers: bool, no_progress: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
     Every run gets a new directory (printed first); nothing is resumed or reused.
     Ctrl-C (or SIGTERM) closes admission, contains the child in flight, writes the
     reports with an "interrupted" banner and exits 130 (143).
 
+    --real runs a registration's real route: it needs --registration/--sha256, --run-dir
+    (the directory the authorization binds), --authorization and --trust, the provider
+    account id in EFOLD_ACCOUNT_ID, the credential variable the reader's profile names,
+    and a passing `efold-controller smoke` of the same registration under the same
+    parent directory. The authorization is consumed once, before any child starts.
+
     Exit status: 0 complete, 2 refused, 3 stopped (a stop code is printed), 130/143
-    interrupted. The faux route mints and burns a faux authorization; --real verifies an authorization
-    against --trust keys and then refuses with lookup_pilot_real_route_unavailable (the
-    paid dispatch is not released in this build; the authorization is not consumed).
+    interrupted.
     """
+
     if faux == real:
         fail("campaign_invalid", "choose exactly one of --faux and --real")
     if (registration is None) != (sha256 is None):
         fail("registration_invalid", "--registration and --sha256 go together")
     if run_dir is not None and runs_root is not None:
         fail("campaign_invalid", "--run-dir and --runs are exclusive")
+    if keep_answers and not real:
+        fail("campaign_invalid", "--keep-answers applies to --real runs")
+    dispatch = Dispatch()
     try:
         if registration is not None and sha256 is not None:
             loaded = load_registration(registration, sha256)
             reg, reg_bytes = loaded.registration, loaded.data
+        elif real:
+            raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                                  "--real needs --registration FILE --sha256 S")
         else:
             campaign, raw = bundled_campaign("default")
             reg = compute_registration(campaign, raw)
             reg_bytes = encode_registration(reg)
         if real:
-            target = Path(run_dir or runs_root or DEFAULT_RUNS_ROOT).absolute()
-            raise refuse_real(
-                reg, reg_bytes, plan_for(reg).schedule_sha256, authorization=authorization,
-                trusted=list(trust), output_root=target, credential_env_var=credential_env,
-                account_id=os.environ.get("EFOLD_ACCOUNT_ID"),
-            )
-        if reg.campaign.reader.provider != "faux":
-            fail("lookup_pilot_real_route_unavailable", "--faux needs a faux reader")
+            if run_dir is None:
+                raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                                      "--real needs --run-dir: the directory the "
+                                      "authorization binds")
+            grant = load_grant(reg, authorization=authorization, trusted=trust,
+                               environ=os.environ)
+            require_smoke(reg, str(sha256), Path(run_dir))
+            dispatch = Dispatch(grant=grant, keep_answers=keep_answers)
+        elif not reg.campaign.reader.is_faux:
+            fail("lookup_pilot_real_route_unavailable",
+                 "--faux needs a faux reader (this registration's reader is real: --real)")
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:
         refuse(exc)
     click.echo(f"run: {run}")
     try:
-        outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress)
+        outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress,
+                                    dispatch=dispatch)
     except EfoldError as exc:
         refuse(exc)
     except KeyboardInterrupt:

@@ -29,6 +29,8 @@ MINI_CAMPAIGN = FAUX_CAMPAIGN + """
 [reader]
 provider = "openai"
 model = "{model}"
+base_url = "https://api.openai.com/v1"
+credential_env = "OPENAI_API_KEY"
 """
 
 

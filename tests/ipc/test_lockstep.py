@@ -115,18 +115,51 @@ def test_full_probe_exchange_reaches_done() -> None:
     assert controller.seq == len(PROBE_PATH)
 
 
+PREP_PATH = [hello(PREP_PROTOCOL), WELCOME, SAMPLES[Admit], SAMPLES[Granted],
+             SAMPLES[Consume], Consumed(), SAMPLES[Settle], Settled(), SAMPLES[Admit],
+             SAMPLES[Refused], SAMPLES[Admit], SAMPLES[Granted], SAMPLES[Settle], Settled(),
+             SAMPLES[Halt], Halted(), SAMPLES[Prepared], DoneAck()]
+
+
 def test_full_prep_exchange_reaches_done() -> None:
     child, controller = core_pair(PREP_PROTOCOL)
     walk(child, controller, [hello(PREP_PROTOCOL), WELCOME, SAMPLES[Prepared], DoneAck()])
     assert controller.phase is Phase.DONE
 
 
+def test_a_prep_channel_serves_permit_exchanges_then_prepared() -> None:
+    child, controller = core_pair(PREP_PROTOCOL)
+    walk(child, controller, PREP_PATH)
+    assert child.phase is Phase.DONE and controller.finished
+    assert controller.seq == len(PREP_PATH)
+
+
+@pytest.mark.parametrize("kind", [Terminal, Ready])
+def test_a_prep_channel_refuses_the_probe_only_kinds(kind: type) -> None:
+    child, controller = core_pair(PREP_PROTOCOL)
+    walk(child, controller, PREP_PATH[:8])  # Hello ; Welcome ; one settled request
+    assert child.phase is Phase.IDLE
+    with pytest.raises(IpcLocalMisuse):
+        child.outgoing(SAMPLES[kind])
+    with pytest.raises(IpcOutOfOrder):
+        deliver(controller, _forge(Side.CHILD, SAMPLES[kind], controller.seq))
+    with pytest.raises(IpcPoisoned):
+        controller.want()
+
+
+def test_a_prep_child_may_not_prepare_with_a_permit_open() -> None:
+    child, controller = core_pair(PREP_PROTOCOL)
+    walk(child, controller, PREP_PATH[:4])  # ... Admit ; Granted
+    assert child.phase is Phase.PERMITTED
+    with pytest.raises(IpcOutOfOrder):
+        deliver(controller, _forge(Side.CHILD, SAMPLES[Prepared], controller.seq))
+
+
 def _reach(protocol: str, phase: Phase):  # type: ignore[no-untyped-def]
     """A (child, controller) pair driven along a legal path into ``phase``."""
     table = PROBE_TABLE if protocol == PROBE_PROTOCOL else PREP_TABLE
     child, controller = core_pair(protocol)
-    path = PROBE_PATH if protocol == PROBE_PROTOCOL else [
-        hello(PREP_PROTOCOL), WELCOME, SAMPLES[Prepared], DoneAck()]
+    path = PROBE_PATH if protocol == PROBE_PROTOCOL else PREP_PATH
     for msg in path:
         if child.phase is phase:
             return child, controller

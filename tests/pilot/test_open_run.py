@@ -85,7 +85,8 @@ def test_an_admitting_run_consumes_its_authorization_before_its_records(
 def test_an_admitting_run_refuses_a_real_reader_before_writing_anything(
         tmp_path: Path) -> None:
     text = ('name = "real"\nsuite = "original"\nroles = ["native"]\nprobe_limit = 1\n'
-            'cap_usd = "60"\n[reader]\nprovider = "openai"\nmodel = "gpt-5-mini"\n')
+            'cap_usd = "60"\n[reader]\nprovider = "openai"\nmodel = "gpt-5-mini"\n'
+            'base_url = "https://api.openai.com/v1"\ncredential_env = "OPENAI_API_KEY"\n')
     reg = compute_registration(parse_campaign(text), text.encode())
     run = claim_run_dir(tmp_path / "run")
 

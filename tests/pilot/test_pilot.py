@@ -13,6 +13,7 @@ import pytest
 from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.aggregate import read_run
+from efold.controller.campaign import Profile, route_of
 from efold.controller.errors import ControllerError
 from efold.controller.pilot import run_pilot
 from efold.controller.registration import Registration
@@ -246,9 +247,7 @@ def test_a_probe_child_refuses_an_assignment_the_journal_does_not_hold(
     checkpoint = out.plan.slots[0].checkpoint
     snapshot = SnapshotRef(path=str(run / "checkpoints" / checkpoint / "snapshot"),
                            digest=str(digest))
-    task = ProbeTask(question="q", instructions="i", provider="faux",
-                     model="faux-extractive-v1", api="openai-responses",
-                     base_url="faux://local", effort="low")
+    task = ProbeTask(question="q", instructions="i", route=route_of(Profile()))
 
     def assignment(cache_key: str, target: str) -> Assignment:
         return Assignment(

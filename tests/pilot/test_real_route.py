@@ -1,118 +1,212 @@
-"""``pilot --real`` refuses in this build, after checking what it can, and burns nothing."""
+"""The real route through the operator's commands, against a scripted loopback provider.
+
+authorize (``--registration``), smoke, pilot --real run as separate processes, as an
+operator runs them; the provider is a scripted Chat Completions server on loopback (the
+real HTTP seam: ``tests/kit/loopback_chat.py``). A canary credential is planted in the
+controller's environment and looked for in every child process while it sends, and in
+every file the commands leave.
+"""
 
 from __future__ import annotations
 
-import time
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from efold_pilot_kit import small_registration
+from loopback_chat import CATALOG, Server, serve_chat
 
-from efold.controller.authorize_run import refuse_real, run_bindings
-from efold.controller.plan import plan_for
+from efold.controller.authorize_run import check_real_route
+from efold.controller.campaign import parse_campaign
+from efold.controller.errors import ControllerError
+from efold.controller.registration import compute_registration
 from efold.errors import Code
-from efold.registry.approver_keys import load_private_key, write_key_pair
-from efold.registry.authorization import (
-    AUTHORIZATION_VERSION,
-    Attestation,
-    AuthorizationDomain,
-    commit_account,
-    mint_faux_authorization,
-    new_authorization_id,
-    sign_attestation,
-)
 
-ACCOUNT = "acct-fictional-42"
-
-
-def _real_artifact(tmp_path: Path, cap_units: int | None = None) -> tuple[Path, Path, Path]:
-    reg, raw = small_registration()
-    schedule = plan_for(reg).schedule_sha256
-    out = tmp_path / "runs"
-    bindings = run_bindings(reg, raw, schedule, out, "OPENAI_API_KEY")
-    if cap_units is not None:
-        import msgspec
-
-        bindings = msgspec.structs.replace(bindings, cap_units=cap_units)
-    private, public, _ = write_key_pair(tmp_path / "approver")
-    now = int(time.time())
-    attestation = Attestation(
-        version=AUTHORIZATION_VERSION, domain=AuthorizationDomain.REAL,
-        authorization_id=new_authorization_id(), bindings=bindings,
-        account=commit_account(ACCOUNT, domain=AuthorizationDomain.REAL),
-        approver="ops-fictional", approval_reference="approval-0001",
-        issued_at=now, expires_at=now + 3600,
-    )
-    artifact = tmp_path / "auth.json"
-    artifact.write_bytes(sign_attestation(attestation, load_private_key(private)))
-    return artifact, Path(public), out
+CANARY_ENV = "EFOLD_TEST_CANARY_KEY"
+CAMPAIGN = """\
+name = "loopback"
+suite = "original"
+traces = ["orig-archive-scan"]
+probe_limit = 1
+roles = ["compaction"]
+cap_usd = "5.00"
+[reader]
+provider = "local"
+model = "tiny"
+api = "chat"
+base_url = "{url}"
+stream = false
+catalog = "catalog.toml"
+{credential}
+[summariser]
+provider = "local"
+model = "tiny"
+api = "chat"
+base_url = "{url}"
+stream = false
+catalog = "catalog.toml"
+{credential}
+"""
+EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 
 
-def _refusal(tmp_path: Path, artifact: Path | None, trusted: list[str], out: Path) -> str:
-    reg, raw = small_registration()
-    err = refuse_real(reg, raw, plan_for(reg).schedule_sha256,
-                      authorization=str(artifact) if artifact else None, trusted=trusted,
-                      output_root=out, credential_env_var="OPENAI_API_KEY",
-                      account_id=ACCOUNT)
-    assert err.code is Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE
-    return err.detail
+@pytest.fixture
+def server() -> Iterator[Server]:
+    with serve_chat() as state:
+        yield state
 
 
-@pytest.fixture(autouse=True)
-def _no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CI", raising=False)
+class Operator:
+    """One operator's directory: a key pair, a registered campaign, and the commands."""
+
+    def __init__(self, tmp: Path, server: Server, *, credential: str | None) -> None:
+        self.tmp = tmp
+        self.env = {k: v for k, v in os.environ.items() if k != "CI"}
+        self.env["EFOLD_ACCOUNT_ID"] = "acct-fictional"
+        line = ""
+        if credential is not None:
+            self.env[CANARY_ENV] = credential
+            line = f'credential_env = "{CANARY_ENV}"'
+        (tmp / "catalog.toml").write_bytes(CATALOG)
+        (tmp / "campaign.toml").write_text(CAMPAIGN.format(url=server.base_url, credential=line))
+        assert self.run("keygen", "--out", "approver").returncode == 0
+        done = self.run("register", "campaign.toml", "--output", "reg")
+        assert done.returncode == 0, done.stderr
+        self.sha = done.stdout.split("sha256: ")[1].strip()
+        self.runs = tmp / "runs"
+        self.runs.mkdir(mode=0o700)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([EFOLD, *args], cwd=self.tmp, env=self.env, capture_output=True,
+                              text=True, timeout=600)
+
+    def authorize(self, run: str, *extra: str) -> str:
+        out = f"{run}-auth.json"
+        done = self.run("authorize", "--registration", "reg/registration.json", "--sha256",
+                        self.sha, *extra, "--key", "approver.key", "--out", out,
+                        "--output-root", str(self.runs / run), "--approver", "ops",
+                        "--approval-reference", "appr-1")
+        assert done.returncode == 0, done.stderr
+        return out
+
+    def real(self, command: str, run: str, auth: str, *extra: str,
+             ) -> subprocess.CompletedProcess[str]:
+        flag = ["--real"] if command == "pilot" else []
+        return self.run(command, *flag, "--registration", "reg/registration.json",
+                        "--sha256", self.sha, "--run-dir", str(self.runs / run),
+                        "--authorization", auth, "--trust", "approver.pub", "--no-progress",
+                        *extra)
 
 
-def test_real_without_an_authorization_refuses(tmp_path: Path) -> None:
-    assert "--authorization" in _refusal(tmp_path, None, [], tmp_path)
+def _children_holding(needle: bytes) -> list[str]:
+    """Every efold child process alive now whose environment or argv holds ``needle``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"efold.worker" not in cmdline:
+                continue
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue  # gone already
+        if needle in cmdline or needle in environ:
+            found.append(pid)
+    return found
 
 
-def test_real_with_a_verified_authorization_still_refuses_and_burns_nothing(
-        tmp_path: Path) -> None:
-    artifact, public, out = _real_artifact(tmp_path)
-    before = artifact.read_bytes()
-    detail = _refusal(tmp_path, artifact, [str(public)], out)
-    assert "verified" in detail and "not consumed" in detail
-    assert artifact.read_bytes() == before
-    assert not out.exists()  # no run directory, lease or marker was created
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
-def test_real_with_an_untrusted_key_refuses_with_its_code(tmp_path: Path) -> None:
-    artifact, _, out = _real_artifact(tmp_path)
-    _, other, _ = write_key_pair(tmp_path / "other")
-    assert Code.AUTHORIZATION_UNTRUSTED.value in _refusal(tmp_path, artifact, [other], out)
+def test_a_credential_reaches_only_the_children_that_send_and_is_written_nowhere(
+        tmp_path: Path, server: Server) -> None:
+    canary = "efold-canary-" + secrets.token_hex(12)
+    seen: list[list[str]] = []
+    server.on_request = lambda: seen.append(_children_holding(canary.encode()))
+    op = Operator(tmp_path, server, credential=canary)
+
+    smoke = op.real("smoke", "smoke", op.authorize("smoke", "--smoke"))
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert "smoke: passed (1 slots, one per role)" in smoke.stdout
+    pilot = op.real("pilot", "pilot", op.authorize("pilot"), "--keep-answers")
+    assert pilot.returncode == 0, pilot.stdout + pilot.stderr
+
+    # Smoke and pilot: each a summary (the compaction prep child) and an answer (the
+    # probe child), every one sent with exactly the credential.
+    assert len(server.requests) == 4
+    assert {r["authorization"] for r in server.requests} == {f"Bearer {canary}"}
+    assert seen == [[]] * 4  # no child's environment or argv held it while it sent
+    assert _files_holding(tmp_path, canary.encode()) == []
+    results = json.loads((op.runs / "pilot" / "results.json").read_text())
+    assert results["reader"] == "local/tiny" and results["execution"]["completed"] == 1
 
 
-def test_real_with_a_changed_binding_refuses(tmp_path: Path) -> None:
-    artifact, public, out = _real_artifact(tmp_path, cap_units=1)
-    assert Code.AUTHORIZATION_BINDING_MISMATCH.value in _refusal(
-        tmp_path, artifact, [str(public)], out)
+def test_a_route_without_a_credential_sends_none(tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    smoke = op.real("smoke", "smoke", op.authorize("smoke", "--smoke"))
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert [r["authorization"] for r in server.requests] == [None, None]
 
 
-def test_a_faux_authorization_never_passes_the_real_route(tmp_path: Path) -> None:
-    reg, raw = small_registration()
-    out = tmp_path / "runs"
-    mint = mint_faux_authorization(run_bindings(reg, raw, plan_for(reg).schedule_sha256, out,
-                                                "OPENAI_API_KEY"))
-    artifact = tmp_path / "faux.json"
-    artifact.write_bytes(mint.artifact)
-    _, public, _ = write_key_pair(tmp_path / "approver")
-    detail = _refusal(tmp_path, artifact, [public], out)
-    assert "authorization refused" in detail
+def test_pilot_real_needs_a_passing_smoke_and_consumes_nothing_until_then(
+        tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    pilot_auth = op.authorize("pilot")
+    refused = op.real("pilot", "pilot", pilot_auth)
+    assert refused.returncode == 2 and "no smoke record" in refused.stderr
+    assert "refused: lookup_pilot_real_route_unavailable" in refused.stderr
+    assert not (op.runs / "pilot").exists() and server.requests == []
+
+    server.status = 500  # the smoke fails: nothing opens
+    failed = op.real("smoke", "smoke", op.authorize("smoke", "--smoke"))
+    assert failed.returncode == 3 and "smoke: did not pass" in failed.stdout
+    assert "lookup_http_status" in failed.stdout
+    still = op.real("pilot", "pilot", pilot_auth)
+    assert still.returncode == 2 and "did not pass" in still.stderr
+
+    server.status = 200  # a passing smoke of the same registration opens the route
+    assert op.real("smoke", "smoke2", op.authorize("smoke2", "--smoke")).returncode == 0
+    ran = op.real("pilot", "pilot", pilot_auth)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    # Single use: the same run directory made anew cannot consume it again.
+    (op.runs / "pilot").rename(op.runs / "pilot-1")
+    again = op.real("pilot", "pilot", pilot_auth)
+    assert again.returncode == 2 and "authorization_consumed" in again.stderr
 
 
-def test_real_refuses_wherever_ci_is_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CI", "")
-    artifact, public, out = _real_artifact(tmp_path)
-    assert "CI" in _refusal(tmp_path, artifact, [str(public)], out)
+def test_smoke_and_pilot_authorizations_are_not_interchangeable(
+        tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    smoke_auth = op.authorize("run", "--smoke")
+    refused = op.real("pilot", "run", smoke_auth)  # no smoke record yet, then the binding
+    assert refused.returncode == 2
+    assert op.real("smoke", "s", op.authorize("s", "--smoke")).returncode == 0
+    wrong = op.real("pilot", "run", smoke_auth)
+    assert wrong.returncode == 2 and "authorization_binding_mismatch" in wrong.stderr
 
 
-def test_real_cli_refuses_before_writing_anything(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from efold.controller.cli import main
-
-    result = CliRunner().invoke(main, ["pilot", "--real", "--runs", str(tmp_path / "r")])
-    assert result.exit_code == 2
-    assert "lookup_pilot_real_route_unavailable" in result.output
-    assert not (tmp_path / "r").exists()
+@pytest.mark.parametrize(("base_url", "credential", "allowed"), [
+    ("http://127.0.0.1:9/v1", None, True),
+    ("http://localhost:9/v1", None, True),
+    ("http://127.0.0.1:9/v1", 'credential_env = "OPENAI_API_KEY"', False),
+    ("https://api.example.invalid/v1", None, False),
+])
+def test_where_ci_is_set_only_loopback_without_a_credential_dispatches(
+        base_url: str, credential: str | None, allowed: bool) -> None:
+    text = CAMPAIGN.format(url=base_url, credential=credential or "").replace(
+        'catalog = "catalog.toml"\n', "")
+    text = text.replace('provider = "local"\nmodel = "tiny"',
+                        'provider = "openai"\nmodel = "gpt-5-mini"')
+    reg = compute_registration(parse_campaign(text), text.encode())
+    check_real_route(reg, {})  # without CI every profile may dispatch
+    if allowed:
+        check_real_route(reg, {"CI": ""})
+        return
+    with pytest.raises(ControllerError) as err:
+        check_real_route(reg, {"CI": ""})
+    assert err.value.code is Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE

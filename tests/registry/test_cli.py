@@ -71,7 +71,7 @@ def test_keygen_writes_owner_only_private_key_and_refuses_to_overwrite(keys: Pat
 def test_authorize_then_verify_round_trip(keys: Path, tmp_path: Path) -> None:
     out, root = tmp_path / "auth.json", tmp_path / "runs" / "r1"
     code, stdout, err = _invoke(*_authorize_args(Path(f"{keys}.key"), out, root),
-                                env={"EFOLD_AUTHORIZE_ACCOUNT_ID": ACCOUNT})
+                                env={"EFOLD_ACCOUNT_ID": ACCOUNT})
     assert code == 0, err
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
     artifact = out.read_bytes()
@@ -96,7 +96,7 @@ def test_authorize_then_verify_round_trip(keys: Path, tmp_path: Path) -> None:
 def test_faux_authorize_passes_only_the_faux_validator(keys: Path, tmp_path: Path) -> None:
     out, root = tmp_path / "faux.json", tmp_path / "runs" / "f1"
     code, _, err = _invoke(*_authorize_args(Path(f"{keys}.key"), out, root, "--faux"),
-                           env={"EFOLD_AUTHORIZE_ACCOUNT_ID": ACCOUNT})
+                           env={"EFOLD_ACCOUNT_ID": ACCOUNT})
     assert code == 0, err
     trusted = [load_public_key(f"{keys}.pub")]
     verify_faux_authorization(out.read_bytes(), trusted_keys=trusted,
@@ -108,7 +108,7 @@ def test_faux_authorize_passes_only_the_faux_validator(keys: Path, tmp_path: Pat
 def test_verify_refuses_untrusted_key_and_tampered_file(keys: Path, tmp_path: Path) -> None:
     out = tmp_path / "auth.json"
     _invoke(*_authorize_args(Path(f"{keys}.key"), out, tmp_path / "r"),
-            env={"EFOLD_AUTHORIZE_ACCOUNT_ID": ACCOUNT})
+            env={"EFOLD_ACCOUNT_ID": ACCOUNT})
     _invoke("keygen", "--out", str(tmp_path / "stranger"))
     code, _, err = _invoke("verify-authorization", str(out), "--trust",
                            str(tmp_path / "stranger.pub"))
@@ -125,14 +125,14 @@ def test_authorize_refuses_a_group_or_other_readable_key(keys: Path, tmp_path: P
     os.chmod(f"{keys}.key", 0o640)
     out = tmp_path / "auth.json"
     code, _, err = _invoke(*_authorize_args(Path(f"{keys}.key"), out, tmp_path / "r"),
-                           env={"EFOLD_AUTHORIZE_ACCOUNT_ID": ACCOUNT})
+                           env={"EFOLD_ACCOUNT_ID": ACCOUNT})
     assert code != 0 and "private_read_refused" in err
     assert not out.exists()
 
 
 def test_authorize_refuses_bad_bindings_and_existing_output(keys: Path, tmp_path: Path) -> None:
     out = tmp_path / "auth.json"
-    env = {"EFOLD_AUTHORIZE_ACCOUNT_ID": ACCOUNT}
+    env = {"EFOLD_ACCOUNT_ID": ACCOUNT}
     args = _authorize_args(Path(f"{keys}.key"), out, tmp_path / "r")
     bad = [a if a != "EFOLD_FICTIONAL_KEY" else "sk-live-value" for a in args]
     code, _, err = _invoke(*bad, env=env)
@@ -146,7 +146,7 @@ def test_authorize_refuses_bad_bindings_and_existing_output(keys: Path, tmp_path
 
 def test_commands_run_as_a_real_subprocess(keys: Path, tmp_path: Path) -> None:
     out = tmp_path / "auth.json"
-    env = {**os.environ, "EFOLD_AUTHORIZE_ACCOUNT_ID": ACCOUNT}
+    env = {**os.environ, "EFOLD_ACCOUNT_ID": ACCOUNT}
     cmd = [sys.executable, "-m", "efold.controller"]
     subprocess.run(cmd + _authorize_args(Path(f"{keys}.key"), out, tmp_path / "r"),
                    env=env, check=True, capture_output=True)

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from efold.errors import Code
-from efold.guard import FauxTransport, GuardError, Permit, bundled_catalog
+from efold.guard import GuardError, Permit, bundled_catalog
 from efold.guard.testing import TestOnlyPermitSource
+from efold.protocol.tasks import Route
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 from efold.worker.permit_client import SessionPermitSource
-from efold.worker.reader import reader_guard
+from efold.worker.route import route_guard
 
 RMAX = 78_400_000
 DIGEST = "d" * 64
@@ -96,17 +97,14 @@ def test_a_guard_stop_is_its_own_exchange(tmp_path: Path) -> None:
     assert source.stop_code is Code.LOOKUP_PAYLOAD_FORBIDDEN
 
 
-def test_the_reader_guard_refuses_a_test_only_source(tmp_path: Path) -> None:
-    from efold.guard import Contract, WireApi
-
-    entry = bundled_catalog().entry("faux", "faux-extractive-v1")
-    contract = Contract(provider="faux", model="faux-extractive-v1",
-                        api=WireApi.OPENAI_RESPONSES, base_url="faux://local", effort="low")
-    transport = FauxTransport(lambda p: [])
+def test_the_route_guard_refuses_a_test_only_source(tmp_path: Path) -> None:
+    route = Route(provider="faux", model="faux-extractive-v1", api="openai-responses",
+                  base_url="faux://local", effort="low", stream=True, catalog_file=None,
+                  catalog_sha256=bundled_catalog().digest)
     with pytest.raises(GuardError) as err:
-        reader_guard(contract, entry, TestOnlyPermitSource(), transport, run_id="s1",
-                     deadline_s=1.0)
+        route_guard(route, TestOnlyPermitSource(), run_id="s1", deadline_s=1.0,
+                    cache_key="k", credential=None)
     assert err.value.code is Code.LOOKUP_TEST_ONLY_SOURCE
-    guard = reader_guard(contract, entry, _source(_Session(tmp_path)), transport,
-                         run_id="s1", deadline_s=1.0)
-    assert guard.contract == contract
+    guard = route_guard(route, _source(_Session(tmp_path)), run_id="s1", deadline_s=1.0,
+                        cache_key="k", credential=None)
+    assert (guard.contract.model, guard.contract.prompt_cache_key) == ("faux-extractive-v1", "k")

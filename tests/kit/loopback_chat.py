@@ -1,0 +1,90 @@
+"""A scripted Chat Completions provider on loopback: the real HTTP seam, offline.
+
+``serve_chat()`` starts a ``ThreadingHTTPServer`` on 127.0.0.1 that answers every
+``POST /v1/chat/completions`` with ``status`` (200: a fixed non-streamed completion with
+usage) and records each request's path, Authorization header and JSON body. A hook
+(``on_request``) runs inside each request, while the sender is alive and waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+REPLY = "SUMMARY-FROM-TINY: the owner's rules, names and numbers, kept verbatim."
+PROMPT_TOKENS, COMPLETION_TOKENS = 321, 45
+CATALOG = b"""version = 1
+
+[[model]]
+provider = "local"
+model = "tiny"
+input = "0.5"
+output = "1.5"
+cache_read = "0.05"
+cache_write = "0.5"
+"""
+
+
+@dataclass
+class Server:
+    status: int = 200
+    reply: str = REPLY
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    base_url: str = ""
+    on_request: Callable[[], None] | None = None
+
+
+def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            server.requests.append({"path": self.path,
+                                    "authorization": self.headers.get("authorization"),
+                                    "body": json.loads(body)})
+            if server.on_request is not None:
+                server.on_request()
+            if self.path != "/v1/chat/completions" or server.status != 200:
+                self._send(server.status if server.status != 200 else 404,
+                           b'{"error": {"message": "no"}}')
+                return
+            self._send(200, json.dumps({
+                "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": server.reply}}],
+                "usage": {"prompt_tokens": PROMPT_TOKENS,
+                          "completion_tokens": COMPLETION_TOKENS,
+                          "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
+            }).encode())
+
+        def _send(self, status: int, data: bytes) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def serve_chat() -> Iterator[Server]:
+    state = Server()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()

@@ -1,0 +1,89 @@
+"""A child's one way to a model: the guard for a frozen ``Route``.
+
+Every request a child sends (the reader's rounds, a summariser's summaries) goes through
+a ``Guard`` built here from the route its task names: the catalog entry that prices the
+model (the bundled catalog, or the operator catalog file checked against the digest the
+registration bound), the contract (the route, the input envelope tightened by the
+model's context window, the slot's cache key on the Responses API), and the transport
+(the faux extractive reader offline, else HTTP to the route's base URL with the
+credential the controller passed on the child's own descriptor, if any).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from efold.errors import Code
+from efold.protocol.tasks import Route
+from efold.worker.errors import WorkerError
+
+if TYPE_CHECKING:
+    from efold.guard.catalog import CatalogEntry
+    from efold.guard.contract import Contract
+    from efold.guard.request import Guard
+
+FAUX_PROVIDER = "faux"
+
+
+def route_entry(route: Route) -> CatalogEntry:
+    """The route's model in the catalog the registration bound (digest checked first:
+    a catalog edited since refuses with ``worker_digest_mismatch``)."""
+    from efold.guard.catalog import bundled_catalog, parse_catalog
+
+    if route.catalog_file is None:
+        catalog = bundled_catalog()
+    else:
+        try:
+            with open(route.catalog_file, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "catalog unreadable") from exc
+        if hashlib.sha256(data).hexdigest() != route.catalog_sha256:
+            raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "catalog changed since registration")
+        catalog = parse_catalog(data)
+    if catalog.digest != route.catalog_sha256:
+        raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "catalog differs from the registered one")
+    return catalog.entry(route.provider, route.model)
+
+
+def route_contract(route: Route, entry: CatalogEntry, *, cache_key: str | None,
+                   tools: Sequence[str]) -> Contract:
+    """The frozen contract of the route. The cache key rides on the Responses API only
+    (Chat Completions servers differ on it; the slot's key still binds its IPC)."""
+    from efold.guard import INPUT_ENVELOPE, Contract, WireApi
+
+    api = WireApi(route.api)
+    return Contract(
+        provider=route.provider, model=route.model, api=api, base_url=route.base_url,
+        effort=route.effort, stream=route.stream, tools=tuple(tools),
+        prompt_cache_key=cache_key if api is WireApi.OPENAI_RESPONSES else None,
+        input_envelope=entry.input_envelope(INPUT_ENVELOPE),
+    )
+
+
+def route_transport(route: Route, credential: str | None) -> Any:
+    """The faux extractive reader offline, else HTTP (no credential: a local server)."""
+    if route.provider == FAUX_PROVIDER:
+        from efold.guard.wire.faux import FauxTransport
+        from efold.worker.faux_reader import respond
+
+        return FauxTransport(respond)
+    from efold.guard.wire.http import HttpTransport
+
+    return HttpTransport(route.base_url, credential=credential)
+
+
+def route_guard(route: Route, source: object, *, run_id: str, deadline_s: float,
+                cache_key: str | None, credential: str | None,
+                tools: Sequence[str] = ()) -> Guard:
+    """The guard every request of this child goes through, and only with a real permit
+    source (the test-only one is refused)."""
+    from efold.guard import Guard, assert_real_source
+
+    assert_real_source(source)
+    entry = route_entry(route)
+    contract = route_contract(route, entry, cache_key=cache_key, tools=tools)
+    return Guard(contract, entry, source, route_transport(route, credential),  # type: ignore[arg-type]
+                 run_id=run_id, deadline_s=deadline_s)
