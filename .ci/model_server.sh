@@ -45,17 +45,27 @@ start)
   site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   model="$site/$MODEL_FILE"
   [ -f "$model" ] || { echo "model server: no $model" >&2; exit 1; }
+  # The port must be free: a server left on it (say, still finishing a long answer after
+  # a SIGTERM) would answer the readiness check in place of ours.
+  if python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then :; else
+    echo "model server: port $port is in use" >&2; exit 1
+  fi
   log=$(mktemp /tmp/efold-model-server.XXXXXX.log)
   # A prompt cache in RAM: a checkpoint's probes share its whole prefix, so after the
   # first probe of a checkpoint only the question is evaluated (minutes -> seconds here).
+  # Its size counts only the KV state, while each entry also copies the logits the
+  # server keeps: with the server's default --logits_all true that is every prompt
+  # token x 49,152 vocabulary x 4 bytes (2 GB for an 11k-token checkpoint), and the
+  # server grew by 1 GB a request until the kernel killed it. Logits of the last batch
+  # only (--logits_all false: no logprobs, which efold never asks for) are 100 MB.
   "$venv/bin/python" -m llama_cpp.server --model "$model" --model_alias smollm2 \
     --host 127.0.0.1 --port "$port" --n_ctx 16384 --n_threads "$threads" \
-    --n_threads_batch "$threads" --n_batch 1024 --flash_attn true \
-    --cache true --cache_size $((6 << 30)) >"$log" 2>&1 &
+    --n_threads_batch "$threads" --n_batch 512 --flash_attn true --logits_all false \
+    --cache true --cache_size $((2 << 30)) >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 120); do
     # Ready means it answers a chat request, not merely that it listens.
-    if python3 - "$port" <<'PY' 2>/dev/null
+    if kill -0 "$pid" 2>/dev/null && python3 - "$port" <<'PY' 2>/dev/null
 import json, sys, urllib.request
 body = json.dumps({"model": "smollm2", "max_tokens": 2,
                    "messages": [{"role": "user", "content": "Hi"}]}).encode()
@@ -79,7 +89,12 @@ PY
   exit 1
   ;;
 stop)
-  [ -n "${2:-}" ] && kill "$2" 2>/dev/null || true
+  # SIGTERM lets uvicorn finish the request in flight, which can take minutes: SIGKILL
+  # after a short grace.
+  if [ -n "${2:-}" ] && kill "$2" 2>/dev/null; then
+    for _ in $(seq 20); do kill -0 "$2" 2>/dev/null || exit 0; sleep 0.25; done
+    kill -9 "$2" 2>/dev/null || true
+  fi
   ;;
 *)
   echo "usage: $0 start | stop PID" >&2

@@ -50,7 +50,7 @@ from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
 from efold.folds.registry import plugin_arms
 from efold.guard.catalog import Catalog, CatalogEntry, bundled_catalog, load_catalog
-from efold.guard.contract import INPUT_ENVELOPE
+from efold.guard.contract import INPUT_ENVELOPE, MAX_OUTPUT
 from efold.guard.ledger import CallerTerms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.guard.pricing import price_units, rmax_units
@@ -77,6 +77,10 @@ class CampaignError(EfoldError):
 
 
 APIS = ("responses", "chat")
+# The Chat Completions field that limits a reply: OpenAI's current one, or the older
+# ``max_tokens`` that some OpenAI-compatible servers (llama.cpp's Python server) read
+# instead (they ignore the other, and a small model may then write until its window).
+MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 FAUX_PROVIDER = "faux"
 DETERMINISTIC = "deterministic"  # the summariser profile that sends nothing
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
@@ -100,6 +104,8 @@ class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     stream: bool = True
     credential_env: str | None = None
     catalog: str | None = None
+    max_output_tokens: int | None = None  # per request (None: the model's own limit)
+    max_tokens_field: str = "max_completion_tokens"  # chat: the field the server reads
 
     @property
     def is_faux(self) -> bool:
@@ -227,6 +233,8 @@ class _ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stream: bool = True
     credential_env: str | None = None
     catalog: str | None = None
+    max_output_tokens: int | None = None
+    max_tokens_field: str = "max_completion_tokens"
     max_requests: int | None = None  # [summariser] only
 
 
@@ -287,7 +295,9 @@ def _profile(table: _ProfileTable | None, what: str, base_dir: Path | None) -> P
     fields = dict(provider=table.provider, model=table.model or default.model, api=table.api,
                   base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
                   stream=table.stream,
-                  credential_env=table.credential_env, catalog=catalog)
+                  credential_env=table.credential_env, catalog=catalog,
+                  max_output_tokens=table.max_output_tokens,
+                  max_tokens_field=table.max_tokens_field)
     if what == "summariser":
         return SummariserProfile(**fields, max_requests=table.max_requests or 2)  # type: ignore[arg-type]
     return Profile(**fields)  # type: ignore[arg-type]
@@ -399,6 +409,12 @@ def validate_profile(p: Profile, what: str) -> None:
         raise _invalid(f"{what}.api must be one of {APIS}")
     if p.api == "responses" and not p.stream:
         raise _invalid(f"{what}: the Responses API is only spoken streamed (stream = true)")
+    if p.max_output_tokens is not None and not 1 <= p.max_output_tokens <= MAX_OUTPUT:
+        raise _invalid(f"{what}.max_output_tokens must be 1-{MAX_OUTPUT}")
+    if p.max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise _invalid(f"{what}.max_tokens_field must be one of {MAX_TOKENS_FIELDS}")
+    if p.max_tokens_field != MAX_TOKENS_FIELDS[0] and p.api != "chat":
+        raise _invalid(f"{what}.max_tokens_field applies to the chat API only")
     if p.effort is not None and not re.fullmatch(r"[a-z]{1,16}", p.effort):
         raise _invalid(f"{what}.effort must be a short lowercase word")
     if p.is_faux:
@@ -538,10 +554,12 @@ def cap_units(c: Campaign) -> int:
         largest = _cents_text((CAP_UNITS_LIMIT - 1) // _UNITS_PER_CENT)
         raise _invalid(f"cap_usd {text} is too large: the cap in units must be below 2**53 "
                        f"(at most {largest} USD)")
-    rmax = max(reader_rmax_units(p) for p in (c.reader, c.summariser) if p is not None)
+    # Both the reader's and the summariser's requests are admitted under this cap.
+    rmax, binding = max(((reader_rmax_units(p), p) for p in (c.reader, c.summariser)
+                         if p is not None), key=lambda pair: pair[0])
     if cap < rmax:
         least = -(-rmax // _UNITS_PER_CENT)  # Rmax rounded up to a whole cent
-        route = f"Rmax for {c.reader.provider}/{c.reader.model}"
+        route = f"Rmax for {binding.provider}/{binding.model}"
         if rmax % _UNITS_PER_CENT:
             route += f" is {units_to_usd(rmax)} USD"
         raise CampaignError(
@@ -598,7 +616,8 @@ def route_of(p: Profile) -> Route:
     travels on its own descriptor)."""
     return Route(provider=p.provider, model=p.model, api=_WIRE_API[p.api],
                  base_url=p.base_url, effort=p.effort, stream=p.stream,
-                 catalog_file=p.catalog, catalog_sha256=profile_catalog(p).digest)
+                 catalog_file=p.catalog, catalog_sha256=profile_catalog(p).digest,
+                 max_output_tokens=p.max_output_tokens, max_tokens_field=p.max_tokens_field)
 
 
 def caller_terms(p: Profile, max_requests: int) -> CallerTerms:

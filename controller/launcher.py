@@ -63,7 +63,7 @@ from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.ipc.controller_channel import ControllerChannel
 from efold.ipc.errors import IpcCancelled, IpcEof, IpcLocalMisuse
 from efold.ipc.framing import DEFAULT_MAX_FRAME, KEY_SIZE
-from efold.ipc.messages import Binding, DoneAck, Hello, Prepared, Ready, Stop, Welcome
+from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Stop, Welcome
 from efold.protocol.assignment import Assignment, encode_key_pipe
 from efold.protocol.exit_codes import code_for_exit_status
 from efold.registry.files import write_all
@@ -222,13 +222,6 @@ class WorkerHandle:
         snapshot = self.assignment.snapshot
         if snapshot is None or msg.arrival_digest != snapshot.digest:
             raise ControllerError(Code.WORKER_SNAPSHOT_INVALID, "arrival digest differs")
-        return msg
-
-    async def accept_prepared(self, *, timeout: float) -> Prepared:
-        """Receive ``Prepared``: the one message a prep child sends after ``Welcome``."""
-        msg = await self.channel.receive(timeout=timeout)
-        if not isinstance(msg, Prepared):  # the core admits nothing else here: a bug
-            raise self.channel.abandon(IpcLocalMisuse("accept_prepared out of place"))
         return msg
 
     async def acknowledge_done(self) -> None:

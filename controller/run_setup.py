@@ -124,7 +124,9 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             prep_seconds=prep_seconds(campaign), probe_seconds=probe_seconds(campaign),
             containment=containment,
             program=DEFAULT_PROGRAM if program is None else program,
-            **_real_route(reg, grant, run if keep_answers else None),
+            # Only an admitting run sends: preflight's children never get a summariser route
+            # (its cap is zero) or a credential.
+            **(_real_route(reg, grant, run if keep_answers else None) if admitting else {}),
         )
         publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
         publish_exclusive(run, PLAN_NAME, plan_bytes)

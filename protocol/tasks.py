@@ -29,6 +29,8 @@ class Route(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stream: bool
     catalog_file: str | None
     catalog_sha256: Digest
+    max_output_tokens: int | None = None  # every request's reply limit (None: none sent)
+    max_tokens_field: str = "max_completion_tokens"  # the Chat Completions field for it
 
 
 class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True,

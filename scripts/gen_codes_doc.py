@@ -503,6 +503,8 @@ def render() -> str:
         "| --- | --- |",
         "| `pilot` | 0 finished, 2 refused, 3 a stop policy ended it (reports still "
         "written), 130 / 143 interrupted by SIGINT / SIGTERM |",
+        "| `smoke` | 0 passed (its record is kept), 2 refused, 3 ran but did not pass (why "
+        "is printed) |",
         "| `plan` | 0, 2 refused, 130 / 143 interrupted |",
         "| `preflight` | 0 every checkpoint passed, 1 any failure, 2 refused, 130 / 143 "
         "interrupted |",

@@ -1,6 +1,6 @@
 """worker: the prep and probe child processes (docs/architecture.md §8).
 
-``python -m efold.worker probe|prep --ipc-fd N --key-fd M`` runs ``entry.main``: key
+``python -m efold.worker probe|prep --ipc-fd N --key-fd M [--credential-fd K]`` runs ``entry.main``: key
 pipe, self-checks, the lockstep protocol around a registered *body* (``bodies``).
 Children import little (no anyio, trio, httpx, rich, click, psutil, cryptography):
 keep it that way here, since ``python -m efold.worker`` imports this package first.

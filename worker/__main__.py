@@ -1,4 +1,4 @@
-"""``python -m efold.worker probe|prep --ipc-fd N --key-fd M`` (see ``efold.worker.entry``)."""
+"""``python -m efold.worker probe|prep --ipc-fd N --key-fd M [--credential-fd K]`` (see ``efold.worker.entry``)."""
 
 from efold.worker.entry import main
 

@@ -65,15 +65,13 @@ def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, A
     (``folds.request`` has the item shapes): Chat Completions sends ``messages`` as
     they are (usage asked for when streaming); Responses sends the system text as
     ``instructions`` and every other message as an input item. Nothing is stored
-    server-side; the route's effort rides along; no tools, no cache key."""
+    server-side; the route's options ride along (``route_options``); no tools, no cache
+    key."""
+    from efold.worker.route import route_options
+
     if route.api == "openai-chat":
-        payload: dict[str, Any] = {"model": route.model, "messages": messages,
-                                   "stream": route.stream, "store": False}
-        if route.stream:
-            payload["stream_options"] = {"include_usage": True}
-        if route.effort is not None:
-            payload["reasoning_effort"] = route.effort
-        return payload
+        return {"model": route.model, "messages": messages, "store": False,
+                **route_options(route)}
     system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     items = [
         {"type": "message", "role": m["role"],
@@ -81,11 +79,8 @@ def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, A
                       "text": m["content"]}]}
         for m in messages if m["role"] != "system"
     ]
-    payload = {"model": route.model, "instructions": system, "input": items,
-               "stream": True, "store": False}
-    if route.effort is not None:
-        payload["reasoning"] = {"effort": route.effort}
-    return payload
+    return {"model": route.model, "instructions": system, "input": items, "store": False,
+            **route_options(route)}
 
 
 def reply_text(items: list[dict[str, Any]]) -> str:

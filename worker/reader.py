@@ -189,21 +189,17 @@ def first_payload(checkpoint: Checkpoint, task: ProbeTask, cache_key: str) -> di
     """Round 1 of a probe run, in the route's wire format: the checkpoint, the question,
     the contract's options (effort, the cache key on the Responses API)."""
     from efold.folds.request import checkpoint_to_chat_request, checkpoint_to_request
+    from efold.worker.route import route_options
 
     route = task.route
     if route.api == "openai-chat":
         payload = checkpoint_to_chat_request(checkpoint, task.question, model=route.model,
                                              instructions=task.instructions,
                                              stream=route.stream)
-        if route.effort is not None:
-            payload["reasoning_effort"] = route.effort
-        return payload
+        return {**payload, **route_options(route)}
     payload = checkpoint_to_request(checkpoint, task.question, model=route.model,
                                     instructions=task.instructions)
-    if route.effort is not None:
-        payload["reasoning"] = {"effort": route.effort}
-    payload["prompt_cache_key"] = cache_key
-    return payload
+    return {**payload, **route_options(route), "prompt_cache_key": cache_key}
 
 
 def _terminal_of(outcome: str, code: Code | None) -> tuple[TerminalStatus, Code | None]:

@@ -63,6 +63,23 @@ def route_contract(route: Route, entry: CatalogEntry, *, cache_key: str | None,
     )
 
 
+def route_options(route: Route) -> dict[str, Any]:
+    """The options every request on ``route`` carries, in its wire format: streaming
+    (Chat Completions asks for usage when it streams), the reasoning effort, and the
+    reply limit (Responses ``max_output_tokens``; Chat Completions the route's field)."""
+    chat = route.api == "openai-chat"
+    options: dict[str, Any] = {"stream": route.stream if chat else True}
+    if chat and route.stream:
+        options["stream_options"] = {"include_usage": True}
+    if route.effort is not None:
+        options["reasoning_effort" if chat else "reasoning"] = (
+            route.effort if chat else {"effort": route.effort})
+    if route.max_output_tokens is not None:
+        field = route.max_tokens_field if chat else "max_output_tokens"
+        options[field] = route.max_output_tokens
+    return options
+
+
 def route_transport(route: Route, credential: str | None) -> Any:
     """The faux extractive reader offline, else HTTP (no credential: a local server)."""
     if route.provider == FAUX_PROVIDER:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 import msgspec
 
+from efold.controller.campaign import profile_catalog
 from efold.controller.commands._options import refuse, registration_options
 from efold.controller.interrupt import exit_status
 from efold.controller.plan import estimate, plan_for
@@ -30,8 +31,9 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         reg = loaded.registration
         plan = plan_for(reg)
         prepared = run_preflight(reg, loaded.data)
-        est = estimate(plan, expected_slot_units(reg.campaign.reader.provider,
-                                                 reg.campaign.reader.model),
+        reader = reg.campaign.reader
+        est = estimate(plan, expected_slot_units(reader.provider, reader.model,
+                                                 catalog=profile_catalog(reader)),
                        reg.campaign.budgets.max_requests, prepared.infeasible())
     except EfoldError as exc:
         refuse(exc)

@@ -2,7 +2,8 @@
 
 Top-level keys: ``model``, ``messages``, ``tools``, ``tool_choice``,
 ``parallel_tool_calls``, ``stream``, ``stream_options``, ``max_completion_tokens``,
-``reasoning_effort``, ``prompt_cache_key``, ``store``; anything else refuses as a
+``max_tokens`` (the older name some servers read), ``reasoning_effort``,
+``prompt_cache_key``, ``store``; anything else refuses as a
 forbidden option. ``stream`` must match the contract; a streaming payload must ask for
 usage (``stream_options == {"include_usage": true}``), a non-streaming one may not
 carry ``stream_options``.
@@ -31,8 +32,8 @@ from efold.guard.wire import rules
 
 TOP_LEVEL_KEYS: Final = frozenset({
     "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream",
-    "stream_options", "max_completion_tokens", "reasoning_effort", "prompt_cache_key",
-    "store",
+    "stream_options", "max_completion_tokens", "max_tokens", "reasoning_effort",
+    "prompt_cache_key", "store",
 })
 MESSAGE_KEYS: Final = {
     "system": frozenset({"role", "content"}),
@@ -63,6 +64,7 @@ def check_chat_payload(payload: Any, contract: Contract, *, first_request: bool)
     rules.check_bool(body, "parallel_tool_calls")
     rules.check_prompt_cache_key(body, contract)
     rules.check_max_output(body.get("max_completion_tokens"), contract, "max_completion_tokens")
+    rules.check_max_output(body.get("max_tokens"), contract, "max_tokens")
     rules.check_effort(body.get("reasoning_effort"), contract)
     offered, properties = _check_tools(body.get("tools"), contract)
     rules.check_tool_choice(body.get("tool_choice"), offered, nested_function=True)

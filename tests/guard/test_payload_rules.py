@@ -185,7 +185,7 @@ def test_schema_properties_count_recursively() -> None:
 
 CHAT_REFUSALS: list[tuple[str, Edit, Code]] = [
     ("unknown key", _set("temperature", 0), OPT),
-    ("max_tokens", _set("max_tokens", 5), OPT),
+    ("max_tokens above O", _set("max_tokens", 128_001), ROUTE),
     ("no usage in stream", _set("stream_options", {"include_usage": False}), ROUTE),
     ("stream options missing", _del("stream_options"), ROUTE),
     ("not streaming", _set("stream", False), ROUTE),

@@ -9,6 +9,7 @@ usage) and records each request's path, Authorization header and JSON body. A ho
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +38,11 @@ class Server:
     requests: list[dict[str, Any]] = field(default_factory=list)
     base_url: str = ""
     on_request: Callable[[], None] | None = None
+    # When set, a request without exactly ``Bearer <required_key>`` is answered 401.
+    required_key: str | None = None
+    # When set, every request after the first ``answer_only`` is dropped: the connection
+    # closes with no response, as when the server is killed mid-request.
+    answer_only: int | None = None
 
 
 def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
@@ -48,6 +54,17 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                                     "body": json.loads(body)})
             if server.on_request is not None:
                 server.on_request()
+            if server.answer_only is not None and len(server.requests) > server.answer_only:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if server.required_key is not None \
+                    and self.headers.get("authorization") != f"Bearer {server.required_key}":
+                self._send(401, b'{"error": {"message": "invalid api key"}}')
+                return
+            if json.loads(body).get("stream"):
+                self._stream_without_usage()
+                return
             if self.path != "/v1/chat/completions" or server.status != 200:
                 self._send(server.status if server.status != 200 else 404,
                            b'{"error": {"message": "no"}}')
@@ -61,9 +78,21 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                           "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
             }).encode())
 
-        def _send(self, status: int, data: bytes) -> None:
+        def _stream_without_usage(self) -> None:
+            """As llama.cpp's Python server streams: deltas, a finish, ``[DONE]``, and
+            no usage whatever ``stream_options`` asked for."""
+            chunks = [{"delta": {"role": "assistant", "content": server.reply}},
+                      {"delta": {}, "finish_reason": "stop"}]
+            events = b"".join(
+                b"data: " + json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk",
+                                        "model": "tiny", "choices": [{"index": 0, **c}]}
+                                       ).encode() + b"\n\n" for c in chunks)
+            self._send(200, events + b"data: [DONE]\n\n", "text/event-stream")
+
+        def _send(self, status: int, data: bytes,
+                  content_type: str = "application/json") -> None:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(data)))
             self.send_header("connection", "close")
             self.end_headers()

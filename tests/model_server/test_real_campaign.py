@@ -51,6 +51,8 @@ api = "chat"
 base_url = "{url}"
 stream = false
 catalog = "catalog.toml"
+max_output_tokens = 96
+max_tokens_field = "max_tokens"
 
 [summariser]
 provider = "{provider}"
@@ -59,9 +61,12 @@ api = "chat"
 base_url = "{url}"
 stream = false
 catalog = "catalog.toml"
+max_output_tokens = 512
+max_tokens_field = "max_tokens"
 max_requests = 2
 """
 ACCOUNT = "acct-local-fictional"
+EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 
 
 class RecordingProxy:
@@ -110,8 +115,8 @@ def proxy(model_server_url: str) -> Iterator[RecordingProxy]:
 
 
 def _efold(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "efold.controller.cli", *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=3600)
+    return subprocess.run([EFOLD, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=3600)
 
 
 def _field(out: str, name: str) -> str:
@@ -206,4 +211,6 @@ def test_smoke_then_a_real_campaign_on_the_local_server(tmp_path: Path, proxy: R
           f"pilot {pilot_s:.0f} s ({pilot_s / 24:.1f} s per slot); "
           f"settled {settled} units over {len(holds)} requests")
     for role in ROLES:
-        print(f"  {role}: {json.dumps(by_role[role]['accuracy'])}")
+        exact = by_role[role]["overall"]["exact"]
+        print(f"  {role}: {exact['successes']}/{exact['trials']} exact, Wilson 95% "
+              f"{exact['wilson95']['lower']:.3f}-{exact['wilson95']['upper']:.3f}")

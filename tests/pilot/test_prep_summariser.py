@@ -20,6 +20,7 @@ from loopback_chat import CATALOG, COMPLETION_TOKENS, PROMPT_TOKENS, REPLY, Serv
 from efold.controller.campaign import SummariserProfile, caller_terms, profile_entry, route_of
 from efold.controller.prep_launch import PrepResult, run_prep
 from efold.controller.preparation import checkpoints_of, prep_task
+from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext, SummariserRoute
 from efold.controller.run_setup import open_run
 from efold.controller.runroot import claim_run_dir, private_subdir
@@ -49,22 +50,15 @@ def _profile(tmp_path: Path, server: Server, max_requests: int) -> SummariserPro
                              catalog=str(catalog), max_requests=max_requests)
 
 
-def _prepare(tmp_path: Path, server: Server, arm: str, *, max_requests: int = 2,
-             credential: bytes | None = None, name: str = "run",
-             ) -> tuple[PrepResult, list[dict[str, Any]], Path, str]:
-    """Open an admitting run with the summariser configured, then run one real prep
-    child for ``arm``'s first checkpoint with a task naming the summariser. Returns the
-    result, the journal's holds, the run and the checkpoint key."""
-    reg, raw = small_registration(roles=f'["{arm}"]')
-    profile = _profile(tmp_path, server, max_requests)
-    route = route_of(profile)
-    run = claim_run_dir(tmp_path / name)
+def _run_one_prep(reg: Registration, raw: bytes, run: Path, summariser: SummariserRoute, *,
+                  program: tuple[str, ...] | None = None) -> tuple[PrepResult, str]:
+    """Open an admitting run of ``reg`` in ``run`` with ``summariser`` configured and run
+    one real prep child for its first checkpoint, its task naming the summariser."""
 
     async def body() -> tuple[PrepResult, str]:
-        async with open_run(reg, raw, run, admitting=True) as opened:
+        async with open_run(reg, raw, run, admitting=True, program=program) as opened:
             ctx: RunContext = opened.ctx
-            ctx.summariser = SummariserRoute(route, caller_terms(profile, max_requests),
-                                             credential=credential)
+            ctx.summariser = summariser
             key, first = next(iter(checkpoints_of(opened.plan, eligible_only=False).items()))
             trace = opened.items[first.trace_id].trace
             traces = private_subdir(run, "traces")
@@ -73,13 +67,25 @@ def _prepare(tmp_path: Path, server: Server, arm: str, *, max_requests: int = 2,
             task = msgspec.structs.replace(
                 prep_task(role, trace_file=str(traces / f"{first.trace_id}.jsonl"),
                           trace_sha256=trace_digest(trace), registration=reg),
-                summariser=route)
+                summariser=summariser.route)
             private_subdir(run, "checkpoints")
-            result = await run_prep(ctx, key=key, task=task,
-                                    slot_dir=private_subdir(run, "checkpoints", key))
-            return result, key
+            return await run_prep(ctx, key=key, task=task,
+                                  slot_dir=private_subdir(run, "checkpoints", key)), key
 
-    result, key = anyio.run(body, backend="trio")
+    return anyio.run(body, backend="trio")
+
+
+def _prepare(tmp_path: Path, server: Server, arm: str, *, max_requests: int = 2,
+             credential: bytes | None = None, name: str = "run",
+             ) -> tuple[PrepResult, list[dict[str, Any]], Path, str]:
+    """Open an admitting run with the summariser configured, then run one real prep
+    child for ``arm``'s first checkpoint with a task naming the summariser. Returns the
+    result, the journal's holds, the run and the checkpoint key."""
+    reg, raw = small_registration(roles=f'["{arm}"]')
+    profile = _profile(tmp_path, server, max_requests)
+    run = claim_run_dir(tmp_path / name)
+    result, key = _run_one_prep(reg, raw, run, SummariserRoute(
+        route_of(profile), caller_terms(profile, max_requests), credential=credential))
     with JournalReader(run) as journal:
         holds = journal.rows("holds")
     return result, holds, run, key
@@ -192,28 +198,11 @@ def _rule_breaker(tmp_path: Path, server: Server, arm: str, mode: str
     script.write_text(CHILD)
     reg, raw = small_registration(roles=f'["{arm}"]')
     profile = _profile(tmp_path, server, 2)
-    route, terms = route_of(profile), caller_terms(profile, 2)
+    terms = caller_terms(profile, 2)
     run = claim_run_dir(tmp_path / f"run-{mode}")
     program = (sys.executable, "-I", str(script), mode, str(terms.rmax_units))
-
-    async def body() -> tuple[PrepResult, str]:
-        async with open_run(reg, raw, run, admitting=True, program=program) as opened:
-            ctx = opened.ctx
-            ctx.summariser = SummariserRoute(route, terms)
-            key, first = next(iter(checkpoints_of(opened.plan, eligible_only=False).items()))
-            trace = opened.items[first.trace_id].trace
-            traces = private_subdir(run, "traces")
-            publish_exclusive(traces, f"{first.trace_id}.jsonl", dump_trace(trace))
-            role = next(r for r in reg.campaign.roles if r.name == first.role)
-            task = msgspec.structs.replace(
-                prep_task(role, trace_file=str(traces / f"{first.trace_id}.jsonl"),
-                          trace_sha256=trace_digest(trace), registration=reg),
-                summariser=route)
-            private_subdir(run, "checkpoints")
-            return await run_prep(ctx, key=key, task=task,
-                                  slot_dir=private_subdir(run, "checkpoints", key)), key
-
-    result, key = anyio.run(body, backend="trio")
+    result, key = _run_one_prep(reg, raw, run, SummariserRoute(route_of(profile), terms),
+                                program=program)
     with JournalReader(run) as journal:
         return result, journal.rows("holds"), journal.rows("stops"), key
 

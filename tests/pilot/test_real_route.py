@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loopback_chat import CATALOG, Server, serve_chat
@@ -25,32 +26,31 @@ from efold.controller.campaign import parse_campaign
 from efold.controller.errors import ControllerError
 from efold.controller.registration import compute_registration
 from efold.errors import Code
+from efold.registry.journal import JournalReader
 
 CANARY_ENV = "EFOLD_TEST_CANARY_KEY"
-CAMPAIGN = """\
-name = "loopback"
-suite = "original"
-traces = ["orig-archive-scan"]
-probe_limit = 1
-roles = ["compaction"]
-cap_usd = "5.00"
-[reader]
-provider = "local"
+PROFILE = """provider = "local"
 model = "tiny"
 api = "chat"
 base_url = "{url}"
-stream = false
+stream = {stream}
 catalog = "catalog.toml"
-{credential}
-[summariser]
-provider = "local"
-model = "tiny"
-api = "chat"
-base_url = "{url}"
-stream = false
-catalog = "catalog.toml"
-{credential}
 """
+
+
+def campaign_text(url: str, *, credential: str | None = None, roles: str = '["compaction"]',
+                  probes: int = 1, stream: bool = False, summariser: bool = True) -> str:
+    """A one-trace campaign read by the scripted provider (and summarised by it)."""
+    profile = PROFILE.format(url=url, stream=str(stream).lower())
+    if credential is not None:
+        profile += f'credential_env = "{credential}"\n'
+    text = (f'name = "loopback"\nsuite = "original"\ntraces = ["orig-archive-scan"]\n'
+            f'probe_limit = {probes}\nroles = {roles}\ncap_usd = "5.00"\n'
+            f"[reader]\n{profile}")
+    return text + (f"[summariser]\n{profile.replace('stream = true', 'stream = false')}"
+                   if summariser else "")
+
+
 EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 
 
@@ -63,16 +63,17 @@ def server() -> Iterator[Server]:
 class Operator:
     """One operator's directory: a key pair, a registered campaign, and the commands."""
 
-    def __init__(self, tmp: Path, server: Server, *, credential: str | None) -> None:
+    def __init__(self, tmp: Path, server: Server, *, credential: str | None,
+                 **campaign: Any) -> None:
         self.tmp = tmp
         self.env = {k: v for k, v in os.environ.items() if k != "CI"}
         self.env["EFOLD_ACCOUNT_ID"] = "acct-fictional"
-        line = ""
         if credential is not None:
             self.env[CANARY_ENV] = credential
-            line = f'credential_env = "{CANARY_ENV}"'
         (tmp / "catalog.toml").write_bytes(CATALOG)
-        (tmp / "campaign.toml").write_text(CAMPAIGN.format(url=server.base_url, credential=line))
+        (tmp / "campaign.toml").write_text(campaign_text(
+            server.base_url, credential=CANARY_ENV if credential is not None else None,
+            **campaign))
         assert self.run("keygen", "--out", "approver").returncode == 0
         done = self.run("register", "campaign.toml", "--output", "reg")
         assert done.returncode == 0, done.stderr
@@ -193,15 +194,14 @@ def test_smoke_and_pilot_authorizations_are_not_interchangeable(
 @pytest.mark.parametrize(("base_url", "credential", "allowed"), [
     ("http://127.0.0.1:9/v1", None, True),
     ("http://localhost:9/v1", None, True),
-    ("http://127.0.0.1:9/v1", 'credential_env = "OPENAI_API_KEY"', False),
+    ("http://127.0.0.1:9/v1", "OPENAI_API_KEY", False),
     ("https://api.example.invalid/v1", None, False),
 ])
 def test_where_ci_is_set_only_loopback_without_a_credential_dispatches(
         base_url: str, credential: str | None, allowed: bool) -> None:
-    text = CAMPAIGN.format(url=base_url, credential=credential or "").replace(
-        'catalog = "catalog.toml"\n', "")
-    text = text.replace('provider = "local"\nmodel = "tiny"',
-                        'provider = "openai"\nmodel = "gpt-5-mini"')
+    text = campaign_text(base_url, credential=credential).replace(
+        'catalog = "catalog.toml"\n', "").replace(
+        'provider = "local"\nmodel = "tiny"', 'provider = "openai"\nmodel = "gpt-5-mini"')
     reg = compute_registration(parse_campaign(text), text.encode())
     check_real_route(reg, {})  # without CI every profile may dispatch
     if allowed:
@@ -210,3 +210,53 @@ def test_where_ci_is_set_only_loopback_without_a_credential_dispatches(
     with pytest.raises(ControllerError) as err:
         check_real_route(reg, {"CI": ""})
     assert err.value.code is Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE
+
+
+def test_a_stream_without_usage_is_missing_usage_and_two_losses_stop_the_smoke(
+        tmp_path: Path, server: Server) -> None:
+    """Some servers stream no usage (llama.cpp's Python server): each answer is lost
+    with ``lookup_missing_usage`` (its hold kept), and two consecutive losses stop the
+    run (``lookup_repeated_loss``), so the smoke cannot pass on such a route."""
+    op = Operator(tmp_path, server, credential=None, roles='["native", "cold-rebuild"]',
+                  stream=True, summariser=False)
+    smoke = op.real("smoke", "smoke", op.authorize("smoke", "--smoke"))
+    assert smoke.returncode == 3, smoke.stdout + smoke.stderr
+    assert "stopped: lookup_repeated_loss" in smoke.stdout
+    assert smoke.stdout.count("incomplete (lookup_missing_usage)") == 2
+    with JournalReader(op.runs / "smoke") as journal:
+        holds = journal.rows("holds")
+    assert [(h["state"], h["code"]) for h in holds] == [("lost", "lookup_missing_usage")] * 2
+    assert all(h["settled_units"] is None and h["hold_units"] > 0 for h in holds)
+
+
+def test_a_wrong_credential_is_a_sticky_stop_of_the_run(tmp_path: Path, server: Server) -> None:
+    server.required_key = "the-right-key"
+    op = Operator(tmp_path, server, credential="the-right-key", roles='["native"]', probes=3,
+                  summariser=False)
+    assert op.real("smoke", "smoke", op.authorize("smoke", "--smoke")).returncode == 0
+    op.env[CANARY_ENV] = "a-wrong-key"
+    pilot = op.real("pilot", "pilot", op.authorize("pilot"))
+    assert pilot.returncode == 3 and "stopped: lookup_http_status" in pilot.stdout
+    receipts = [json.loads(p.read_text()) for p in (op.runs / "pilot" / "receipts").iterdir()]
+    assert sorted(r.get("code") for r in receipts) == [
+        "lookup_http_status", "lookup_stopped", "lookup_stopped"]
+    assert len(server.requests) == 2  # the smoke's answer, then the one refused with 401
+
+
+def test_a_server_gone_mid_run_gives_losses_then_the_stop(tmp_path: Path, server: Server) -> None:
+    """The server dies after the smoke and one answer of the run: each later request is
+    lost (sent, no answer: its hold is kept), and two consecutive losses stop the run."""
+    op = Operator(tmp_path, server, credential=None, roles='["native"]', probes=4,
+                  summariser=False)
+    assert op.real("smoke", "smoke", op.authorize("smoke", "--smoke")).returncode == 0
+    server.answer_only = 2  # the smoke's answer and the run's first
+    pilot = op.real("pilot", "pilot", op.authorize("pilot"))
+    assert pilot.returncode == 3 and "stopped: lookup_repeated_loss" in pilot.stdout
+    receipts = [json.loads(p.read_text()) for p in (op.runs / "pilot" / "receipts").iterdir()]
+    assert sorted((r["status"], r.get("code")) for r in receipts) == [
+        ("completed", None), ("incomplete", "lookup_stream_lost"),
+        ("incomplete", "lookup_stream_lost"), ("unadmitted", "lookup_stopped")]
+    with JournalReader(op.runs / "pilot") as journal:
+        holds = journal.rows("holds")
+    assert [h["state"] for h in holds] == ["settled", "lost", "lost"]
+    assert all(h["hold_units"] > 0 and h["settled_units"] is None for h in holds[1:])
