@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from loopback_chat import CATALOG
 
 from efold.controller.campaign import CampaignError, parse_campaign, profile_envelope
 from efold.controller.cli import main
@@ -18,16 +19,6 @@ from efold.guard.money import units_to_usd
 from efold.guard.pricing import rmax_units
 
 WINDOW = 60_000  # U counts bytes: the compaction checkpoint fits, the longer ones do not
-CATALOG = """version = 1
-[[model]]
-provider = "local"
-model = "tiny"
-input = "0.5"
-output = "1.5"
-cache_read = "0.05"
-cache_write = "0.5"
-{window}
-"""
 CAMPAIGN = """name = "window"
 suite = "original"
 traces = ["orig-archive-scan"]
@@ -45,7 +36,7 @@ catalog = "catalog.toml"
 
 
 def _write(tmp_path: Path, window: str) -> Path:
-    (tmp_path / "catalog.toml").write_text(CATALOG.format(window=window))
+    (tmp_path / "catalog.toml").write_text(CATALOG.decode() + window + "\n")
     (tmp_path / "campaign.toml").write_text(CAMPAIGN)
     return tmp_path / "campaign.toml"
 
