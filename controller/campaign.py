@@ -292,15 +292,15 @@ def _profile(table: _ProfileTable | None, what: str, base_dir: Path | None) -> P
     effort = table.effort if table.effort is not None else (
         "low" if table.api == "responses" else None)
     default = Profile()
-    fields = dict(provider=table.provider, model=table.model or default.model, api=table.api,
-                  base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
-                  stream=table.stream,
-                  credential_env=table.credential_env, catalog=catalog,
-                  max_output_tokens=table.max_output_tokens,
-                  max_tokens_field=table.max_tokens_field)
+    profile = Profile(
+        provider=table.provider, model=table.model or default.model, api=table.api,
+        base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
+        stream=table.stream, credential_env=table.credential_env, catalog=catalog,
+        max_output_tokens=table.max_output_tokens, max_tokens_field=table.max_tokens_field)
     if what == "summariser":
-        return SummariserProfile(**fields, max_requests=table.max_requests or 2)  # type: ignore[arg-type]
-    return Profile(**fields)  # type: ignore[arg-type]
+        return SummariserProfile(**msgspec.structs.asdict(profile),
+                                 max_requests=table.max_requests or 2)
+    return profile
 
 
 def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
@@ -332,8 +332,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
     summariser = None
     if spec.summariser is not None and spec.summariser.provider != DETERMINISTIC:
         summariser = _profile(spec.summariser, "summariser", base_dir)
-    elif spec.summariser is not None and set(msgspec.structs.asdict(spec.summariser).items()) \
-            - set(msgspec.structs.asdict(_ProfileTable(provider=DETERMINISTIC)).items()):
+    elif spec.summariser is not None and spec.summariser != _ProfileTable(provider=DETERMINISTIC):
         raise _invalid("summariser: the deterministic summariser takes no other keys")
     campaign = Campaign(
         name=spec.name, suite=spec.suite, roles=roles, repeats=spec.repeats,
