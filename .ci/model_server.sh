@@ -47,7 +47,8 @@ start)
   [ -f "$model" ] || { echo "model server: no $model" >&2; exit 1; }
   # The port must be free: a server left on it (say, still finishing a long answer after
   # a SIGTERM) would answer the readiness check in place of ours.
-  if python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then :; else
+  # (SO_REUSEADDR, as the server binds: closed connections in TIME_WAIT do not count.)
+  if python3 -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()" "$port" 2>/dev/null; then :; else
     echo "model server: port $port is in use" >&2; exit 1
   fi
   log=$(mktemp /tmp/efold-model-server.XXXXXX.log)
