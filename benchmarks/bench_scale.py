@@ -84,7 +84,7 @@ cap_usd = "{cap}.00"
 [reader]
 provider = "faux"
 model = "faux-extractive-v1"
-api = "openai-responses"
+api = "responses"
 base_url = "faux://local"
 effort = "low"
 """
