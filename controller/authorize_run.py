@@ -19,8 +19,9 @@ from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from efold.controller.campaign import Profile, is_loopback_url, prep_seconds, probe_seconds
+from efold.controller.campaign import prep_seconds, probe_seconds
 from efold.controller.errors import ControllerError
+from efold.controller.profiles import Profile, is_loopback_url
 from efold.controller.registration import Registration
 from efold.digests import canonical_json, runtime_digest, sha256_hex
 from efold.errors import Code

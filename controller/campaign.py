@@ -27,15 +27,14 @@ The cap has its own codes, because a wrong cap is the one mistake that would oth
 register a run that can never admit a request: ``cap_not_whole_cents`` (operators write
 caps in cents; anything finer is a typo, not a budget) and ``cap_below_rmax`` (a cap
 below one maximum reservation admits nothing), with the least cap that fits. A reader
-the bundled catalog does not price refuses with ``lookup_invalid_rate``.
+its catalog does not price refuses with ``lookup_invalid_rate``. The ``[reader]`` and
+``[summariser]`` tables are provider profiles (``controller.profiles``).
 """
 
 from __future__ import annotations
 
 import decimal
-import functools
 import math
-import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -45,17 +44,22 @@ from typing import Final
 
 import msgspec
 
+from efold.controller.errors import CampaignError
+from efold.controller.profiles import (
+    DETERMINISTIC,
+    Profile,
+    ProfileTable,
+    SummariserProfile,
+    profile_from_table,
+    reader_rmax_units,
+    validate_profile,
+)
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
 from efold.folds.registry import plugin_arms
-from efold.guard.catalog import Catalog, CatalogEntry, bundled_catalog, load_catalog
-from efold.guard.contract import INPUT_ENVELOPE, MAX_OUTPUT
-from efold.guard.ledger import CallerTerms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
-from efold.guard.pricing import price_units, rmax_units
 from efold.protocol.records import OPAQUE_ID
-from efold.protocol.tasks import Route
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
@@ -70,57 +74,6 @@ _UNITS_PER_CENT: Final = UNITS_PER_USD // 100
 # The cap travels in JSON (registration, plan, authorization bindings); readers that hold
 # numbers as doubles are exact only below 2**53, so a larger cap could be misread.
 CAP_UNITS_LIMIT: Final = 2**53
-
-
-class CampaignError(EfoldError):
-    """The campaign file is not a valid campaign (the operator's input)."""
-
-
-APIS = ("responses", "chat")
-# The Chat Completions field that limits a reply: OpenAI's current one, or the older
-# ``max_tokens`` that some OpenAI-compatible servers (llama.cpp's Python server) read
-# instead (they ignore the other, and a small model may then write until its window).
-MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
-FAUX_PROVIDER = "faux"
-DETERMINISTIC = "deterministic"  # the summariser profile that sends nothing
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
-
-
-class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """A provider profile: where a caller's requests go and how they are priced.
-
-    ``faux`` (the offline extractive reader) or an OpenAI-compatible endpoint: ``api``
-    (``chat`` or ``responses``), ``base_url``, ``model``, ``stream``, the *name* of the
-    environment variable holding the credential (None: a local server that takes none)
-    and an operator ``catalog`` (an absolute path once parsed; None: the bundled one).
-    Its digest is bound into the registration; the credential itself never is.
-    """
-
-    provider: str = FAUX_PROVIDER
-    model: str = "faux-extractive-v1"
-    api: str = "responses"
-    base_url: str = "faux://local"
-    effort: str | None = "low"  # reasoning effort every request carries; None: none
-    stream: bool = True
-    credential_env: str | None = None
-    catalog: str | None = None
-    max_output_tokens: int | None = None  # per request (None: the model's own limit)
-    max_tokens_field: str = "max_completion_tokens"  # chat: the field the server reads
-
-    @property
-    def is_faux(self) -> bool:
-        return self.provider == FAUX_PROVIDER
-
-
-Reader = Profile  # the reader's profile (the campaign's ``[reader]`` table)
-
-
-class SummariserProfile(Profile, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """The compaction arms' summariser model (``[summariser]``), an auxiliary caller of
-    its own route: each checkpoint it summarises may make at most ``max_requests``
-    guarded requests, under the same cap and durable permit source as the probes."""
-
-    max_requests: int = 2
 
 
 DEFAULT_INSTRUCTIONS = (
@@ -163,8 +116,6 @@ MIN_DEADLINE_S: Final = 0.001  # one millisecond: the unit the authorization bin
 FAUX_PROBE_SECONDS: Final = 60.0
 FAUX_PREP_SECONDS: Final = 120.0
 REAL_SECONDS: Final = 600.0
-REAL_WATCHDOG_MARGIN_S: Final = 120.0
-FAUX_WATCHDOG_MARGIN_S: Final = 5.0
 
 
 class Deadlines(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -192,15 +143,6 @@ def prep_seconds(c: Campaign) -> float:
     return FAUX_PREP_SECONDS if c.summariser is None else REAL_SECONDS
 
 
-def watchdog_margin(profile: Profile | None) -> float:
-    """How long the controller's watchdog outlasts the deadline it grants a child that
-    sends on ``profile`` (None: a child that sends nothing): long enough for the child
-    to abort its own request and settle it (an own abort, not a killed worker)."""
-    if profile is None or profile.is_faux:
-        return FAUX_WATCHDOG_MARGIN_S
-    return REAL_WATCHDOG_MARGIN_S
-
-
 class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     suite: str
@@ -218,24 +160,6 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     deadlines: Deadlines = Deadlines()
     version: int = CAMPAIGN_VERSION
     summariser: SummariserProfile | None = None  # None: the deterministic summariser
-
-
-class _ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A ``[reader]`` or ``[summariser]`` table as written: ``effort`` defaults by API
-    (``low`` for Responses, none for Chat Completions), ``stream`` to true, ``catalog``
-    is relative to the campaign file's directory."""
-
-    provider: str
-    model: str | None = None
-    api: str = "responses"
-    base_url: str | None = None
-    effort: str | None = None
-    stream: bool = True
-    credential_env: str | None = None
-    catalog: str | None = None
-    max_output_tokens: int | None = None
-    max_tokens_field: str = "max_completion_tokens"
-    max_requests: int | None = None  # [summariser] only
 
 
 class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -262,8 +186,8 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schedule_seed: int = 0
     cap_usd: str = "0"
     concurrency: int = 1
-    reader: _ProfileTable | None = None
-    summariser: _ProfileTable | None = None
+    reader: ProfileTable | None = None
+    summariser: ProfileTable | None = None
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -272,35 +196,6 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def _invalid(detail: str) -> CampaignError:
     return CampaignError(Code.CAMPAIGN_INVALID, detail)
-
-
-def _profile(table: _ProfileTable | None, what: str, base_dir: Path | None) -> Profile | None:
-    """A written profile table, resolved (None: no table)."""
-    if table is None:
-        return None
-    if table.max_requests is not None and what != "summariser":
-        raise _invalid(f"{what}.max_requests: only the summariser has a request limit")
-    faux = table.provider == FAUX_PROVIDER
-    if not faux and (table.model is None or table.base_url is None):
-        raise _invalid(f"{what}: an endpoint profile needs model and base_url")
-    catalog = table.catalog
-    if catalog is not None:
-        path = Path(catalog).expanduser()
-        if not path.is_absolute():
-            path = (base_dir or Path.cwd()) / path
-        catalog = os.path.realpath(path)
-    effort = table.effort if table.effort is not None else (
-        "low" if table.api == "responses" else None)
-    default = Profile()
-    profile = Profile(
-        provider=table.provider, model=table.model or default.model, api=table.api,
-        base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
-        stream=table.stream, credential_env=table.credential_env, catalog=catalog,
-        max_output_tokens=table.max_output_tokens, max_tokens_field=table.max_tokens_field)
-    if what == "summariser":
-        return SummariserProfile(**msgspec.structs.asdict(profile),
-                                 max_requests=table.max_requests or 2)
-    return profile
 
 
 def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
@@ -328,11 +223,11 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
             command=None if table.command is None else list(table.command),
             timeout_seconds=table.timeout_seconds,
         ))
-    reader = _profile(spec.reader, "reader", base_dir) or Profile()
+    reader = profile_from_table(spec.reader, "reader", base_dir) or Profile()
     summariser = None
     if spec.summariser is not None and spec.summariser.provider != DETERMINISTIC:
-        summariser = _profile(spec.summariser, "summariser", base_dir)
-    elif spec.summariser is not None and spec.summariser != _ProfileTable(provider=DETERMINISTIC):
+        summariser = profile_from_table(spec.summariser, "summariser", base_dir)
+    elif spec.summariser is not None and spec.summariser != ProfileTable(provider=DETERMINISTIC):
         raise _invalid("summariser: the deterministic summariser takes no other keys")
     campaign = Campaign(
         name=spec.name, suite=spec.suite, roles=roles, repeats=spec.repeats,
@@ -400,83 +295,6 @@ def validate_campaign(c: Campaign) -> None:
         if not 1 <= c.summariser.max_requests <= 10:
             raise _invalid("summariser.max_requests must be 1-10")
     cap_units(c)
-
-
-def validate_profile(p: Profile, what: str) -> None:
-    """A profile names a route efold can send to and a model its catalog prices."""
-    if p.api not in APIS:
-        raise _invalid(f"{what}.api must be one of {APIS}")
-    if p.api == "responses" and not p.stream:
-        raise _invalid(f"{what}: the Responses API is only spoken streamed (stream = true)")
-    if p.max_output_tokens is not None and not 1 <= p.max_output_tokens <= MAX_OUTPUT:
-        raise _invalid(f"{what}.max_output_tokens must be 1-{MAX_OUTPUT}")
-    if p.max_tokens_field not in MAX_TOKENS_FIELDS:
-        raise _invalid(f"{what}.max_tokens_field must be one of {MAX_TOKENS_FIELDS}")
-    if p.max_tokens_field != MAX_TOKENS_FIELDS[0] and p.api != "chat":
-        raise _invalid(f"{what}.max_tokens_field applies to the chat API only")
-    if p.effort is not None and not re.fullmatch(r"[a-z]{1,16}", p.effort):
-        raise _invalid(f"{what}.effort must be a short lowercase word")
-    if p.is_faux:
-        if (p.base_url, p.api) != ("faux://local", "responses") or p.credential_env:
-            raise _invalid(f"{what}: the faux provider is faux://local over responses")
-    else:
-        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", p.provider):
-            raise _invalid(f"{what}.provider: lowercase letters, digits, '.', '_' and '-'")
-        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", p.base_url):
-            raise _invalid(f"{what}.base_url must be an http(s) URL without query or fragment")
-        if p.base_url.startswith("http://") and not is_loopback_url(p.base_url):
-            raise _invalid(f"{what}.base_url: plain http only to a loopback server "
-                           "(a credential must never cross a network in clear)")
-    if p.credential_env is not None and not _ENV_NAME.fullmatch(p.credential_env):
-        raise _invalid(f"{what}.credential_env must be an environment variable NAME "
-                       "(upper case, digits, _), never the credential itself")
-    profile_entry(p, what)  # the model is priced by the profile's catalog
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether ``url`` names this machine (127.0.0.0/8, ::1 or localhost)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def profile_catalog(p: Profile) -> Catalog:
-    """The catalog that prices a profile: its operator catalog, else the bundled one."""
-    if p.catalog is None:
-        return bundled_catalog()
-    try:
-        return load_catalog(p.catalog)
-    except EfoldError as exc:
-        raise CampaignError(exc.code, f"catalog {p.catalog}: {exc.detail}") from exc
-
-
-def profile_entry(p: Profile, what: str = "reader") -> CatalogEntry:
-    """The profile's model in its catalog; an unpriced model refuses with
-    ``lookup_invalid_rate``, naming what is priced."""
-    catalog = profile_catalog(p)
-    entry = catalog.entries.get((p.provider, p.model))
-    if entry is None:
-        priced = sorted(m for q, m in catalog.entries if q == p.provider)
-        where = "the bundled catalog" if p.catalog is None else p.catalog
-        raise CampaignError(
-            Code.LOOKUP_INVALID_RATE,
-            f"{what} {p.provider}/{p.model} has no price in {where}; "
-            f"priced {p.provider} models: {', '.join(priced) or 'none'}",
-        )
-    return entry
-
-
-def profile_envelope(p: Profile) -> int:
-    """I for the profile's route: the registered envelope, tightened by the model's
-    context window when its catalog gives one."""
-    return profile_entry(p).input_envelope(INPUT_ENVELOPE)
 
 
 def _validate_folds(c: Campaign) -> None:
@@ -569,12 +387,6 @@ def cap_units(c: Campaign) -> int:
     return cap
 
 
-def reader_rmax_units(reader: Profile) -> int:
-    """Rmax of a profile's route (its catalog, its envelope): the hold every admission
-    of its requests takes."""
-    return rmax_units(profile_entry(reader), profile_envelope(reader))
-
-
 def _whole_cents(value: decimal.Decimal) -> bool:
     # From the digits, not by arithmetic: decimal's 28-digit context would round
     # 99.999999999999999999999999999999 to 100.00 before any check saw it.
@@ -605,24 +417,3 @@ def bundled_campaign(name: str) -> tuple[Campaign, bytes]:
         raise _invalid(f"no bundled campaign {name!r} (bundled: {BUNDLED})")
     raw = resources.files("efold.controller.campaigns").joinpath(f"{name}.toml").read_bytes()
     return parse_campaign(raw.decode("utf-8")), raw
-
-
-_WIRE_API = {"responses": "openai-responses", "chat": "openai-chat"}
-
-
-def route_of(p: Profile) -> Route:
-    """The frozen route a child sends a profile's requests on (no credential: that
-    travels on its own descriptor)."""
-    return Route(provider=p.provider, model=p.model, api=_WIRE_API[p.api],
-                 base_url=p.base_url, effort=p.effort, stream=p.stream,
-                 catalog_file=p.catalog, catalog_sha256=profile_catalog(p).digest,
-                 max_output_tokens=p.max_output_tokens, max_tokens_field=p.max_tokens_field)
-
-
-def caller_terms(p: Profile, max_requests: int) -> CallerTerms:
-    """What the permit source holds a caller on ``p``'s route to: Rmax of the route,
-    ``max_requests`` requests, the route's catalog prices, its input envelope."""
-    entry = profile_entry(p)
-    return CallerTerms(rmax_units=reader_rmax_units(p), max_requests=max_requests,
-                       price=functools.partial(price_units, entry),
-                       input_envelope=profile_envelope(p))

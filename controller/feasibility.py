@@ -13,7 +13,8 @@ way, from prep children in a private temporary root.
 
 from __future__ import annotations
 
-from efold.controller.campaign import Campaign, route_of
+from efold.controller.campaign import Campaign
+from efold.controller.profiles import route_of
 from efold.folds.checkpoint import Checkpoint
 from efold.guard.feasibility import fits_envelope
 from efold.protocol.tasks import ProbeTask

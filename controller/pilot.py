@@ -36,11 +36,11 @@ import anyio
 
 from efold.controller.aggregate import read_run, run_reports
 from efold.controller.authorize_run import RealGrant
-from efold.controller.campaign import route_of
 from efold.controller.evidence import Evidence, checkpoint_evidence
 from efold.controller.interrupt import interruptible
 from efold.controller.judging import refused_receipt
 from efold.controller.preparation import Preparation, Progress, prepare_checkpoints
+from efold.controller.profiles import route_of
 from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext
 from efold.controller.run_setup import open_run

@@ -17,7 +17,7 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
-from efold.controller.campaign import reader_rmax_units
+from efold.controller.profiles import reader_rmax_units
 from efold.controller.registration import Registration, rank_key, registration_sha256
 from efold.corpus import load_suite
 from efold.folds.registry import uses_summariser

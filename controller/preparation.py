@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from efold.controller.campaign import CampaignError, Role
+from efold.controller.campaign import Role
+from efold.controller.errors import CampaignError
 from efold.controller.feasibility import first_request_fits
 from efold.controller.prep_launch import PrepResult, run_prep
 from efold.controller.registration import Registration, verify_fold_pins

@@ -18,14 +18,9 @@ from pathlib import Path
 import msgspec
 
 from efold.controller import stops
-from efold.controller.campaign import (
-    Campaign,
-    CampaignError,
-    cap_units,
-    profile_catalog,
-    reader_rmax_units,
-    validate_campaign,
-)
+from efold.controller.campaign import Campaign, cap_units, validate_campaign
+from efold.controller.errors import CampaignError
+from efold.controller.profiles import profile_catalog, reader_rmax_units
 from efold.corpus import SuiteItem, corpus_digest, load_suite, trace_digest, validate
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError

@@ -27,18 +27,13 @@ from typing import Any
 from efold.controller import authorize_run
 from efold.controller.aggregate import PLAN_NAME
 from efold.controller.authorize_run import RealGrant
-from efold.controller.campaign import (
-    caller_terms,
-    prep_seconds,
-    probe_seconds,
-    route_of,
-    watchdog_margin,
-)
+from efold.controller.campaign import prep_seconds, probe_seconds
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
 from efold.controller.launcher import DEFAULT_PROGRAM
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for, smoke_cap_units, smoke_plan
+from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_context import ANSWERS_NAME, RunContext, SummariserRoute
 from efold.controller.stops import StopPolicy

@@ -19,9 +19,9 @@ from typing import Final
 
 import msgspec
 
-from efold.controller.campaign import route_of
 from efold.controller.errors import ControllerError
 from efold.controller.pilot import PilotOutcome
+from efold.controller.profiles import route_of
 from efold.controller.registration import Registration
 from efold.digests import digest_of
 from efold.errors import Code

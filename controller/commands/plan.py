@@ -10,11 +10,11 @@ from __future__ import annotations
 import click
 import msgspec
 
-from efold.controller.campaign import profile_catalog
 from efold.controller.commands._options import refuse, registration_options
 from efold.controller.interrupt import exit_status
 from efold.controller.plan import estimate, plan_for
 from efold.controller.preflight import run_preflight
+from efold.controller.profiles import profile_catalog
 from efold.controller.registration import load_registration
 from efold.errors import EfoldError
 from efold.guard import expected_slot_units, units_to_usd

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from efold.controller.authorize_run import run_bindings
-from efold.controller.campaign import CampaignError, parse_campaign
+from efold.controller.campaign import parse_campaign
+from efold.controller.errors import CampaignError
 from efold.controller.registration import compute_registration
 from efold.errors import Code
 

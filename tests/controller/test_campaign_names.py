@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from efold.controller.campaign import CampaignError, parse_campaign
+from efold.controller.campaign import parse_campaign
 from efold.controller.cli import main
+from efold.controller.errors import CampaignError
 from efold.errors import Code
 from efold.protocol.records import OPAQUE_ID
 from efold.report import ReportError

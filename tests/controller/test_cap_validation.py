@@ -12,8 +12,9 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from efold.controller.campaign import CampaignError, parse_campaign
+from efold.controller.campaign import parse_campaign
 from efold.controller.cli import main
+from efold.controller.errors import CampaignError
 from efold.controller.registration import compute_registration
 from efold.errors import Code
 

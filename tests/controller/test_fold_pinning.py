@@ -23,13 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 from plugin_kit import installed_plugin
 from proc_harness import FAST, Run, make_assignment, welcome
 
-from efold.controller.campaign import (
-    DEFAULT_INSTRUCTIONS,
-    CampaignError,
-    Role,
-    bundled_campaign,
-    parse_campaign,
-)
+from efold.controller.campaign import DEFAULT_INSTRUCTIONS, Role, bundled_campaign, parse_campaign
+from efold.controller.errors import CampaignError
 from efold.controller.preparation import prep_task
 from efold.controller.registration import (
     Registration,

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from loopback_chat import CATALOG
 
-from efold.controller.campaign import CampaignError, load_campaign, parse_campaign
+from efold.controller.campaign import load_campaign, parse_campaign
+from efold.controller.errors import CampaignError
 from efold.errors import Code
 
 HEAD = 'name = "p"\nsuite = "original"\nroles = ["compaction"]\ncap_usd = "5.00"\n'

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from efold.controller.campaign import CampaignError, bundled_campaign, parse_campaign
+from efold.controller.campaign import bundled_campaign, parse_campaign
+from efold.controller.errors import CampaignError
 from efold.controller.plan import Estimate, estimate, plan_for
 from efold.controller.registration import (
     RegistrationError,

@@ -31,8 +31,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from efold.controller.campaign import Campaign, CampaignError, parse_campaign
+from efold.controller.campaign import Campaign, parse_campaign
 from efold.controller.childenv import child_environment
+from efold.controller.errors import CampaignError
 from efold.controller.registration import compute_registration, folds_document
 from efold.corpus import original_suite
 from efold.errors import Code

@@ -13,9 +13,9 @@ import pytest
 from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.aggregate import read_run
-from efold.controller.campaign import Profile, route_of
 from efold.controller.errors import ControllerError
 from efold.controller.pilot import run_pilot
+from efold.controller.profiles import Profile, route_of
 from efold.controller.registration import Registration
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code

@@ -17,9 +17,9 @@ import pytest
 from efold_pilot_kit import small_registration
 from loopback_chat import CATALOG, COMPLETION_TOKENS, PROMPT_TOKENS, REPLY, Server, serve_chat
 
-from efold.controller.campaign import SummariserProfile, caller_terms, profile_entry, route_of
 from efold.controller.prep_launch import PrepResult, run_prep
 from efold.controller.preparation import checkpoints_of, prep_task
+from efold.controller.profiles import SummariserProfile, caller_terms, profile_entry, route_of
 from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext, SummariserRoute
 from efold.controller.run_setup import open_run

@@ -61,12 +61,8 @@ from hypothesis.control import currently_in_test_context
 from reliability_kit import budget
 
 from efold.controller.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
-from efold.controller.campaign import (
-    Campaign,
-    CampaignError,
-    load_campaign,
-    parse_campaign,
-)
+from efold.controller.campaign import Campaign, load_campaign, parse_campaign
+from efold.controller.errors import CampaignError
 from efold.controller.registration import (
     LoadedRegistration,
     load_registration,
