@@ -51,7 +51,7 @@ from efold.controller.profiles import (
     ProfileTable,
     SummariserProfile,
     profile_from_table,
-    reader_rmax_units,
+    profile_rmax_units,
     validate_profile,
 )
 from efold.errors import Code, EfoldError
@@ -372,7 +372,7 @@ def cap_units(c: Campaign) -> int:
         raise _invalid(f"cap_usd {text} is too large: the cap in units must be below 2**53 "
                        f"(at most {largest} USD)")
     # Both the reader's and the summariser's requests are admitted under this cap.
-    rmax, binding = max(((reader_rmax_units(p), p) for p in (c.reader, c.summariser)
+    rmax, binding = max(((profile_rmax_units(p), p) for p in (c.reader, c.summariser)
                          if p is not None), key=lambda pair: pair[0])
     if cap < rmax:
         least = -(-rmax // _UNITS_PER_CENT)  # Rmax rounded up to a whole cent

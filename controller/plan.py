@@ -17,7 +17,7 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
-from efold.controller.profiles import reader_rmax_units
+from efold.controller.profiles import profile_rmax_units
 from efold.controller.registration import Registration, rank_key, registration_sha256
 from efold.corpus import load_suite
 from efold.folds.registry import uses_summariser
@@ -135,5 +135,5 @@ def smoke_cap_units(reg: Registration) -> int:
     worst = len(c.roles) * c.budgets.max_requests * reg.rmax_units
     if c.summariser is not None:
         summarising = sum(1 for r in c.roles if r.command is None and uses_summariser(r.arm))
-        worst += summarising * c.summariser.max_requests * reader_rmax_units(c.summariser)
+        worst += summarising * c.summariser.max_requests * profile_rmax_units(c.summariser)
     return min(worst, reg.cap_units)

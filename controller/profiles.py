@@ -70,6 +70,8 @@ class SummariserProfile(Profile, frozen=True, forbid_unknown_fields=True, omit_d
     guarded requests, under the same cap and durable permit source as the probes."""
 
     max_requests: int = 2
+
+
 # How long the controller's watchdog outlasts the deadline it grants a child: 5 s
 # offline; on a real route the reference's 720 s watchdog over a 600 s probe run (a
 # 60 s cleanup allowance and a 60 s turn margin).
@@ -93,6 +95,7 @@ class ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_output_tokens: int | None = None
     max_tokens_field: str = "max_completion_tokens"
     max_requests: int | None = None  # [summariser] only
+
 
 def _invalid(detail: str) -> CampaignError:
     return CampaignError(Code.CAMPAIGN_INVALID, detail)
@@ -205,10 +208,11 @@ def profile_envelope(p: Profile) -> int:
     return profile_entry(p).input_envelope(INPUT_ENVELOPE)
 
 
-def reader_rmax_units(reader: Profile) -> int:
+def profile_rmax_units(p: Profile) -> int:
     """Rmax of a profile's route (its catalog, its envelope): the hold every admission
     of its requests takes."""
-    return rmax_units(profile_entry(reader), profile_envelope(reader))
+    entry = profile_entry(p)
+    return rmax_units(entry, entry.input_envelope(INPUT_ENVELOPE))
 
 
 def watchdog_margin(profile: Profile | None) -> float:
@@ -236,6 +240,6 @@ def caller_terms(p: Profile, max_requests: int) -> CallerTerms:
     """What the permit source holds a caller on ``p``'s route to: Rmax of the route,
     ``max_requests`` requests, the route's catalog prices, its input envelope."""
     entry = profile_entry(p)
-    return CallerTerms(rmax_units=reader_rmax_units(p), max_requests=max_requests,
-                       price=functools.partial(price_units, entry),
-                       input_envelope=profile_envelope(p))
+    envelope = entry.input_envelope(INPUT_ENVELOPE)
+    return CallerTerms(rmax_units=rmax_units(entry, envelope), max_requests=max_requests,
+                       price=functools.partial(price_units, entry), input_envelope=envelope)

@@ -20,7 +20,7 @@ import msgspec
 from efold.controller import stops
 from efold.controller.campaign import Campaign, cap_units, validate_campaign
 from efold.controller.errors import CampaignError
-from efold.controller.profiles import profile_catalog, reader_rmax_units
+from efold.controller.profiles import profile_catalog, profile_rmax_units
 from efold.corpus import SuiteItem, corpus_digest, load_suite, trace_digest, validate
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
@@ -164,7 +164,7 @@ def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
         campaign_sha256=sha256_hex(raw),
         digests=digests,
         cap_units=cap_units(campaign),
-        rmax_units=reader_rmax_units(campaign.reader),
+        rmax_units=profile_rmax_units(campaign.reader),
         selection=selection,
     )
 

@@ -83,16 +83,6 @@ def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, A
             **route_options(route)}
 
 
-def reply_text(items: list[dict[str, Any]]) -> str:
-    """The text of a settled reply's output items (Responses-shaped, either API), as
-    the reader reads its answer."""
-    return "".join(
-        part.get("text", "")
-        for item in items if item.get("type") == "message"
-        for part in item.get("content", ()) if part.get("type") == "output_text"
-    ).strip()
-
-
 class _SummaryRoute:
     """The summariser's way to its model, built at the first request: the guard on the
     route, over this child's permit session."""
@@ -106,6 +96,8 @@ class _SummaryRoute:
     def complete(self, messages: list[dict[str, str]]) -> str:
         """Send one summary request; its reply text (``WorkerError`` with the request's
         code, or the stop the guard took, when it did not settle)."""
+        from efold.worker.route import reply_text
+
         guard, source = self._open()
         result = guard.request(summary_payload(self._route, messages))
         if not result.ok:

@@ -23,6 +23,7 @@ from efold.ipc.messages import MeterReading, Terminal, TerminalStatus
 from efold.protocol.assignment import Assignment
 from efold.protocol.tasks import ProbeTask
 from efold.worker.errors import WorkerError
+from efold.worker.route import reply_text
 from efold.worker.session import ProbeSession
 from efold.worker.verify import verify_digests
 
@@ -57,15 +58,6 @@ def verify_journaled_assignment(assignment: Assignment, snapshot_digest: str) ->
             or mine[0]["cache_key"] != assignment.cache_key \
             or mine[0]["snapshot_digest"] != snapshot_digest:
         raise WorkerError(Code.LOOKUP_CACHE_ASSIGNMENT_INVALID, "not the journaled assignment")
-
-
-def _answer_text(items: list[dict[str, Any]]) -> str:
-    parts = [
-        part.get("text", "")
-        for item in items if item.get("type") == "message"
-        for part in item.get("content", ()) if part.get("type") == "output_text"
-    ]
-    return "".join(parts).strip()
 
 
 class ReaderProbe:
@@ -129,7 +121,7 @@ class ReaderProbe:
                 break
             calls = [i for i in result.output_items if i.get("type") == "function_call"]
             if not calls:
-                answer = _answer_text(result.output_items)
+                answer = reply_text(result.output_items)
                 if answer:
                     status, code = TerminalStatus.ANSWERED, None
                 else:
@@ -139,7 +131,7 @@ class ReaderProbe:
                 status, code = TerminalStatus.FAILED, Code.LOOKUP_TOOLS_FORBIDDEN
                 break
             outputs = [lookup.call(str(c.get("name")), str(c.get("arguments", ""))) for c in calls]
-            append_round(payload, calls, outputs, chat=chat, text=_answer_text(result.output_items))
+            append_round(payload, calls, outputs, chat=chat, text=reply_text(result.output_items))
         witness_doc: dict[str, Any] = {"rounds": rounds}
         calls_made = bytes_used = 0
         if lookup is not None:

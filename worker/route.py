@@ -80,6 +80,16 @@ def route_options(route: Route) -> dict[str, Any]:
     return options
 
 
+def reply_text(items: list[dict[str, Any]]) -> str:
+    """The text of a settled reply's output items (Responses-shaped, whichever wire
+    format it came in): the reader's answer, a summariser's summary."""
+    return "".join(
+        part.get("text", "")
+        for item in items if item.get("type") == "message"
+        for part in item.get("content", ()) if part.get("type") == "output_text"
+    ).strip()
+
+
 def route_transport(route: Route, credential: str | None) -> Any:
     """The faux extractive reader offline, else HTTP (no credential: a local server)."""
     if route.provider == FAUX_PROVIDER:
