@@ -138,6 +138,9 @@ class Code(enum.StrEnum):
     TRACE_SIZE_INVALID = "trace_size_invalid"
     TRACE_PLACEMENT_INVALID = "trace_placement_invalid"
     SUITE_UNKNOWN = "suite_unknown"
+    CORPUS_IMPORT_INVALID = "corpus_import_invalid"  # a transcript that cannot be imported
+    PROBE_BOUNDARY_INVALID = "probe_boundary_invalid"  # a probe boundary outside its trace
+    SUITE_DIR_INVALID = "suite_dir_invalid"  # a directory suite that cannot be loaded
 
     # -- folds/ --------------------------------------------------------------------
     FOLD_UNKNOWN = "fold_unknown"
@@ -145,6 +148,8 @@ class Code(enum.StrEnum):
     FOLD_PLUGIN_TIMEOUT = "fold_plugin_timeout"
     FOLD_PLUGIN_OUTPUT_TOO_LARGE = "fold_plugin_output_too_large"
     FOLD_PLUGIN_FAILED = "fold_plugin_failed"
+    FOLD_PROXY_NOT_READY = "fold_proxy_not_ready"  # the proxy never listened on its port
+    FOLD_PROXY_UNSUPPORTED_CALL = "fold_proxy_unsupported_call"  # called what efold does not serve
     METER_CALLS_EXHAUSTED = "meter_calls_exhausted"
     METER_BYTES_EXHAUSTED = "meter_bytes_exhausted"
     HISTORY_RECORD_UNKNOWN = "history_record_unknown"

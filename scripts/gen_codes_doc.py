@@ -239,6 +239,12 @@ MEANINGS: dict[str, str] = {
     "trace_placement_invalid": "A hard trace's key facts (owner rules, corrections, "
         "identifiers, the temporary password) are not where the suite requires.",
     "suite_unknown": "No suite of this name.",
+    "corpus_import_invalid": "`corpus import` met a transcript it cannot turn into a "
+        "trace (malformed JSON, an unknown message shape, a tool result without its call); "
+        "the detail names the file and line.",
+    "probe_boundary_invalid": "A probe's boundary names no event of its trace.",
+    "suite_dir_invalid": "A directory suite cannot be loaded: no traces, a trace without "
+        "its probe file, a repeated trace id, or a file that is not a trace.",
     # -- folds/
     "fold_unknown": "No fold arm of this name.",
     "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "
@@ -249,6 +255,11 @@ MEANINGS: dict[str, str] = {
         "allowed (32 MiB by default).",
     "fold_plugin_failed": "A plugin fold raised, or an external command could not start "
         "or exited non-zero.",
+    "fold_proxy_not_ready": "A proxy fold did not accept connections on its port within "
+        "its timeout, or exited before it did.",
+    "fold_proxy_unsupported_call": "A proxy fold called an upstream endpoint efold does "
+        "not serve; the call got an error and the checkpoint's slots are excluded, never "
+        "scored.",
     "meter_calls_exhausted": "The probe's history lookup call budget is spent; no further "
         "lookups.",
     "meter_bytes_exhausted": "The probe's history lookup byte budget is spent; the "
