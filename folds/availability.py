@@ -87,8 +87,12 @@ def _holds(line: str, value: str, kind: str | None) -> bool:
 
 
 def _relevant(line: str, probe: Probe) -> bool:
-    """Whether ``line`` is a fact line for ``probe`` (see the module docstring)."""
-    label = (probe.label or "").lower()
+    """Whether ``line`` is a fact line for ``probe`` (see the module docstring). A
+    probe without a label (a user's probe on an imported conversation, which follows no
+    surface form) finds its value on any visible line."""
+    if probe.label is None:
+        return True
+    label = probe.label.lower()
     category = probe.category
     if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT):
         fact = FACT_LINE.match(line)
