@@ -24,6 +24,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "authorize": ("authorize", "Sign an authorization binding a registered campaign to a "
                   "cap and a run root."),
     "corpus": ("corpus", "Generate, validate and inspect traces and their probes."),
+    "fold": ("fold", "Check a fold: build it once in a contained prep child and show what "
+             "it keeps."),
     "keygen": ("keygen", "Generate an Ed25519 approver key pair."),
     "pilot": ("pilot", "Run a campaign: `pilot --faux` alone runs the bundled default "
               "campaign."),

@@ -5,6 +5,11 @@ For every checkpoint the plan needs: run the real prep child, check the tree it 
 time both phases against the prep watchdog. The report has one entry per planned slot
 (a slot is as preparable as its checkpoint). No authorization, no burn registry, no
 probe and no model: this is a free feasibility check, not a prediction of a full run.
+
+A slot whose checkpoint failed in its prep child may carry the child's ``cause``: the
+fold's own code and detail (``prep_launch.PrepCause``), shown next to the controller's
+``code`` and never deciding anything. ``on_restored`` (``fold check``) sees every
+checkpoint that dry-restored, while it is in memory and before the root is removed.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -20,6 +25,7 @@ import msgspec
 
 from efold.controller.campaign import prep_seconds
 from efold.controller.interrupt import interruptible
+from efold.controller.prep_launch import PrepCause
 from efold.controller.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.registration import Registration
 from efold.controller.run_setup import open_run
@@ -28,9 +34,13 @@ from efold.controller.stops import StopPolicy
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds import copy_snapshot
+from efold.folds.snapshot import RestoredCheckpoint
+
+# Called with a checkpoint's key and its dry-restored snapshot (verified, read as data).
+OnRestored = Callable[[str, RestoredCheckpoint], None]
 
 
-class PreflightSlot(msgspec.Struct, frozen=True):
+class PreflightSlot(msgspec.Struct, frozen=True, omit_defaults=True):
     slot: str
     checkpoint: str
     eligible: bool  # admission eligibility from the plan (preparation is checked anyway)
@@ -46,6 +56,9 @@ class PreflightSlot(msgspec.Struct, frozen=True):
     prepare_ms: int
     restore_ms: int
     watchdog_ms: int
+    # What the prep child says its fold failed with (a fold or corpus code and a short
+    # detail): informational, omitted when it said nothing. ``code`` is the failure.
+    cause: PrepCause | None = None
 
 
 class PreflightReport(msgspec.Struct, frozen=True):
@@ -54,7 +67,7 @@ class PreflightReport(msgspec.Struct, frozen=True):
     checkpoints: int
     slots: list[PreflightSlot]
     interrupted: int | None = None  # the signal (SIGINT/SIGTERM) that cut it short
-    version: int = 2  # 2: per-slot feasibility, interruption
+    version: int = 3  # 2: per-slot feasibility, interruption; 3: a failed prep's cause
 
     def infeasible(self) -> set[str]:
         """Checkpoints whose prep child built them and whose first request never fits."""
@@ -71,7 +84,8 @@ def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
 
 
 async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
-                     program: Sequence[str] | None) -> PreflightReport:
+                     program: Sequence[str] | None,
+                     on_restored: OnRestored | None) -> PreflightReport:
     run = claim_run_dir(root / "run")
     async with open_run(reg, reg_bytes, run, admitting=False, program=program) as opened:
         ctx, plan = opened.ctx, opened.plan
@@ -81,7 +95,8 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
         preps = await interruptible(ctx, lambda: prepare_checkpoints(
             ctx, plan, opened.items, reg, eligible_only=False))
         watchdog_ms = int(prep_seconds(reg.campaign) * 1000)
-        results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms)
+        results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms,
+                                           on_restored)
                    for key in checkpoints_of(plan, eligible_only=False)}
     slots = [msgspec.structs.replace(results[s.checkpoint], slot=s.slot, eligible=s.eligible)
              for s in plan.slots]
@@ -92,7 +107,7 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
 
 
 def _checkpoint_result(run: Path, key: str, prep: Preparation | None, policy: StopPolicy,
-                       watchdog_ms: int) -> PreflightSlot:
+                       watchdog_ms: int, on_restored: OnRestored | None) -> PreflightSlot:
     """One checkpoint's entry: its prep, then a dry restore of its snapshot, both timed
     against the prep watchdog (the slots of the checkpoint copy it)."""
     if prep is None:
@@ -102,16 +117,19 @@ def _checkpoint_result(run: Path, key: str, prep: Preparation | None, policy: St
     result = prep.result
     code = policy.stop_code or result.code
     restore_ms = 0
+    restored: RestoredCheckpoint | None = None
     if code is None and result.snapshot is not None:
         started = time.monotonic()
         try:
-            copy_snapshot(result.snapshot.path, run / "restore" / key,
-                          expected_digest=result.snapshot.digest)
+            restored = copy_snapshot(result.snapshot.path, run / "restore" / key,
+                                     expected_digest=result.snapshot.digest)
         except EfoldError:
             code = Code.LOOKUP_PREPARATION_INVALID
         restore_ms = int((time.monotonic() - started) * 1000)
     if code is None and result.elapsed_ms + restore_ms > watchdog_ms:
         code = Code.WORKER_TIMEOUT
+    if code is None and restored is not None and on_restored is not None:
+        on_restored(key, restored)
     tree = result.tree
     return PreflightSlot(
         slot="", checkpoint=key, eligible=True, ok=code is None,
@@ -119,18 +137,22 @@ def _checkpoint_result(run: Path, key: str, prep: Preparation | None, policy: St
         bytes=tree.bytes, largest_bytes=tree.largest,
         rejected=dict(sorted(tree.rejected.items())), prepare_ms=result.elapsed_ms,
         restore_ms=restore_ms, watchdog_ms=watchdog_ms,
+        cause=result.cause if code is not None else None,
     )
 
 
 def run_preflight(reg: Registration, reg_bytes: bytes, *,
                   program: Sequence[str] | None = None,
-                  keep_root: list[Path] | None = None) -> PreflightReport:
+                  keep_root: list[Path] | None = None,
+                  on_restored: OnRestored | None = None) -> PreflightReport:
     """Run preflight in a private temporary root, always removed afterwards.
-    ``keep_root`` (tests) receives the root's path so its removal can be checked."""
+    ``keep_root`` (tests) receives the root's path so its removal can be checked;
+    ``on_restored`` sees each checkpoint that prepared and dry-restored in time."""
     root = Path(tempfile.mkdtemp(prefix="efold-preflight-"))
     if keep_root is not None:
         keep_root.append(root)
     try:
-        return anyio.run(lambda: _preflight(reg, reg_bytes, root, program), backend="trio")
+        return anyio.run(lambda: _preflight(reg, reg_bytes, root, program, on_restored),
+                         backend="trio")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -8,8 +8,9 @@ controller checks the tree the child left (``controller.tree``) and reads the sn
 it reports back, as data, against the digest it reported (``read_checkpoint``); only a
 verified snapshot is journaled as the checkpoint and handed to the probe slots.
 
-A prep whose task names a summariser (``PrepTask.summariser``) and whose arm
-summarises (``folds.registry.uses_summariser``, no external command) is an auxiliary
+A prep whose task names a summariser (``PrepTask.summariser``) and whose fold calls
+it (a built-in compaction arm or a proxy fold: ``folds.registry.calls_summariser``) is
+an auxiliary
 caller: its summary requests are served by ``probe_server.serve_permits`` from the
 run's durable permit source, under the run's cap, on the slot named by the checkpoint
 key and held to the summariser's terms (its Rmax, ``max_requests`` per checkpoint, its
@@ -20,6 +21,13 @@ A prep that is not prepared fails with the controller's own code: when its child
 failed after a summary request was refused (the refusal's code) or lost (the loss's
 code, its hold retained), that code, not the child's generic exit; the holds a dead
 child left open are abandoned as lost (``PermitLedger.abandon_slot``).
+
+A failed prep may also carry the child's **claim** of why its fold failed
+(``PrepCause``): the ``prep-failure.json`` a prep child leaves in its slot directory
+when the build raised (``worker.prep``), read bounded and decoded into a closed shape,
+its code one of the fold and corpus codes. It is shown to the operator next to the
+controller's code and never decides anything: the child runs the fold, so whatever it
+wrote is untrusted text.
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Final
 
 import anyio
+import msgspec
 
 from efold.controller.errors import ControllerError
 from efold.controller.probe_server import PermitLog, serve_permits
@@ -36,12 +46,28 @@ from efold.controller.run_context import LaunchEnd, RunContext
 from efold.controller.tree import TreeReport, inspect_tree
 from efold.errors import Code, EfoldError
 from efold.folds import read_checkpoint
-from efold.folds.registry import uses_summariser
+from efold.folds.registry import calls_summariser
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.ipc.messages import Prepared
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.tasks import PrepTask
-from efold.worker.prep import snapshot_path
+from efold.registry.files import read_private
+from efold.worker.prep import FAILURE_DETAIL_CHARS, FAILURE_FILE, snapshot_path
+
+CAUSE_MAX_BYTES: Final = 4096
+_CODES = list(Code)
+# The codes a fold's build can fail with: errors.py's corpus/ and folds/ sections, which
+# are adjacent (from the first corpus code up to the first worker code).
+CAUSE_CODES: Final = frozenset(
+    _CODES[_CODES.index(Code.TRACE_SCHEMA_INVALID):_CODES.index(Code.WORKER_KEY_INVALID)])
+
+
+class PrepCause(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Why a prep child says its fold failed: a claim for the operator, never a decision
+    (the controller's own ``PrepResult.code`` is the failure)."""
+
+    code: str  # a member of ``CAUSE_CODES``
+    detail: Annotated[str, msgspec.Meta(max_length=FAILURE_DETAIL_CHARS)]
 
 
 @dataclass(frozen=True)
@@ -52,12 +78,28 @@ class PrepResult:
     tree: TreeReport
     elapsed_ms: int
     restored: RestoredCheckpoint | None = None  # the snapshot as verified (for evidence)
+    cause: PrepCause | None = None  # a failed prep's claimed fold code (informational)
+
+
+def read_cause(slot_dir: Path) -> PrepCause | None:
+    """The cause a failed prep child left in ``slot_dir``, or None: absent, unsafe
+    (a link, not ours, larger than ``CAUSE_MAX_BYTES``), malformed, or a code that is not
+    a fold or corpus code. Non-printable characters of the detail become ``?``."""
+    try:
+        raw = read_private(slot_dir, FAILURE_FILE, max_bytes=CAUSE_MAX_BYTES)
+        cause = msgspec.json.decode(raw, type=PrepCause)
+    except (EfoldError, msgspec.DecodeError):
+        return None
+    if cause.code not in CAUSE_CODES:
+        return None
+    detail = "".join(c if c.isprintable() else "?" for c in cause.detail)
+    return PrepCause(cause.code, detail)
 
 
 def sends_summaries(task: PrepTask) -> bool:
     """Whether a prep child of ``task`` sends summary requests: its task names a
     summariser and its fold is a built-in compaction arm (a command uses none)."""
-    return task.summariser is not None and task.command is None and uses_summariser(task.arm)
+    return task.summariser is not None and calls_summariser(task)
 
 
 async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask) -> PrepResult:
@@ -122,7 +164,8 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     if code is None and snapshot is None:
         code = Code.LOOKUP_PREPARATION_INVALID
     return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000),
-                      restored if snapshot is not None else None)
+                      restored if snapshot is not None else None,
+                      read_cause(slot_dir) if prepared is None else None)
 
 
 def _summary_failure(ctx: RunContext, key: str, log: PermitLog) -> Code | None:

@@ -15,6 +15,11 @@ controller's durable source grants on this prep's slot, its checkpoint key
 (``PermitSession``, ``efold-prep-v2``). The guard is built at the first summary only, so
 a build that never compacts sends nothing and imports nothing more. A summary request
 that is refused, lost or stopped fails the prep with its code (``WorkerError``).
+
+A proxy fold (``PrepTask.proxy``, ``folds.proxy``) runs its proxy in a private data
+directory of this slot (``fold-data/``); the proxy's own upstream calls are answered the
+same way, by the deterministic summariser offline or as guarded requests on the
+summariser route (``proxy_summarise``).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from efold.worker.session import PermitSession
 from efold.worker.verify import verify_digests
 
 if TYPE_CHECKING:
+    from efold.folds.capture import Summarise
+    from efold.folds.fold import Fold
     from efold.folds.summary import Summariser
     from efold.guard.request import Guard
     from efold.worker.permit_client import SessionPermitSource
@@ -129,12 +136,93 @@ def summariser_for(task: PrepTask, session: PermitSession | None) -> Summariser 
 
     route = task.summariser
     if route is None or task.command is not None or not uses_summariser(task.arm):
-        return None
+        return None  # (a proxy fold's calls are answered by ``proxy_summarise``)
     if session is None:
         raise WorkerError(Code.WORKER_USAGE, "a summarising prep needs a permit session")
     from efold.folds.model_summary import model_summariser
 
     return model_summariser(_SummaryRoute(route, session).complete)
+
+
+PROXY_DATA_DIR = "fold-data"
+
+
+def proxy_summarise(task: PrepTask, session: PermitSession | None) -> Summarise:
+    """How a proxy fold's own upstream calls are answered: by the deterministic
+    summariser offline, or as guarded, metered requests on the task's summariser route
+    (each call one request, its messages flattened to text: ``flat_messages``)."""
+    from efold.folds.proxy import deterministic_summary
+
+    if task.summariser is None:
+        return deterministic_summary
+    if session is None:
+        raise WorkerError(Code.WORKER_USAGE, "a summarising prep needs a permit session")
+    complete = _SummaryRoute(task.summariser, session).complete
+    return lambda messages: complete(flat_messages(messages))
+
+
+def flat_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A proxy's chat messages as plain-text ``system``/``user``/``assistant`` messages,
+    the shape every summary request has: tool calls written out after the text, tool
+    results as owner text, anything else dropped."""
+    from efold.folds.capture import content_text
+
+    flat: list[dict[str, str]] = []
+    for m in messages:
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in ("system", "developer", "user", "assistant", "tool"):
+            continue
+        text = content_text(m.get("content"))
+        for call in m.get("tool_calls") or ():
+            function = (call.get("function") or {}) if isinstance(call, dict) else {}
+            text += f"\n(tool call {function.get('name')} {function.get('arguments')})"
+        if role == "tool":
+            role, text = "user", f"Tool result: {text}"
+        flat.append({"role": "system" if role == "developer" else role, "content": text})
+    return flat
+
+
+def fold_of(task: PrepTask, slot_dir: str, session: PermitSession | None) -> Fold:
+    """The fold ``task`` names. A command runs in this child's own environment (the
+    controller's allowlist plus the run markers) with the role's ``env`` added."""
+    from efold.folds.external import DEFAULT_TIMEOUT_S
+    from efold.folds.registry import fold_for
+
+    env = {**os.environ, **(task.env or {})}
+    if task.proxy is not None and task.command is not None:
+        from efold.folds.proxy import ProxyFold
+
+        p = task.proxy
+        return ProxyFold(
+            task.arm, task.command, upstream_env=p.upstream_env, port_env=p.port_env,
+            model=p.model, context_window=p.context_window,
+            summarise=proxy_summarise(task, session),
+            data_dir=Path(slot_dir) / PROXY_DATA_DIR,
+            timeout_s=DEFAULT_TIMEOUT_S if task.timeout_seconds is None else task.timeout_seconds,
+            env=env, cwd=task.cwd,
+        )
+    return fold_for(task.arm, task.command, timeout_s=task.timeout_seconds, env=env,
+                    cwd=task.cwd, summariser=summariser_for(task, session))
+
+
+FAILURE_FILE = "prep-failure.json"
+FAILURE_DETAIL_CHARS = 500
+
+
+def _write_failure(slot_dir: str, exc: EfoldError) -> None:
+    """Leave ``{"code", "detail"}`` of a failed build in the slot directory, complete or
+    absent (published: temp file, fsync, link). Only efold's fixed code and its short
+    detail, never a trace or a plugin's output; best effort, so that the failure itself
+    still exits with its status when this cannot be written."""
+    import msgspec
+
+    from efold.registry.files import publish_exclusive
+
+    body = {"code": exc.code.value, "detail": exc.detail[:FAILURE_DETAIL_CHARS]}
+    try:
+        publish_exclusive(slot_dir, FAILURE_FILE, msgspec.json.encode(body))
+    except (EfoldError, OSError, ValueError):
+        pass
 
 
 class FoldPrep:
@@ -149,7 +237,6 @@ class FoldPrep:
     def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
         from efold.corpus import load_trace, trace_digest
         from efold.folds import TracePrefix, write_checkpoint
-        from efold.folds.registry import fold_for
 
         verify_digests(assignment)
         task = assignment.task
@@ -160,16 +247,14 @@ class FoldPrep:
             if trace_digest(trace) != task.trace_sha256:
                 raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "trace digest differs")
             _verify_fold_pin(task)
-            # A command runs in this child's own environment: the controller's allowlist
-            # plus the run markers.
-            fold = fold_for(task.arm, task.command, timeout_s=task.timeout_seconds,
-                            env=dict(os.environ),
-                            summariser=summariser_for(task, self._session))
-            checkpoint = fold.build(TracePrefix.of(trace))
+            fold = fold_of(task, assignment.slot_dir, self._session)
+            checkpoint = fold.build(TracePrefix.of(trace, settings=task.settings))
             manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))
         except (WorkerError, IpcError):
             raise  # our own refusals, a Stop, a broken channel: each exits with its code
         except EfoldError as exc:
+            # The fold's own code, as a claim the controller may show (never act on).
+            _write_failure(assignment.slot_dir, exc)
             raise WorkerError(Code.LOOKUP_PREPARATION_INVALID, exc.code.value) from exc
         sizes = [f.bytes for f in manifest.files]
         return Prepared(
