@@ -14,14 +14,22 @@ A role's fold is one of three kinds::
     [role.cli]                 # an external command (efold-fold-v1); its arm is "cli"
     command = ["/usr/bin/python3", "/opt/folds/cli.py"]
     timeout_seconds = 30.0     # optional; default folds.external.DEFAULT_TIMEOUT_S
+    cwd = "folds"              # optional working directory (relative: to the campaign)
+    settings = { keep = 16 }   # optional; passed through to the fold as JSON
+
+    [role.squeeze]             # a proxy fold: the command starts an OpenAI-compatible proxy
+    command = ["/usr/bin/node", "/opt/squeeze/server.js"]
+    proxy = { upstream_env = "OPENAI_BASE_URL", port_env = "PORT" }
+    env = { SQUEEZE_TRIGGER = "8000" }   # optional extra variables (commands and proxies)
 
 A role without a table is the arm of its own name. ``arm`` and ``command`` are
 exclusive; a command's program is an absolute path to an executable file or a bare name
 found on ``PATH``; its timeout (given or default) is at most ``deadlines.prep_seconds``;
-a command role may not take the name of a built-in arm or an installed plugin. The
-registration pins every fold's code (``efold.folds.pinning``);
-``controller.preparation.prep_task`` builds the prep task that carries the pin to the
-child.
+a command role may not take the name of a built-in arm or an installed plugin.
+``settings`` belongs to a plugin, command or proxy fold (a built-in arm takes none);
+``cwd``, ``env`` and ``proxy`` to command roles. The registration pins every fold's
+code (``efold.folds.pinning``); ``controller.preparation.prep_task`` builds the prep
+task that carries the pin to the child.
 
 The cap has its own codes, because a wrong cap is the one mistake that would otherwise
 register a run that can never admit a request: ``cap_not_whole_cents`` (operators write
@@ -40,7 +48,7 @@ import tomllib
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -54,6 +62,8 @@ from efold.controller.profiles import (
     profile_rmax_units,
     validate_profile,
 )
+from efold.corpus import SuiteItem, load_suite
+from efold.corpus.user_suite import load_suite_dir
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
@@ -83,6 +93,14 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 
+class ProxySpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How a proxy fold is told where to listen and where its upstream is: the names of
+    the two environment variables efold sets when it starts the proxy."""
+
+    upstream_env: str  # receives the capture endpoint's base URL, http://127.0.0.1:P/v1
+    port_env: str  # receives the loopback port the proxy must listen on
+
+
 class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """An arm plus its frozen settings.
 
@@ -98,6 +116,11 @@ class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_default
     instructions: str  # the reader's system prompt, frozen into the registration
     command: list[str] | None = None  # an external command's argv (efold-fold-v1)
     timeout_seconds: float | None = None  # the command's limit; None: DEFAULT_TIMEOUT_S
+    settings: dict[str, Any] | None = None  # passed through to a plugin, command or proxy
+    cwd: str | None = None  # a command's working directory (absolute once parsed)
+    env: dict[str, str] | None = None  # extra environment variables of a command or proxy
+    proxy: ProxySpec | None = None  # set: ``command`` starts a proxy fold
+
 
 
 class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -143,7 +166,11 @@ def prep_seconds(c: Campaign) -> float:
     return FAUX_PREP_SECONDS if c.summariser is None else REAL_SECONDS
 
 
-class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """``suite`` is a bundled suite's name, or, for a directory of the operator's own
+    traces and probes (``corpus.user_suite``), the path as the campaign file wrote it
+    (the reports' label) with ``suite_dir`` its absolute path."""
+
     name: str
     suite: str
     roles: list[Role]
@@ -160,6 +187,15 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     deadlines: Deadlines = Deadlines()
     version: int = CAMPAIGN_VERSION
     summariser: SummariserProfile | None = None  # None: the deterministic summariser
+    suite_dir: str | None = None  # set: the suite is this directory (``suite_items``)
+
+
+def suite_items(c: Campaign) -> list[SuiteItem]:
+    """The campaign's suite, every item validated: a bundled suite (with its seeds) or
+    the directory ``suite_dir`` (``corpus_digest`` binds either into the registration)."""
+    if c.suite_dir is not None:
+        return load_suite_dir(c.suite_dir)
+    return load_suite(c.suite, c.seeds or None)
 
 
 class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -167,6 +203,10 @@ class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     instructions: str | None = None
     command: list[str] | None = None
     timeout_seconds: float | None = None
+    settings: dict[str, Any] | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    proxy: ProxySpec | None = None
 
 
 class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -216,12 +256,16 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         table = spec.role.get(name, _RoleTable())
         if table.arm is not None and table.command is not None:
             raise _invalid(f"role {name!r}: arm and command are exclusive")
+        cwd = table.cwd
+        if cwd is not None and cwd and "\0" not in cwd:
+            cwd = str((base_dir or Path.cwd()).joinpath(cwd).absolute())
         roles.append(Role(
             name=name,
             arm=table.arm or name,
             instructions=table.instructions or DEFAULT_INSTRUCTIONS,
             command=None if table.command is None else list(table.command),
             timeout_seconds=table.timeout_seconds,
+            settings=table.settings, cwd=cwd, env=table.env, proxy=table.proxy,
         ))
     reader = profile_from_table(spec.reader, "reader", base_dir) or Profile()
     summariser = None
@@ -229,8 +273,11 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         summariser = profile_from_table(spec.summariser, "summariser", base_dir)
     elif spec.summariser is not None and spec.summariser != ProfileTable(provider=DETERMINISTIC):
         raise _invalid("summariser: the deterministic summariser takes no other keys")
+    suite_dir = None
+    if spec.suite not in SUITES and spec.suite and "\0" not in spec.suite:
+        suite_dir = str((base_dir or Path.cwd()).joinpath(spec.suite).absolute())
     campaign = Campaign(
-        name=spec.name, suite=spec.suite, roles=roles, repeats=spec.repeats,
+        name=spec.name, suite=spec.suite, suite_dir=suite_dir, roles=roles, repeats=spec.repeats,
         seeds=list(spec.seeds), probe_limit=spec.probe_limit, traces=list(spec.traces),
         selection_seed=spec.selection_seed, schedule_seed=spec.schedule_seed,
         cap_usd=spec.cap_usd, concurrency=spec.concurrency, reader=reader,
@@ -248,11 +295,17 @@ def validate_campaign(c: Campaign) -> None:
         raise _invalid("name must be ASCII letters, digits, - and _, starting with a letter "
                        "or digit, at most 200 characters: every report takes it as an id "
                        f"of the form {OPAQUE_ID.pattern}")
-    if c.suite not in SUITES:
-        raise _invalid(f"suite must be one of {SUITES}")
-    if c.suite == "original" and c.seeds:
+    if c.suite_dir is not None:
+        if c.suite in SUITES or not Path(c.suite_dir).is_dir():
+            raise _invalid(f"suite {c.suite!r} is neither a bundled suite {SUITES} nor a "
+                           "directory of traces and probes")
+        if c.seeds:
+            raise _invalid("seeds apply to the hard suites only")
+    elif c.suite not in SUITES:
+        raise _invalid(f"suite must be one of {SUITES}, or a directory of traces and probes")
+    elif c.suite == "original" and c.seeds:
         raise _invalid("seeds apply to the hard suites only")
-    if c.suite != "original":
+    elif c.suite != "original":
         if not c.seeds:
             raise _invalid("a hard suite needs seeds")
         bad = [s for s in c.seeds if s not in HARD_SEEDS_ALLOWED]
@@ -310,10 +363,16 @@ def _validate_folds(c: Campaign) -> None:
         return plugins
 
     for r in c.roles:
+        _validate_settings(r)
         if r.command is None:
-            if r.timeout_seconds is not None:
-                raise _invalid(f"role {r.name!r}: timeout_seconds applies to command roles only")
+            for key, value in (("timeout_seconds", r.timeout_seconds), ("cwd", r.cwd),
+                               ("env", r.env), ("proxy", r.proxy)):
+                if value is not None:
+                    raise _invalid(f"role {r.name!r}: {key} applies to command roles only")
             if r.arm in ARMS:
+                if r.settings is not None:
+                    raise _invalid(f"role {r.name!r}: the built-in arm {r.arm!r} takes no "
+                                   "settings")
                 continue
             names, rejected = installed()
             if r.arm in rejected:
@@ -339,6 +398,9 @@ def _validate_command(c: Campaign, r: Role,
     if resolve_program(r.command[0]) is None:
         raise _invalid(f"role {r.name!r}: program {r.command[0]!r} is neither an absolute path "
                        "to an executable file nor found on PATH")
+    if r.cwd is not None and not (r.cwd and "\0" not in r.cwd and Path(r.cwd).is_dir()):
+        raise _invalid(f"role {r.name!r}: cwd {r.cwd!r} is not a directory")
+    _validate_env(r)
     timeout = DEFAULT_TIMEOUT_S if r.timeout_seconds is None else r.timeout_seconds
     if not (math.isfinite(timeout) and timeout > 0):
         raise _invalid(f"role {r.name!r}: timeout_seconds must be positive")
@@ -346,6 +408,47 @@ def _validate_command(c: Campaign, r: Role,
         given = "timeout_seconds" if r.timeout_seconds is not None else "the default timeout"
         raise _invalid(f"role {r.name!r}: {given} ({timeout:g} s) exceeds deadlines.prep_seconds "
                        f"({prep_seconds(c):g} s)")
+
+
+# A fold's settings travel as JSON (the command's request, a proxy's environment, the
+# registration): bounded so that a settings table can never crowd out the trace.
+SETTINGS_LIMIT_BYTES: Final = 64 * 1024
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Variables a role's ``env`` may not set: the child's allowlist and efold's own.
+_RESERVED_ENV = frozenset({"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CI", "HOME"})
+
+
+def _validate_settings(r: Role) -> None:
+    if r.settings is None:
+        return
+    try:
+        size = len(msgspec.json.encode(r.settings))
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise _invalid(f"role {r.name!r}: settings must be JSON-like: {exc}") from exc
+    if size > SETTINGS_LIMIT_BYTES:
+        raise _invalid(f"role {r.name!r}: settings are {size} bytes as JSON "
+                       f"(at most {SETTINGS_LIMIT_BYTES})")
+
+
+def _validate_env(r: Role) -> None:
+    """A role's ``env`` and ``proxy`` variable names: well formed, not one the child's
+    environment already governs (its allowlist, ``EFOLD_*``), and not both set by
+    ``env`` and by the proxy wiring."""
+    names = list(r.env or {})
+    if r.proxy is not None:
+        if r.proxy.upstream_env == r.proxy.port_env:
+            raise _invalid(f"role {r.name!r}: proxy upstream_env and port_env must differ")
+        wired = [r.proxy.upstream_env, r.proxy.port_env]
+        if set(wired) & set(names):
+            raise _invalid(f"role {r.name!r}: env sets a variable the proxy wiring sets")
+        names += wired
+    for name in names:
+        if not _ENV_NAME.fullmatch(name) or name in _RESERVED_ENV or name.startswith("EFOLD_"):
+            raise _invalid(f"role {r.name!r}: environment variable name {name!r} is not "
+                           "allowed (letters, digits and _; not an allowlisted or EFOLD_ name)")
+    for value in (r.env or {}).values():
+        if "\0" in value:
+            raise _invalid(f"role {r.name!r}: an env value holds a NUL")
 
 
 def cap_units(c: Campaign) -> int:

@@ -37,7 +37,9 @@ def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
     cp = restored.checkpoint
     receipt = cp.receipt
     excluded: Exclusion | None = None
-    if not receipt.boundary.verified:
+    if receipt.boundary.unsupported_calls:
+        excluded = Exclusion.PROXY_UNSUPPORTED_CALL
+    elif not receipt.boundary.verified:
         excluded = Exclusion.BOUNDARY_UNVERIFIED
     elif suite in _PRESSURE_SUITES and not all(p.met for p in receipt.pressure):
         excluded = Exclusion.PRESSURE_UNVERIFIED

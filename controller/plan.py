@@ -17,10 +17,10 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
+from efold.controller.campaign import suite_items
 from efold.controller.profiles import profile_rmax_units
 from efold.controller.registration import Registration, rank_key, registration_sha256
-from efold.corpus import load_suite
-from efold.folds.registry import uses_summariser
+from efold.folds.registry import calls_summariser
 from efold.protocol.records import Plan, PlannedSlot, schedule_digest
 
 # Arms that need what a suite does not have are ineligible by plan: the ceiling arm needs
@@ -70,7 +70,7 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
 
 
 def plan_for(reg: Registration) -> Plan:
-    items = load_suite(reg.campaign.suite, reg.campaign.seeds or None)
+    items = suite_items(reg.campaign)
     categories = {
         (item.trace.header.trace_id, p.id): p.category.value
         for item in items for p in item.probes.probes
@@ -134,6 +134,6 @@ def smoke_cap_units(reg: Registration) -> int:
     c = reg.campaign
     worst = len(c.roles) * c.budgets.max_requests * reg.rmax_units
     if c.summariser is not None:
-        summarising = sum(1 for r in c.roles if r.command is None and uses_summariser(r.arm))
+        summarising = sum(1 for r in c.roles if calls_summariser(r))
         worst += summarising * c.summariser.max_requests * profile_rmax_units(c.summariser)
     return min(worst, reg.cap_units)

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from efold.controller.campaign import Role
+from efold.controller.campaign import ProxySpec, Role
 from efold.controller.errors import CampaignError
 from efold.controller.feasibility import first_request_fits
 from efold.controller.prep_launch import PrepResult, run_prep
+from efold.controller.profiles import Profile, profile_entry
 from efold.controller.registration import Registration, verify_fold_pins
 from efold.controller.run_context import RunContext
 from efold.controller.runroot import private_subdir
@@ -27,10 +28,11 @@ from efold.errors import Code
 from efold.folds.errors import FoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import fold_sha256
-from efold.folds.registry import uses_summariser
+from efold.folds.registry import calls_summariser
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.guard import INPUT_ENVELOPE
 from efold.protocol.records import Plan, PlannedSlot
-from efold.protocol.tasks import PrepTask, Route
+from efold.protocol.tasks import PrepTask, ProxyTask, Route
 from efold.registry import publish_exclusive
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -58,7 +60,7 @@ def checkpoints_of(plan: Plan, *, eligible_only: bool) -> dict[str, PlannedSlot]
 
 def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
               registration: Registration | None = None,
-              summariser: Route | None = None) -> PrepTask:
+              summariser: Route | None = None, reader: Profile | None = None) -> PrepTask:
     """The prep task that builds ``role``'s checkpoint: its arm, its command and timeout
     (command roles), and its fold pin, which the prep child recomputes just before
     building and refuses (``worker_digest_mismatch``) if the fold changed.
@@ -68,7 +70,9 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
     a fold changed after ``load_registration`` is refused here even before the child
     sees it; without it the pin is the fold as it is now. ``summariser``: the run's
     summariser route, given to the task only when the role's fold is a built-in arm
-    that summarises (``folds.registry.uses_summariser``): no other fold sends."""
+    that summarises or a proxy fold (``folds.registry.calls_summariser``): no other
+    fold sends. ``reader``: the profile a proxy fold's capture endpoint presents as
+    the model it fronts (default: the registration's reader, else the faux one)."""
     if registration is not None:
         if role not in registration.campaign.roles:
             raise CampaignError(Code.CAMPAIGN_INVALID,
@@ -89,8 +93,20 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
         command=None if role.command is None else list(role.command),
         timeout_seconds=timeout,
         fold_sha256=pin,
-        summariser=summariser if role.command is None and uses_summariser(role.arm) else None,
+        summariser=summariser if calls_summariser(role) else None,
+        settings=role.settings, cwd=role.cwd, env=role.env,
+        proxy=None if role.proxy is None else proxy_task(
+            role.proxy, reader or (registration.campaign.reader if registration else Profile())),
     )
+
+
+def proxy_task(spec: ProxySpec, reader: Profile) -> ProxyTask:
+    """A proxy fold's wiring: the role's two variable names, and the model its capture
+    endpoint presents (the reader's, with the context window its catalog gives, else
+    the input envelope as estimated tokens, bytes / 4)."""
+    window = profile_entry(reader).context_window or INPUT_ENVELOPE // 4
+    return ProxyTask(upstream_env=spec.upstream_env, port_env=spec.port_env,
+                     model=reader.model, context_window=window)
 
 
 def _longest_questions(plan: Plan, items: dict[str, SuiteItem]) -> dict[str, str]:

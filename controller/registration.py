@@ -18,10 +18,10 @@ from pathlib import Path
 import msgspec
 
 from efold.controller import stops
-from efold.controller.campaign import Campaign, cap_units, validate_campaign
+from efold.controller.campaign import Campaign, cap_units, suite_items, validate_campaign
 from efold.controller.errors import CampaignError
 from efold.controller.profiles import profile_catalog, profile_rmax_units
-from efold.corpus import SuiteItem, corpus_digest, load_suite, trace_digest, validate
+from efold.corpus import SuiteItem, corpus_digest, trace_digest
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.errors import FoldError
@@ -146,9 +146,7 @@ def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
     """Freeze a campaign. It is validated again here, cap against Rmax included, so a
     ``Campaign`` built in code cannot register what a campaign file could not."""
     validate_campaign(campaign)
-    items = load_suite(campaign.suite, campaign.seeds or None)
-    for item in items:
-        validate(item)
+    items = suite_items(campaign)  # every item validated by its loader
     selection = select_probes(campaign, items)
     digests = Digests(
         corpus=corpus_digest(items),

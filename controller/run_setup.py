@@ -27,7 +27,7 @@ from typing import Any
 from efold.controller import authorize_run
 from efold.controller.aggregate import PLAN_NAME
 from efold.controller.authorize_run import RealGrant
-from efold.controller.campaign import prep_seconds, probe_seconds
+from efold.controller.campaign import prep_seconds, probe_seconds, suite_items
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
 from efold.controller.launcher import DEFAULT_PROGRAM
@@ -37,7 +37,6 @@ from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_context import ANSWERS_NAME, RunContext, SummariserRoute
 from efold.controller.stops import StopPolicy
-from efold.corpus import load_suite
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, sha256_hex
 from efold.errors import Code
@@ -126,7 +125,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
         publish_exclusive(run, PLAN_NAME, plan_bytes)
         items = {i.trace.header.trace_id: i
-                 for i in load_suite(campaign.suite, campaign.seeds or None)}
+                 for i in suite_items(campaign)}
         yield OpenRun(ctx, plan, items)
         journal.close()
 

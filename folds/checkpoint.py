@@ -136,13 +136,17 @@ class PressureEvidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     met: bool
 
 
-class BoundaryEvidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class BoundaryEvidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
+                       omit_defaults=True):
     """Whether the boundary the arm requires was observed for this trace (``native``
     requires none; a compaction arm whose compaction did not fire is unverified and its
-    samples are ``boundary_unverified``)."""
+    samples are ``boundary_unverified``). ``unsupported_calls``: the calls a proxy fold
+    made that efold does not serve (``folds.capture``); any makes the boundary
+    unverified and its samples ``fold_proxy_unsupported_call``."""
 
-    kind: Literal["none", "cold_rebuild", "compaction", "external"]
+    kind: Literal["none", "cold_rebuild", "compaction", "external", "proxy"]
     verified: bool
+    unsupported_calls: int = 0
 
 
 class FoldReceipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

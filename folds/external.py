@@ -4,7 +4,9 @@ Protocol ``efold-fold-v1``. efold starts the command (stderr discarded since it 
 carry trace text), writes ONE JSON object to its stdin and closes it::
 
     {"protocol": "efold-fold-v1", "arm": "<arm name>", "trace_id": "<id>",
-     "events": [<event>, ...]}
+     "events": [<event>, ...], "settings": {...}}
+
+``settings`` is the campaign role's settings table, present only when the role has one.
 
 Each event is exactly a trace JSONL event line (``corpus/FORMS.md`` §1): ``kind``
 ("message"), ``id``, ``session``, ``day``, ``role``, ``content`` and, when set,
@@ -48,7 +50,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import msgspec
 
@@ -66,11 +68,12 @@ DEFAULT_MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 _EXIT_POLL_S = 0.005
 
 
-class _Request(msgspec.Struct, frozen=True):
+class _Request(msgspec.Struct, frozen=True, omit_defaults=True):
     protocol: str
     arm: str
     trace_id: str
     events: list[Event]
+    settings: dict[str, Any] | None = None  # the role's settings; absent when it has none
 
 
 class _Response(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -108,7 +111,8 @@ class ExternalCommandFold:
 
     def build(self, prefix: TracePrefix) -> Checkpoint:
         request = msgspec.json.encode(
-            _Request(protocol=PROTOCOL, arm=self._name, trace_id=prefix.trace_id, events=prefix.events)
+            _Request(protocol=PROTOCOL, arm=self._name, trace_id=prefix.trace_id,
+                     events=prefix.events, settings=prefix.settings or None)
         )
         return decode_output(self._name, self._run(request), prefix)
 

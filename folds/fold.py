@@ -10,7 +10,7 @@ the prep child writes it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -48,9 +48,13 @@ class TracePrefix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     trace_id: str
     events: list[Event]
     context_overhead_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The campaign role's ``settings`` table, as parsed (empty when none): a plugin's
+    # own configuration, frozen into the registration. Built-in arms take none.
+    settings: dict[str, Any] = {}
 
     @classmethod
-    def of(cls, trace: Trace, *, context_overhead_tokens: int = 0) -> TracePrefix:
+    def of(cls, trace: Trace, *, context_overhead_tokens: int = 0,
+           settings: dict[str, Any] | None = None) -> TracePrefix:
         """The whole trace, through the corpus's reader projection."""
         if context_overhead_tokens < 0:
             raise FoldError(Code.FOLD_INPUT_INVALID, "context overhead must be non-negative")
@@ -58,6 +62,7 @@ class TracePrefix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             trace_id=trace.header.trace_id,
             events=reader_projection(trace),
             context_overhead_tokens=context_overhead_tokens,
+            settings=dict(settings or {}),
         )
 
 

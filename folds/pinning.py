@@ -15,7 +15,8 @@ Identity per kind:
   or one whose listed file is missing or not a regular file, cannot be pinned.
 * external command: ``{"kind": "command", "argv", "executable_sha256",
   "argument_files"}``: the bytes of the resolved program, and of every argument that
-  names an existing regular file (so ``python3 fold.py`` pins the script too).
+  names an existing regular file (so ``python3 fold.py`` pins the script too). A proxy
+  fold's command is pinned the same way, as ``"kind": "proxy"``.
 
 Anything that cannot be pinned raises ``PluginError`` (``fold_plugin_invalid``).
 """
@@ -43,6 +44,9 @@ class FoldSpec(Protocol):
     @property
     def command(self) -> list[str] | None: ...
 
+    @property
+    def proxy(self) -> object | None: ...  # set: ``command`` starts a proxy fold
+
 
 def resolve_program(program: str) -> str | None:
     """The executable ``program`` names: an absolute path to an executable regular file,
@@ -57,7 +61,7 @@ def resolve_program(program: str) -> str | None:
     return shutil.which(program)
 
 
-def _command_identity(arm: str, argv: list[str]) -> dict[str, object]:
+def _command_identity(arm: str, argv: list[str], kind: str) -> dict[str, object]:
     if not argv:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: empty command")
     executable = resolve_program(argv[0])
@@ -69,7 +73,7 @@ def _command_identity(arm: str, argv: list[str]) -> dict[str, object]:
     except OSError as exc:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: cannot read a pinned file") from exc
     return {
-        "kind": "command",
+        "kind": kind,
         "argv": list(argv),
         "executable_sha256": executable_sha,
         "argument_files": argument_files,
@@ -117,7 +121,8 @@ def fold_identity(spec: FoldSpec) -> dict[str, object]:
     from efold.folds.registry import BUILTIN_ARMS
 
     if spec.command is not None:
-        return _command_identity(spec.arm, spec.command)
+        return _command_identity(spec.arm, spec.command,
+                                 "command" if spec.proxy is None else "proxy")
     if spec.arm in BUILTIN_ARMS:
         return {"kind": "builtin", "arm": spec.arm}
     try:

@@ -34,6 +34,7 @@ from efold.folds.arms import (
 from efold.folds.checkpoint import Checkpoint
 from efold.folds.errors import FoldError, PluginError
 from efold.folds.fold import Fold, TracePrefix, checked
+from efold.folds.pinning import FoldSpec
 from efold.folds.summary import Summariser
 
 ENTRY_POINT_GROUP = "efold.folds"
@@ -62,6 +63,15 @@ def uses_summariser(arm: str) -> bool:
     summariser writes. (A role that runs an external command uses none, whatever its
     arm name: ``fold_for`` ignores the summariser when given a command.)"""
     return arm in SUMMARISING_ARMS
+
+
+def calls_summariser(spec: FoldSpec) -> bool:
+    """Whether a role's fold asks the run's summariser: a built-in compaction arm (for
+    its summaries) or a proxy fold (for the proxy's own upstream calls). An external
+    command and an entry-point plugin never do."""
+    if spec.proxy is not None:
+        return True
+    return spec.command is None and uses_summariser(spec.arm)
 
 
 @dataclass(frozen=True)
@@ -159,10 +169,12 @@ def fold_for(
     *,
     timeout_s: float | None = None,
     env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
     summariser: Summariser | None = None,
 ) -> Fold:
     """The fold a campaign role stands for: an external command when ``command`` is
-    given (named ``arm``, run with ``env``; ``timeout_s`` None is the external default),
+    given (named ``arm``, run with ``env`` in ``cwd``; ``timeout_s`` None is the external
+    default),
     otherwise ``get_fold(arm)``, except that a compaction arm (``uses_summariser``) is
     built with ``summariser`` when one is given. Other arms ignore ``summariser``."""
     if command is None:
@@ -172,5 +184,6 @@ def fold_for(
     from efold.folds.external import DEFAULT_TIMEOUT_S, ExternalCommandFold
 
     return ExternalCommandFold(
-        arm, command, timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, env=env
+        arm, command, timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, env=env,
+        cwd=cwd,
     )

@@ -39,6 +39,7 @@ class Exclusion(enum.StrEnum):
     BOUNDARY_UNVERIFIED = "boundary_unverified"
     PRESSURE_UNVERIFIED = "pressure_unverified"
     STORE_DEGRADED = "store_degraded"
+    PROXY_UNSUPPORTED_CALL = "fold_proxy_unsupported_call"  # a proxy called what efold does not serve
     FAILED = "failed"
 
 

@@ -8,6 +8,8 @@ its pin.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from efold.ipc.messages import Digest
@@ -33,10 +35,23 @@ class Route(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_tokens_field: str = "max_completion_tokens"  # the Chat Completions field for it
 
 
+class ProxyTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A proxy fold's wiring (``folds.proxy``): the variables that tell the proxy its
+    upstream (efold's capture endpoint) and its port, and what the capture endpoint
+    says when the proxy asks which model it fronts (the reader's model and its context
+    window in estimated tokens)."""
+
+    upstream_env: str
+    port_env: str
+    model: str
+    context_window: int
+
+
 class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True,
                tag="prep", tag_field="task"):
     """Build ``arm``'s checkpoint of a trace. ``command`` set: the fold is that external
-    command (named ``arm``, limited to ``timeout_seconds``). ``fold_sha256`` set: the
+    command (named ``arm``, limited to ``timeout_seconds``, run in ``cwd`` with ``env``
+    added), or the proxy it starts when ``proxy`` is set. ``fold_sha256`` set: the
     fold's pin (``efold.folds.pinning``), recomputed by the child just before it builds;
     any difference refuses. Built by ``efold.controller.preparation.prep_task``."""
 
@@ -47,6 +62,10 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     timeout_seconds: float | None = None
     fold_sha256: Digest | None = None
     summariser: Route | None = None  # set: the arm's summaries are written by this model
+    settings: dict[str, Any] | None = None  # the role's settings, passed to the fold
+    cwd: str | None = None  # a command's working directory (None: inherited)
+    env: dict[str, str] | None = None  # a command's extra environment variables
+    proxy: ProxyTask | None = None  # set: ``command`` starts a proxy fold
 
 
 class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="probe", tag_field="task"):

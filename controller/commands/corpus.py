@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from efold.controller.commands._corpus_import import import_command
 from efold.controller.commands._options import refuse
 from efold.corpus import (
     CorpusError,
@@ -28,7 +29,15 @@ from efold.corpus import (
     trace_digest,
     validate,
 )
+from efold.corpus.digest import item_digest
 from efold.corpus.forms import is_owner_turn, is_text_message
+from efold.corpus.probe_files import JSONL_SUFFIX, TOML_SUFFIX
+from efold.corpus.user_suite import (
+    SuiteReport,
+    check_suite_dir,
+    check_trace_file,
+    probe_files_beside,
+)
 from efold.errors import Code, EfoldError
 from efold.registry.files import publish_exclusive
 
@@ -92,15 +101,50 @@ def generate(suite: str, seeds: str | None, out: Path) -> None:
         refuse(exc)
 
 
+def _user_trace(path: Path) -> Path | None:
+    """The trace a user-format argument names: the trace beside a ``.probes.toml`` or
+    ``.probes.jsonl`` file, or a ``.jsonl`` trace with one beside it; None otherwise
+    (the bundled format: ``.jsonl`` with ``.probes.json``)."""
+    for suffix in (TOML_SUFFIX, JSONL_SUFFIX):
+        if path.name.endswith(suffix):
+            return path.with_name(path.name.removesuffix(suffix) + ".jsonl")
+    user_files = [p for p in probe_files_beside(path) if not p.name.endswith(PROBES_SUFFIX)]
+    return path if path.name.endswith(".jsonl") and user_files else None
+
+
+def _echo_user_report(report: SuiteReport, suite: Path | None) -> bool:
+    """Print every problem (``FILE:LINE: code: detail``, stderr), then one ``ok`` line per
+    good item; for a clean directory suite, its corpus digest. True if anything failed."""
+    for problem in report.problems:
+        click.echo(problem.render(), err=True)
+    for item in report.items:
+        click.echo(f"ok  {item.trace.header.trace_id:<28} sha256 {item_digest(item)}  "
+                   f"{len(item.probes.probes)} probes")
+    if suite is not None and not report.problems:
+        click.echo(f"suite {suite}  {len(report.items)} items  "
+                   f"corpus sha256 {corpus_digest(report.items)}")
+    return bool(report.problems)
+
+
 @command.command("validate")
 @click.argument("paths", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+                type=click.Path(exists=True, path_type=Path))
 def validate_command(paths: tuple[Path, ...]) -> None:
-    """Validate trace files (each with its .probes.json beside it); exit 2 on any rejection."""
+    """Validate trace files (each with its .probes.json beside it), directory suites,
+    and user probe files (.probes.toml / .probes.jsonl, with their trace beside them).
+
+    Exit 2 on any rejection."""
     rejected = 0
-    traces = sorted({p for p in paths if not p.name.endswith(PROBES_SUFFIX)}
+    for directory in sorted(p for p in paths if p.is_dir()):
+        rejected += _echo_user_report(check_suite_dir(directory), directory)
+    files = [p for p in paths if not p.is_dir()]
+    user = {p: _user_trace(p) for p in files}
+    for trace in sorted({t for t in user.values() if t is not None}):
+        rejected += _echo_user_report(check_trace_file(trace), None)
+    bundled = [p for p in files if user[p] is None]
+    traces = sorted({p for p in bundled if not p.name.endswith(PROBES_SUFFIX)}
                     | {p.with_name(p.name.removesuffix(PROBES_SUFFIX) + ".jsonl")
-                       for p in paths if p.name.endswith(PROBES_SUFFIX)})
+                       for p in bundled if p.name.endswith(PROBES_SUFFIX)})
     for path in traces:
         try:
             item = _read_item(path)
@@ -160,3 +204,6 @@ def show(path: Path, evaluator: bool) -> None:
             lines.append(f"  {p.id}  {p.category}  label={p.label!r}  "
                          + "  ".join(values) + f"  source={p.source_event}")
     click.echo("\n".join(lines))
+
+
+command.add_command(import_command)

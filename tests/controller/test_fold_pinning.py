@@ -1,6 +1,6 @@
 """Fold pinning: a registration binds the code of every role's fold, not only efold's.
 
-A plugin here is really installed (tests/reliability/plugin_kit.py: the venv's
+A plugin here is really installed (tests/kit/plugin_kit.py: the venv's
 site-packages), so a prep child started with ``python -I -m efold.worker`` imports it
 exactly as an operator's would.
 """
@@ -17,9 +17,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
-
 from plugin_kit import installed_plugin
 from proc_harness import FAST, Run, make_assignment, welcome
 

@@ -63,6 +63,8 @@ EXAMPLES = {
     "entry-point-fold": "python",
     "entry-point-pyproject": "toml",
     "entry-point-campaign": "toml",
+    "proxy-fold": "python",
+    "proxy-campaign": "toml",
     "local-check": "python",
     "compare-campaign": "toml",
 }

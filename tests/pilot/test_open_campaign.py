@@ -1,0 +1,50 @@
+"""An open campaign end to end, offline, as a new user runs it (every command a separate
+``efold-controller`` process): import their own conversation, write its probes, check
+them, then run a fold of each kind (an installed entry point, an external command, a
+real compaction proxy over HTTP) next to the reference arms with ``pilot --faux``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from open_campaign_kit import (
+    TRACE_ID,
+    build_suite,
+    campaign_toml,
+    efold,
+    field,
+    guide_example,
+    guide_scripts,
+)
+from plugin_kit import installed_plugin
+
+
+def test_an_open_campaign_runs_every_kind_of_fold_offline(tmp_path: Path) -> None:
+    build_suite(tmp_path)
+    (tmp_path / "campaign.toml").write_text(
+        campaign_toml(suite="suite", **guide_scripts(tmp_path)))
+    with installed_plugin("facts-store", guide_example("entry-point-fold"),
+                          attr="FactsStoreFold"):
+        registered = efold("register", "campaign.toml", "--output", "reg", cwd=tmp_path)
+        assert registered.returncode == 0, registered.stderr
+        reg, sha = field(registered.stdout, "registration"), field(registered.stdout, "sha256")
+        pilot = efold("pilot", "--faux", "--registration", reg, "--sha256", sha,
+                      "--run-dir", str(tmp_path / "run"), "--no-progress", cwd=tmp_path)
+    assert pilot.returncode == 0, pilot.stdout + pilot.stderr
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    execution = results["execution"]
+    # 6 roles x 4 probes (two checkpoints per role: the whole trace and its cut at e0012)
+    assert execution["planned"] == 24 and execution["completed"] == 24, execution
+    receipts = [json.loads(p.read_text()) for p in (tmp_path / "run" / "receipts").glob("*.json")]
+    by_role: dict[str, list[dict]] = {}
+    for r in receipts:
+        by_role.setdefault(r["role"], []).append(r)
+    assert sorted(by_role) == sorted(["native", "compaction", "store", "facts-store",
+                                      "facts-tail", "squeeze"])
+    # The full conversation answers everything; the proxy compacted the whole trace (its
+    # checkpoint is not excluded) and each of its own calls got a summary.
+    assert all(r.get("outcome") == "correct" for r in by_role["native"]), by_role["native"]
+    squeeze = [r for r in by_role["squeeze"] if r["trace_id"] == TRACE_ID]
+    assert squeeze and all(r.get("excluded") is None for r in squeeze), squeeze
+    assert list((tmp_path / "run").glob(f"**/*squeeze.{TRACE_ID}/fold-data/proxy.log"))
