@@ -30,14 +30,12 @@ a transcript into a ``Trace`` with these invariants:
 Privacy: tool results are kept verbatim. efold's retention rule
 (``efold.folds.retention``) already omits a credential-bearing tool result from every
 store downstream, whole. User and assistant text and tool-call arguments are not covered
-by that rule, so here each *value* of a textual credential assignment in them is
-replaced by ``[redacted]`` and counted. What a credential assignment is comes from a
-``CredentialMatcher`` the caller passes in: the corpus layer may not import ``folds``,
-so the command (``controller/commands/_corpus_import.py``) passes the retention rule's
-own matcher. In JSON arguments the string values are redacted one by one, and a scalar
-under a credential-named key (``{"password": "..."}``) is redacted whole; the
-arguments are then re-encoded compactly (untouched when nothing was redacted). A value
-already reading ``[redacted]`` is left alone.
+by that rule, so here each *value* of a textual credential assignment in them (the same
+rule: ``efold.corpus.credentials``) is replaced by ``[redacted]`` and counted. In JSON
+arguments the string values are redacted one by one, and a scalar under a
+credential-named key (``{"password": "..."}``) is redacted whole; the arguments are
+then re-encoded compactly (untouched when nothing was redacted). A value already
+reading ``[redacted]`` is left alone.
 
 Every refusal is ``CorpusError(CORPUS_IMPORT_INVALID)`` whose detail starts with
 ``FILE:LINE:`` (see ``import_error``).
@@ -49,10 +47,11 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import msgspec
 
+from efold.corpus.credentials import credential_value_spans, names_credential
 from efold.corpus.errors import CorpusError
 from efold.corpus.model import Event, FunctionCall, ToolCall, Trace, TraceHeader
 from efold.errors import Code
@@ -158,38 +157,26 @@ def check_trace_id(trace_id: str) -> str:
 # --- redaction ---------------------------------------------------------------------
 
 
-class CredentialMatcher(Protocol):
-    """What counts as a textual credential assignment."""
-
-    def value_spans(self, text: str) -> Sequence[tuple[int, int]]:
-        """Spans of the assigned values in ``text``: disjoint, in order."""
-        ...
-
-    def names_credential(self, key: str) -> bool:
-        """True when a JSON member named ``key`` holds a credential."""
-        ...
-
-
-def redact_text(text: str, matcher: CredentialMatcher) -> tuple[str, int]:
+def redact_text(text: str) -> tuple[str, int]:
     """``text`` with every credential value replaced by ``[redacted]``, and how many."""
-    spans = [(start, end) for start, end in matcher.value_spans(text)
+    spans = [(start, end) for start, end in credential_value_spans(text)
              if text[max(0, start - 1):end + 1] != REDACTED]
     for start, end in reversed(spans):
         text = text[:start] + REDACTED + text[end:]
     return text, len(spans)
 
 
-def _redact_value(value: Any, key: str | None, matcher: CredentialMatcher) -> tuple[Any, int]:
+def _redact_value(value: Any, key: str | None) -> tuple[Any, int]:
     if key is not None and isinstance(value, str | int | float) and not isinstance(value, bool) \
-            and value not in (REDACTED, "") and matcher.names_credential(key):
+            and value not in (REDACTED, "") and names_credential(key):
         return REDACTED, 1
     if isinstance(value, str):
-        return redact_text(value, matcher)
+        return redact_text(value)
     if isinstance(value, list):
         total = 0
         items = []
         for item in value:
-            redacted, count = _redact_value(item, key, matcher)
+            redacted, count = _redact_value(item, key)
             items.append(redacted)
             total += count
         return items, total
@@ -197,20 +184,20 @@ def _redact_value(value: Any, key: str | None, matcher: CredentialMatcher) -> tu
         total = 0
         members = {}
         for member, item in value.items():
-            redacted, count = _redact_value(item, member, matcher)
+            redacted, count = _redact_value(item, member)
             members[member] = redacted
             total += count
         return members, total
     return value, 0
 
 
-def redact_arguments(arguments: str, matcher: CredentialMatcher) -> tuple[str, int]:
+def redact_arguments(arguments: str) -> tuple[str, int]:
     """Tool-call arguments with credential values redacted (see the module docstring)."""
     try:
         decoded = json.loads(arguments)
     except (json.JSONDecodeError, RecursionError):
-        return redact_text(arguments, matcher)
-    redacted, count = _redact_value(decoded, None, matcher)
+        return redact_text(arguments)
+    redacted, count = _redact_value(decoded, None)
     return (compact_json(redacted), count) if count else (arguments, 0)
 
 
@@ -262,8 +249,8 @@ def _check_text(message: Message, name: str) -> None:
                                                      "escape") from exc
 
 
-def _checked(transcript: Transcript, name: str, dropped: dict[str, int],
-             matcher: CredentialMatcher) -> tuple[list[Message], int, int, int]:
+def _checked(transcript: Transcript, name: str,
+             dropped: dict[str, int]) -> tuple[list[Message], int, int, int]:
     """The messages to keep, checked and redacted; (messages, calls, unanswered,
     redactions). Counts empty user/assistant messages into ``dropped``."""
     kept: list[Message] = []
@@ -285,7 +272,7 @@ def _checked(transcript: Transcript, name: str, dropped: dict[str, int],
             kind = f"empty {message.role} message"
             dropped[kind] = dropped.get(kind, 0) + 1
             continue
-        content, count = redact_text(message.content, matcher)
+        content, count = redact_text(message.content)
         redactions += count
         new_calls: list[ToolCall] = []
         for call in message.tool_calls:
@@ -296,7 +283,7 @@ def _checked(transcript: Transcript, name: str, dropped: dict[str, int],
             if call.id in calls:
                 raise import_error(name, message.origin, f"call id {call.id!r} repeats")
             calls[call.id] = call.function.name
-            arguments, count = redact_arguments(call.function.arguments, matcher)
+            arguments, count = redact_arguments(call.function.arguments)
             redactions += count
             new_calls.append(tool_call(call.id, call.function.name, arguments))
         kept.append(msgspec.structs.replace(message, content=content, tool_calls=tuple(new_calls)))
@@ -323,11 +310,11 @@ def _without_unanswered(messages: list[Message], answered: set[str]) -> list[Mes
     return kept
 
 
-def to_trace(transcript: Transcript, *, trace_id: str, family: str, title: str, name: str,
-             matcher: CredentialMatcher) -> Imported:
+def to_trace(transcript: Transcript, *, trace_id: str, family: str, title: str,
+             name: str) -> Imported:
     """The trace of a transcript (invariants in the module docstring)."""
     dropped = dict(transcript.dropped)
-    messages, call_count, unanswered, redactions = _checked(transcript, name, dropped, matcher)
+    messages, call_count, unanswered, redactions = _checked(transcript, name, dropped)
     names = {c.id: c.function.name for m in messages for c in m.tool_calls}
     width = max(4, len(str(len(messages))))
     events: list[Event] = []

@@ -5,15 +5,11 @@ anything is written; then each trace is published once as ``DIR/<trace_id>.jsonl
 (complete or absent; an existing file refuses). A trace id comes from the file stem, or
 from ``--id`` with a single FILE; two inputs with one id refuse. The command prints one
 line per trace and reminds the user that probes are theirs to write.
-
-The credential matcher the import redacts with is the retention rule's own
-(``efold.folds.retention``): ``RetentionMatcher`` lives here because the corpus layer
-may not import ``folds``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -27,15 +23,6 @@ from efold.corpus.import_anthropic import read_anthropic
 from efold.corpus.import_openai import read_openai_chat
 from efold.corpus.imports import Imported, Transcript, check_trace_id, to_trace, trace_id_for
 from efold.errors import Code, EfoldError
-
-# The retention rule's pattern pieces: a value span is accepted exactly when
-# ``efold.folds.retention._assignment_in`` accepts its match.
-from efold.folds.retention import (
-    _ASSIGNMENT,
-    _LOOKS_LIKE_A_CREDENTIAL,
-    _PLAIN_WORDS,
-    contains_credential_assignment,
-)
 from efold.registry.files import publish_exclusive
 
 # Format name (the trace's family) -> reader.
@@ -48,36 +35,7 @@ READERS: Final[dict[str, Callable[[bytes, str], Transcript]]] = {
 }
 
 
-class RetentionMatcher:
-    """The retention rule (``efold.folds.retention``) as a ``CredentialMatcher``.
 
-    Invariant: ``bool(value_spans(text)) == contains_credential_assignment(text)``.
-    """
-
-    def value_spans(self, text: str) -> Sequence[tuple[int, int]]:
-        spans: list[tuple[int, int]] = []
-        match = _ASSIGNMENT.search(text)
-        while match is not None:  # overlapping, as ``_assignment_in`` searches
-            value = match.group("value")
-            stripped = value.rstrip(".,;:!?") or value
-            if match.group("op") in (":", "=") or (
-                    len(stripped) >= 4 and stripped.lower() not in _PLAIN_WORDS
-                    and _LOOKS_LIKE_A_CREDENTIAL.search(stripped) is not None):
-                spans.append((match.start("value"), match.start("value") + len(stripped)))
-            match = _ASSIGNMENT.search(text, match.start() + 1)
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(spans):
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            else:
-                merged.append((start, end))
-        return merged
-
-    def names_credential(self, key: str) -> bool:
-        return contains_credential_assignment(f"{key}: x")
-
-
-MATCHER: Final = RetentionMatcher()
 
 
 def import_file(format_name: str, path: Path, trace_id: str | None = None) -> Imported:
@@ -88,7 +46,7 @@ def import_file(format_name: str, path: Path, trace_id: str | None = None) -> Im
         raise CorpusError(Code.CORPUS_IMPORT_INVALID, f"{path.name}: cannot read: {exc.strerror}") from exc
     transcript = READERS[format_name](data, path.name)
     return to_trace(transcript, trace_id=trace_id if trace_id is not None else trace_id_for(path.stem),
-                    family=format_name, title=path.name, name=path.name, matcher=MATCHER)
+                    family=format_name, title=path.name, name=path.name)
 
 
 def import_files(format_name: str, paths: tuple[Path, ...], trace_id: str | None) -> list[Imported]:

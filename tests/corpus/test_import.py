@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from efold.controller.cli import main
-from efold.controller.commands._corpus_import import MATCHER, import_file
+from efold.controller.commands._corpus_import import import_file
 from efold.corpus.codec import dump_trace, load_trace
+from efold.corpus.credentials import contains_credential_assignment, credential_value_spans
 from efold.corpus.import_agents import read_codex
 from efold.corpus.import_openai import read_openai_chat
 from efold.corpus.imports import (
@@ -38,7 +39,6 @@ from efold.corpus.model import Trace
 from efold.errors import Code, EfoldError
 from efold.folds.fold import TracePrefix
 from efold.folds.registry import get_fold
-from efold.folds.retention import contains_credential_assignment
 
 DATA = Path(__file__).parent / "data" / "imports"
 CLAUDE = DATA / "7f3c2a10-5b8e-4d21-9c4e-0a1b2c3d4e5f.jsonl"
@@ -57,15 +57,15 @@ ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "store", "pack")
 
 
 def redact_text(text: str) -> tuple[str, int]:
-    return _redact_text(text, MATCHER)
+    return _redact_text(text)
 
 
 def redact_arguments(arguments: str) -> tuple[str, int]:
-    return _redact_arguments(arguments, MATCHER)
+    return _redact_arguments(arguments)
 
 
 def trace_of(transcript: Transcript, name: str = "t") -> Imported:
-    return to_trace(transcript, trace_id=name, family="f", title=name, name=name, matcher=MATCHER)
+    return to_trace(transcript, trace_id=name, family="f", title=name, name=name)
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -362,7 +362,7 @@ def test_redaction_replaces_only_the_credential_value(text: str, expected: str, 
     "sign-in code was 99-AB", "credentials set to Kx8!", "nothing", "pin it is",
 ])
 def test_redaction_agrees_with_the_retention_rule(text: str) -> None:
-    assert bool(MATCHER.value_spans(text)) == contains_credential_assignment(text)
+    assert bool(credential_value_spans(text)) == contains_credential_assignment(text)
 
 
 def test_json_arguments_are_redacted_value_by_value() -> None:

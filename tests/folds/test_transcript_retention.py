@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from efold.corpus.credentials import _assignment_in
 from efold.corpus.forms import estimate_tokens, is_text_message
 from efold.errors import Code
 from efold.folds.errors import FoldError
-from efold.folds.retention import _assignment_in, contains_credential_assignment, retain
+from efold.folds.retention import contains_credential_assignment, retain
 from efold.folds.transcript import reader_message, session_transcript
 
 
