@@ -28,7 +28,7 @@ import os
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -39,6 +39,7 @@ from efold.controller.authorize_run import RealGrant
 from efold.controller.evidence import Evidence, checkpoint_evidence
 from efold.controller.interrupt import interruptible
 from efold.controller.judging import refused_receipt
+from efold.controller.prep_launch import PrepCause
 from efold.controller.preparation import Preparation, Progress, prepare_checkpoints
 from efold.controller.profiles import route_of
 from efold.controller.registration import Registration
@@ -63,6 +64,9 @@ class PilotOutcome:
     plan: Plan
     reports: dict[str, bytes]
     interrupted: int | None = None  # the signal that interrupted the run, if one did
+    # Checkpoint -> why its prep child says the fold failed: shown to the operator,
+    # never a decision (the refused slots carry the controller's own code).
+    causes: dict[str, PrepCause] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,12 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                         keep_answers=dispatch.keep_answers) as opened:
         ctx, plan, items = opened.ctx, opened.plan, opened.items
 
+        causes: dict[str, PrepCause] = {}
+
         async def body() -> tuple[list[Receipt], dict[str, bytes]]:
             preps, evidence = await _prepare(ctx, plan, items, reg, tick)
+            causes.update({key: p.result.cause for key, p in preps.items()
+                           if p.result.cause is not None})
             receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick)
             # -- aggregate ---------------------------------------------------------------
             reports = run_reports(read_run(run))
@@ -101,7 +109,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
 
         receipts, reports = await interruptible(ctx, body)
         stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
-    return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted)
+    return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes)
 
 
 async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],

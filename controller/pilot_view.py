@@ -61,6 +61,9 @@ def print_summary(outcome: PilotOutcome) -> None:
     )
     if results.reader_faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
+    for key, cause in sorted(outcome.causes.items()):
+        console.print(f"checkpoint {key} not prepared: its fold said {cause.code}"
+                      + (f" ({cause.detail})" if cause.detail else ""), markup=False)
     run = outcome.run_dir
     # Paths go out unwrapped (rich would fold them at the terminal width): scripts read them.
     print(f"results: {run / 'results.json'}\nsummary: {run / 'summary.md'}\n"

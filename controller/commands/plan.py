@@ -51,6 +51,11 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         "cap_minus_rmax_usd": units_to_usd(est.cap_minus_rmax_units),
         "cap_over_expected": est.cap_over_expected,
     }
+    # Checkpoint -> (controller's code, what its fold said: informational), first slot.
+    unprepared: dict[str, dict[str, object]] = {}
+    for s in prepared.slots:
+        if s.feasible is None and s.checkpoint not in unprepared:
+            unprepared[s.checkpoint] = {"code": s.code, "cause": msgspec.to_builtins(s.cause)}
     summary: dict[str, object] = {
         "campaign": plan.campaign,
         "slots": len(plan.slots),
@@ -62,16 +67,21 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         "checkpoints": len({s.checkpoint for s in plan.slots if s.eligible}),
         # Checkpoints whose prep child failed: their slots will be refused; `preflight`
         # says why, per slot.
-        "checkpoints_unprepared": len({s.checkpoint for s in prepared.slots
-                                       if s.feasible is None}),
+        "checkpoints_unprepared": len(unprepared),
         "schedule_sha256": plan.schedule_sha256,
         "estimate": costs,
+        "unprepared": unprepared,
     }
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2))
         return
     for key, value in summary.items():
-        if key != "estimate":
+        if key not in ("estimate", "unprepared"):
             click.echo(f"{key}: {value}")
+    for checkpoint, why in unprepared.items():
+        cause = why["cause"]
+        said = (f"; its fold said {cause['code']} ({cause['detail']})"
+                if isinstance(cause, dict) else "")
+        click.echo(f"unprepared {checkpoint}: {why['code']}{said}")
     for key, cost in costs.items():
         click.echo(f"estimate.{key}: {cost}")

@@ -6,6 +6,7 @@ real compaction proxy over HTTP) next to the reference arms with ``pilot --faux`
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from open_campaign_kit import (
@@ -48,3 +49,35 @@ def test_an_open_campaign_runs_every_kind_of_fold_offline(tmp_path: Path) -> Non
     squeeze = [r for r in by_role["squeeze"] if r["trace_id"] == TRACE_ID]
     assert squeeze and all(r.get("excluded") is None for r in squeeze), squeeze
     assert list((tmp_path / "run").glob(f"**/*squeeze.{TRACE_ID}/fold-data/proxy.log"))
+
+
+def test_a_failing_fold_says_why_in_the_pilot_output(tmp_path: Path) -> None:
+    script = tmp_path / "broken.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "campaign.toml").write_text(f"""\
+name = "broken-fold"
+suite = "original"
+traces = ["orig-stage-hire"]
+probe_limit = 1
+roles = ["native", "broken"]
+cap_usd = "60.00"
+
+[role.broken]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]
+""")
+    registered = efold("register", "campaign.toml", "--output", "reg", cwd=tmp_path)
+    assert registered.returncode == 0, registered.stderr
+    reg = ["--registration", field(registered.stdout, "registration"),
+           "--sha256", field(registered.stdout, "sha256")]
+    plan = efold("plan", *reg, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "checkpoints_unprepared: 1" in plan.stdout
+    assert ("unprepared r1.broken.orig-stage-hire: worker_body_failed; its fold said "
+            "fold_plugin_failed (broken: exit status 3)") in plan.stdout
+    pilot = efold("pilot", "--faux", *reg, "--run-dir", str(tmp_path / "run"), "--no-progress",
+                  cwd=tmp_path)
+    # The run completes its other role; the failed checkpoint's slots are refused with
+    # the controller's code, and the output says what the fold itself reported.
+    assert pilot.returncode == 0, pilot.stdout + pilot.stderr
+    assert ("checkpoint r1.broken.orig-stage-hire not prepared: its fold said "
+            "fold_plugin_failed (broken: exit status 3)") in pilot.stdout
