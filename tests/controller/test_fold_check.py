@@ -57,14 +57,8 @@ def _campaign(tmp_path: Path, kind: str) -> Path:
 
 
 def _fold_check(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # Rerun once on a build-digest refusal: a concurrent edit of efold's own files.
-    for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-m", "efold.controller", "fold", "check", *args],
-            capture_output=True, text=True, timeout=300, cwd=cwd)
-        if "worker_digest_mismatch" not in done.stdout + done.stderr:
-            break
-    return done
+    return subprocess.run([sys.executable, "-m", "efold.controller", "fold", "check", *args],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def _json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -152,6 +146,39 @@ def test_an_unverified_boundary_is_built_but_excluded(tmp_path: Path) -> None:
     assert as_json["ok"] is False and as_json["code"] is None
     assert as_json["unusable"] == ["boundary_unverified"]
     assert as_json["checkpoint"]["excluded"] == "boundary_unverified"
+
+
+PROXY = Path(__file__).resolve().parents[1] / "kit" / "compacting_proxy.py"
+
+
+def _proxy_campaign(tmp_path: Path, mode: str) -> Path:
+    path = tmp_path / f"proxy-{mode}.toml"
+    path.write_text(
+        f'name = "fold-check-proxy"\nsuite = "original"\nroles = ["squeeze"]\n'
+        f'cap_usd = "60.00"\n\n[role.squeeze]\n'
+        f"command = [{json.dumps(sys.executable)}, {json.dumps(str(PROXY))}]\n"
+        'proxy = { upstream_env = "UPSTREAM_BASE_URL", port_env = "PROXY_PORT" }\n'
+        f'env = {{ PROXY_MODE = "{mode}" }}\nsettings = {{ trigger_chars = 12000 }}\n')
+    return path
+
+
+def test_a_proxy_role_is_checked_like_any_fold(tmp_path: Path) -> None:
+    done = _fold_check("squeeze", "--campaign", str(_proxy_campaign(tmp_path, "compact")),
+                       "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = _json(done)
+    assert got["kind"] == "proxy" and got["ok"] is True
+    kept = got["checkpoint"]
+    assert kept["boundary_kind"] == "proxy" and kept["boundary_verified"] is True
+    assert 1 < kept["messages"] < got["trace"]["events"]
+
+
+def test_a_proxy_that_calls_what_efold_does_not_serve_is_excluded(tmp_path: Path) -> None:
+    done = _fold_check("squeeze", "--campaign", str(_proxy_campaign(tmp_path, "embeddings")),
+                       "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    got = _json(done)
+    assert got["unusable"] == ["fold_proxy_unsupported_call"]
 
 
 def test_refusals_exit_2_in_the_refused_form(tmp_path: Path) -> None:
