@@ -20,10 +20,12 @@ a claim for the author, never a decision.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 import msgspec
@@ -47,8 +49,10 @@ from efold.corpus import estimate_tokens
 from efold.corpus.model import Availability, SuiteItem
 from efold.errors import Code
 from efold.folds.errors import FoldError, PluginError
+from efold.folds.proxy import LOG_NAME
 from efold.folds.registry import calls_summariser, plugin_arms
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.worker.prep import PROXY_DATA_DIR
 
 FoldKind = Literal["builtin", "entry_point", "command", "proxy"]
 KIND_NAMES: Final[dict[str, str]] = {
@@ -114,6 +118,7 @@ class FoldCheck(msgspec.Struct, frozen=True):
     # The campaign names a summariser model this fold would call: fold check never sends.
     summariser_skipped: bool = False
     interrupted: int | None = None
+    proxy_log: list[str] = []  # a proxy's last lines of output (it is the user's own)
 
 
 def fold_kind(role: Role) -> FoldKind:
@@ -208,6 +213,23 @@ def _read(restored: RestoredCheckpoint, suite: str, item: SuiteItem) -> _Seen:
                   if found[p.id].availability is Availability.ABSENT])
 
 
+LOG_TAIL_LINES = 20
+_LOG_TAIL_BYTES = 8192
+
+
+def log_tail(path: Path) -> list[str]:
+    """The last lines of a proxy's log (at most ``LOG_TAIL_LINES``, read from its last
+    8 KiB; control characters shown as ``?``); empty when there is none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:]
+    return ["".join(c if c.isprintable() else "?" for c in line) for line in lines]
+
+
 def check_fold(target: Target, *, program: Sequence[str] | None = None) -> FoldCheck:
     """Build ``target``'s checkpoint in a contained prep child (preflight, in a private
     temporary root removed afterwards) and read what it kept."""
@@ -219,7 +241,14 @@ def check_fold(target: Target, *, program: Sequence[str] | None = None) -> FoldC
     def on_restored(key: str, restored: RestoredCheckpoint) -> None:
         seen[key] = _read(restored, campaign.suite, item)  # while it is in memory
 
-    report = run_preflight(reg, raw, program=program, on_restored=on_restored)
+    log: list[str] = []
+
+    def on_prep_dir(key: str, slot_dir: Path) -> None:
+        if role.proxy is not None:  # read before the temporary root goes
+            log.extend(log_tail(slot_dir / PROXY_DATA_DIR / LOG_NAME))
+
+    report = run_preflight(reg, raw, program=program, on_restored=on_restored,
+                           on_prep_dir=on_prep_dir)
     trace = item.trace
     slot = report.slots[0] if report.slots else None
     check = FoldCheck(
@@ -228,7 +257,7 @@ def check_fold(target: Target, *, program: Sequence[str] | None = None) -> FoldC
                         estimate_tokens(trace.events)),
         ok=False, code=Code.LOOKUP_PREPARATION_INVALID.value,
         summariser_skipped=campaign.summariser is not None and calls_summariser(role),
-        interrupted=report.interrupted,
+        interrupted=report.interrupted, proxy_log=log,
     )
     if slot is None or slot.code is not None or slot.checkpoint not in seen:
         # Not prepared: the controller's code, and what the prep child says its fold

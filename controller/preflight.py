@@ -38,6 +38,7 @@ from efold.folds.snapshot import RestoredCheckpoint
 
 # Called with a checkpoint's key and its dry-restored snapshot (verified, read as data).
 OnRestored = Callable[[str, RestoredCheckpoint], None]
+OnPrepDir = Callable[[str, Path], None]  # (checkpoint, its prep slot directory)
 
 
 class PreflightSlot(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -84,8 +85,8 @@ def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
 
 
 async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
-                     program: Sequence[str] | None,
-                     on_restored: OnRestored | None) -> PreflightReport:
+                     program: Sequence[str] | None, on_restored: OnRestored | None,
+                     on_prep_dir: OnPrepDir | None) -> PreflightReport:
     run = claim_run_dir(root / "run")
     async with open_run(reg, reg_bytes, run, admitting=False, program=program) as opened:
         ctx, plan = opened.ctx, opened.plan
@@ -98,6 +99,9 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
         results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms,
                                            on_restored)
                    for key in checkpoints_of(plan, eligible_only=False)}
+        if on_prep_dir is not None:
+            for key in results:
+                on_prep_dir(key, run / "checkpoints" / key)
     slots = [msgspec.structs.replace(results[s.checkpoint], slot=s.slot, eligible=s.eligible)
              for s in plan.slots]
     return PreflightReport(
@@ -144,15 +148,18 @@ def _checkpoint_result(run: Path, key: str, prep: Preparation | None, policy: St
 def run_preflight(reg: Registration, reg_bytes: bytes, *,
                   program: Sequence[str] | None = None,
                   keep_root: list[Path] | None = None,
-                  on_restored: OnRestored | None = None) -> PreflightReport:
+                  on_restored: OnRestored | None = None,
+                  on_prep_dir: OnPrepDir | None = None) -> PreflightReport:
     """Run preflight in a private temporary root, always removed afterwards.
     ``keep_root`` (tests) receives the root's path so its removal can be checked;
-    ``on_restored`` sees each checkpoint that prepared and dry-restored in time."""
+    ``on_restored`` sees each checkpoint that prepared and dry-restored in time;
+    ``on_prep_dir`` sees every checkpoint's prep slot directory, prepared or not (a
+    proxy fold's log is there), before the root is removed."""
     root = Path(tempfile.mkdtemp(prefix="efold-preflight-"))
     if keep_root is not None:
         keep_root.append(root)
     try:
-        return anyio.run(lambda: _preflight(reg, reg_bytes, root, program, on_restored),
-                         backend="trio")
+        return anyio.run(lambda: _preflight(reg, reg_bytes, root, program, on_restored,
+                                            on_prep_dir), backend="trio")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -102,4 +102,5 @@ def import_command(format_name: str, files: tuple[Path, ...], out: Path, trace_i
     for item in imported:
         click.echo(_summary(item))
     click.echo("Imported traces have no probes: write <trace_id>.probes.toml next to each "
-               "trace (see `efold-controller corpus validate`).")
+               "trace (its format: docs/conversations.md, section 2), then check the "
+               f"directory with `efold-controller corpus validate {out}`.")

@@ -64,7 +64,14 @@ def check(fold: str, campaign: str | None, trace: str | None, as_json: bool) -> 
 
 
 def describe(c: FoldCheck) -> Iterator[str]:
-    """The human form of a check."""
+    """The human form of a check (a proxy's log tail, when it wrote one, at the end)."""
+    yield from _describe(c)
+    if c.proxy_log:
+        yield f"proxy log (its last {len(c.proxy_log)} lines):"
+        yield from (f"  {line}" for line in c.proxy_log)
+
+
+def _describe(c: FoldCheck) -> Iterator[str]:
     t = c.trace
     yield f"fold: {c.fold} ({KIND_NAMES[c.kind]}; role {c.role})"
     yield (f"trace: {t.id} ({t.suite} suite): {t.events} events, "

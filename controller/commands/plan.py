@@ -40,7 +40,7 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
     if prepared.interrupted is not None:
         click.echo("interrupted: no estimate (the checkpoints were not all prepared)", err=True)
         raise SystemExit(exit_status(prepared.interrupted))
-    roles = sorted({s.role for s in plan.slots})
+    roles = plan.roles  # campaign order, as every report
     traces = sorted({s.trace_id for s in plan.slots})
     costs = {
         "expected_per_slot_usd": units_to_usd(est.expected_units_per_slot),

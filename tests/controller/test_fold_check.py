@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -171,6 +172,16 @@ def test_a_proxy_role_is_checked_like_any_fold(tmp_path: Path) -> None:
     kept = got["checkpoint"]
     assert kept["boundary_kind"] == "proxy" and kept["boundary_verified"] is True
     assert 1 < kept["messages"] < got["trace"]["events"]
+    [line] = got["proxy_log"]  # what the proxy wrote, from its data directory
+    assert re.fullmatch(r"compacting proxy: listening on \d+, trigger 12000 chars", line)
+
+
+def test_a_proxy_that_exits_shows_its_log(tmp_path: Path) -> None:
+    done = _fold_check("squeeze", "--campaign", str(_proxy_campaign(tmp_path, "crash")))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fold's own code: fold_proxy_not_ready (squeeze: exited before listening)" in done.stdout
+    assert done.stdout.rstrip().endswith(
+        "proxy log (its last 1 lines):\n  compacting proxy: PROXY_MODE=crash, exiting 3")
 
 
 def test_a_proxy_that_calls_what_efold_does_not_serve_is_excluded(tmp_path: Path) -> None:

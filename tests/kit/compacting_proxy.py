@@ -133,6 +133,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def main() -> int:
     if MODE == "crash":
+        print("compacting proxy: PROXY_MODE=crash, exiting 3", flush=True)
         return 3
     if MODE == "never-listen":
         time.sleep(3600)
@@ -147,6 +148,7 @@ def main() -> int:
         window = json.loads(raw)["data"][0].get("context_window")
         if window and "TRIGGER_CHARS" not in os.environ and "trigger_chars" not in SETTINGS:
             TRIGGER_CHARS = min(TRIGGER_CHARS, int(window) * 4 // 2)
+    print(f"compacting proxy: listening on {PORT}, trigger {TRIGGER_CHARS} chars", flush=True)
     ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
     return 0
 
