@@ -115,7 +115,7 @@ class ProxyFold:
             try:
                 _await_listening(self._name, process, port, deadline)
                 for k, event in enumerate(transcript):
-                    if event.role == "assistant":
+                    if event.role == "assistant" and k > 0:  # an agent asks with something
                         self._exchange(capture, port, sent[:k], sent[k], deadline)
                 forwarded = self._exchange(capture, port, sent, None, deadline)
             finally:
