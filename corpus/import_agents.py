@@ -59,6 +59,7 @@ from efold.corpus.imports import (
     compact_json,
     import_error,
     parse_timestamp,
+    parts_text,
     tool_call,
 )
 from efold.corpus.model import ToolCall
@@ -128,29 +129,14 @@ def read_claude_code(data: bytes, name: str) -> Transcript:
 
 # --- codex --------------------------------------------------------------------------
 
-_CODEX_PARTS = {"input_text": None, "output_text": None, "input_image": "[image]"}
 _CODEX_SKIPPED = ("reasoning", "web_search_call", "ghost_snapshot", "compaction",
                   "compaction_summary", "other")
 
 
 def _codex_text(content: Any, name: str, origin: Origin) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise import_error(name, origin, "content is neither a string nor a list of items")
-    texts: list[str] = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in _CODEX_PARTS or not isinstance(part, dict):
-            raise import_error(name, origin, f"unknown content item type {kind!r}")
-        placeholder = _CODEX_PARTS[kind]
-        if placeholder is None:
-            if not isinstance(part.get("text"), str):
-                raise import_error(name, origin, f"a {kind} item without text")
-            texts.append(part["text"])
-        else:
-            texts.append(placeholder)
-    return "\n".join(texts)
+    return parts_text(content, name, origin,
+                      texts={"input_text": "text", "output_text": "text"},
+                      placeholders={"input_image": "[image]"})
 
 
 def _codex_output(output: Any, name: str, origin: Origin) -> str:

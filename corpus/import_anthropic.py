@@ -35,6 +35,7 @@ from efold.corpus.imports import (
     Transcript,
     compact_json,
     import_error,
+    parts_text,
     tool_call,
 )
 from efold.corpus.model import ToolCall
@@ -45,22 +46,8 @@ _THINKING = ("thinking", "redacted_thinking")
 
 
 def _result_text(content: Any, name: str, origin: Origin) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise import_error(name, origin, "tool_result content is neither a string nor a list")
-    texts: list[str] = []
-    for block in content:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif kind in _PLACEHOLDERS:
-            texts.append(_PLACEHOLDERS[kind])
-        else:
-            raise import_error(name, origin, f"unknown tool_result block type {kind!r}")
-    return "\n".join(texts)
+    return parts_text(content, name, origin, texts={"text": "text"},
+                      placeholders=_PLACEHOLDERS, what="tool_result content")
 
 
 def _tool_use(block: dict[str, Any], name: str, origin: Origin) -> ToolCall:

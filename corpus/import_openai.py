@@ -34,6 +34,7 @@ from efold.corpus.imports import (
     Transcript,
     compact_json,
     import_error,
+    parts_text,
     tool_call,
 )
 from efold.corpus.model import ToolCall
@@ -42,22 +43,8 @@ _PLACEHOLDERS = {"image_url": "[image]", "input_audio": "[audio]", "file": "[fil
 
 
 def _text(content: Any, name: str, origin: Origin) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise import_error(name, origin, "content is neither a string nor a list of parts")
-    texts: list[str] = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("text", "refusal") and isinstance(part.get(kind), str):
-            texts.append(part[kind])
-        elif kind in _PLACEHOLDERS:
-            texts.append(_PLACEHOLDERS[kind])
-        else:
-            raise import_error(name, origin, f"unknown content part type {kind!r}")
-    return "\n".join(texts)
+    return parts_text(content, name, origin, texts={"text": "text", "refusal": "refusal"},
+                      placeholders=_PLACEHOLDERS)
 
 
 def _call(raw: Any, name: str, origin: Origin) -> ToolCall:

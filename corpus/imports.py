@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -152,6 +152,33 @@ def check_trace_id(trace_id: str) -> str:
                           f"trace id {trace_id!r}: use 1-64 of a-z, 0-9 and '-', "
                           "starting with a letter or digit")
     return trace_id
+
+
+def parts_text(content: Any, name: str, origin: Origin, *, texts: Mapping[str, str],
+               placeholders: Mapping[str, str], what: str = "content") -> str:
+    """A message's text: ``content`` is None (``""``), a string, or a list of typed
+    parts. ``texts`` maps a part type to the key holding its text, ``placeholders`` a
+    part type to the text standing for it (``[image]``); any other part refuses, naming
+    ``what``. Parts are joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise import_error(name, origin, f"{what} is neither a string nor a list of parts")
+    found: list[str] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(kind, str) and kind in texts:
+            text = part.get(texts[kind])
+            if not isinstance(text, str):
+                raise import_error(name, origin, f"a {kind} part of {what} without text")
+            found.append(text)
+        elif isinstance(kind, str) and kind in placeholders:
+            found.append(placeholders[kind])
+        else:
+            raise import_error(name, origin, f"unknown {what} part type {kind!r}")
+    return "\n".join(found)
 
 
 # --- redaction ---------------------------------------------------------------------
