@@ -86,7 +86,10 @@ class CaptureEndpoint:
         self.failure: BaseException | None = None  # the first summariser failure
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: ``shutdown`` waits for the serving loop to look (0.5 s by default,
+        # which was half of a small checkpoint's whole replay).
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def port(self) -> int:
