@@ -17,7 +17,8 @@ Knobs (environment): ``TRIGGER_CHARS`` (default 12000), ``KEEP`` (default 6),
 ``PROXY_MODE``: ``compact`` (default), ``passthrough`` (never compacts), ``embeddings``
 (also calls ``POST /embeddings``, which efold does not serve), ``never-listen`` (sleeps
 without listening), ``crash`` (exits 3 at once), ``stubborn`` (compacts, and leaves a
-helper process that ignores SIGTERM). ``EFOLD_FOLD_SETTINGS`` may override
+helper process that ignores SIGTERM), ``escape`` (the same helper, in a session of its
+own). ``EFOLD_FOLD_SETTINGS`` may override
 ``keep`` and ``trigger_chars``. A ``state.json`` of counts is kept in the working
 directory, to show the proxy had somewhere private to write.
 """
@@ -138,7 +139,9 @@ def main() -> int:
     if MODE == "never-listen":
         time.sleep(3600)
         return 0
-    if MODE == "stubborn" and os.fork() == 0:  # a helper that ignores SIGTERM
+    if MODE in ("stubborn", "escape") and os.fork() == 0:  # a helper ignoring SIGTERM
+        if MODE == "escape":  # ... in a session of its own, out of the proxy's group
+            os.setsid()
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(3600)
         os._exit(0)

@@ -81,3 +81,51 @@ command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]
     assert pilot.returncode == 0, pilot.stdout + pilot.stderr
     assert ("checkpoint r1.broken.orig-stage-hire not prepared: its fold said "
             "fold_plugin_failed (broken: exit status 3)") in pilot.stdout
+
+
+def _alive_with_env(needle: str) -> list[int]:
+    """Live (non-zombie) processes whose environment holds ``needle``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle.encode() in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_proxy_helper_that_escapes_its_group_is_contained(tmp_path: Path) -> None:
+    # The proxy leaves a helper in a session of its own that ignores SIGTERM. efold's
+    # stop of the proxy's group cannot reach it; the run's containment finds it (the
+    # launch marker it inherited), kills it, and stops the run: nothing is stranded.
+    proxy = Path(__file__).resolve().parents[1] / "kit" / "compacting_proxy.py"
+    (tmp_path / "campaign.toml").write_text(f"""\
+name = "escaping-proxy"
+suite = "original"
+traces = ["orig-stage-hire"]
+probe_limit = 1
+roles = ["squeeze", "native"]
+cap_usd = "60.00"
+
+[role.squeeze]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(proxy))}]
+proxy = {{ upstream_env = "UPSTREAM_BASE_URL", port_env = "PROXY_PORT" }}
+env = {{ PROXY_MODE = "escape" }}
+""")
+    registered = efold("register", "campaign.toml", "--output", "reg", cwd=tmp_path)
+    assert registered.returncode == 0, registered.stderr
+    run = tmp_path / "run"
+    pilot = efold("pilot", "--faux", "--registration", field(registered.stdout, "registration"),
+                  "--sha256", field(registered.stdout, "sha256"), "--run-dir", str(run),
+                  "--no-progress", cwd=tmp_path)
+    assert pilot.returncode == 3, pilot.stdout + pilot.stderr
+    assert "stopped: lookup_worker_lost" in pilot.stdout
+    data_dir = run / "checkpoints" / "r1.squeeze.orig-stage-hire" / "fold-data"
+    assert _alive_with_env(f"EFOLD_FOLD_DATA_DIR={data_dir}") == []
+    recover = efold("recover", str(run), cwd=tmp_path)
+    assert recover.returncode == 0 and "reconciled" in recover.stdout, recover.stdout
