@@ -15,7 +15,8 @@ Identity per kind:
   or one whose listed file is missing or not a regular file, cannot be pinned.
 * external command: ``{"kind": "command", "argv", "executable_sha256",
   "argument_files"}``: the bytes of the resolved program, and of every argument that
-  names an existing regular file (so ``python3 fold.py`` pins the script too). A proxy
+  names an existing regular file (so ``python3 fold.py`` pins the script too; a
+  relative argument is looked up in the command's ``cwd`` when it has one). A proxy
   fold's command is pinned the same way, as ``"kind": "proxy"``.
 
 Anything that cannot be pinned raises ``PluginError`` (``fold_plugin_invalid``).
@@ -47,6 +48,9 @@ class FoldSpec(Protocol):
     @property
     def proxy(self) -> object | None: ...  # set: ``command`` starts a proxy fold
 
+    @property
+    def cwd(self) -> str | None: ...  # a command's working directory (None: inherited)
+
 
 def resolve_program(program: str) -> str | None:
     """The executable ``program`` names: an absolute path to an executable regular file,
@@ -61,7 +65,8 @@ def resolve_program(program: str) -> str | None:
     return shutil.which(program)
 
 
-def _command_identity(arm: str, argv: list[str], kind: str) -> dict[str, object]:
+def _command_identity(arm: str, argv: list[str], kind: str,
+                      cwd: str | None) -> dict[str, object]:
     if not argv:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: empty command")
     executable = resolve_program(argv[0])
@@ -69,7 +74,10 @@ def _command_identity(arm: str, argv: list[str], kind: str) -> dict[str, object]
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: program {argv[0]!r} not found")
     try:
         executable_sha = file_sha256(executable)
-        argument_files = {arg: file_sha256(arg) for arg in argv[1:] if os.path.isfile(arg)}
+        # A relative argument means a file in the directory the command runs in.
+        located = {arg: os.path.join(cwd, arg) if cwd else arg for arg in argv[1:]}
+        argument_files = {arg: file_sha256(path) for arg, path in located.items()
+                          if os.path.isfile(path)}
     except OSError as exc:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: cannot read a pinned file") from exc
     return {
@@ -122,7 +130,7 @@ def fold_identity(spec: FoldSpec) -> dict[str, object]:
 
     if spec.command is not None:
         return _command_identity(spec.arm, spec.command,
-                                 "command" if spec.proxy is None else "proxy")
+                                 "command" if spec.proxy is None else "proxy", spec.cwd)
     if spec.arm in BUILTIN_ARMS:
         return {"kind": "builtin", "arm": spec.arm}
     try:

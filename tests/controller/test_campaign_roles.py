@@ -88,3 +88,15 @@ def test_a_suite_that_is_neither_bundled_nor_a_directory_is_refused(tmp_path: Pa
     with pytest.raises(CampaignError) as seeded:
         parse_campaign(text.replace('cap_usd', 'seeds = [101]\ncap_usd'), tmp_path)
     assert "seeds apply to the hard suites only" in seeded.value.detail
+
+
+def test_a_relative_script_is_pinned_in_the_command_s_cwd(tmp_path: Path) -> None:
+    folds = tmp_path / "folds"
+    folds.mkdir()
+    (folds / "fold.py").write_text("print('v1')\n")
+    campaign = _campaign(f'command = ["{sys.executable}", "fold.py"]\ncwd = "folds"\n', tmp_path)
+    (role,) = campaign.roles
+    before = fold_identity(role)
+    assert list(before["argument_files"]) == ["fold.py"]  # type: ignore[call-overload]
+    (folds / "fold.py").write_text("print('v2')\n")
+    assert fold_identity(role) != before  # the edit is a new pin
