@@ -174,6 +174,8 @@ class Code(enum.StrEnum):
 
     # -- controller/ ---------------------------------------------------------------
     CAMPAIGN_INVALID = "campaign_invalid"
+    CAMPAIGN_NOT_FOUND = "campaign_not_found"  # no such file, and no bundled campaign
+    OUTPUT_EXISTS = "output_exists"  # a command's new output directory already exists
     REGISTRATION_INVALID = "registration_invalid"
     REGISTRATION_DIGEST_MISMATCH = "registration_digest_mismatch"
     RUN_ROOT_EXISTS = "run_root_exists"

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -507,7 +508,13 @@ def _cents_text(cents: int) -> str:
 def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
     """Parse a campaign file; returns it with the raw bytes (bound into registration).
     A relative catalog path is the campaign file's sibling."""
-    raw = Path(path).read_bytes()
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise CampaignError(Code.CAMPAIGN_NOT_FOUND,
+                            f"cannot read campaign {os.fspath(path)!r}: {exc.strerror}; the "
+                            f"bundled campaigns, named without a path: {', '.join(BUNDLED)}"
+                            ) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -517,6 +524,7 @@ def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
 
 def bundled_campaign(name: str) -> tuple[Campaign, bytes]:
     if name not in BUNDLED:
-        raise _invalid(f"no bundled campaign {name!r} (bundled: {BUNDLED})")
+        raise CampaignError(Code.CAMPAIGN_NOT_FOUND,
+                            f"no bundled campaign {name!r} (bundled: {', '.join(BUNDLED)})")
     raw = resources.files("efold.controller.campaigns").joinpath(f"{name}.toml").read_bytes()
     return parse_campaign(raw.decode("utf-8")), raw

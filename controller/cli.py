@@ -66,7 +66,20 @@ class _LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_STATUSES: Final = """\b
+Exit status (each command's --help says which it uses):
+  0        done
+  1        a check found a problem: preflight (a checkpoint failed), fold check
+           (failed or unusable), recover (not reconciled), reap (incomplete)
+  2        usage error ("Usage: ... Error: ...") or refusal ("refused: CODE
+           (detail)") on stderr; nothing was done
+  3        pilot/smoke stopped (its code is printed) or the smoke did not pass
+  4        aggregate: reports printed, but the run is unreconciled
+  130/143  interrupted by SIGINT/SIGTERM, after containment"""
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_STATUSES)
 @click.version_option(__version__, prog_name="efold-controller")
 def main() -> None:
     """efold: measure what an agent still knows after its context is folded."""

@@ -191,16 +191,22 @@ def load_registration(path: str | os.PathLike[str], sha256: str) -> LoadedRegist
     """Read a registration once, check its sha256, re-validate its campaign and re-derive
     *everything* it freezes (digests, selection, cap, Rmax): a registration edited and
     re-hashed by hand, or made stale by a code, catalog or corpus change, refuses."""
+    name = os.fspath(path)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise RegistrationError(Code.REGISTRATION_INVALID, "cannot read registration") from exc
+        raise RegistrationError(Code.REGISTRATION_INVALID,
+                                f"cannot read {name}: {exc.strerror}") from exc
     if sha256_hex(data) != sha256.strip().lower():
-        raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH, "sha256 does not match the file")
+        raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH,
+                                f"{name}: its sha256 is not {sha256.strip()}")
+    if not data.strip():
+        raise RegistrationError(Code.REGISTRATION_INVALID, f"{name} is empty")
     try:
         reg = msgspec.json.decode(data, type=Registration)
     except msgspec.DecodeError as exc:
-        raise RegistrationError(Code.REGISTRATION_INVALID, str(exc)) from exc
+        raise RegistrationError(Code.REGISTRATION_INVALID,
+                                f"{name} is not a registration: {exc}") from exc
     try:
         validate_campaign(reg.campaign)
         fresh = compute_registration(reg.campaign, b"")

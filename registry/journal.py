@@ -8,7 +8,7 @@ first signal).
 
 Invariant: only the holder of the run lease writes (``JournalWriter`` demands a held
 lease at open). Every other process, children included, opens ``JournalReader``
-(``mode=ro``) to confirm what was persisted.
+(read-only, creating no file: see ``_reader_uri``) to confirm what was persisted.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import sqlite3
 import stat
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -182,17 +183,44 @@ def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
+def _reader_uri(path: str) -> str:
+    """The URI a reader opens ``path`` with. A reader must leave the run as it found it.
+
+    * No ``-wal`` (and no rollback ``-journal``) beside the journal: no connection is
+      open (a live WAL connection always keeps its ``-wal``) and everything is in the
+      main file. Open ``mode=ro&immutable=1``: nothing to replay, no locks, no files
+      created. Plain ``mode=ro`` would not do: on a WAL database SQLite creates
+      ``journal.sqlite-wal`` *and* ``-shm`` even for a read-only connection and leaves
+      both behind after close (checked with SQLite 3.40: a clean run's directory gains
+      two files from a single read).
+    * A ``-wal`` exists: a controller is live, or died before its last checkpoint. Open
+      ``mode=ro``: the committed rows still in the WAL must be read (``immutable`` ignores
+      the WAL and would report the run as of its last checkpoint, missing them). Its
+      ``-shm`` already exists beside it, or SQLite recreates it (it needs the wal-index
+      to read the WAL); the WAL itself is never checkpointed or removed by a reader.
+
+    A writer that opens between this check and the read cannot be seen by an immutable
+    reader; a reader on a run with no live controller (``recover``, ``aggregate``, tests
+    after the fact) is a snapshot anyway, and readers during a run (workers) always find
+    the live controller's ``-wal`` and read through the WAL.
+    """
+    uri = "file:" + urllib.parse.quote(path)  # a '?', '#' or '%' in the path stays a path
+    if any(os.path.lexists(path + suffix) for suffix in ("-wal", "-journal")):
+        return uri + "?mode=ro"
+    return uri + "?mode=ro&immutable=1"
+
+
 def _connect(run_dir: str | os.PathLike[str], *, writer: bool) -> tuple[sqlite3.Connection, bool]:
     """Connect to the checked journal file (the writer creates it when absent, the
-    reader opens it read-only) and check the inode again once connected: (connection,
-    whether the file was just created)."""
+    reader opens it read-only, see ``_reader_uri``) and check the inode again once
+    connected: (connection, whether the file was just created)."""
     path = journal_path(run_dir)
     fresh, inode = _open_journal_file(run_dir, create=writer)
     try:
         if writer:
             conn = sqlite3.connect(path, isolation_level=None)
         else:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            conn = sqlite3.connect(_reader_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error as exc:
         raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
     with _closed_on_error(conn):

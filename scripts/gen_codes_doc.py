@@ -299,6 +299,11 @@ MEANINGS: dict[str, str] = {
     # -- controller/
     "campaign_invalid": "The campaign file (or a combination of command options) is not "
         "valid; the detail names the field.",
+    "campaign_not_found": "`register` (or `fold check --campaign`) was given a campaign "
+        "that is neither a readable file nor a bundled campaign's name; the detail lists "
+        "the bundled ones.",
+    "output_exists": "`aggregate --output DIR`: DIR already exists; reports go into a new "
+        "directory, never over another one.",
     "registration_invalid": "`registration.json` is unreadable, does not decode, or its "
         "campaign no longer validates.",
     "registration_digest_mismatch": "The registration's sha256, or a digest it freezes "

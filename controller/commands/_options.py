@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
@@ -13,10 +14,22 @@ from efold.errors import EfoldError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _sha256(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A usage error unless ``value`` is 64 hex digits (surrounding spaces and case
+    aside), before anything reads the registration."""
+    if value is not None and not _SHA256.fullmatch(value.strip().lower()):
+        raise click.BadParameter(f"{value!r} is not a sha256 (64 hex digits, as `register` "
+                                 "printed it)")
+    return value
+
+
 def registration_options(required: bool = True) -> Callable[[F], F]:
     def decorate(f: F) -> F:
         f = click.option(
-            "--sha256", "sha256", required=required, metavar="SHA",
+            "--sha256", "sha256", required=required, metavar="SHA", callback=_sha256,
             help="The sha256 that `register` printed for the registration file.",
         )(f)
         f = click.option(

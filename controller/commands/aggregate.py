@@ -9,10 +9,13 @@ but processes of the run may be alive (``run_unreconciled`` on stderr; see
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from efold.controller.aggregate import build_run_results, publish_reports, read_run
 from efold.controller.commands._options import refuse
+from efold.controller.errors import ControllerError
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
 from efold.report import render_reports
@@ -47,6 +50,9 @@ def command(run: str, output: str | None, as_json: bool) -> None:
         results = build_run_results(read_run(run))
         reports = render_reports(results)
         if output is not None:
+            if os.path.lexists(output):
+                raise ControllerError(Code.OUTPUT_EXISTS, f"{output} exists: aggregate writes "
+                                      "its reports into a new directory")
             publish_reports(reports, claim_run_dir(output))
     except EfoldError as exc:
         refuse(exc)

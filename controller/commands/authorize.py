@@ -114,6 +114,8 @@ def command(registration: str | None, sha256: str | None, smoke: bool, key_path:
     With --registration FILE --sha256 S every binding is derived from the registration
     (add --smoke for its smoke); otherwise give them all explicitly. The provider account
     id is read from EFOLD_ACCOUNT_ID.
+
+    Exit status: 0 signed and written, 2 usage error or refused (nothing written).
     """
     domain = AuthorizationDomain.FAUX if faux else AuthorizationDomain.REAL
     explicit = {"reader": reader, "effort": effort, "cap_units": cap_units,

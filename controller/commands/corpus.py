@@ -75,7 +75,9 @@ def _read_item(trace_path: Path) -> SuiteItem:
 
 @click.group("corpus")
 def command() -> None:
-    """Generate, validate and inspect traces and their probes."""
+    """Generate, validate and inspect traces and their probes.
+
+    Exit status: 0 done, 2 usage error, refused, or (validate) something rejected."""
 
 
 @command.command("generate")

@@ -35,7 +35,9 @@ _EXCLUDED = "{} excludes every slot of this checkpoint: asked, never scored"
 
 @click.group("fold")
 def command() -> None:
-    """Check a fold: build it once in a contained prep child and show what it keeps."""
+    """Check a fold: build it once in a contained prep child and show what it keeps.
+
+    Exit status (fold check): 0 usable, 1 failed or unusable, 2 usage error or refused."""
 
 
 @command.command("check")

@@ -17,6 +17,8 @@ def command(prefix: str) -> None:
 
     Keep PREFIX.key with the approver; give PREFIX.pub to operators, who pass it to
     `--trust`. Prints the key id (sha256 of the raw public key).
+
+    Exit status: 0 written, 2 usage error or refused (nothing written).
     """
     try:
         private_path, public_path, key_id = write_key_pair(prefix)

@@ -63,13 +63,14 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     """
 
     if faux == real:
-        fail("campaign_invalid", "choose exactly one of --faux and --real")
+        raise click.UsageError("choose exactly one of --faux (offline) and --real")
     if (registration is None) != (sha256 is None):
-        fail("registration_invalid", "--registration and --sha256 go together")
+        raise click.UsageError("--registration and --sha256 go together")
     if run_dir is not None and runs_root is not None:
-        fail("campaign_invalid", "--run-dir and --runs are exclusive")
+        raise click.UsageError("--run-dir and --runs are exclusive (--run-dir names the run, "
+                               "--runs the root a new run is made in)")
     if keep_answers and not real:
-        fail("campaign_invalid", "--keep-answers applies to --real runs")
+        raise click.UsageError("--keep-answers applies to --real runs")
     dispatch = Dispatch()
     try:
         if registration is not None and sha256 is not None:

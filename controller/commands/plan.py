@@ -25,7 +25,10 @@ from efold.guard import expected_slot_units, units_to_usd
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 def command(registration: str, sha256: str, as_json: bool) -> None:
     """Show the slots, schedule digest, workload and cost estimate. No model call; the
-    checkpoints are built in contained prep children to find inventory-infeasible ones."""
+    checkpoints are built in contained prep children to find inventory-infeasible ones.
+
+    Exit status: 0 printed (unprepared checkpoints are listed, not an error), 2 usage
+    error or refused, 130/143 interrupted."""
     try:
         loaded = load_registration(registration, sha256)
         reg = loaded.registration

@@ -33,7 +33,10 @@ def _text(report: ReapReport) -> Iterator[str]:
 @run_report_options
 def command(run_dir: str, as_json: bool) -> None:
     """Contain every process a dead controller left behind in RUN_DIR, with the same
-    proofs as a live containment (pidfd + start time + group), and journal it."""
+    proofs as a live containment (pidfd + start time + group), and journal it.
+
+    Exit status: 0 the run is reconciled afterwards, 1 something could not be proven
+    dead (reap_incomplete), 2 usage error or refused."""
     try:
         report = reap(run_dir)
     except EfoldError as exc:

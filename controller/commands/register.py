@@ -19,6 +19,8 @@ def command(campaign: str, output: str) -> None:
 
     CAMPAIGN is a TOML file, or `default` / `hard` for a bundled campaign. Prints the
     registration's sha256: every later command takes --registration FILE --sha256 SHA.
+
+    Exit status: 0 registered, 2 usage error or refused (nothing written).
     """
     try:
         if campaign in BUNDLED:

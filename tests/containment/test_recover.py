@@ -104,7 +104,8 @@ async def test_recover_on_a_clean_run_is_reconciled(run: Run) -> None:
 def test_recover_refuses_a_directory_without_a_journal(tmp_path: Path) -> None:
     out = recover(str(tmp_path))
     assert out.returncode == 2
-    assert out.stderr.strip() == "journal_invalid"
+    assert out.stderr.strip() == (
+        f"refused: journal_invalid ({tmp_path} is not a run directory: no journal.sqlite)")
 
 
 def test_recover_never_signals_by_construction() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 
@@ -49,3 +50,11 @@ def test_help_lists_every_command_without_importing_one() -> None:
 def test_an_unknown_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["nope"])
     assert result.exit_code == 2 and "No such command 'nope'" in result.output
+
+
+def test_every_command_states_its_exit_statuses() -> None:
+    top = CliRunner().invoke(main, ["--help"])
+    assert "Exit status" in top.output and "usage error" in top.output
+    for name in COMMANDS:
+        help_text = CliRunner().invoke(main, [name, "--help"], terminal_width=200).output
+        assert re.search(r"Exit status|Exits? \d|exits \d", help_text), name

@@ -202,7 +202,7 @@ def test_refusals_exit_2_in_the_refused_form(tmp_path: Path) -> None:
     role = _fold_check("other", "--campaign", str(_campaign(tmp_path, "good")))
     assert role.returncode == 2 and role.stderr.startswith("refused: fold_unknown (")
     missing = _fold_check("mine", "--campaign", str(tmp_path / "absent.toml"))
-    assert missing.returncode == 2 and missing.stderr.startswith("refused: campaign_invalid (")
+    assert missing.returncode == 2 and missing.stderr.startswith("refused: campaign_not_found (")
 
 
 def test_preflight_reports_the_cause_of_a_failing_command_role(tmp_path: Path) -> None:
