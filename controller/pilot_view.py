@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TimeElapsedColumn
 from rich.table import Table
@@ -68,3 +69,26 @@ def print_summary(outcome: PilotOutcome) -> None:
     # Paths go out unwrapped (rich would fold them at the terminal width): scripts read them.
     print(f"results: {run / 'results.json'}\nsummary: {run / 'summary.md'}\n"
           f"report:  {run / 'report.html'}", flush=True)
+
+
+def outcome_line(outcome: PilotOutcome) -> str:
+    """The run as one line of JSON, the last line ``pilot --json`` prints: where it is,
+    how it ended (``complete``, ``stopped`` with its code, ``interrupted`` with the
+    signal), its slot counts and settled spend (faux money when the reader is faux)."""
+    results = decode_results(outcome.reports["results.json"]) \
+        if "results.json" in outcome.reports else None
+    status = ("interrupted" if outcome.interrupted is not None
+              else "stopped" if outcome.stop_code is not None else "complete")
+    line: dict[str, object] = {
+        "run": str(outcome.run_dir), "status": status,
+        "code": None if outcome.stop_code is None else outcome.stop_code.value,
+        "signal": outcome.interrupted,
+        "planned": len(outcome.plan.slots), "visited": len(outcome.receipts),
+    }
+    if results is not None:
+        ex = results.execution
+        line.update(completed=ex.completed, missing=ex.missing,
+                    settled_usd=units_to_usd(results.spend.settled.units),
+                    cap_usd=units_to_usd(results.cap.units), faux=results.reader_faux,
+                    results=str(outcome.run_dir / "results.json"))
+    return msgspec.json.encode(line).decode()

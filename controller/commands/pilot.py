@@ -18,7 +18,7 @@ from efold.controller.commands._options import (
 from efold.controller.errors import ControllerError
 from efold.controller.interrupt import exit_status
 from efold.controller.pilot import Dispatch
-from efold.controller.pilot_view import print_summary, run_with_progress
+from efold.controller.pilot_view import outcome_line, print_summary, run_with_progress
 from efold.controller.registration import (
     compute_registration,
     encode_registration,
@@ -43,9 +43,13 @@ from efold.errors import Code, EfoldError
               help="--real: keep the reader's answers in the run's owner-only answers.jsonl "
                    "(reports never carry them; without it only their hashes are kept).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True,
+              help="End with one machine-readable line: a JSON object with the run "
+                   "directory, status, stop code, slot counts and settled spend.")
 def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
-            trust: tuple[str, ...], keep_answers: bool, no_progress: bool) -> None:
+            trust: tuple[str, ...], keep_answers: bool, no_progress: bool,
+            as_json: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
     Every run gets a new directory (printed first); nothing is resumed or reused.
@@ -112,13 +116,18 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
                    f"`efold-controller recover {run}` shows what it left", err=True)
         raise SystemExit(130) from None
     print_summary(outcome)
+    status = 0
     if outcome.interrupted is not None:
         visited = len(outcome.receipts)
         click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
                    f"are in {run}")
         click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
                    "new `pilot` run; runs are never resumed")
-        raise SystemExit(exit_status(outcome.interrupted))
-    if outcome.stop_code is not None:
+        status = exit_status(outcome.interrupted)
+    elif outcome.stop_code is not None:
         click.echo(f"stopped: {outcome.stop_code.value}")
-        raise SystemExit(3)
+        status = 3
+    if as_json:  # always the very last line
+        click.echo(outcome_line(outcome))
+    if status:
+        raise SystemExit(status)

@@ -6,8 +6,10 @@ combination of options) read as click's ``Usage:`` / ``Error:``; refusals as
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,22 @@ def test_a_registration_written_then_edited_names_the_file(tmp_path: Path) -> No
     Path(path).write_bytes(Path(path).read_bytes() + b" ")
     refused(efold("plan", "--registration", str(path), "--sha256", sha, cwd=tmp_path),
             "registration_digest_mismatch", f"{path}: its sha256 is not {sha}")
+
+
+@pytest.mark.parametrize(("cap", "status", "code", "exit_code"), [
+    ("60.00", "complete", None, 0),
+    ("3.92", "stopped", "not_admitted_cap", 3),  # one maximum reservation: then the cap
+])
+def test_pilot_json_ends_with_one_machine_readable_line(
+        tmp_path: Path, cap: str, status: str, code: str | None, exit_code: int) -> None:
+    reg, _ = small_registration(cap)
+    path, sha = write_registration(reg, tmp_path / "reg")
+    done = efold("pilot", "--faux", "--registration", str(path), "--sha256", sha,
+                 "--run-dir", "run", "--no-progress", "--json", cwd=tmp_path)
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert last["status"] == status and last["code"] == code
+    assert last["run"] == str(tmp_path / "run") and last["faux"] is True
+    assert last["planned"] == 16 and last["results"] == str(tmp_path / "run" / "results.json")
+    assert last["visited"] == last["planned"]
+    assert Decimal(last["settled_usd"]) <= Decimal(last["cap_usd"]) == Decimal(cap)
