@@ -195,6 +195,8 @@ class Code(enum.StrEnum):
     CAP_NOT_WHOLE_CENTS = "cap_not_whole_cents"
     RUN_UNRECONCILED = "run_unreconciled"  # processes of the run may be alive
     REAP_INCOMPLETE = "reap_incomplete"  # reap could not prove every process dead
+    RUNS_ROOT_INVALID = "runs_root_invalid"  # `runs` / `--latest`: ROOT is no directory
+    RUN_NOT_FOUND = "run_not_found"  # `--latest`: no run directory under ROOT
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"

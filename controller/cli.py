@@ -39,8 +39,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
              "the same proofs as a live containment (pidfd + start time + group), and "
              "journal it."),
     "recover": ("recover", "Report the processes a run left behind."),
+    "runs": ("runs", "List the runs under ROOT (default ./efold-runs), newest first."),
     "register": ("register", "Validate a campaign, freeze its digests and write "
                  "registration.json."),
+    "show": ("show", "Show one run: status, campaign, counts, spend and its reports."),
     "verify-authorization": ("verify_authorization", "Check an authorization's shape, "
                              "domain, trusted signature and validity window."),
 }

@@ -338,6 +338,10 @@ MEANINGS: dict[str, str] = {
     "run_unreconciled": "Processes of the run may be alive: `aggregate` exits 4 with it, "
         "and `reap` uses it as the cause of its containment episodes.",
     "reap_incomplete": "`reap` could not prove every process of the run dead (exit 1).",
+    "runs_root_invalid": "`runs ROOT` or `--latest --root ROOT`: ROOT is missing, not a "
+        "directory, or cannot be listed.",
+    "run_not_found": "`--latest`: the runs root holds no run directory (one holding "
+        "`journal.sqlite`).",
     # -- report/
     "report_input_invalid": "The plan, receipts, run facts or `results.json` given to the "
         "report are inconsistent or not content-free; the whole report refuses.",

@@ -9,6 +9,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 import msgspec
 
+from efold.controller.run_index import latest_run
+from efold.controller.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import EfoldError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,6 +48,44 @@ def run_report_options(f: F) -> F:
     """``RUN_DIR`` and ``--json``: the arguments of a command that reports on a run."""
     f = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(f)
     return click.argument("run_dir", type=click.Path(exists=True, file_okay=False))(f)
+
+
+def latest_run_report_options(f: F) -> F:
+    """``run_report_options`` with RUN_DIR optional, and ``latest_options``: resolve the
+    run with ``resolve_run(run_dir, latest, root)``."""
+    f = latest_options(f)
+    f = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(f)
+    return click.argument("run_dir", required=False,
+                          type=click.Path(exists=True, file_okay=False))(f)
+
+
+def latest_options(f: F) -> F:
+    """``--latest`` and ``--root``: take the newest run under ROOT instead of RUN (see
+    ``resolve_run``). The command's RUN argument must be optional (``required=False``)."""
+    f = click.option("--root", "root", default=None, type=click.Path(), metavar="ROOT",
+                     help=f"Where --latest looks (default: ./{DEFAULT_RUNS_ROOT}).")(f)
+    return click.option("--latest", is_flag=True,
+                        help="Use the newest run under --root instead of RUN.")(f)
+
+
+def resolve_run(run: str | None, latest: bool, root: str | None,
+                on_refusal: Callable[[str, str], NoReturn] | None = None) -> str:
+    """RUN as given, or with ``--latest`` the newest run under ``root``. RUN with
+    ``--latest``, neither, or ``--root`` without ``--latest`` is a usage error; no run
+    under ``root`` (or no ``root``) a refusal, through ``on_refusal(code, detail)``
+    (default: ``fail``)."""
+    if run is not None and latest:
+        raise click.UsageError("RUN and --latest are exclusive")
+    if root is not None and not latest:
+        raise click.UsageError("--root applies to --latest")
+    if run is not None:
+        return run
+    if not latest:
+        raise click.UsageError("give RUN, or --latest for the newest run")
+    try:
+        return latest_run(root if root is not None else DEFAULT_RUNS_ROOT)
+    except EfoldError as exc:
+        (on_refusal or fail)(exc.code.value, exc.detail)
 
 
 def echo_report(report: msgspec.Struct, *, as_json: bool, text: Iterable[str]) -> None:

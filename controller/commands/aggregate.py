@@ -14,7 +14,7 @@ import os
 import click
 
 from efold.controller.aggregate import build_run_results, publish_reports, read_run
-from efold.controller.commands._options import refuse
+from efold.controller.commands._options import latest_options, refuse, resolve_run
 from efold.controller.errors import ControllerError
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
@@ -24,14 +24,17 @@ EXIT_UNRECONCILED = 4
 
 
 @click.command("aggregate")
-@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.argument("run", required=False, type=click.Path(exists=True, file_okay=False))
+@latest_options
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Write results.json, summary.md and report.html into this new directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of summary.md.")
-def command(run: str, output: str | None, as_json: bool) -> None:
+def command(run: str | None, latest: bool, root: str | None, output: str | None,
+            as_json: bool) -> None:
     """Aggregate RUN's receipts (it changes nothing in RUN). Refuses duplicate, changed,
     unplanned and unvisited receipts and a plan that does not match the run's
     registration; a slot the controller left in flight counts as visited, never scored.
+    `--latest` takes the newest run under --root (./efold-runs) instead of RUN.
     Every report opens with the run's status: complete, stopped (with its code),
     interrupted, crashed, running, or UNRECONCILED.
 
@@ -46,6 +49,7 @@ def command(run: str, output: str | None, as_json: bool) -> None:
          exit record and no finished containment; run `efold-controller recover RUN`,
          then `efold-controller reap RUN`
     """
+    run = resolve_run(run, latest, root)
     try:
         results = build_run_results(read_run(run))
         reports = render_reports(results)

@@ -7,6 +7,8 @@ child in a private temporary root, removed afterwards (the same machinery as
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import click
 import msgspec
 
@@ -78,13 +80,78 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2))
         return
-    for key, value in summary.items():
-        if key not in ("estimate", "unprepared"):
-            click.echo(f"{key}: {value}")
+    for line in describe_plan(summary, unprepared, faux=reader.is_faux):
+        click.echo(line)
+
+
+def describe_plan(summary: dict[str, object], unprepared: dict[str, dict[str, object]], *,
+                  faux: bool) -> list[str]:
+    """The plan for a person: the workload, the money (what each figure means, faux
+    money labelled as such, decimals aligned), then anything surprising."""
+    costs = summary["estimate"]
+    assert isinstance(costs, dict)
+    roles = summary["roles"]
+    assert isinstance(roles, list)
+    lines = [
+        f"campaign {summary['campaign']}: {summary['slots']} slots, {summary['eligible']} "
+        f"eligible, {summary['skipped_inventory_infeasible']} skipped (inventory-infeasible)",
+        f"  roles ({len(roles)}, in report order): {', '.join(roles)}",
+        f"  traces {summary['traces']} · repeats {summary['repeats']} · checkpoints "
+        f"{summary['checkpoints']} ({summary['checkpoints_unprepared']} unprepared)",
+        f"  schedule sha256 {summary['schedule_sha256']}",
+        "money" + (" (faux reader: faux units, no money is spent)" if faux else " (USD)") + ":",
+    ]
+    rows = [
+        ("expected", costs["expected_usd"], "the likely spend: "
+         f"{summary['eligible']} eligible slots x {costs['expected_per_slot_usd']} each"),
+        ("cap", costs["cap_usd"], f"the hard bound; cap / expected = {costs['cap_over_expected']}"),
+        ("one reservation", costs["rmax_usd"], "Rmax: what each request holds until it settles"),
+        ("cap - Rmax", costs["cap_minus_rmax_usd"], "what is left to admit after one hold"),
+        ("full upfront", costs["full_upfront_usd"], "every request of every slot at Rmax: a "
+         "worst case to compare with, never held at once"),
+    ]
+    width = max(len(_whole(str(v))) for _, v, _ in rows)
+    for name, value, meaning in rows:
+        text = str(value)
+        lines.append(f"  {name:<16} {_whole(text):>{width}}{_fraction(text):<8} {meaning}")
+    warnings = plan_warnings(summary, unprepared)
+    if warnings:
+        lines.append("warnings:")
+        lines.extend(f"  - {w}" for w in warnings)
     for checkpoint, why in unprepared.items():
         cause = why["cause"]
         said = (f"; its fold said {cause['code']} ({cause['detail']})"
                 if isinstance(cause, dict) else "")
-        click.echo(f"unprepared {checkpoint}: {why['code']}{said}")
-    for key, cost in costs.items():
-        click.echo(f"estimate.{key}: {cost}")
+        lines.append(f"unprepared {checkpoint}: {why['code']}{said}")
+    return lines
+
+
+def plan_warnings(summary: dict[str, object], unprepared: dict[str, dict[str, object]]
+                  ) -> list[str]:
+    """What an operator should look at before running the plan."""
+    costs = summary["estimate"]
+    assert isinstance(costs, dict)
+    found: list[str] = []
+    ratio = costs["cap_over_expected"]
+    if isinstance(ratio, str) and Decimal(ratio) < 1:
+        found.append("the cap is below the expected spend: the run will likely stop at the "
+                     "cap (not_admitted_cap) before every slot is asked")
+    if summary["skipped_inventory_infeasible"]:
+        found.append(f"{summary['skipped_inventory_infeasible']} slots are skipped: their "
+                     "checkpoints cannot fit the input envelope (they count, never scored)")
+    if unprepared:
+        found.append(f"{len(unprepared)} checkpoints could not be prepared: their slots "
+                     "will be refused (see the unprepared lines below)")
+    if not summary["eligible"]:
+        found.append("no slot is eligible: the run would ask nothing")
+    return found
+
+
+def _whole(text: str) -> str:
+    """``1234.5`` -> ``1,234`` (the integer part, with thousands separators)."""
+    whole = text.split(".")[0]
+    return f"{int(whole):,}"
+
+
+def _fraction(text: str) -> str:
+    return "." + text.split(".")[1] if "." in text else ""

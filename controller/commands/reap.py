@@ -14,7 +14,12 @@ from collections.abc import Iterator
 
 import click
 
-from efold.controller.commands._options import echo_report, refuse, run_report_options
+from efold.controller.commands._options import (
+    echo_report,
+    latest_run_report_options,
+    refuse,
+    resolve_run,
+)
 from efold.controller.reap import ReapReport, reap
 from efold.errors import EfoldError
 
@@ -30,13 +35,15 @@ def _text(report: ReapReport) -> Iterator[str]:
 
 
 @click.command("reap")
-@run_report_options
-def command(run_dir: str, as_json: bool) -> None:
+@latest_run_report_options
+def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool) -> None:
     """Contain every process a dead controller left behind in RUN_DIR, with the same
     proofs as a live containment (pidfd + start time + group), and journal it.
 
     Exit status: 0 the run is reconciled afterwards, 1 something could not be proven
-    dead (reap_incomplete), 2 usage error or refused."""
+    dead (reap_incomplete), 2 usage error or refused. `--latest` takes the newest run
+    under --root (./efold-runs) instead of RUN_DIR."""
+    run_dir = resolve_run(run_dir, latest, root)
     try:
         report = reap(run_dir)
     except EfoldError as exc:

@@ -25,7 +25,7 @@ from typing import NoReturn
 import click
 import msgspec
 
-from efold.controller.commands._options import echo_report, fail
+from efold.controller.commands._options import echo_report, fail, latest_options, resolve_run
 from efold.controller.recovery import RecoveryReport, observe
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME
@@ -73,13 +73,18 @@ def _not_a_run(run_dir: str) -> str | None:
 
 
 @click.command("recover")
-@click.argument("run_dir", type=click.Path())
+@click.argument("run_dir", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def command(run_dir: str, as_json: bool) -> None:
+@latest_options
+def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool) -> None:
     """Report the processes a run left behind. Never signals, never launches.
+    `--latest` takes the newest run under --root (./efold-runs) instead of RUN_DIR.
 
     Exit status: 0 reconciled, 1 not reconciled, 2 usage error or refused (RUN_DIR is
-    not a readable run; under --json the refusal is also one JSON object on stdout)."""
+    not a readable run, or --latest found none; under --json the refusal is also one
+    JSON object on stdout)."""
+    run_dir = resolve_run(run_dir, latest, root,
+                          lambda code, detail: _refuse(code, detail, as_json=as_json))
     why = _not_a_run(run_dir)
     if why is not None:
         _refuse(Code.JOURNAL_INVALID.value, f"{run_dir} is not a run directory: {why}",

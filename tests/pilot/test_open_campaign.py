@@ -71,7 +71,8 @@ command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]
            "--sha256", field(registered.stdout, "sha256")]
     plan = efold("plan", *reg, cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
-    assert "checkpoints_unprepared: 1" in plan.stdout
+    assert "checkpoints 2 (1 unprepared)" in plan.stdout
+    assert "1 checkpoints could not be prepared" in plan.stdout
     assert ("unprepared r1.broken.orig-stage-hire: worker_body_failed; its fold said "
             "fold_plugin_failed (broken: exit status 3)") in plan.stdout
     pilot = efold("pilot", "--faux", *reg, "--run-dir", str(tmp_path / "run"), "--no-progress",

@@ -118,3 +118,31 @@ def test_pilot_json_ends_with_one_machine_readable_line(
     assert last["planned"] == 16 and last["results"] == str(tmp_path / "run" / "results.json")
     assert last["visited"] == last["planned"]
     assert Decimal(last["settled_usd"]) <= Decimal(last["cap_usd"]) == Decimal(cap)
+
+
+def test_plan_reads_as_a_plan_with_faux_money_labelled_and_warnings(tmp_path: Path) -> None:
+    # The default campaign's arms with a cap above one reservation (3.92) but below the
+    # expected spend (about 30): worth a warning.
+    (tmp_path / "c.toml").write_text('name = "tight"\nsuite = "original"\n'
+                                     'roles = ["native", "cold-rebuild", "compaction", "store", '
+                                     '"pack"]\ncap_usd = "20.00"\n')
+    registered = efold("register", "c.toml", "--output", "reg", cwd=tmp_path)
+    assert registered.returncode == 0, registered.stderr
+    sha = registered.stdout.split("sha256: ")[1].strip()
+    done = efold("plan", "--registration", "reg/registration.json", "--sha256", sha,
+                 cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("campaign tight: 260 slots, 260 eligible, 0 skipped")
+    assert "money (faux reader: faux units, no money is spent):" in out
+    assert "{'" not in out and "estimate." not in out  # no dict dump, no raw keys
+    names = ("expected", "cap", "one reservation", "cap - Rmax", "full upfront")
+    money = [line for line in out.splitlines() if line[2:18].rstrip() in names]
+    assert [line[2:18].rstrip() for line in money] == list(names)
+    # the whole part of every amount ends in one column (decimal points aligned)
+    ends = set()
+    for line in money:
+        amount = line[18:].split()[0]
+        ends.add(line.index(amount, 18) + len(amount.split(".")[0]))
+    assert len(ends) == 1, money
+    assert "the cap is below the expected spend" in out

@@ -1,0 +1,72 @@
+"""``efold-controller runs [ROOT] [--json]``: the runs under a runs root, newest first.
+
+Read-only (``efold.controller.run_index``): one line per run directory directly under
+ROOT (default ``./efold-runs``, where ``pilot`` puts runs): name, start (UTC), campaign,
+status, slots visited/planned and settled spend. A run that cannot be read is listed
+with its refusal code. Exit status: 0 listed (also when ROOT holds no run), 2 refused
+(``runs_root_invalid``: ROOT missing or not a directory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+import msgspec
+
+from efold.controller.commands._options import refuse
+from efold.controller.run_index import (
+    RunEntry,
+    list_runs,
+    spend_text,
+    started_text,
+    status_text,
+)
+from efold.controller.runroot import DEFAULT_RUNS_ROOT
+from efold.errors import EfoldError
+
+_HEADER = ("RUN", "STARTED (UTC)", "CAMPAIGN", "STATUS", "SLOTS", "SETTLED")
+
+
+def _row(entry: RunEntry) -> tuple[str, ...]:
+    slots = "-" if entry.planned is None else f"{entry.visited}/{entry.planned}"
+    return (entry.name, started_text(entry), entry.campaign or "-", status_text(entry),
+            slots, spend_text(entry))
+
+
+def _table(entries: list[RunEntry]) -> Iterator[str]:
+    rows = [_HEADER, *map(_row, entries)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
+    for row in rows:
+        yield "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)
+                        ).rstrip()
+
+
+@click.command("runs")
+@click.argument("root", default=DEFAULT_RUNS_ROOT, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array of runs.")
+def command(root: str, as_json: bool) -> None:
+    """List the runs under ROOT (default ./efold-runs), newest first.
+
+    One line per run directory (one holding journal.sqlite, directly under ROOT): its
+    start (UTC, from the journal; "(dir mtime)" when the journal records none), campaign,
+    status (complete, stopped with its code, interrupted, crashed, running,
+    unreconciled), slots visited/planned, and settled spend (faux units for a faux
+    reader). A run that cannot be read shows its refusal code. Read-only.
+
+    \b
+    Exit status:
+      0  listed (also when ROOT holds no run)
+      2  refused: runs_root_invalid (ROOT missing or not a directory)
+    """
+    try:
+        entries = list_runs(root)
+    except EfoldError as exc:
+        refuse(exc)
+    if as_json:
+        click.echo(msgspec.json.encode(entries).decode())
+    elif not entries:
+        click.echo(f"No runs under {root} (a run directory holds journal.sqlite).")
+    else:
+        for line in _table(entries):
+            click.echo(line)

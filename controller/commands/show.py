@@ -1,0 +1,66 @@
+"""``efold-controller show RUN [--json]``: one run's status, campaign, counts, spend and
+reports.
+
+Read-only, like ``aggregate`` without ``--output``: it writes nothing in RUN. Exit
+status: 0 shown, 2 usage error or refused (RUN is not a run, its records refuse, or
+``--latest`` found none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+import msgspec
+
+from efold.controller.commands._options import latest_options, refuse, resolve_run
+from efold.controller.run_index import RunDetails, show_run, spend_text, started_text
+from efold.errors import EfoldError
+
+
+def _text(details: RunDetails) -> Iterator[str]:
+    run, ex = details.run, details.execution
+    yield f"status: {details.headline}"
+    yield f"run: {run.path}"
+    yield f"campaign: {run.campaign}"
+    yield f"started: {started_text(run)}"
+    yield (f"slots: {ex.visited}/{ex.planned} visited (eligible {ex.eligible}, completed "
+           f"{ex.completed}, incomplete {ex.incomplete}, invalid {ex.invalid}, unadmitted "
+           f"{ex.unadmitted}, skipped {ex.skipped}, missing {ex.missing})")
+    yield f"settled spend: {spend_text(run)}"
+    present = {name: path for name, path in details.reports.items() if path is not None}
+    for name, path in present.items():
+        yield f"{name}: {path}"
+    absent = [name for name in details.reports if name not in present]
+    if absent:
+        yield (f"absent: {', '.join(absent)} (`efold-controller aggregate RUN --output DIR` "
+               "makes them)")
+
+
+@click.command("show")
+@click.argument("run", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the details as one JSON object.")
+@latest_options
+def command(run: str | None, latest: bool, root: str | None, as_json: bool) -> None:
+    """Show one run: status, campaign, counts, spend and its reports. Writes nothing.
+
+    `--latest` takes the newest run under --root (./efold-runs) instead of RUN. The
+    paths of results.json, summary.md and report.html in RUN are printed when present;
+    `aggregate RUN --output DIR` makes them otherwise.
+
+    \b
+    Exit status:
+      0  shown (whatever the run's status)
+      2  usage error or refused: RUN is not a run or its records refuse, or --latest
+         found none
+    """
+    run = resolve_run(run, latest, root)
+    try:
+        details = show_run(run)
+    except EfoldError as exc:
+        refuse(exc)
+    if as_json:
+        click.echo(msgspec.json.encode(details).decode())
+    else:
+        for line in _text(details):
+            click.echo(line)
