@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from efold.corpus.suites import load_suite as load_suite
     from efold.corpus.suites import original_suite as original_suite
     from efold.corpus.user_suite import load_suite_dir as load_suite_dir
-    from efold.corpus.user_suite import validate_user_item as validate_user_item
+    from efold.corpus.user_validation import validate_user_item as validate_user_item
     from efold.corpus.validation import validate as validate
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -123,7 +123,7 @@ def test_every_fixture_imports_into_a_well_formed_trace(fmt: str, path: Path) ->
 
 @pytest.mark.parametrize(("fmt", "path"), FIXTURES, ids=lambda v: getattr(v, "name", v))
 def test_every_fixture_satisfies_the_user_suite_loaders_imported_shape(fmt: str, path: Path) -> None:
-    user_suite = pytest.importorskip("efold.corpus.user_suite")
+    user_suite = pytest.importorskip("efold.corpus.user_validation")
     assert user_suite.trace_problems(import_file(fmt, path).trace) == []
 
 

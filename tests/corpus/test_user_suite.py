@@ -30,7 +30,8 @@ from efold.corpus import (
 )
 from efold.corpus.model import Availability, Category, FunctionCall, Outcome, ToolCall
 from efold.corpus.probe_files import parse_probe_file, toml_probe_lines
-from efold.corpus.user_suite import check_suite_dir, cut_trace, item_problems, trace_problems
+from efold.corpus.user_suite import check_suite_dir, cut_trace
+from efold.corpus.user_validation import item_problems, trace_problems
 from efold.errors import Code
 from efold.folds import TracePrefix, checkpoint_availability, checkpoint_to_request, get_fold
 from efold.protocol.records import OPAQUE_ID
