@@ -29,6 +29,13 @@ def test_operator_flow_runs_a_small_campaign(tmp_path: Path) -> None:
                if line.startswith("results: ")]
     assert results and Path(results[0]).is_file()
     assert (out / "preflight.json").stat().st_size > 0
+    # The pilot's output was streamed through and kept: the run line, then the summary.
+    log = (out / "pilot.log").read_text()
+    assert log.startswith("run: ") and "results: " in log and log in done.stdout
+    header = SCRIPT.read_text().split("set -euo pipefail")[0]
+    for step in ("register", "plan", "preflight", "pilot", "aggregate"):
+        assert f"== {step}" not in header and f" {step} " in header
+        assert f"/5 {step}" in done.stdout
     assert "| native |" in (out / "aggregate.md").read_text()
 
 
@@ -37,7 +44,8 @@ def test_operator_flow_fails_closed(tmp_path: Path) -> None:
     bad.write_text('name = "bad"\nsuite = "nowhere"\nroles = ["native"]\n')
     failed = _run(str(bad), str(tmp_path / "out"), "--faux")
     assert failed.returncode != 0 and "campaign_invalid" in failed.stderr
-    assert not (tmp_path / "out" / "runs").exists()
+    # register failed: the output directory the script made is gone, not left empty.
+    assert not (tmp_path / "out").exists()
     (tmp_path / "taken").mkdir()
     refused = _run(str(bad), str(tmp_path / "taken"), "--faux")
     assert refused.returncode == 2 and "already exists" in refused.stderr
