@@ -175,6 +175,8 @@ class Code(enum.StrEnum):
     # -- controller/ ---------------------------------------------------------------
     CAMPAIGN_INVALID = "campaign_invalid"
     CAMPAIGN_NOT_FOUND = "campaign_not_found"  # no such file, and no bundled campaign
+    SUBSET_UNKNOWN = "subset_unknown"  # --roles/--traces/--probes name an id not there
+    SUBSET_EMPTY = "subset_empty"  # the subset flags keep no slot
     OUTPUT_EXISTS = "output_exists"  # a command's new output directory already exists
     REGISTRATION_INVALID = "registration_invalid"
     REGISTRATION_DIGEST_MISMATCH = "registration_digest_mismatch"
@@ -197,9 +199,15 @@ class Code(enum.StrEnum):
     REAP_INCOMPLETE = "reap_incomplete"  # reap could not prove every process dead
     RUNS_ROOT_INVALID = "runs_root_invalid"  # `runs` / `--latest`: ROOT is no directory
     RUN_NOT_FOUND = "run_not_found"  # `--latest`: no run directory under ROOT
+    RUN_LOG_FAILED = "run_log_failed"  # the run's controller.log: not created / written
+    PRUNE_UNRECONCILED = "prune_unreconciled"  # `prune`: a run that is not reconciled
+    PRUNE_RUN_LIVE = "prune_run_live"  # `prune`: a controller (or reap) holds the run lease
+    PRUNE_NOT_CONFIRMED = "prune_not_confirmed"  # `prune`: no --yes, no terminal, or declined
+    PRUNE_INCOMPLETE = "prune_incomplete"  # `prune`: entries of a run could not be removed
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"
+    COMPARE_NO_COMMON_SLOTS = "compare_no_common_slots"  # `compare`: plans share no slot
 
 
 class EfoldError(Exception):

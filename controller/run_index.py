@@ -70,7 +70,19 @@ class RunDetails(msgspec.Struct, frozen=True):
 
 
 def is_run_dir(path: str | os.PathLike[str]) -> bool:
-    return os.path.isdir(path) and os.path.lexists(os.path.join(path, JOURNAL_NAME))
+    return not_a_run(path) is None
+
+
+def not_a_run(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is plainly not a run directory, or None when it may be one (its
+    journal's own checks then decide): a run directory holds ``journal.sqlite``."""
+    if not os.path.lexists(path):
+        return "no such directory"
+    if not os.path.isdir(path):
+        return "not a directory"
+    if not os.path.lexists(os.path.join(path, JOURNAL_NAME)):
+        return f"no {JOURNAL_NAME}"
+    return None
 
 
 def run_start(run: str | os.PathLike[str]) -> tuple[int, StartSource]:

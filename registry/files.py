@@ -82,9 +82,10 @@ def open_dir_nofollow(path: str | os.PathLike[str]) -> int:
             try:
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
-                why = {errno.ELOOP: "symlink", errno.ENOTDIR: "not a directory",
-                       errno.ENOENT: "missing"}.get(exc.errno or 0, f"errno {exc.errno}")
-                raise RegistryError(Code.PATH_REFUSED, f"directory component {why}") from exc
+                why = {errno.ELOOP: "is a symlink", errno.ENOTDIR: "is not a directory",
+                       errno.ENOENT: "is missing"}.get(exc.errno or 0, f"errno {exc.errno}")
+                raise RegistryError(Code.PATH_REFUSED,
+                                    f"{absolute}: directory component {part!r} {why}") from exc
             os.close(fd)
             fd = child
     except BaseException:
@@ -158,7 +159,10 @@ def publish_exclusive(
             try:
                 os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             except FileExistsError as exc:
-                raise RegistryError(Code.PUBLISH_TARGET_EXISTS, "target name is taken") from exc
+                raise RegistryError(
+                    Code.PUBLISH_TARGET_EXISTS,
+                    f"{os.path.join(os.fspath(directory), name)} exists (never overwritten)",
+                ) from exc
             except OSError as exc:
                 raise RegistryError(Code.PUBLISH_FAILED, f"link: errno {exc.errno}") from exc
             linked = True

@@ -302,8 +302,15 @@ MEANINGS: dict[str, str] = {
     "campaign_not_found": "`register` (or `fold check --campaign`) was given a campaign "
         "that is neither a readable file nor a bundled campaign's name; the detail lists "
         "the bundled ones.",
+    "subset_unknown": "`register`/`pilot` `--roles`, `--traces` or `--probes` named an "
+        "id the campaign (or the registration being narrowed) does not have; the detail "
+        "names them and lists the ones it has.",
+    "subset_empty": "The subset flags keep no slot to run.",
     "output_exists": "`aggregate --output DIR`: DIR already exists; reports go into a new "
         "directory, never over another one.",
+    "run_log_failed": "`pilot` / `smoke`: the run's `controller.log` could not be created "
+        "or written; a warning on stderr, never a stop: the run goes on, its journal and "
+        "receipts are its record.",
     "registration_invalid": "`registration.json` is unreadable, does not decode, or its "
         "campaign no longer validates.",
     "registration_digest_mismatch": "The registration's sha256, or a digest it freezes "
@@ -345,6 +352,18 @@ MEANINGS: dict[str, str] = {
     # -- report/
     "report_input_invalid": "The plan, receipts, run facts or `results.json` given to the "
         "report are inconsistent or not content-free; the whole report refuses.",
+    "compare_no_common_slots": "`compare`: the two runs' plans share no slot id (same "
+        "repeat, role, trace and probe), so there is no pair to compare.",
+    "prune_unreconciled": "`prune`: the run is not reconciled (its status is "
+        "`unreconciled`, or `recover` would not call it reconciled): it is kept, untouched; "
+        "run `recover RUN` then `reap RUN`.",
+    "prune_run_live": "`prune`: a controller (or `reap`) holds the run's lease: the run is "
+        "kept, untouched.",
+    "prune_not_confirmed": "`prune`: removal needs `--yes` when stdin is not a terminal, "
+        "or the operator declined at the prompt; nothing was removed.",
+    "prune_incomplete": "`prune`: some entries of a run could not be removed (counted, "
+        "never followed through a link); the run's records are kept so that it stays a "
+        "run directory.",
 }
 
 # An optional sentence under a section heading, keyed by the heading.

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 
 import click
 import msgspec
 
-from efold.controller.run_index import latest_run
+from efold.controller.campaign import named_campaign
+from efold.controller.errors import ControllerError
+from efold.controller.registration import (
+    Registration,
+    compute_registration,
+    encode_registration,
+    load_registration,
+    subset_registration,
+)
+from efold.controller.run_index import latest_run, not_a_run
 from efold.controller.runroot import DEFAULT_RUNS_ROOT
-from efold.errors import EfoldError
+from efold.controller.subset import Subset, requested
+from efold.errors import Code, EfoldError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +58,7 @@ def registration_options(required: bool = True) -> Callable[[F], F]:
 def run_report_options(f: F) -> F:
     """``RUN_DIR`` and ``--json``: the arguments of a command that reports on a run."""
     f = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(f)
-    return click.argument("run_dir", type=click.Path(exists=True, file_okay=False))(f)
+    return click.argument("run_dir", type=click.Path())(f)
 
 
 def latest_run_report_options(f: F) -> F:
@@ -55,8 +66,7 @@ def latest_run_report_options(f: F) -> F:
     run with ``resolve_run(run_dir, latest, root)``."""
     f = latest_options(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(f)
-    return click.argument("run_dir", required=False,
-                          type=click.Path(exists=True, file_okay=False))(f)
+    return click.argument("run_dir", required=False, type=click.Path())(f)
 
 
 def latest_options(f: F) -> F:
@@ -71,14 +81,19 @@ def latest_options(f: F) -> F:
 def resolve_run(run: str | None, latest: bool, root: str | None,
                 on_refusal: Callable[[str, str], NoReturn] | None = None) -> str:
     """RUN as given, or with ``--latest`` the newest run under ``root``. RUN with
-    ``--latest``, neither, or ``--root`` without ``--latest`` is a usage error; no run
-    under ``root`` (or no ``root``) a refusal, through ``on_refusal(code, detail)``
-    (default: ``fail``)."""
+    ``--latest``, neither, or ``--root`` without ``--latest`` is a usage error; a RUN
+    that is plainly not a run directory (missing, a file, no journal), or no run under
+    ``root``, is ``run_not_found``, through ``on_refusal(code, detail)`` (default:
+    ``fail``; see ``refusal_for``)."""
     if run is not None and latest:
         raise click.UsageError("RUN and --latest are exclusive")
     if root is not None and not latest:
         raise click.UsageError("--root applies to --latest")
     if run is not None:
+        why = not_a_run(run)
+        if why is not None:
+            (on_refusal or fail)(Code.RUN_NOT_FOUND.value,
+                                 f"{run} is not a run directory: {why}")
         return run
     if not latest:
         raise click.UsageError("give RUN, or --latest for the newest run")
@@ -108,6 +123,16 @@ def refuse(exc: EfoldError) -> NoReturn:
     fail(exc.code.value, exc.detail)
 
 
+def refusal_for(as_json: bool) -> Callable[[str, str], NoReturn]:
+    """``fail``, and under ``--json`` first the refusal as one JSON object on stdout
+    (``{"refused": CODE, "detail": ...}``), so that ``--json`` always yields JSON."""
+    def refuse_(code: str, detail: str) -> NoReturn:
+        if as_json:
+            click.echo(msgspec.json.encode({"refused": code, "detail": detail}).decode())
+        fail(code, detail)
+    return refuse_
+
+
 def real_route_options(f: F) -> F:
     """``--authorization`` and ``--trust``: what a real run (``pilot --real``, ``smoke``)
     verifies and consumes."""
@@ -115,3 +140,80 @@ def real_route_options(f: F) -> F:
                      help="A trusted approver public key (repeatable).")(f)
     return click.option("--authorization", default=None, type=click.Path(dir_okay=False),
                         help="A signed authorization file (consumed once).")(f)
+
+
+def _id_list(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[str]:
+    """Repeatable, each a comma list: ``--roles a,b --roles c`` is ``[a, b, c]``."""
+    ids = [part.strip() for given in value for part in given.split(",")]
+    if any(not i for i in ids):
+        raise click.BadParameter("an empty name: give NAME[,NAME...]")
+    return ids
+
+
+def subset_options(f: F) -> F:
+    """``--roles``, ``--traces``, ``--probes`` and ``--limit``, handed to the command as
+    one ``subset: Subset | None`` argument (None: no subset flag given). Unknown ids
+    are refused when the subset is registered (``subset_unknown``); ``--limit`` below 1
+    is a usage error."""
+
+    @functools.wraps(f)
+    def command(*args: Any, roles: list[str], traces: list[str], probes: list[str],
+                limit: int | None, **kwargs: Any) -> Any:
+        return f(*args, subset=requested(roles, traces, probes, limit), **kwargs)
+
+    g = click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Subset: only the schedule's first N (trace, probe) blocks; every "
+                          "role gets the same N slots per repeat.")(command)
+    g = click.option("--probes", multiple=True, callback=_id_list, metavar="ID[,ID...]",
+                     help="Subset: only these probe ids (repeatable).")(g)
+    g = click.option("--traces", multiple=True, callback=_id_list, metavar="ID[,ID...]",
+                     help="Subset: only these trace ids (repeatable).")(g)
+    g = click.option("--roles", multiple=True, callback=_id_list, metavar="NAME[,NAME...]",
+                     help="Subset: only these roles (repeatable). Any subset flag makes a "
+                          "new registration with its own sha256.")(g)
+    return cast(F, g)
+
+
+def campaign_option(f: F) -> F:
+    """``pilot --campaign NAME|FILE``: register a campaign and run it in one step."""
+    return click.option(
+        "--campaign", "campaign", default=None, metavar="NAME|FILE",
+        help="--faux: register this campaign (a TOML file, or `default` / `hard`) and run "
+             "it; the registration is printed and kept in the run directory.")(f)
+
+
+class PilotRegistration(NamedTuple):
+    registration: Registration
+    data: bytes  # the exact bytes the run publishes as its registration.json
+    made: bool  # made here (--campaign or a subset): print it, it is no file yet
+
+
+def pilot_registration(*, campaign: str | None, registration: str | None,
+                       sha256: str | None, subset: Subset | None,
+                       real: bool) -> PilotRegistration:
+    """What ``pilot`` runs: the verified ``--registration`` (narrowed by ``subset``, a
+    new registration), or ``--campaign`` (default: the bundled default campaign)
+    registered now, with ``subset``. ``--campaign`` with ``--registration`` is a usage
+    error. A real run takes only a registration as given, smoked and authorized:
+    ``--campaign`` or a subset with ``--real`` refuses
+    (``lookup_pilot_real_route_unavailable``), as ``--real`` without a registration does."""
+    if campaign is not None and registration is not None:
+        raise click.UsageError("--campaign and --registration/--sha256 are exclusive")
+    if real and (campaign is not None or subset is not None):
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                              "--real runs a registration that was smoked and authorized as "
+                              "it is: register the campaign (subset flags included), smoke "
+                              "and authorize it, then --registration FILE --sha256 S")
+    if registration is not None and sha256 is not None:
+        loaded = load_registration(registration, sha256)
+        if subset is None:
+            return PilotRegistration(loaded.registration, loaded.data, made=False)
+        reg = subset_registration(loaded.registration, subset)
+        return PilotRegistration(reg, encode_registration(reg), made=True)
+    if real:
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                              "--real needs --registration FILE --sha256 S")
+    spec, raw = named_campaign(campaign or "default")
+    reg = compute_registration(spec, raw, subset)
+    return PilotRegistration(reg, encode_registration(reg),
+                             made=campaign is not None or subset is not None)

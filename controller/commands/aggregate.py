@@ -14,7 +14,7 @@ import os
 import click
 
 from efold.controller.aggregate import build_run_results, publish_reports, read_run
-from efold.controller.commands._options import latest_options, refuse, resolve_run
+from efold.controller.commands._options import latest_options, refusal_for, resolve_run
 from efold.controller.errors import ControllerError
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
@@ -24,7 +24,7 @@ EXIT_UNRECONCILED = 4
 
 
 @click.command("aggregate")
-@click.argument("run", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("run", required=False, type=click.Path())
 @latest_options
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Write results.json, summary.md and report.html into this new directory.")
@@ -49,7 +49,8 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
          exit record and no finished containment; run `efold-controller recover RUN`,
          then `efold-controller reap RUN`
     """
-    run = resolve_run(run, latest, root)
+    refuse_ = refusal_for(as_json)
+    run = resolve_run(run, latest, root, refuse_)
     try:
         results = build_run_results(read_run(run))
         reports = render_reports(results)
@@ -59,7 +60,7 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
                                       "its reports into a new directory")
             publish_reports(reports, claim_run_dir(output))
     except EfoldError as exc:
-        refuse(exc)
+        refuse_(exc.code.value, exc.detail)
     click.echo(reports["results.json" if as_json else "summary.md"].decode())
     if results.status is not None and results.status.unreconciled:
         click.echo(f"unreconciled: {Code.RUN_UNRECONCILED.value}", err=True)

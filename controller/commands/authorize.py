@@ -140,7 +140,10 @@ def command(registration: str | None, sha256: str | None, smoke: bool, key_path:
                  "deadlines": deadlines, "output_root": canonical_output_root(output_root),
                  "credential_env_var": credential_env, **digests},
                 AuthorizationBindings)
-        key = load_private_key(key_path)
+        try:
+            key = load_private_key(key_path)
+        except EfoldError as exc:
+            fail(exc.code.value, f"key {key_path}: {exc.detail or exc.code.value}")
         account_id = os.environ.get(ACCOUNT_ENV)
         if not account_id:
             fail(Code.AUTHORIZATION_INVALID.value, f"set the provider account id in {ACCOUNT_ENV}")

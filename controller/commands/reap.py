@@ -17,7 +17,7 @@ import click
 from efold.controller.commands._options import (
     echo_report,
     latest_run_report_options,
-    refuse,
+    refusal_for,
     resolve_run,
 )
 from efold.controller.reap import ReapReport, reap
@@ -43,11 +43,12 @@ def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool) 
     Exit status: 0 the run is reconciled afterwards, 1 something could not be proven
     dead (reap_incomplete), 2 usage error or refused. `--latest` takes the newest run
     under --root (./efold-runs) instead of RUN_DIR."""
-    run_dir = resolve_run(run_dir, latest, root)
+    refuse_ = refusal_for(as_json)
+    run_dir = resolve_run(run_dir, latest, root, refuse_)
     try:
         report = reap(run_dir)
     except EfoldError as exc:
-        refuse(exc)
+        refuse_(exc.code.value, exc.detail)
     echo_report(report, as_json=as_json, text=_text(report))
     if not report.reconciled:
         if not as_json:

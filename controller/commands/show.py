@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import click
 import msgspec
 
-from efold.controller.commands._options import latest_options, refuse, resolve_run
+from efold.controller.commands._options import latest_options, refusal_for, resolve_run
 from efold.controller.run_index import RunDetails, show_run, spend_text, started_text
 from efold.errors import EfoldError
 
@@ -38,7 +38,7 @@ def _text(details: RunDetails) -> Iterator[str]:
 
 
 @click.command("show")
-@click.argument("run", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("run", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the details as one JSON object.")
 @latest_options
 def command(run: str | None, latest: bool, root: str | None, as_json: bool) -> None:
@@ -54,11 +54,12 @@ def command(run: str | None, latest: bool, root: str | None, as_json: bool) -> N
       2  usage error or refused: RUN is not a run or its records refuse, or --latest
          found none
     """
-    run = resolve_run(run, latest, root)
+    refuse_ = refusal_for(as_json)
+    run = resolve_run(run, latest, root, refuse_)
     try:
         details = show_run(run)
     except EfoldError as exc:
-        refuse(exc)
+        refuse_(exc.code.value, exc.detail)
     if as_json:
         click.echo(msgspec.json.encode(details).decode())
     else:

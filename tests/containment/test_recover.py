@@ -105,7 +105,7 @@ def test_recover_refuses_a_directory_without_a_journal(tmp_path: Path) -> None:
     out = recover(str(tmp_path))
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        f"refused: journal_invalid ({tmp_path} is not a run directory: no journal.sqlite)")
+        f"refused: run_not_found ({tmp_path} is not a run directory: no journal.sqlite)")
 
 
 def test_recover_never_signals_by_construction() -> None:

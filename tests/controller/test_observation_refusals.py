@@ -73,7 +73,8 @@ def test_recover_refuses_what_is_not_a_run(tmp_path: Path, as_json: bool) -> Non
     }
     for name, detail in cases.items():
         out = _cli("recover", name, *flag, cwd=tmp_path)
-        assert _refusal(out, as_json=as_json) == ("journal_invalid", detail)
+        code = "journal_invalid" if name == "garbage" else "run_not_found"
+        assert _refusal(out, as_json=as_json) == (code, detail)
     # Nothing was created while refusing.
     assert sorted(os.listdir(tmp_path / "empty")) == []
     assert sorted(os.listdir(tmp_path / "garbage")) == ["journal.sqlite"]

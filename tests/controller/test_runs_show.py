@@ -145,7 +145,7 @@ def test_show_says_when_the_reports_are_absent(root: Path, tmp_path: Path) -> No
 
 def test_show_refuses_a_directory_that_is_not_a_run(root: Path) -> None:
     done = invoke("show", str(root / "notarun"))
-    assert done.exit_code == 2 and done.stderr.startswith("refused: journal_invalid (")
+    assert done.exit_code == 2 and done.stderr.startswith("refused: run_not_found (")
 
 
 @pytest.mark.parametrize("name", ["show", "aggregate", "recover"])

@@ -1,0 +1,343 @@
+"""The bad-input tally: inputs an operator gets wrong, each run as a real
+``efold-controller`` process, and how the command answered.
+
+Every case must end in one of the two documented forms, never a traceback:
+
+- a **usage error** (exit 2, click's ``Usage: ...`` then ``Error: ...`` on stderr): the
+  command line itself is wrong;
+- a **refusal** (exit 2, ``refused: CODE (what, where)`` on stderr; under ``--json`` also
+  one JSON object on stdout): the command line is fine, its input is not.
+
+The expected code of each refusal is part of the case, so a code that points the wrong
+way fails as surely as a traceback. And every case must lose nothing: the workspace (its
+files, sizes and modification times, run directories included) is the same after the
+command as before it.
+
+``tests/controller/test_bad_inputs.py`` asserts all of this; run as a script, the module
+prints the tally for any ``efold-controller`` (an older build's, for a before/after)::
+
+    python tests/kit/bad_inputs.py [--exe PATH/TO/efold-controller]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SMALL = """
+name = "small"
+suite = "original"
+roles = ["native", "store"]
+probe_limit = 2
+selection_seed = 7
+schedule_seed = 7
+cap_usd = "60.00"
+"""
+WRONG_SHA = "0" * 64
+# Every command runs with a provider account id set (``authorize`` needs one before it
+# writes), and no credential.
+ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("EFOLD_")},
+       "EFOLD_ACCOUNT_ID": "acct-bad-inputs"}
+REFUSED = re.compile(r"^refused: ([a-z0-9_]+)(?: \((.*)\))?$", re.MULTILINE)
+REJECTED = re.compile(r"^rejected: ([a-z0-9_]+)  \S", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Case:
+    """``argv`` holds ``{name}`` placeholders filled from the workspace; ``code`` is the
+    expected refusal code, or None for a usage error."""
+
+    name: str
+    argv: tuple[str, ...]
+    code: str | None
+    json: bool = False  # --json: the refusal is also one JSON object on stdout
+    # ``rejected``: a validator's report (``rejected: CODE PATH (detail)`` per input on
+    # stdout, exit 2) instead of one refusal: ``corpus validate`` lists every problem.
+    form: str = "refused"
+
+
+def case(name: str, argv: str, code: str | None = None, *, json: bool = False,
+         form: str = "refused") -> Case:
+    return Case(name, tuple(argv.split()), code, json, form)
+
+
+CASES: tuple[Case, ...] = (
+    # register
+    case("register-typo-bundled", "register defualt --output {w}/new", "campaign_not_found"),
+    case("register-missing-file", "register {w}/nope.toml --output {w}/new", "campaign_not_found"),
+    case("register-no-args", "register", None),
+    case("register-no-output", "register {w}/small.toml", None),
+    case("register-output-taken", "register {w}/small.toml --output {w}/reg",
+         "publish_target_exists"),
+    case("register-not-toml", "register {w}/garbage.json --output {w}/new", "campaign_invalid"),
+    case("register-invalid-campaign", "register {w}/bad.toml --output {w}/new", "campaign_invalid"),
+    case("register-empty-file", "register {w}/empty.json --output {w}/new", "campaign_invalid"),
+    case("register-output-is-file", "register {w}/small.toml --output {w}/afile.txt", None),
+    case("register-unknown-option", "register {w}/small.toml --output {w}/new --fast", None),
+    # plan
+    case("plan-no-args", "plan", None),
+    case("plan-missing-registration", "plan --registration {w}/nope.json --sha256 {wrong}", None),
+    case("plan-sha-not-hex", "plan --registration {reg} --sha256 abc", None),
+    case("plan-sha-mismatch", "plan --registration {reg} --sha256 {wrong}",
+         "registration_digest_mismatch"),
+    case("plan-empty-registration", "plan --registration {w}/empty.json --sha256 {empty_sha}",
+         "registration_invalid"),
+    case("plan-garbage-registration", "plan --registration {w}/garbage.json --sha256 {garbage_sha}",
+         "registration_invalid"),
+    case("plan-not-a-registration", "plan --registration {w}/other.json --sha256 {other_sha}",
+         "registration_invalid"),
+    case("plan-registration-is-dir", "plan --registration {w}/adir --sha256 {wrong}", None),
+    case("plan-sha-without-registration", "plan --sha256 {sha}", None),
+    # preflight
+    case("preflight-no-args", "preflight", None),
+    case("preflight-sha-mismatch", "preflight --registration {reg} --sha256 {wrong}",
+         "registration_digest_mismatch"),
+    case("preflight-empty-registration",
+         "preflight --registration {w}/empty.json --sha256 {empty_sha}", "registration_invalid"),
+    case("preflight-sha-not-hex", "preflight --registration {reg} --sha256 xyz", None),
+    # pilot
+    case("pilot-neither-route", "pilot", None),
+    case("pilot-both-routes", "pilot --faux --real", None),
+    case("pilot-runs-and-run-dir", "pilot --faux --runs {w}/r1 --run-dir {w}/r2", None),
+    case("pilot-registration-without-sha", "pilot --faux --registration {reg}", None),
+    case("pilot-sha-without-registration", "pilot --faux --sha256 {sha}", None),
+    case("pilot-keep-answers-faux", "pilot --faux --keep-answers", None),
+    case("pilot-run-dir-exists", "pilot --faux --run-dir {w}/adir", "run_root_exists"),
+    case("pilot-runs-is-file", "pilot --faux --runs {w}/afile.txt", None),
+    case("pilot-sha-mismatch", "pilot --faux --registration {reg} --sha256 {wrong}",
+         "registration_digest_mismatch"),
+    case("pilot-sha-not-hex", "pilot --faux --registration {reg} --sha256 abc", None),
+    case("pilot-empty-registration",
+         "pilot --faux --registration {w}/empty.json --sha256 {empty_sha}", "registration_invalid"),
+    case("pilot-real-without-registration", "pilot --real",
+         "lookup_pilot_real_route_unavailable"),
+    case("pilot-real-faux-reader",
+         "pilot --real --registration {reg} --sha256 {sha} --run-dir {w}/new",
+         "lookup_pilot_real_route_unavailable"),
+    case("pilot-unknown-option", "pilot --faux --fast", None),
+    # smoke
+    case("smoke-no-args", "smoke", None),
+    case("smoke-sha-mismatch",
+         "smoke --registration {reg} --sha256 {wrong} --run-dir {w}/new",
+         "registration_digest_mismatch"),
+    case("smoke-faux-reader", "smoke --registration {reg} --sha256 {sha} --run-dir {w}/new",
+         "lookup_pilot_real_route_unavailable"),
+    # aggregate
+    case("aggregate-no-run", "aggregate", None),
+    case("aggregate-not-a-run", "aggregate {w}/notrun", "run_not_found"),
+    case("aggregate-missing-dir", "aggregate {w}/nope", "run_not_found"),
+    case("aggregate-output-exists", "aggregate {run} --output {w}/adir", "output_exists"),
+    case("aggregate-latest-empty-root", "aggregate --latest --root {w}/emptyroot", "run_not_found"),
+    case("aggregate-latest-root-is-file", "aggregate --latest --root {w}/afile.txt",
+         "runs_root_invalid"),
+    case("aggregate-run-and-latest", "aggregate {run} --latest", None),
+    case("aggregate-json-not-a-run", "aggregate {w}/notrun --json", "run_not_found", json=True),
+    # recover and reap
+    case("recover-no-run", "recover", None),
+    case("recover-not-a-run", "recover {w}/notrun", "run_not_found"),
+    case("recover-json-not-a-run", "recover {w}/notrun --json", "run_not_found", json=True),
+    case("recover-missing-dir", "recover {w}/nope", "run_not_found"),
+    case("recover-latest-empty-root", "recover --latest --root {w}/emptyroot", "run_not_found"),
+    case("reap-not-a-run", "reap {w}/notrun", "run_not_found"),
+    case("reap-json-not-a-run", "reap {w}/notrun --json", "run_not_found", json=True),
+    case("reap-missing-dir", "reap {w}/nope", "run_not_found"),
+    # runs and show
+    case("runs-missing-root", "runs {w}/nope", "runs_root_invalid"),
+    case("runs-root-is-file", "runs {w}/afile.txt", "runs_root_invalid"),
+    case("show-not-a-run", "show {w}/notrun", "run_not_found"),
+    case("show-json-not-a-run", "show {w}/notrun --json", "run_not_found", json=True),
+    case("show-missing-dir", "show {w}/nope", "run_not_found"),
+    case("show-latest-empty-root", "show --latest --root {w}/emptyroot", "run_not_found"),
+    case("show-no-run", "show", None),
+    # authorize, verify-authorization, keygen
+    case("authorize-no-args", "authorize", None),
+    case("authorize-missing-key",
+         "authorize --registration {reg} --sha256 {sha} --key {w}/nope.key --out {w}/auth.json "
+         "--output-root {w}/new --approver ops --approval-reference T-1",
+         "private_file_missing"),
+    case("authorize-public-key-as-private",
+         "authorize --registration {reg} --sha256 {sha} --key {w}/k.pub --out {w}/auth.json "
+         "--output-root {w}/new --approver ops --approval-reference T-1",
+         "private_read_refused"),  # a key readable by others is no private key
+    case("authorize-out-exists",
+         "authorize --registration {reg} --sha256 {sha} --key {w}/k.key --out {w}/afile.txt "
+         "--output-root {w}/new --approver ops --approval-reference T-1",
+         "publish_target_exists"),
+    case("authorize-sha-mismatch",
+         "authorize --registration {reg} --sha256 {wrong} --key {w}/k.key --out {w}/auth.json "
+         "--output-root {w}/new --approver ops --approval-reference T-1",
+         "registration_digest_mismatch"),
+    case("verify-missing-file", "verify-authorization {w}/nope.json --trust {w}/k.pub",
+         "private_file_missing"),
+    case("verify-garbage", "verify-authorization {w}/garbage.json --trust {w}/k.pub",
+         "authorization_invalid"),
+    case("verify-empty", "verify-authorization {w}/empty.json --trust {w}/k.pub",
+         "authorization_invalid"),
+    case("verify-trust-not-a-key", "verify-authorization {w}/garbage.json --trust {w}/afile.txt",
+         "approver_key_invalid"),
+    case("verify-no-args", "verify-authorization", None),
+    case("keygen-exists", "keygen --out {w}/k", "publish_target_exists"),
+    case("keygen-no-out", "keygen", None),
+    case("keygen-missing-parent", "keygen --out {w}/nope/sub/k", "path_refused"),
+    # fold and corpus
+    case("fold-check-unknown", "fold check nosuchfold", "fold_unknown"),
+    case("fold-check-no-args", "fold check", None),
+    case("corpus-validate-missing", "corpus validate {w}/nope.json", None),
+    case("corpus-validate-garbage", "corpus validate {w}/garbage.json", "trace_schema_invalid",
+         form="rejected"),
+    case("corpus-show-missing", "corpus show {w}/nope.json", None),
+    case("corpus-import-missing", "corpus import openai-chat {w}/nope.jsonl --out {w}/new",
+         None),
+    case("corpus-import-garbage", "corpus import openai-chat {w}/garbage.json --out {w}/new",
+         "corpus_import_invalid"),
+    # the group
+    case("unknown-command", "frobnicate", None),
+)
+
+
+def make_workspace(root: Path, exe: str) -> dict[str, str]:
+    """A directory holding what the cases name (a registration, a finished faux run, an
+    approver key pair, empty/garbage/other files, a non-run directory, an empty runs
+    root), and the placeholder values."""
+    w = root
+    (w / "small.toml").write_text(SMALL)
+    (w / "bad.toml").write_text('name = "bad"\nsuite = "nowhere"\nroles = ["native"]\n')
+    (w / "empty.json").write_bytes(b"")
+    (w / "garbage.json").write_bytes(b"{not json")
+    (w / "other.json").write_bytes(b'{"a": 1}')
+    (w / "afile.txt").write_text("a file\n")
+    (w / "adir").mkdir()
+    (w / "emptyroot").mkdir()
+    (w / "notrun").mkdir()
+    (w / "notrun" / "plan.json").write_text("{}")
+    (w / "cwd").mkdir()
+
+    def run(*argv: str, ok: tuple[int, ...] = (0,)) -> str:
+        done = subprocess.run([exe, *argv], capture_output=True, text=True, cwd=w / "cwd",
+                              timeout=600, check=False, env=ENV)
+        if done.returncode not in ok:
+            raise RuntimeError(f"workspace step {argv} failed: {done.stdout}{done.stderr}")
+        return done.stdout
+
+    out = run("register", str(w / "small.toml"), "--output", str(w / "reg"))
+    sha = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("sha256: "))
+    registration = next(line.split(": ", 1)[1] for line in out.splitlines()
+                        if line.startswith("registration: "))
+    out = run("pilot", "--faux", "--registration", registration, "--sha256", sha,
+              "--runs", str(w / "runs"), "--no-progress", ok=(0, 3))  # a stopped run is a run
+    run_dir = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("run: "))
+    run("keygen", "--out", str(w / "k"))
+
+    def digest(name: str) -> str:
+        return hashlib.sha256((w / name).read_bytes()).hexdigest()
+
+    return {"w": str(w), "reg": registration, "sha": sha, "run": run_dir, "wrong": WRONG_SHA,
+            "empty_sha": digest("empty.json"), "garbage_sha": digest("garbage.json"),
+            "other_sha": digest("other.json")}
+
+
+@dataclass(frozen=True)
+class Answer:
+    case: Case
+    exit: int
+    form: str  # usage | refused | traceback | unclear
+    code: str | None  # the refusal's code
+    json_ok: bool  # under --json: stdout is one JSON object naming the code
+    changed: tuple[str, ...]  # workspace paths created, removed or modified
+    stderr: str
+
+    @property
+    def verdict(self) -> str:
+        """``ok``, or what is wrong: ``traceback``, ``unclear`` (neither form),
+        ``wrong-form`` (usage where a refusal was due, or the reverse), ``misleading``
+        (another code), ``exit`` (not 2), ``no-json``, ``changed`` (it lost or made
+        something)."""
+        if self.form in ("traceback", "unclear"):
+            return self.form
+        expected = "usage" if self.case.code is None else self.case.form
+        if self.form != expected:
+            return "wrong-form"
+        if self.case.code is not None and self.code != self.case.code:
+            return "misleading"
+        if self.exit != 2:
+            return "exit"
+        if self.case.json and not self.json_ok:
+            return "no-json"
+        if self.changed:
+            return "changed"
+        return "ok"
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` with its size and modification time; a directory by
+    its entries only (a temporary file made and removed changes its mtime, and loses
+    nothing)."""
+    return {str(p.relative_to(root)): (0, 0) if p.is_dir() and not p.is_symlink()
+            else (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def run_case(c: Case, exe: str, values: dict[str, str]) -> Answer:
+    w = Path(values["w"])
+    argv = [part.format(**values) for part in c.argv]
+    before = _snapshot(w)
+    done = subprocess.run([exe, *argv], capture_output=True, text=True, cwd=w / "cwd",
+                          timeout=300, check=False, stdin=subprocess.DEVNULL, env=ENV)
+    after = _snapshot(w)
+    changed = tuple(sorted(k for k in before.keys() | after.keys()
+                           if before.get(k) != after.get(k)))
+    err = done.stderr
+    match = REFUSED.search(err) or REJECTED.search(err if c.form == "rejected" else "")
+    if "Traceback (most recent call last)" in err + done.stdout:
+        form = "traceback"
+    elif err.startswith("Usage:") and "\nError: " in err:
+        form = "usage"
+    elif match is not None:
+        form = "refused" if match.re is REFUSED else "rejected"
+    else:
+        form = "unclear"
+    json_ok = False
+    if c.json:
+        try:
+            document = json.loads(done.stdout)
+        except ValueError:
+            document = None
+        json_ok = isinstance(document, dict) and match is not None \
+            and match.group(1) in json.dumps(document)
+    return Answer(c, done.returncode, form, match.group(1) if match else None, json_ok,
+                  changed, err)
+
+
+def tally(exe: str) -> list[Answer]:
+    with tempfile.TemporaryDirectory(prefix="efold-bad-inputs-") as tmp:
+        values = make_workspace(Path(tmp), exe)
+        return [run_case(c, exe, values) for c in CASES]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Run the bad-input tally.")
+    parser.add_argument("--exe", default=shutil.which("efold-controller")
+                        or os.path.join(os.path.dirname(sys.executable), "efold-controller"))
+    args = parser.parse_args()
+    answers = tally(args.exe)
+    for a in answers:
+        first = next((line for line in a.stderr.splitlines() if line.strip()), "")
+        print(f"{a.verdict:11} {a.case.name:36} exit {a.exit:<3} {a.form:9} "
+              f"{a.code or '-':38} {first[:90]}")
+    counts: dict[str, int] = {}
+    for a in answers:
+        counts[a.verdict] = counts.get(a.verdict, 0) + 1
+    print(f"{len(answers)} inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return 0 if counts.get("ok", 0) == len(answers) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
