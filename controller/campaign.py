@@ -522,6 +522,11 @@ def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
     return parse_campaign(text, Path(path).absolute().parent), raw
 
 
+def named_campaign(name: str) -> tuple[Campaign, bytes]:
+    """A command's CAMPAIGN argument: a bundled campaign's name, else a file's path."""
+    return bundled_campaign(name) if name in BUNDLED else load_campaign(name)
+
+
 def bundled_campaign(name: str) -> tuple[Campaign, bytes]:
     if name not in BUNDLED:
         raise CampaignError(Code.CAMPAIGN_NOT_FOUND,

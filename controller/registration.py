@@ -6,6 +6,10 @@ digests recomputed *now* equal the registered ones. A changed module, catalog or
 is a new registration, never a silent drift; so is a changed fold that is not efold's
 own code (an entry-point plugin's installed files or version, an external command's
 program or script): ``folds`` pins every role's fold (``efold.folds.pinning``).
+
+A registration may be a **subset** of its campaign (``controller.subset``): it then
+records the subset, holds the campaign with only the kept roles, and selects only the
+kept traces, probes and schedule blocks; ``campaign_sha256`` stays the campaign file's.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from efold.controller import stops
 from efold.controller.campaign import Campaign, cap_units, suite_items, validate_campaign
 from efold.controller.errors import CampaignError
 from efold.controller.profiles import profile_catalog, profile_rmax_units
+from efold.controller.subset import Subset, merge, narrow_campaign, narrow_selection
 from efold.corpus import SuiteItem, corpus_digest, trace_digest
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
@@ -64,6 +70,15 @@ class Registration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     selection: list[SelectedTrace]
     selection_algorithm: str = SELECTION_ALGORITHM
     version: int = REGISTRATION_VERSION
+    # Invariant: UNSET (never encoded) unless this is a subset, so that a registration
+    # without one keeps the bytes it had before subsets existed. With one, ``campaign``
+    # holds only the kept roles and ``selection`` only the kept traces and probes.
+    subset: Subset | UnsetType = UNSET
+
+
+def subset_of(reg: Registration) -> Subset | None:
+    """The registration's subset, or None when it registers its whole campaign."""
+    return reg.subset if isinstance(reg.subset, Subset) else None
 
 
 def rank_key(seed: int, *parts: str) -> str:
@@ -142,12 +157,17 @@ def verify_fold_pins(reg: Registration) -> None:
                                 "folds digest changed since registration")
 
 
-def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
-    """Freeze a campaign. It is validated again here, cap against Rmax included, so a
-    ``Campaign`` built in code cannot register what a campaign file could not."""
+def compute_registration(campaign: Campaign, raw: bytes,
+                         subset: Subset | None = None) -> Registration:
+    """Freeze a campaign, or the ``subset`` of it (``controller.subset``). It is
+    validated again here, cap against Rmax included, so a ``Campaign`` built in code
+    cannot register what a campaign file could not."""
     validate_campaign(campaign)
     items = suite_items(campaign)  # every item validated by its loader
     selection = select_probes(campaign, items)
+    if subset is not None:
+        campaign, subset = narrow_campaign(campaign, subset)
+        selection, subset = _narrow(campaign, selection, subset)
     digests = Digests(
         corpus=corpus_digest(items),
         build=build_digest(),
@@ -164,7 +184,28 @@ def compute_registration(campaign: Campaign, raw: bytes) -> Registration:
         cap_units=cap_units(campaign),
         rmax_units=profile_rmax_units(campaign.reader),
         selection=selection,
+        subset=UNSET if subset is None else subset,
     )
+
+
+def _narrow(campaign: Campaign, selection: list[SelectedTrace],
+            subset: Subset) -> tuple[list[SelectedTrace], Subset]:
+    # The schedule's block order of repeat 1, exactly as ``plan.build_plan`` sorts it.
+    seed = campaign.schedule_seed
+    sha = {t.trace_id: t.trace_sha256 for t in selection}
+    kept, subset = narrow_selection([(t.trace_id, t.probe_ids) for t in selection], subset,
+                                    lambda t, p: rank_key(seed, "1", t, p), campaign.name)
+    return [SelectedTrace(t, sha[t], probes) for t, probes in kept], subset
+
+
+def subset_registration(reg: Registration, subset: Subset) -> Registration:
+    """A new registration: the verified ``reg`` narrowed further by ``subset``, exactly
+    what registering ``reg``'s campaign file with both subsets at once would make (same
+    bytes, same sha256). ``subset``'s ids must be in ``reg`` (``subset_unknown``)."""
+    merged = merge(subset_of(reg), [(t.trace_id, t.probe_ids) for t in reg.selection],
+                   subset, reg.campaign.name)
+    fresh = compute_registration(reg.campaign, b"", merged)
+    return msgspec.structs.replace(fresh, campaign_sha256=reg.campaign_sha256)
 
 
 def encode_registration(reg: Registration) -> bytes:
@@ -209,7 +250,7 @@ def load_registration(path: str | os.PathLike[str], sha256: str) -> LoadedRegist
                                 f"{name} is not a registration: {exc}") from exc
     try:
         validate_campaign(reg.campaign)
-        fresh = compute_registration(reg.campaign, b"")
+        fresh = compute_registration(reg.campaign, b"", subset_of(reg))
     except CampaignError as exc:
         raise RegistrationError(Code.REGISTRATION_INVALID, exc.detail) from exc
     for name in Digests.__struct_fields__:

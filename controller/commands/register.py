@@ -1,12 +1,13 @@
-"""``efold-controller register CAMPAIGN.toml --output DIR``."""
+"""``efold-controller register CAMPAIGN.toml --output DIR [subset flags]``."""
 
 from __future__ import annotations
 
 import click
 
-from efold.controller.campaign import BUNDLED, bundled_campaign, load_campaign
-from efold.controller.commands._options import refuse
-from efold.controller.registration import compute_registration, write_registration
+from efold.controller.campaign import named_campaign
+from efold.controller.commands._options import refuse, subset_options
+from efold.controller.registration import compute_registration, subset_of, write_registration
+from efold.controller.subset import Subset, describe
 from efold.errors import EfoldError
 
 
@@ -14,22 +15,28 @@ from efold.errors import EfoldError
 @click.argument("campaign", type=click.Path(dir_okay=False))
 @click.option("--output", "output", required=True, type=click.Path(file_okay=False),
               help="Directory for registration.json (created private; must not hold one).")
-def command(campaign: str, output: str) -> None:
+@subset_options
+def command(campaign: str, output: str, subset: Subset | None) -> None:
     """Validate a campaign, freeze its digests and write registration.json.
 
     CAMPAIGN is a TOML file, or `default` / `hard` for a bundled campaign. Prints the
     registration's sha256: every later command takes --registration FILE --sha256 SHA.
 
+    --roles, --traces, --probes and --limit register a subset of the campaign: a new
+    registration with its own sha256 (the campaign's sha256 stays the file's), whose
+    plan holds only the kept slots. The same flags, in any order, give the same
+    sha256 (on the same code and corpus).
+
     Exit status: 0 registered, 2 usage error or refused (nothing written).
     """
     try:
-        if campaign in BUNDLED:
-            spec, raw = bundled_campaign(campaign)
-        else:
-            spec, raw = load_campaign(campaign)
-        reg = compute_registration(spec, raw)
+        spec, raw = named_campaign(campaign)
+        reg = compute_registration(spec, raw, subset)
         path, sha = write_registration(reg, output)
     except EfoldError as exc:
         refuse(exc)
     click.echo(f"registration: {path}")
     click.echo(f"sha256: {sha}")
+    kept = subset_of(reg)
+    if kept is not None:
+        click.echo(f"subset: {describe(kept)}")
