@@ -27,10 +27,10 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 import anyio
 
@@ -40,7 +40,7 @@ from efold.controller.evidence import Evidence, checkpoint_evidence
 from efold.controller.interrupt import interruptible
 from efold.controller.judging import refused_receipt
 from efold.controller.prep_launch import PrepCause
-from efold.controller.preparation import Preparation, Progress, prepare_checkpoints
+from efold.controller.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.profiles import route_of
 from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext
@@ -84,11 +84,50 @@ class Dispatch:
 OFFLINE: Final = Dispatch()  # the faux route
 
 
+@dataclass(frozen=True)
+class CheckpointDone:
+    """A checkpoint whose prep child has ended: ``ready`` when its snapshot verified and
+    every probe asked of it fits (its slots will be launched); else it failed or is
+    inventory-infeasible (its slots are refused with the code their receipts carry)."""
+
+    key: str
+    role: str
+    ready: bool
+    elapsed_ms: int
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """What a run reports as it goes, to whoever shows it (``controller.pilot_view``).
+
+    ``phase`` is ``prep`` (one unit per checkpoint) or ``probe`` (one per planned slot);
+    ``done`` of ``total`` units are finished. Each phase opens with ``done == 0`` and
+    ends with one event where ``done == total``. ``checkpoint`` / ``receipt``: the unit
+    that just finished, when one did (a stop ends the prep phase without the rest).
+    ``settled_units``: the run's settled spend so far (summaries and probes).
+
+    Invariant: content-free, like the receipts it carries: ids, codes and numbers."""
+
+    phase: Literal["prep", "probe"]
+    done: int
+    total: int
+    settled_units: int
+    checkpoint: CheckpointDone | None = None
+    receipt: Receipt | None = None
+
+
+Progress = Callable[[ProgressEvent], None]
+
+
+def _ignore(event: ProgressEvent) -> None:
+    pass
+
+
 async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
                   program: Sequence[str] | None = None,
                   dispatch: Dispatch = OFFLINE) -> PilotOutcome:
-    tick = progress or (lambda phase, done, total: None)
+    tick = progress or _ignore
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
                         keep_answers=dispatch.keep_answers) as opened:
@@ -118,16 +157,37 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     """One prep child per checkpoint an eligible slot uses, and the evaluator-side
     evidence (availability, exclusions) of every probe asked of a feasible one."""
     evidence: dict[tuple[str, str], Evidence] = {}
+    firsts = list(checkpoints_of(plan, eligible_only=True).values())  # the order preps run in
+    ready: set[str] = set()
+    settled = 0
+    launched: tuple[PlannedSlot, float] | None = None
+
+    def prep_tick(phase: str, done: int, total: int) -> None:
+        # ``prepare_checkpoints`` ticks before each checkpoint and once at the end, and
+        # launches checkpoint ``done`` unless admission has closed (then it launches no
+        # more): so each tick ends the checkpoint the previous one started, if any.
+        nonlocal settled, launched
+        finished = None
+        if launched is not None:
+            first, started = launched
+            settled += ctx.source.ledger(first.checkpoint).settled_units
+            finished = CheckpointDone(first.checkpoint, first.role, first.checkpoint in ready,
+                                      int((time.monotonic() - started) * 1000))
+        launched = None
+        if done < total and not ctx.policy.stopped:
+            launched = (firsts[done], time.monotonic())
+        tick(ProgressEvent("prep", done, total, settled, checkpoint=finished))
 
     def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
+        ready.add(key)
         asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
         # The plan's trace, never what the fold's data claims.
         wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
         for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted).items():
             evidence[(key, pid)] = ev
 
-    preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, tick=tick,
-                                      on_prepared=on_prepared)
+    preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True,
+                                      tick=prep_tick, on_prepared=on_prepared)
     return preps, evidence
 
 
@@ -145,13 +205,22 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     private_subdir(ctx.run_dir, "slots")
     private_subdir(ctx.run_dir, "receipts")
     receipts: list[Receipt] = []
+    total = len(plan.slots)
+    settled = sum(ctx.source.ledger(key).settled_units for key in preps)
+
+    def visited(receipt: Receipt) -> None:
+        nonlocal settled
+        receipts.append(receipt)
+        settled += receipt.spend.settled_units
+        tick(ProgressEvent("probe", len(receipts), total, settled, receipt=receipt))
+
+    tick(ProgressEvent("probe", 0, total, settled))
     for n, planned in enumerate(plan.slots):
-        tick("probe", n, len(plan.slots))
         snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline)
         if isinstance(snapshot, Code):  # refused: visited without a launch
             receipt = refused_receipt(planned, snapshot)
             write_slot_receipt(ctx, receipt)
-            receipts.append(receipt)
+            visited(receipt)
             continue
         probe = probes[(planned.trace_id, planned.probe_id)]
         task = ProbeTask(question=probe.question, instructions=roles[planned.role].instructions,
@@ -162,12 +231,11 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
         )
-        receipts.append(done.receipt)
         if done.end is not None:
             code = ctx.policy.slot_admitted_end(done.end)
             if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
                 ctx.take_stop(code, planned.slot)
-    tick("probe", len(plan.slots), len(plan.slots))
+        visited(done.receipt)
     ended = _admission_ended(ctx, receipts)
     if ended is not None and ctx.policy.stop_code is None:  # the report's status names it
         ctx.journal.record_stop(epoch=ctx.epoch, code=ended.value, slot=None, sticky=False)

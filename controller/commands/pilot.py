@@ -8,24 +8,31 @@ from pathlib import Path
 import click
 
 from efold.controller.authorize_run import load_grant
-from efold.controller.campaign import bundled_campaign
 from efold.controller.commands._options import (
+    campaign_option,
     fail,
+    pilot_registration,
     real_route_options,
     refuse,
     registration_options,
+    subset_options,
 )
 from efold.controller.errors import ControllerError
 from efold.controller.interrupt import exit_status
 from efold.controller.pilot import Dispatch
-from efold.controller.pilot_view import outcome_line, print_summary, run_with_progress
-from efold.controller.registration import (
-    compute_registration,
-    encode_registration,
-    load_registration,
+from efold.controller.pilot_view import (
+    Verbosity,
+    outcome_line,
+    output_options,
+    print_summary,
+    run_with_progress,
+    verbosity_of,
 )
+from efold.controller.registration import REGISTRATION_NAME
 from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.controller.smoke import require_smoke
+from efold.controller.subset import Subset
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 
 
@@ -33,6 +40,8 @@ from efold.errors import Code, EfoldError
 @click.option("--faux", is_flag=True, help="Offline: the faux extractive reader, no credential.")
 @click.option("--real", is_flag=True, help="The campaign's real route (needs a passing `smoke`).")
 @registration_options(required=False)
+@campaign_option
+@subset_options
 @click.option("--runs", "runs_root", default=None, type=click.Path(file_okay=False),
               help="Parent of the new run directory (default: ./efold-runs).")
 @click.option("--run-dir", "run_dir", default=None, type=click.Path(file_okay=False),
@@ -42,19 +51,34 @@ from efold.errors import Code, EfoldError
 @click.option("--keep-answers", is_flag=True,
               help="--real: keep the reader's answers in the run's owner-only answers.jsonl "
                    "(reports never carry them; without it only their hashes are kept).")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@output_options
 @click.option("--json", "as_json", is_flag=True,
               help="End with one machine-readable line: a JSON object with the run "
                    "directory, status, stop code, slot counts and settled spend.")
 def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
+            campaign: str | None, subset: Subset | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
-            trust: tuple[str, ...], keep_answers: bool, no_progress: bool,
-            as_json: bool) -> None:
+            trust: tuple[str, ...], keep_answers: bool, quiet: bool, verbose: bool,
+            no_progress: bool, as_json: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
     Every run gets a new directory (printed first); nothing is resumed or reused.
     Ctrl-C (or SIGTERM) closes admission, contains the child in flight, writes the
     reports with an "interrupted" banner and exits 130 (143).
+
+    --campaign NAME|FILE registers a campaign and runs it in one step; --roles,
+    --traces, --probes and --limit run a subset of it (or of --registration) as a new
+    registration. Either way the registration made is printed after the run: line
+    (registration: RUN/registration.json, sha256: SHA).
+
+    Output: in a terminal a progress bar per phase (rate, ETA, running accuracy and
+    settled spend); otherwise (a pipe, CI) or with --no-progress plain lines, one when a
+    phase starts and ends and one per tenth of it. --quiet prints only the run: line, the
+    report paths, a stop on stderr and the --json line; --verbose adds one line per
+    checkpoint and per slot on stderr. Stdout always starts with the run: line and, with
+    --json, ends with the JSON line. Every run also writes <run>/controller.log (UTC,
+    owner-only, content-free: one line per phase, checkpoint, slot, stop and
+    containment episode).
 
     --real runs a registration's real route: it needs --registration/--sha256, --run-dir
     (the directory the authorization binds), --authorization and --trust, the provider
@@ -75,18 +99,12 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
                                "--runs the root a new run is made in)")
     if keep_answers and not real:
         raise click.UsageError("--keep-answers applies to --real runs")
+    verbosity = verbosity_of(quiet, verbose)
     dispatch = Dispatch()
     try:
-        if registration is not None and sha256 is not None:
-            loaded = load_registration(registration, sha256)
-            reg, reg_bytes = loaded.registration, loaded.data
-        elif real:
-            raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
-                                  "--real needs --registration FILE --sha256 S")
-        else:
-            campaign, raw = bundled_campaign("default")
-            reg = compute_registration(campaign, raw)
-            reg_bytes = encode_registration(reg)
+        made = pilot_registration(campaign=campaign, registration=registration,
+                                  sha256=sha256, subset=subset, real=real)
+        reg, reg_bytes = made.registration, made.data
         if real:
             if run_dir is None:
                 raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
@@ -104,9 +122,12 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     except EfoldError as exc:
         refuse(exc)
     click.echo(f"run: {run}")
+    if made.made:  # the run publishes these bytes as its registration.json
+        click.echo(f"registration: {run / REGISTRATION_NAME}")
+        click.echo(f"sha256: {sha256_hex(reg_bytes)}")
     try:
         outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress,
-                                    dispatch=dispatch)
+                                    dispatch=dispatch, verbosity=verbosity)
     except EfoldError as exc:
         refuse(exc)
     except KeyboardInterrupt:
@@ -115,17 +136,18 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
         click.echo(f"interrupted: {run} is incomplete; "
                    f"`efold-controller recover {run}` shows what it left", err=True)
         raise SystemExit(130) from None
-    print_summary(outcome)
+    print_summary(outcome, verbosity)
     status = 0
+    to_err = verbosity is Verbosity.QUIET  # --quiet: stdout holds only what scripts read
     if outcome.interrupted is not None:
         visited = len(outcome.receipts)
         click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
-                   f"are in {run}")
+                   f"are in {run}", err=to_err)
         click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
-                   "new `pilot` run; runs are never resumed")
+                   "new `pilot` run; runs are never resumed", err=to_err)
         status = exit_status(outcome.interrupted)
     elif outcome.stop_code is not None:
-        click.echo(f"stopped: {outcome.stop_code.value}")
+        click.echo(f"stopped: {outcome.stop_code.value}", err=to_err)
         status = 3
     if as_json:  # always the very last line
         click.echo(outcome_line(outcome))

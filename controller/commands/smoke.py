@@ -10,7 +10,12 @@ import click
 from efold.controller.authorize_run import load_grant
 from efold.controller.commands._options import real_route_options, refuse, registration_options
 from efold.controller.pilot import Dispatch
-from efold.controller.pilot_view import print_summary, run_with_progress
+from efold.controller.pilot_view import (
+    output_options,
+    print_summary,
+    run_with_progress,
+    verbosity_of,
+)
 from efold.controller.registration import load_registration
 from efold.controller.runroot import claim_run_dir
 from efold.controller.smoke import record_smoke, smoke_failures
@@ -22,9 +27,9 @@ from efold.errors import EfoldError
 @click.option("--run-dir", "run_dir", required=True, type=click.Path(file_okay=False),
               help="The new run directory the smoke's authorization binds (must not exist).")
 @real_route_options
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@output_options
 def command(registration: str, sha256: str, run_dir: str, authorization: str | None,
-            trust: tuple[str, ...], no_progress: bool) -> None:
+            trust: tuple[str, ...], quiet: bool, verbose: bool, no_progress: bool) -> None:
     """Smoke a registration's real route: one slot per role through the whole flow.
 
     Lease, authorization (consumed once: sign it with `authorize --registration FILE
@@ -34,9 +39,13 @@ def command(registration: str, sha256: str, run_dir: str, authorization: str | N
     `.efold-smoke-v1/` of its parent: `pilot --real` needs one for the same
     registration and route, under the same parent.
 
+    Output options as for `pilot` (--quiet, --verbose, --no-progress; the run's
+    controller.log); the smoke's verdict and record path are printed in every mode.
+
     Exit status: 0 passed, 2 refused, 3 ran but did not pass (why is printed).
     """
 
+    verbosity = verbosity_of(quiet, verbose)
     try:
         loaded = load_registration(registration, sha256)
         reg = loaded.registration
@@ -47,11 +56,12 @@ def command(registration: str, sha256: str, run_dir: str, authorization: str | N
     click.echo(f"run: {run}")
     try:
         outcome = run_with_progress(reg, loaded.data, Path(run), show=not no_progress,
-                                    dispatch=Dispatch(grant=grant, smoke=True))
+                                    dispatch=Dispatch(grant=grant, smoke=True),
+                                    verbosity=verbosity)
         record = record_smoke(reg, sha256.strip().lower(), outcome)
     except EfoldError as exc:
         refuse(exc)
-    print_summary(outcome)
+    print_summary(outcome, verbosity)
     failures = smoke_failures(outcome)
     click.echo(f"smoke record: {record}")
     if failures:

@@ -30,6 +30,7 @@ from efold.controller.runroot import claim_run_dir
 from efold.errors import Code
 from efold.report import decode_results
 from efold.report.schema import RunStatus
+from efold.report.terms import stop_meaning
 
 UNRECONCILED = ("**UNRECONCILED: processes of this run may be alive \u2014 run "
                 "`efold-controller recover RUN` then `efold-controller reap RUN`**")
@@ -89,8 +90,9 @@ def test_a_sticky_stop_leads_the_reports(tmp_path: Path) -> None:
     out = run_pilot(reg, raw, run, program=faulty_program("overspend", tmp_path / "marker"))
     code = Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED.value
     assert out.stop_code is Code.LOOKUP_USAGE_INPUT_ABOVE_ADMITTED
-    assert _summary_banner((run / "summary.md").read_text()) == f"**Stopped: {code}**"
-    assert f'<p class="verdict">Stopped: {code}</p>' in (run / "report.html").read_text()
+    headline = f"Stopped: {code} ({stop_meaning(code)})"  # the code, then what it means
+    assert _summary_banner((run / "summary.md").read_text()) == f"**{headline}**"
+    assert f'<p class="verdict">{headline}</p>' in (run / "report.html").read_text()
     result, status = _aggregate(run)
     assert result.exit_code == 0, result.output
     assert (status.verdict, status.stop) == ("stopped", code)
@@ -101,18 +103,24 @@ def test_a_run_that_outlives_its_deadline_says_it_stopped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``deadlines.run_seconds`` passed before the schedule ended: later slots are
     visited as ``run_deadline`` and the run is stopped (not sticky), never "complete".
-    The pilot's clock jumps an hour after it sets the deadline (its own ``time`` only)."""
+    The pilot's clock jumps an hour after the probe phase sets the deadline (its own
+    ``time`` only; the prep phase's readings, for progress, stay real)."""
+    import sys
     import time as real_time
 
     from efold.controller import pilot
 
-    readings: list[float] = []
+    deadline_set: list[bool] = []
 
     class Clock:
         @staticmethod
         def monotonic() -> float:
-            readings.append(real_time.monotonic())
-            return readings[-1] + (3600.0 if len(readings) > 1 else 0.0)
+            now = real_time.monotonic()
+            if deadline_set:
+                return now + 3600.0
+            if sys._getframe(1).f_code.co_name == "_probe_all":
+                deadline_set.append(True)
+            return now
 
     monkeypatch.setattr(pilot, "time", Clock)
     reg, raw = small_registration(extra="[deadlines]\nrun_seconds = 60\n")
@@ -120,7 +128,8 @@ def test_a_run_that_outlives_its_deadline_says_it_stopped(
     out = run_pilot(reg, raw, run)
     assert out.stop_code is Code.RUN_DEADLINE
     assert {r.code for r in out.receipts} == {Code.RUN_DEADLINE.value}
-    assert _summary_banner((run / "summary.md").read_text()) == "**Stopped: run_deadline**"
+    assert _summary_banner((run / "summary.md").read_text()) == (
+        "**Stopped: run_deadline (the run's deadline passed; later slots were not launched)**")
     result, status = _aggregate(run)
     assert result.exit_code == 0, result.output
     assert (status.verdict, status.stop) == ("stopped", "run_deadline")
