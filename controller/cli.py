@@ -23,6 +23,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "aggregate": ("aggregate", "Aggregate RUN's receipts (it changes nothing in RUN)."),
     "authorize": ("authorize", "Sign an authorization binding a registered campaign to a "
                   "cap and a run root."),
+    "compare": ("compare", "Compare two runs slot by slot: what changed, paired accuracy, "
+                "flips."),
     "corpus": ("corpus", "Generate, validate and inspect traces and their probes."),
     "fold": ("fold", "Check a fold: build it once in a contained prep child and show what "
              "it keeps."),
@@ -33,6 +35,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "preflight": ("preflight", "Run only the prep children in a private temporary root "
                   "(removed afterwards), dry-restore every snapshot and print a JSON "
                   "report per slot."),
+    "prune": ("prune", "Remove old run directories under ROOT (default ./efold-runs) that "
+              "are over."),
     "smoke": ("smoke", "Smoke a registration's real route: one slot per role through the "
               "whole flow."),
     "reap": ("reap", "Contain every process a dead controller left behind in RUN_DIR, with "

@@ -15,6 +15,12 @@ Layout of a run::
     <run>/slots/<slot>/          probe slot dirs (restored copies)
     <run>/receipts/<slot>.json   one content-free receipt per visited slot
     <run>/results.json, summary.md, report.html
+
+Removal (``measure_at``, ``remove_at``) is the mirror of creation: every directory is
+opened ``O_NOFOLLOW`` through its parent's descriptor, names are unlinked through that
+descriptor (an unlink never follows a link: a planted symlink is removed, never its
+target), no other file system is entered, and nothing raises: what could not be removed
+is counted (``Removal.failures``) and left in place.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from efold import digests
@@ -155,3 +163,105 @@ def private_subdir(run: Path, *parts: str) -> Path:
     finally:
         os.close(fd)
     return run.joinpath(*parts)
+
+
+# How deep a removal goes below the entry it was asked to remove: a tree deeper than
+# this (no efold writer nests so deep; a hostile child could) is left, counted.
+MAX_REMOVAL_DEPTH = 64
+
+
+@dataclass
+class Removal:
+    """What a removal freed (or, measured, would free) and what it left in place."""
+
+    # Disk usage (``st_blocks * 512``, as ``du`` counts it) of what was removed, each
+    # inode counted once; the entries removed; the entries left in place (never raised).
+    bytes: int = 0
+    entries: int = 0
+    failures: int = 0
+
+
+def _usage(st: os.stat_result) -> int:
+    return st.st_blocks * 512
+
+
+def _entry(dir_fd: int, name: str, removal: Removal, seen: set[tuple[int, int]], *,
+           remove: bool, depth: int = 0) -> None:
+    """Measure (with ``remove``: remove) the entry ``name`` of ``dir_fd``; a directory's
+    entries first, deepest first. Never raises for the file system: counts."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError:
+        removal.failures += 1
+        return
+    if stat.S_ISDIR(st.st_mode):
+        before = removal.failures
+        _empty_dir(dir_fd, name, st, removal, seen, remove=remove, depth=depth)
+        if remove and removal.failures > before:
+            return  # not emptied: the directory stays, with what remains in it
+    if remove:
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(name, dir_fd=dir_fd)
+            else:
+                os.unlink(name, dir_fd=dir_fd)  # a symlink itself, never its target
+        except OSError:
+            removal.failures += 1
+            return
+    if (st.st_dev, st.st_ino) not in seen:
+        seen.add((st.st_dev, st.st_ino))
+        removal.bytes += _usage(st)
+    removal.entries += 1
+
+
+def _empty_dir(parent_fd: int, name: str, st: os.stat_result, removal: Removal,
+               seen: set[tuple[int, int]], *, remove: bool, depth: int) -> None:
+    """Every entry of the directory ``name`` (``st``: as stat'ed without following)."""
+    if st.st_dev != os.fstat(parent_fd).st_dev:  # a mount point: never entered
+        removal.failures += 1
+        return
+    if depth >= MAX_REMOVAL_DEPTH:  # bounded recursion, bounded open descriptors
+        removal.failures += 1
+        return
+    try:
+        # O_NOFOLLOW: a directory swapped for a link since the stat is refused here.
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        removal.failures += 1
+        return
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            removal.failures += 1  # swapped for another directory meanwhile
+            return
+        if remove and opened.st_uid == os.geteuid():
+            # A child may have made its own directory read-only: it is still ours.
+            os.fchmod(fd, 0o700)
+        for child in os.listdir(fd):
+            _entry(fd, child, removal, seen, remove=remove, depth=depth + 1)
+    except OSError:
+        removal.failures += 1
+    finally:
+        os.close(fd)
+
+
+def _at(parent_fd: int, name: str, *, remove: bool) -> Removal:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"not a single path component: {name!r}")
+    removal = Removal()
+    _entry(parent_fd, name, removal, set(), remove=remove)
+    return removal
+
+
+def measure_at(parent_fd: int, name: str) -> Removal:
+    """What ``remove_at(parent_fd, name)`` would free now (nothing is changed)."""
+    return _at(parent_fd, name, remove=False)
+
+
+def remove_at(parent_fd: int, name: str) -> Removal:
+    """Remove the entry ``name`` of the directory ``parent_fd`` and, for a directory,
+    everything in it, never through a link (see the module docstring). A missing name
+    removes nothing; a directory that could not be emptied is left with what remains."""
+    return _at(parent_fd, name, remove=True)

@@ -6,6 +6,16 @@ violation) ends in a journaled, contained launch, every sticky stop its containm
 decided taken before anything else is launched. Then the slot is judged
 (``controller.judging``, pure), the stops the verdict names are taken, and exactly one
 receipt is written: journal first, then the file.
+
+Then the slot's restored checkpoint copy (``slots/<slot>/checkpoint/``, a copy of the
+pristine snapshot in ``checkpoints/<key>/`` that the controller keeps) is removed, and
+only then: once the journal shows the receipt and every probe launch of the slot proven
+over (an exit record with a reaped status, every containment episode finished
+``contained``). Nothing later reads it: ``aggregate`` reads plan, registration, receipts
+and the journal; ``recover``, ``reap`` and the status read the journal, the lease and
+/proc. A slot that is not proven over keeps its directory untouched, as evidence. The
+removal never follows a link (``runroot.remove_at``) and never stops the run: what it
+could not remove is counted (``SlotResult.cleanup``).
 """
 
 from __future__ import annotations
@@ -23,20 +33,25 @@ from efold.controller.judging import judge_slot, slot_end
 from efold.controller.probe_server import serve_probe
 from efold.controller.receipts import write_receipt
 from efold.controller.run_context import LaunchEnd, RunContext
+from efold.controller.runroot import Removal, remove_at
 from efold.controller.stops import SlotEnd
 from efold.corpus.model import Probe
-from efold.errors import Code
+from efold.errors import Code, EfoldError
 from efold.ipc.messages import Terminal
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import PlannedSlot, Receipt
 from efold.protocol.tasks import ProbeTask
-from efold.registry.files import write_all
+from efold.registry.files import open_dir_nofollow, write_all
+from efold.registry.journal import JournalReader
+from efold.worker.reader import RESTORED_DIR
 
 
 @dataclass(frozen=True)
 class SlotResult:
     receipt: Receipt
     end: SlotEnd | None  # how the stop policy sees it; None: never admitted
+    # The restored copy's removal; None: kept (the slot is not proven over).
+    cleanup: Removal | None = None
 
 
 async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot_dir: Path,
@@ -75,7 +90,40 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         # request went out is unknown, so the hold stays retained).
         ctx.source.abandon_slot(slot, end.failure or Code.LOOKUP_WORKER_LOST)
         receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started)
-    return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt))
+    cleanup = discard_restored_copy(ctx.journal, slot, slot_dir)
+    return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt), cleanup)
+
+
+def slot_proven_over(journal: JournalReader, slot: str) -> bool:
+    """Whether ``slot``'s receipt is journaled and each of its probe launches is over
+    for certain: an exit record with a reaped status, and every containment episode of
+    the launch finished ``contained``. A slot with no launch is not (nothing to prove)."""
+    if not journal.rows("receipts", "slot = ?", (slot,)):
+        return False
+    launches = journal.rows("launches", "slot = ? AND kind = 'probe'", (slot,))
+    for launch in launches:
+        if launch["exited_ns"] is None or launch["exit_status"] is None:
+            return False
+        episodes = journal.rows("containments", "launch_id = ?", (launch["launch_id"],))
+        if any(e["finished_ns"] is None or e["result"] != "contained" for e in episodes):
+            return False
+    return bool(launches)
+
+
+def discard_restored_copy(journal: JournalReader, slot: str, slot_dir: Path) -> Removal | None:
+    """Remove ``slot_dir/checkpoint`` once the slot is proven over (see the module
+    docstring); None when it is not (the directory is kept untouched). Never raises for
+    the journal or the file system: a failure is counted in the result."""
+    try:
+        if not slot_proven_over(journal, slot):
+            return None
+        fd = open_dir_nofollow(slot_dir)
+    except EfoldError:
+        return Removal(failures=1)
+    try:
+        return remove_at(fd, RESTORED_DIR)
+    finally:
+        os.close(fd)
 
 
 def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Terminal | None,
