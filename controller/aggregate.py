@@ -27,6 +27,7 @@ import msgspec
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
+from efold.folds.registry import calls_summariser
 from efold.protocol.records import (
     Plan,
     PlannedSlot,
@@ -67,6 +68,7 @@ class RunView:
     faux: bool  # the registered reader is the faux extractive reader
     reader: str  # the registered reader, provider/model
     summariser_spends: list[SlotSpend]  # per checkpoint that asked the summariser
+    summarisers: dict[str, str]  # role -> summariser provider/model its fold asks
     facts: RunFacts  # how the run went: stops, launches, containment, the run lease
 
 
@@ -103,6 +105,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
         stops = journal.rows("stops")
         containments = journal.rows("containments")
         sticky = journal.sticky_stop()
+        started_ns, ended_ns = _journal_span(journal)
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     rdir = run / RECEIPTS_DIR
@@ -141,16 +144,44 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
         seen[slot] = _in_flight_receipt(by_slot[slot], [h for h in holds if h["slot"] == slot])
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
-    facts = _run_facts(controller, sticky, stops, launches, containments, in_flight)
+    facts = _run_facts(controller, sticky, stops, launches, containments, in_flight,
+                       started_ns, ended_ns)
     reader = reg.campaign.reader
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned])
+    summariser = reg.campaign.summariser
+    summarisers = {} if summariser is None else {
+        role.name: f"{summariser.provider}/{summariser.model}"
+        for role in reg.campaign.roles if calls_summariser(role)}
     return RunView(plan, receipts, missing, in_flight, reader.is_faux,
-                   f"{reader.provider}/{reader.model}", summaries, facts)
+                   f"{reader.provider}/{reader.model}", summaries, summarisers, facts)
+
+
+# Every journal column that records a time (Unix ns): the run's span reads them all.
+_JOURNAL_TIMES: dict[str, tuple[str, ...]] = {
+    "epochs": ("started_ns",), "launches": ("launched_ns", "exited_ns"),
+    "containments": ("started_ns", "finished_ns"), "members": ("recorded_ns",),
+    "signals": ("sent_ns",), "holds": ("admitted_ns", "consumed_ns", "settled_ns"),
+    "stops": ("recorded_ns",), "slot_status": ("updated_ns",),
+    "receipts": ("recorded_ns",), "assignments": ("recorded_ns",),
+}
+
+
+def _journal_span(journal: JournalReader) -> tuple[int | None, int | None]:
+    """The first controller epoch's start and the latest time any journal row records
+    (None, None without an epoch)."""
+    starts = [r["started_ns"] for r in journal.rows("epochs")]
+    if not starts:
+        return None, None
+    times = [row[column] for table, columns in _JOURNAL_TIMES.items()
+             for row in journal.rows(table) for column in columns
+             if row[column] is not None]
+    return min(starts), max(times)
 
 
 def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
                launches: list[dict[str, Any]], containments: list[dict[str, Any]],
-               in_flight: list[str]) -> RunFacts:
+               in_flight: list[str], started_ns: int | None = None,
+               ended_ns: int | None = None) -> RunFacts:
     """The journal rows the status needs, as plain facts (the report checks them)."""
     return RunFacts(
         sticky_stop=sticky,
@@ -163,6 +194,8 @@ def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
                       for r in containments],
         in_flight=list(in_flight),
         controller=cast(ControllerState, controller),
+        started_ns=started_ns,
+        ended_ns=ended_ns,
     )
 
 
@@ -209,6 +242,7 @@ def build_run_results(view: RunView) -> Results:
     return build_results(
         view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
         run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
+        summarisers=view.summarisers,
     )
 
 

@@ -11,6 +11,10 @@ child's claim alone):
 - holds granted and an answer: ``completed`` (scored); a failed answer: ``invalid``.
 A terminal claiming a guard policy violation (an integrity stop, or a refusal with a
 code that may not continue) is a sticky stop of the run, whether or not a hold existed.
+
+The lookup figures (calls, delivered bytes, the meter's abort cause) are the child's
+meter reading, copied as evidence; an abort cause other than the meter's own two codes
+is not a meter abort and is not recorded (an allowlist, like every code a child names).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from efold.guard.ledger import SlotLedger
 from efold.guard.permits import CONTINUABLE_CODES, child_code
 from efold.ipc.messages import Terminal, TerminalStatus
 from efold.protocol.records import PlannedSlot, Receipt, SlotSpend, SlotStatus, TokenCounts
+
+# The only codes a receipt records as a meter abort (``folds.meter``).
+METER_ABORTS = frozenset({Code.METER_CALLS_EXHAUSTED, Code.METER_BYTES_EXHAUSTED})
 
 
 @dataclass(frozen=True)
@@ -82,15 +89,18 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
     else:
         status = SlotStatus.INCOMPLETE
         code = ledger.terminal_code or claimed or failure or Code.LOOKUP_WORKER_LOST
+    meter = terminal.meter if terminal is not None else None
+    abort = meter.abort_cause if meter is not None else None
     receipt = Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
         status=status, code=code.value if code is not None else None,
         outcome=outcome, correct=correct, availability=evidence.availability,
         excluded=evidence.excluded if status is SlotStatus.COMPLETED else None,
-        spend=spend, lookup_calls=terminal.meter.calls if terminal else 0,
+        spend=spend, lookup_calls=meter.calls if meter else 0,
         answer_sha256=answer_sha, checkpoint_sha256=evidence.checkpoint_sha256,
-        elapsed_ms=elapsed_ms,
+        elapsed_ms=elapsed_ms, lookup_bytes=meter.bytes if meter else 0,
+        meter_abort=abort.value if abort is not None and abort in METER_ABORTS else None,
     )
     return Verdict(receipt, tuple(stops))
 

@@ -115,10 +115,13 @@ class UsageReport(_Part, frozen=True, omit_defaults=True):
 
 
 class MeterReading(_Part, frozen=True):
-    """What the history lookup meter charged in this probe run."""
+    """What the history lookup meter charged in this probe run, and the code it aborted
+    with (``meter_calls_exhausted`` / ``meter_bytes_exhausted``; None: it never did).
+    A claim like the rest of ``Terminal``: the controller keeps only a meter code."""
 
     calls: Count
     bytes: Count
+    abort_cause: Code | None = None
 
 
 # -- messages ---------------------------------------------------------------------------

@@ -97,6 +97,11 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     checkpoint_sha256: str | None = None
     elapsed_ms: int = 0
     version: int = RECEIPT_VERSION
+    # Defaulted (and omitted when default), so receipts written before them still
+    # decode: the bytes the lookup meter delivered, and the fixed code the meter aborted
+    # with (``meter_calls_exhausted`` / ``meter_bytes_exhausted``; null: it never did).
+    lookup_bytes: int = 0
+    meter_abort: str | None = None
 
 
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

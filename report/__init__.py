@@ -25,8 +25,11 @@ from efold.report.schema import Results as Results
 from efold.report.schema import RunStatus as RunStatus
 from efold.report.stats import Z95 as Z95
 from efold.report.stats import flip_count as flip_count
+from efold.report.stats import nearest_rank as nearest_rank
+from efold.report.stats import newcombe_paired_interval as newcombe_paired_interval
 from efold.report.stats import paired_counts as paired_counts
 from efold.report.stats import proportion as proportion
+from efold.report.stats import repeat_spread as repeat_spread
 from efold.report.stats import wilson_interval as wilson_interval
 from efold.report.status import EpisodeFact as EpisodeFact
 from efold.report.status import LaunchFact as LaunchFact

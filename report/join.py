@@ -34,7 +34,7 @@ from efold.protocol.records import (
 )
 from efold.report.errors import ReportError
 
-__all__ = ["Observation", "check_id", "join_receipts"]
+__all__ = ["METER_ABORT_CODES", "Observation", "check_id", "check_model", "join_receipts"]
 
 # An opaque identifier: starts alphanumeric, then letters, digits and . _ : # + -.
 # No slash, space or quote, so no path, sentence or markup can pass for an id.
@@ -43,6 +43,9 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 RESERVED_CATEGORY = "all"
 _FIXED_CODES = frozenset(code.value for code in Code)
 _ADMITTED = frozenset({SlotStatus.COMPLETED, SlotStatus.INCOMPLETE, SlotStatus.INVALID})
+# The codes a receipt's ``meter_abort`` may hold: the lookup meter's two abort causes.
+METER_ABORT_CODES: frozenset[str] = frozenset(
+    {Code.METER_CALLS_EXHAUSTED.value, Code.METER_BYTES_EXHAUSTED.value})
 
 
 class Observation(msgspec.Struct, frozen=True):
@@ -97,6 +100,19 @@ def _refuse(detail: str, code: Code = Code.REPORT_INPUT_INVALID) -> ReportError:
 def check_id(kind: str, value: object) -> None:
     if not isinstance(value, str) or OPAQUE_ID.fullmatch(value) is None:
         raise _refuse(f"{kind} is not an opaque identifier")
+
+
+def check_model(kind: str, value: object) -> None:
+    """A model id as the reports name it, ``provider/model``: the provider an opaque
+    identifier, the model one to three of them joined by ``/`` (hub names such as
+    ``meta-llama/Llama-3-8B`` have one); no space, quote or ``..``, so a model id can
+    carry no sentence or relative path."""
+    if not isinstance(value, str) or not 2 <= value.count("/") + 1 <= 4:
+        raise _refuse(f"{kind} is not provider/model")
+    provider, *model = value.split("/")
+    check_id(f"{kind} provider", provider)
+    for part in model:
+        check_id(f"{kind} model", part)
 
 
 def _check_sha256(kind: str, value: object) -> None:
@@ -209,7 +225,10 @@ def _observe(planned: PlannedSlot, receipt: Receipt) -> Observation:
         if value is not None:
             _check_sha256(kind, value)
     _check_count("lookup_calls", receipt.lookup_calls)
+    _check_count("lookup_bytes", receipt.lookup_bytes)
     _check_count("elapsed_ms", receipt.elapsed_ms)
+    if receipt.meter_abort is not None and receipt.meter_abort not in METER_ABORT_CODES:
+        raise _refuse("receipt meter_abort is not a meter code")
     _check_spend(receipt.spend)
     if status is SlotStatus.COMPLETED:
         if outcome is None or not isinstance(receipt.correct, bool):

@@ -15,33 +15,56 @@ partial reports"):
   plan is frozen removes a slot from the eligible inventory just as a planned one does.
 - The run's status (stop, interruption, containment, crash) comes from journal facts the
   caller reads (``report.status``), never from the receipts alone.
+- Figures beside the counts (``docs/results.md``): per-repeat rates and their spread,
+  paired deltas with Newcombe's interval, every role against the native role, latency
+  per slot over admitted slots, and tool use of the roles that can look history up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from itertools import combinations
 
+import efold
 from efold.corpus.model import Availability, Category, Outcome
+from efold.errors import Code
+from efold.folds.registry import BUILTIN_ARMS
 from efold.protocol.records import Exclusion, Plan, Receipt, SlotSpend, SlotStatus
-from efold.report.join import Observation, join_receipts
+from efold.report.errors import ReportError
+from efold.report.join import (
+    METER_ABORT_CODES,
+    Observation,
+    check_id,
+    check_model,
+    join_receipts,
+)
 from efold.report.schema import (
     RESULTS_SCHEMA,
     Contrast,
     Execution,
     FlipCount,
+    Latency,
     Money,
     PairedTally,
     RepeatSplit,
     Results,
     RoleResult,
+    RunInfo,
     SlotRow,
     Spend,
     Tally,
     Tokens,
+    ToolUse,
 )
-from efold.report.stats import flip_count, paired_counts, proportion
-from efold.report.status import RunFacts, run_status
+from efold.report.stats import (
+    flip_count,
+    nearest_rank,
+    paired_counts,
+    proportion,
+    repeat_spread,
+)
+from efold.report.status import RunFacts, check_span, run_status
 
 __all__ = [
     "COVERAGE_NOTE", "DESCRIPTIVE_NOTE", "FAUX_NOTE", "PROXY_NOTE", "UNKNOWN_USAGE_NOTE",
@@ -68,6 +91,12 @@ PROXY_NOTE = (
 UNKNOWN_USAGE_NOTE = (
     "Some usage was never reported. Token counts are lower bounds, not totals."
 )
+
+# The built-in arms that offer the history lookup tools (``folds.arms``: store, pack).
+LOOKUP_ARMS: frozenset[str] = frozenset(
+    name for name, make in BUILTIN_ARMS.items() if getattr(make, "offers_lookup", False))
+# The arm the "versus native" view compares every other role against.
+NATIVE_ARM = "native"
 
 # 1 unit = 5e-8 USD, so one unit is five hundred-millionths of a dollar.
 _USD_PER_UNIT_E8 = 5
@@ -140,14 +169,13 @@ def _tally(observations: Sequence[Observation], category: str | None, repeats: i
     for obs in observations:
         if obs.excluded is not None:
             excluded[obs.excluded.value] += 1
-    by_repeat = [
-        RepeatSplit(
-            repeat=repeat,
-            correct=sum(obs.correct for obs in scored if obs.planned.repeat == repeat),
-            completed=sum(obs.planned.repeat == repeat for obs in scored),
-        )
-        for repeat in sorted({obs.planned.repeat for obs in observations})
-    ]
+    by_repeat = []
+    for repeat in sorted({obs.planned.repeat for obs in observations}):
+        mine = [obs for obs in scored if obs.planned.repeat == repeat]
+        right = sum(obs.correct for obs in mine)
+        by_repeat.append(RepeatSplit(repeat=repeat, correct=right, completed=len(mine),
+                                     rate=right / len(mine) if mine else None))
+    rates = [split.rate for split in by_repeat if split.rate is not None]
     return Tally(
         category=category,
         execution=_execution(observations),
@@ -160,7 +188,52 @@ def _tally(observations: Sequence[Observation], category: str | None, repeats: i
         outcomes=outcomes,
         excluded=excluded,
         flip=_flip(observations) if repeats > 1 else None,
+        repeat_spread=repeat_spread(rates) if repeats > 1 else None,
     )
+
+
+def _admitted(obs: Observation) -> bool:
+    return obs.status in (SlotStatus.COMPLETED, SlotStatus.INCOMPLETE, SlotStatus.INVALID)
+
+
+def _latency(observations: Iterable[Observation], in_flight: frozenset[str]) -> Latency:
+    """Nearest-rank median and p95 of ``elapsed_ms`` over admitted slots; a slot left
+    in flight (its receipt derived, its time unmeasured) is not counted."""
+    times = [obs.receipt.elapsed_ms for obs in observations
+             if obs.receipt is not None and _admitted(obs) and obs.planned.slot not in in_flight]
+    return Latency(slots=len(times), median_ms=nearest_rank(times, 50),
+                   p95_ms=nearest_rank(times, 95))
+
+
+def _tool_use(observations: Sequence[Observation]) -> ToolUse:
+    scored = [obs for obs in observations if obs.scored]
+    looked = [obs for obs in scored if obs.receipt is not None and obs.receipt.lookup_calls > 0]
+    plain = [obs for obs in scored if obs not in looked]
+    recoverable = [obs for obs in scored if obs.availability is Availability.RECOVERABLE]
+    aborts = [obs.receipt.meter_abort for obs in observations
+              if obs.receipt is not None and _admitted(obs) and obs.receipt.meter_abort]
+    return ToolUse(
+        completed=len(scored),
+        with_lookup=len(looked),
+        lookup_rate=len(looked) / len(scored) if scored else None,
+        exact_with_lookup=proportion(sum(obs.correct for obs in looked), len(looked)),
+        exact_without_lookup=proportion(sum(obs.correct for obs in plain), len(plain)),
+        lookup_calls=sum(obs.receipt.lookup_calls for obs in scored if obs.receipt),
+        bytes_read=sum(obs.receipt.lookup_bytes for obs in scored if obs.receipt),
+        bytes_median=nearest_rank([obs.receipt.lookup_bytes for obs in looked if obs.receipt],
+                                  50),
+        recoverable=len(recoverable),
+        recoveries=sum(obs.correct for obs in recoverable if obs in looked),
+        meter_exhausted=len(aborts),
+        meter_exhausted_by={code: aborts.count(code) for code in sorted(METER_ABORT_CODES)},
+    )
+
+
+def _offers_lookup(observations: Sequence[Observation]) -> bool:
+    """Whether a role's tool use is reported: its arm is a built-in lookup arm, or it
+    made a lookup call (a plugin or proxy fold that offers the tools)."""
+    return observations[0].planned.arm in LOOKUP_ARMS or any(
+        obs.receipt is not None and obs.receipt.lookup_calls > 0 for obs in observations)
 
 
 def _spend(receipts: Sequence[Receipt]) -> Spend:
@@ -196,7 +269,7 @@ def _receipts(observations: Iterable[Observation]) -> list[Receipt]:
 
 
 def _role_result(role: str, observations: Sequence[Observation], categories: Sequence[str],
-                 repeats: int) -> RoleResult:
+                 repeats: int, in_flight: frozenset[str]) -> RoleResult:
     codes: dict[str, int] = {}
     for receipt in _receipts(observations):
         if receipt.code is not None:
@@ -213,6 +286,8 @@ def _role_result(role: str, observations: Sequence[Observation], categories: Seq
         ],
         codes=codes,
         spend=_spend(_receipts(observations)),
+        latency=_latency(observations, in_flight),
+        tool_use=_tool_use(observations) if _offers_lookup(observations) else None,
     )
 
 
@@ -257,6 +332,51 @@ def _contrast(role_a: str, role_b: str, index: dict[str, dict[_PairKey, Observat
     )
 
 
+def _versus_native(plan: Plan, contrasts: Sequence[Contrast],
+                   index: dict[str, dict[_PairKey, Observation]],
+                   categories: Sequence[str]) -> list[Contrast]:
+    """Every other role against the first native role, oriented role - native."""
+    arms = {slot.role: slot.arm for slot in plan.slots}
+    native = next((role for role in plan.roles if arms[role] == NATIVE_ARM), None)
+    if native is None:
+        return []
+    ready = {(c.role_a, c.role_b): c for c in contrasts}
+    return [ready.get((native, role)) or _contrast(native, role, index, categories)
+            for role in plan.roles if role != native]
+
+
+def _utc(ns: int) -> str:
+    """Unix nanoseconds as UTC ISO-8601 with milliseconds, ``2031-03-14T09:26:53.589Z``
+    (integer arithmetic: no float rounding of the timestamp)."""
+    seconds, rest = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{rest // 1_000_000:03d}Z"
+
+
+def _run_info(plan: Plan, facts: RunFacts | None, reader: str | None,
+              summarisers: Mapping[str, str], version: str) -> RunInfo:
+    check_id("efold version", version)
+    if reader is not None:
+        check_model("reader", reader)
+    for role, model in summarisers.items():
+        if role not in plan.roles:
+            raise ReportError(Code.REPORT_INPUT_INVALID, "a summariser of an unplanned role")
+        check_model("summariser", model)
+    start = end = None
+    if facts is not None:
+        check_span(facts)
+        start, end = facts.started_ns, facts.ended_ns
+    return RunInfo(
+        efold_version=version,
+        campaign=plan.campaign,
+        started_at=None if start is None else _utc(start),
+        ended_at=None if end is None else _utc(end),
+        duration_seconds=None if start is None or end is None else (end - start) / 1e9,
+        reader=reader,
+        summarisers={role: summarisers[role] for role in plan.roles if role in summarisers},
+    )
+
+
 def _slot_row(obs: Observation) -> SlotRow:
     planned, receipt = obs.planned, obs.receipt
     if obs.status is not None:
@@ -286,7 +406,9 @@ def _slot_row(obs: Observation) -> SlotRow:
 def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   receipt_copies_missing: Iterable[str] = (),
                   run_facts: RunFacts | None = None, reader: str | None = None,
-                  summariser_spends: Sequence[SlotSpend] = ()) -> Results:
+                  summariser_spends: Sequence[SlotSpend] = (),
+                  summarisers: Mapping[str, str] | None = None,
+                  efold_version: str | None = None) -> Results:
     """The content-free results of one run, complete or partial.
 
     ``faux`` says whether the registered reader is the faux extractive reader (the plan
@@ -298,6 +420,9 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     reads them); without them ``status`` is null and the reports say the status is
     unknown. ``reader``: the registered reader's ``provider/model``.
     ``summariser_spends``: per checkpoint, the spend of its summary requests.
+    ``summarisers``: role -> ``provider/model`` of the summariser model its fold asks
+    (only roles that ask one). ``efold_version``: the version to report (default: this
+    efold's). Model ids and the version must be opaque ids, or the report refuses.
 
     Raises ``ReportError`` when the plan and receipts are not one consistent,
     content-free record (see ``report.join.join_receipts``).
@@ -311,6 +436,11 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         for role, role_observations in by_role.items()
     }
     run_spend = _spend(_receipts(observations))
+    in_flight = frozenset(run_facts.in_flight) if run_facts is not None else frozenset()
+    contrasts = [_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)]
+    status = None if run_facts is None else run_status(run_facts, observations)
+    run = _run_info(plan, run_facts, reader, summarisers or {},
+                    efold.__version__ if efold_version is None else efold_version)
     notes = [FAUX_NOTE] if faux else []
     notes += [DESCRIPTIVE_NOTE, COVERAGE_NOTE, PROXY_NOTE]
     if not run_spend.usage_known:
@@ -329,13 +459,16 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         notes=notes,
         execution=_execution(observations),
         spend=run_spend,
-        results=[_role_result(role, by_role[role], categories, plan.repeats)
+        results=[_role_result(role, by_role[role], categories, plan.repeats, in_flight)
                  for role in plan.roles],
-        contrasts=[_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)],
+        contrasts=contrasts,
         slots=[_slot_row(obs) for obs in observations],
-        status=None if run_facts is None else run_status(run_facts, observations),
+        status=status,
         reader=reader,
         summariser_spend=spend_of(summariser_spends) if summariser_spends else None,
+        run=run,
+        latency=_latency(observations, in_flight),
+        versus_native=_versus_native(plan, contrasts, index, categories),
     )
 
 

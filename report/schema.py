@@ -25,7 +25,9 @@ LaunchKind = Literal["prep", "probe"]
 
 
 class Interval(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A closed interval of proportions, 0 <= lower <= upper <= 1."""
+    """A closed interval, lower <= upper, in the unit of the field that holds it:
+    proportions in [0, 1] for a Wilson interval (``wilson95``), percentage points in
+    [-100, 100] for a paired delta's interval (``delta_pp95``)."""
 
     lower: float
     upper: float
@@ -108,11 +110,36 @@ class Execution(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class RepeatSplit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Exact accuracy of one repeat alone (the per-repeat split)."""
+    """Exact accuracy of one repeat alone (the per-repeat split). ``rate`` is
+    correct / completed, null when the repeat has no completed slot (a defaulted
+    field: documents written before it decode with null)."""
 
     repeat: int
     correct: int
     completed: int
+    rate: float | None = None
+
+
+class RepeatSpread(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the exact accuracy varies between repeats: over the ``repeats`` repeats that
+    have a rate (at least one completed slot; at least two of them, or there is no
+    spread), the unweighted ``mean`` of their rates and the sample standard deviation
+    ``sd`` (n - 1 in the denominator), both as proportions in [0, 1]."""
+
+    repeats: int
+    mean: float
+    sd: float
+
+
+class Latency(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Wall time per slot (the receipt's ``elapsed_ms``) over ``slots`` admitted slots
+    (completed, incomplete or invalid; a slot left in flight has no measured time and is
+    not counted). Percentiles are nearest-rank (``report.stats.nearest_rank``): always
+    an observed value. Both are null when ``slots`` is 0."""
+
+    slots: int
+    median_ms: int | None
+    p95_ms: int | None
 
 
 class FlipCount(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -144,6 +171,43 @@ class Tally(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     outcomes: dict[str, int]  # outcome class -> scored slots
     excluded: dict[str, int]  # exclusion reason -> visited slots
     flip: FlipCount | None  # null when the plan has a single repeat
+    # Defaulted (older documents decode with null): the spread of the per-repeat exact
+    # rates; null when the plan has a single repeat or fewer than two repeats have a rate.
+    repeat_spread: RepeatSpread | None = None
+
+
+class ToolUse(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """History lookups of one role whose arm offers the lookup tools.
+
+    Over the role's scored slots (``completed``: completed, eligible, non-excluded, the
+    base of ``exact``): ``with_lookup`` made at least one lookup call, ``lookup_rate`` =
+    with_lookup / completed (null when nothing completed), ``exact_with_lookup`` and
+    ``exact_without_lookup`` split ``exact`` by whether the slot looked anything up,
+    ``lookup_calls`` and ``bytes_read`` sum the meter's dispatched calls and delivered
+    bytes, ``bytes_median`` is the nearest-rank median of ``bytes_read`` per slot over the
+    slots that made a lookup (null when none did), ``recoverable`` counts the slots whose
+    expected value was absent from the checkpoint but in the store (availability
+    ``recoverable``), and ``recoveries`` those of them that made a lookup and answered
+    correctly.
+
+    Over the role's admitted slots (a meter can run out in a slot that then fails):
+    ``meter_exhausted`` counts slots whose lookup meter aborted, and
+    ``meter_exhausted_by`` splits them by cause (``meter_calls_exhausted``,
+    ``meter_bytes_exhausted``, both always present).
+    """
+
+    completed: int
+    with_lookup: int
+    lookup_rate: float | None
+    exact_with_lookup: Proportion
+    exact_without_lookup: Proportion
+    lookup_calls: int
+    bytes_read: int
+    bytes_median: int | None
+    recoverable: int
+    recoveries: int
+    meter_exhausted: int
+    meter_exhausted_by: dict[str, int]
 
 
 class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -153,6 +217,11 @@ class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     categories: list[Tally]  # in category order
     codes: dict[str, int]  # fixed code -> visited slots that ended with it
     spend: Spend
+    # Defaulted (older documents decode with null): the role's latency per slot, and
+    # its lookups (null unless the role's arm offers the history lookup tools, or the
+    # role made a lookup call).
+    latency: Latency | None = None
+    tool_use: ToolUse | None = None
 
 
 class PairCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -162,6 +231,12 @@ class PairCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cells). ``delta_pp`` = 100 * (c - b) / pairs: accuracy of b minus accuracy of a over
     the same pairs, in percentage points; null when there is no pair. Descriptive only:
     not a significance, power, model-quality or treatment-benefit claim.
+
+    ``delta_pp95``: the 95% interval of ``delta_pp``, in percentage points, by Newcombe's
+    hybrid score method for paired proportions (Newcombe 1998, method 10: built from the
+    Wilson intervals of the two roles' accuracies over these pairs and the phi
+    correlation of the paired table; ``report.stats.newcombe_paired_interval``); null
+    exactly when ``delta_pp`` is. Defaulted: older documents decode with null.
     """
 
     pairs: int
@@ -170,6 +245,7 @@ class PairCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     c: int
     both_wrong: int
     delta_pp: float | None
+    delta_pp95: Interval | None = None
 
 
 class PairedTally(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -264,6 +340,29 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     in_flight: list[str]  # slots launched and never closed (no receipt written)
 
 
+class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What ran, and when (no host name, no path).
+
+    ``efold_version``: the efold that built the results. ``started_at`` / ``ended_at``:
+    UTC ISO-8601 with milliseconds (``2031-03-14T09:26:53.589Z``) from the journal's own
+    clock: the first controller epoch's start, and the latest moment the journal
+    recorded anything (a running run: so far); ``duration_seconds`` is their difference.
+    The three are null when the results were built without those journal facts.
+    ``reader`` is the registered reader ``provider/model``; ``summarisers`` maps each role
+    whose fold asks the campaign's summariser model to that model's ``provider/model``
+    (empty with the deterministic summariser). Every model id's provider and model are
+    each opaque ids (``report.join.check_model``), or the report refuses.
+    """
+
+    efold_version: str
+    campaign: str
+    started_at: str | None
+    ended_at: str | None
+    duration_seconds: float | None
+    reader: str | None
+    summarisers: dict[str, str]
+
+
 class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schema: Literal["results-v1"]
     campaign: str
@@ -290,3 +389,12 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # children of the compaction arms; null when none was made). Defaulted fields.
     reader: str | None = None
     summariser_spend: Spend | None = None
+    # Defaulted fields (older documents decode with null or empty): the run's metadata;
+    # latency over the whole run's admitted slots; and every other role against the
+    # first role whose arm is ``native``, oriented role - native (``role_a`` is the
+    # native role), in plan order: the entry of ``contrasts`` when the native role comes
+    # first in the plan, else that pair computed with the roles swapped. Empty without
+    # a native role.
+    run: RunInfo | None = None
+    latency: Latency | None = None
+    versus_native: list[Contrast] = []

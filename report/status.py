@@ -39,7 +39,7 @@ from efold.report.schema import (
 
 __all__ = [
     "CONTROLLER_STATES", "VERDICTS", "EpisodeFact", "LaunchFact", "RunFacts", "StopFact",
-    "run_status", "status_banner",
+    "check_span", "run_status", "status_banner",
 ]
 
 _FIXED_CODES = frozenset(code.value for code in Code)
@@ -85,7 +85,11 @@ class RunFacts(msgspec.Struct, frozen=True):
 
     ``sticky_stop`` is ``JournalReader.sticky_stop()`` (unreconciled containment
     outranking every other sticky cause); ``in_flight`` the probe slots launched without
-    a receipt; ``controller`` the run lease's state when read."""
+    a receipt; ``controller`` the run lease's state when read.
+
+    ``started_ns`` / ``ended_ns`` (Unix nanoseconds, the journal's own clock): the first
+    controller epoch's start and the latest time any journal row records; null when the
+    caller did not read them (the run metadata then has no times)."""
 
     sticky_stop: str | None
     stops: list[StopFact]
@@ -93,6 +97,8 @@ class RunFacts(msgspec.Struct, frozen=True):
     containments: list[EpisodeFact]
     in_flight: list[str]
     controller: ControllerState
+    started_ns: int | None = None
+    ended_ns: int | None = None
 
 
 def _refuse(detail: str) -> ReportError:
@@ -137,6 +143,18 @@ def _check_facts(facts: RunFacts, planned: set[str]) -> None:
     for slot in facts.in_flight:
         if slot not in planned:
             raise _refuse("an in-flight slot the plan does not hold")
+    check_span(facts)
+
+
+def check_span(facts: RunFacts) -> None:
+    """The run's times are both known or both unknown, counts, and in order."""
+    if (facts.started_ns is None) != (facts.ended_ns is None):
+        raise _refuse("a run start without an end, or an end without a start")
+    if facts.started_ns is not None and facts.ended_ns is not None:
+        _check_count("run start", facts.started_ns)
+        _check_count("run end", facts.ended_ns)
+        if facts.ended_ns < facts.started_ns:
+            raise _refuse("the run ends before it starts")
 
 
 def _stop_code(facts: RunFacts) -> str | None:

@@ -134,14 +134,17 @@ class ReaderProbe:
             append_round(payload, calls, outputs, chat=chat, text=reply_text(result.output_items))
         witness_doc: dict[str, Any] = {"rounds": rounds}
         calls_made = bytes_used = 0
+        abort_cause: Code | None = None
         if lookup is not None:
             w = lookup.witness()
             calls_made, bytes_used = w.calls, w.bytes
+            abort_cause = None if w.abort_cause is None else Code(w.abort_cause)
             witness_doc["meter"] = msgspec.to_builtins(w)
         witness = hashlib.sha256(msgspec.json.encode(witness_doc, order="sorted")).hexdigest()
         return Terminal(
             status=status, code=code, answer=answer,
-            meter=MeterReading(calls=calls_made, bytes=bytes_used), witness=witness,
+            meter=MeterReading(calls=calls_made, bytes=bytes_used, abort_cause=abort_cause),
+            witness=witness,
         )
 
 

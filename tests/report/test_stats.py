@@ -1,14 +1,25 @@
-"""Wilson intervals, paired counts and flip rate."""
+"""Wilson intervals, paired counts, Newcombe's paired interval, flip rate, the spread of
+per-repeat rates and nearest-rank percentiles."""
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal, getcontext
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from efold.report.stats import Z95, flip_count, paired_counts, proportion, wilson_interval
+from efold.report.stats import (
+    Z95,
+    flip_count,
+    nearest_rank,
+    newcombe_paired_interval,
+    paired_counts,
+    proportion,
+    repeat_spread,
+    wilson_interval,
+)
 
 
 def wilson_reference(k: int, n: int) -> tuple[Decimal, Decimal]:
@@ -106,3 +117,132 @@ def test_flip_count() -> None:
     assert flips.rate == pytest.approx(2 / 3)
     nothing = flip_count([[True], []])
     assert (nothing.comparable, nothing.flipped, nothing.rate) == (0, 0, None)
+
+
+# -- Newcombe's paired interval (1998, method 10) ----------------------------------------
+
+# Newcombe (1998), Statistics in Medicine 17:2635-2650, Table II, method 10: the cells
+# (A both +, B first only, C second only, D neither) and the published 95% limits of
+# p1 - p2, to four decimals. (The same values pin the propint R package's tests.)
+NEWCOMBE_TABLE_II = [
+    ((36, 12, 2, 0), 0.0569, 0.3404),
+    ((18, 12, 2, 18), 0.0562, 0.3290),
+    ((53, 0, 0, 1), -0.0729, 0.0729),
+    ((0, 30, 0, 0), 0.8395, 1.0),
+]
+
+
+@pytest.mark.parametrize(("cells", "lower", "upper"), NEWCOMBE_TABLE_II)
+def test_newcombe_matches_the_published_examples(cells: tuple[int, int, int, int],
+                                                 lower: float, upper: float) -> None:
+    interval = newcombe_paired_interval(*cells)
+    assert interval is not None
+    assert interval.lower == pytest.approx(lower, abs=5e-5)
+    assert interval.upper == pytest.approx(upper, abs=5e-5)
+
+
+def test_newcombe_corrects_a_positive_cross_product_by_half_n() -> None:
+    """18/12/2/18 has AD - BC = 300 > 0: the published limits need phi from
+    max(AD - BC - n/2, 0); the uncorrected phi would give 0.0618 to 0.3239."""
+    interval = newcombe_paired_interval(18, 12, 2, 18)
+    assert interval is not None
+    assert abs(interval.lower - 0.0618) > 1e-3 and abs(interval.upper - 0.3239) > 1e-3
+
+
+def test_newcombe_edges() -> None:
+    assert newcombe_paired_interval(0, 0, 0, 0) is None  # no pair: no interval
+    with pytest.raises(ValueError):
+        newcombe_paired_interval(1, -1, 0, 0)
+    # Every pair discordant one way: the interval reaches the bound exactly.
+    assert newcombe_paired_interval(0, 30, 0, 0).upper == 1.0  # type: ignore[union-attr]
+    assert newcombe_paired_interval(0, 0, 30, 0).lower == -1.0  # type: ignore[union-attr]
+    # No discordant pair: a zero difference with a symmetric interval around it.
+    for cells in ((53, 0, 0, 1), (10, 0, 0, 0), (0, 0, 0, 10), (5, 0, 0, 5)):
+        interval = newcombe_paired_interval(*cells)
+        assert interval is not None
+        assert interval.lower < 0.0 < interval.upper
+        assert interval.lower == pytest.approx(-interval.upper, abs=1e-15)
+    # One pair: still a proper interval within [-1, 1].
+    one = newcombe_paired_interval(0, 1, 0, 0)
+    assert one is not None and -1.0 <= one.lower < 1.0 == one.upper
+
+
+_TABLES = st.tuples(*[st.integers(0, 40)] * 4).filter(lambda cells: sum(cells) > 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TABLES)
+def test_newcombe_properties(cells: tuple[int, int, int, int]) -> None:
+    both, first, second, neither = cells
+    n = sum(cells)
+    interval = newcombe_paired_interval(*cells)
+    assert interval is not None
+    assert -1.0 <= interval.lower <= (first - second) / n <= interval.upper <= 1.0
+    # Swapping the two roles mirrors the interval around zero.
+    mirror = newcombe_paired_interval(both, second, first, neither)
+    assert mirror is not None
+    assert mirror.lower == pytest.approx(-interval.upper, abs=1e-12)
+    assert mirror.upper == pytest.approx(-interval.lower, abs=1e-12)
+    # Monotone: one more pair won by the first role (taken from the second's wins)
+    # never lowers either limit.
+    if second:
+        moved = newcombe_paired_interval(both, first + 1, second - 1, neither)
+        assert moved is not None
+        assert moved.lower >= interval.lower - 1e-12
+        assert moved.upper >= interval.upper - 1e-12
+    # The same table observed twice as often gives an interval no wider.
+    doubled = newcombe_paired_interval(*(2 * cell for cell in cells))
+    assert doubled is not None
+    assert doubled.upper - doubled.lower <= interval.upper - interval.lower + 1e-12
+
+
+def test_paired_counts_carry_the_newcombe_interval_in_points() -> None:
+    # a correct / b correct: 36 both, 2 a-only (b), 12 b-only (c), 0 neither. The delta
+    # is acc(b) - acc(a), so Newcombe's first margin is role b's: (36, 12, 2, 0).
+    pairs = [(True, True)] * 36 + [(True, False)] * 2 + [(False, True)] * 12
+    counts = paired_counts(pairs)
+    assert counts.delta_pp == pytest.approx(20.0)
+    assert counts.delta_pp95 is not None
+    assert counts.delta_pp95.lower == pytest.approx(5.69, abs=5e-3)
+    assert counts.delta_pp95.upper == pytest.approx(34.04, abs=5e-3)
+    reverse = paired_counts([(b, a) for a, b in pairs])
+    assert reverse.delta_pp == pytest.approx(-20.0)
+    assert reverse.delta_pp95 is not None
+    assert reverse.delta_pp95.lower == pytest.approx(-counts.delta_pp95.upper, abs=1e-12)
+    assert reverse.delta_pp95.upper == pytest.approx(-counts.delta_pp95.lower, abs=1e-12)
+    assert paired_counts([]).delta_pp95 is None
+
+
+# -- the spread of per-repeat rates, nearest-rank percentiles -----------------------------
+
+def test_repeat_spread() -> None:
+    assert repeat_spread([]) is None
+    assert repeat_spread([0.75]) is None  # one repeat has no spread
+    two = repeat_spread([3 / 4, 1 / 3])
+    assert two is not None and two.repeats == 2
+    assert two.mean == pytest.approx(13 / 24, abs=1e-15)
+    # Sample sd (n - 1): for two values |x - y| / sqrt(2); the population sd would be
+    # |x - y| / 2.
+    assert two.sd == pytest.approx((3 / 4 - 1 / 3) / math.sqrt(2), abs=1e-15)
+    three = repeat_spread([0.2, 0.4, 0.6])
+    assert three is not None and three.repeats == 3
+    assert (three.mean, three.sd) == (pytest.approx(0.4), pytest.approx(0.2))
+    same = repeat_spread([0.5, 0.5, 0.5])
+    assert same is not None and same.sd == 0.0
+
+
+def test_nearest_rank() -> None:
+    assert nearest_rank([], 50) is None
+    assert nearest_rank([7], 50) == nearest_rank([7], 95) == 7
+    ten = [10, 1, 9, 2, 8, 3, 7, 4, 6, 5]  # unsorted on purpose
+    assert nearest_rank(ten, 50) == 5  # rank ceil(5.0) = 5, never the mean of 5 and 6
+    assert nearest_rank(ten, 95) == 10  # rank ceil(9.5) = 10
+    assert nearest_rank(ten, 100) == 10
+    # The boundary: 95% of 20 is exactly rank 19; of 21, rank ceil(19.95) = 20.
+    assert nearest_rank(list(range(1, 21)), 95) == 19
+    assert nearest_rank(list(range(1, 22)), 95) == 20
+    assert nearest_rank([3, 1, 2, 4], 50) == 2  # rank ceil(2.0) = 2
+    assert nearest_rank([3, 1, 2, 4, 5], 50) == 3  # rank ceil(2.5) = 3
+    for bad in (0, 101, -5):
+        with pytest.raises(ValueError):
+            nearest_rank([1], bad)
