@@ -15,7 +15,7 @@ partial reports"):
   plan is frozen removes a slot from the eligible inventory just as a planned one does.
 - The run's status (stop, interruption, containment, crash) comes from journal facts the
   caller reads (``report.status``), never from the receipts alone.
-- Figures beside the counts (``docs/results.md``): per-repeat rates and their spread,
+- Figures beside the counts (``docs/results-schema.md``): per-repeat rates and their spread,
   paired deltas with Newcombe's interval, every role against the native role, latency
   per slot over admitted slots, and tool use of the roles that can look history up.
 """

@@ -13,8 +13,15 @@ from html import escape
 
 import msgspec
 
-from efold.report.schema import Proportion
-from efold.report.tables import NONE, format_delta, format_interval, format_proportion
+from efold.report.numbers import count
+from efold.report.schema import Interval, Proportion
+from efold.report.tables import (
+    NONE,
+    format_delta,
+    format_interval,
+    format_paired_interval,
+    format_proportion,
+)
 
 __all__ = ["AccuracyBar", "DeltaBar", "accuracy_chart", "delta_chart"]
 
@@ -39,11 +46,26 @@ class DeltaBar(msgspec.Struct, frozen=True):
     label: str
     delta_pp: float | None
     pairs: int
+    interval: Interval | None = None  # the delta's paired 95% interval, in pp
+
+
+_LABEL_CHARS = 32  # a longer label is shortened with an ellipsis (its <title> is whole)
 
 
 def _label_width(labels: Sequence[str]) -> float:
-    longest = max((len(label) for label in labels), default=4)
-    return min(220.0, 12.0 + _CHAR * longest)
+    longest = max((len(_short(label)) for label in labels), default=4)
+    return min(12.0 + _CHAR * _LABEL_CHARS, 12.0 + _CHAR * longest)
+
+
+def _short(label: str) -> str:
+    """A label that fits its column: the chart never grows past its fixed width."""
+    if len(label) <= _LABEL_CHARS:
+        return label
+    return label[: _LABEL_CHARS - 1] + "\u2026"
+
+
+def _label(x: float, y: float, label: str) -> str:
+    return f"<g><title>{escape(label)}</title>{_text(x, y, _short(label), anchor='end')}</g>"
 
 
 def _open(width: float, height: float, caption: str) -> str:
@@ -99,14 +121,15 @@ def accuracy_chart(bars: Sequence[AccuracyBar], caption: str) -> str:
     parts += _axis(x0, _TOP, bottom, [(i / 4, f"{25 * i}%") for i in range(5)])
     for row, bar in enumerate(bars):
         y = _TOP + _ROW * row
-        parts.append(_text(x0 - 6, y + 15, bar.label, anchor="end"))
+        parts.append(_label(x0 - 6, y + 15, bar.label))
         if bar.exact.rate is None and bar.with_failures.rate is None:
             parts.append(_text(x0 + 4, y + 15, "no scored slot", css="muted"))
         else:
             parts += _bar(x0, y + 3, 11, bar.exact, EXACT_COLOUR, f"{bar.label} exact")
             parts += _bar(x0, y + 16, 8, bar.with_failures, FAILURES_COLOUR,
                           f"{bar.label} exactWithFailures")
-        counts = f"{bar.exact.successes}/{bar.exact.trials}" if bar.exact.trials else NONE
+        counts = (f"{count(bar.exact.successes)}/{count(bar.exact.trials)}"
+                  if bar.exact.trials else NONE)
         parts.append(_text(x0 + _PLOT + 8, y + 14, counts, css="muted"))
     parts.append("</svg>")
     return "".join(parts)
@@ -123,9 +146,10 @@ def delta_chart(bars: Sequence[DeltaBar], caption: str) -> str:
     parts += _axis(x0, _TOP, bottom, [(i / 4, f"{50 * i - 100:+d}") for i in range(5)])
     for row, bar in enumerate(bars):
         y = _TOP + _ROW * row
-        parts.append(_text(x0 - 6, y + 17, bar.label, anchor="end"))
-        title = f"<title>{escape(bar.label)}: {escape(format_delta(bar.delta_pp))} over " \
-                f"{bar.pairs} pairs</title>"
+        parts.append(_label(x0 - 6, y + 17, bar.label))
+        title = (f"<title>{escape(bar.label)}: {escape(format_delta(bar.delta_pp))} over "
+                 f"{count(bar.pairs)} pairs, 95% CI "
+                 f"{escape(format_paired_interval(bar.interval))}</title>")
         if bar.delta_pp is None:
             parts.append(f"<g>{title}{_text(centre + 4, y + 17, 'no pair', css='muted')}</g>")
             continue
@@ -135,7 +159,7 @@ def delta_chart(bars: Sequence[DeltaBar], caption: str) -> str:
         parts.append(f'<g>{title}<rect x="{left:.1f}" y="{y + 6:.1f}" width="{width:.1f}" '
                      f'height="14" fill="{colour}"/></g>')
         parts.append(_text(x0 + _PLOT + 8, y + 17,
-                           f"{format_delta(bar.delta_pp)} (n={bar.pairs})", css="muted"))
+                           f"{format_delta(bar.delta_pp)} (n={count(bar.pairs)})", css="muted"))
     parts.append(f'<line x1="{centre:.1f}" y1="{_TOP}" x2="{centre:.1f}" y2="{bottom}" '
                  f'stroke="#555" stroke-width="1"/>')
     parts.append("</svg>")

@@ -9,6 +9,12 @@ host name resolves to nothing and every connection goes to a dead loopback proxy
 A control page with a console error, an exception and a request proves the harness
 detects all three, so a clean result for the report means something.
 
+Layout at 1,400 px: a report of a large run (over a thousand slots, long ids, several
+roles and categories) must not make the page scroll sideways, nothing but a table's own
+scroll box may reach past the right edge, and the status banner must be the body's first
+element. Control pages with a 2,000 px element prove the overflow check detects one, and
+that the same element inside a scroll box is the one exemption.
+
 Needs Debian's ``chromium`` (``apt-get install -y chromium``); skips without it.
 """
 
@@ -27,10 +33,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from efold.corpus.model import Category
+from efold.errors import Code
 from efold.protocol.records import Plan, Receipt
-from efold.report import build_results, render_html
+from efold.report import RunFacts, StopFact, build_results, render_html
 
 CHROMIUM = next((path for name in ("chromium", "chromium-browser", "google-chrome")
                  if (path := shutil.which(name))), None)
@@ -99,7 +108,7 @@ class PageVisit:
     """What one page did while it loaded and was screenshotted."""
 
     def __init__(self, events: list[dict[str, Any]], probe: dict[str, Any],
-                 screenshot: bytes) -> None:
+                 layout: dict[str, Any], screenshot: bytes) -> None:
         self.console = [e["params"] for e in events if e["method"] == "Runtime.consoleAPICalled"]
         self.exceptions = [e["params"] for e in events
                            if e["method"] == "Runtime.exceptionThrown"]
@@ -107,6 +116,7 @@ class PageVisit:
         self.requests = [e["params"]["request"]["url"] for e in events
                          if e["method"] == "Network.requestWillBeSent"]
         self.probe = probe
+        self.layout = layout  # _LAYOUT, folded sections closed ("closed") and open ("open")
         self.screenshot = screenshot
 
 
@@ -121,6 +131,57 @@ _PROBE = """JSON.stringify({
   resources: performance.getEntriesByType('resource').length,
   height: document.documentElement.scrollHeight,
 })"""
+
+
+# What sticks out at the right edge. An element past the viewport is allowed only inside
+# an intended scroll box (a ``div.scroll`` that itself ends within the viewport): its
+# content scrolls there, the page does not.
+_OVERFLOW = """(() => {
+  const edge = window.innerWidth + 0.5;
+  const box = el => {  // the nearest intended scroll box that really scrolls
+    const found = el.closest('div.scroll');
+    return found && ['auto', 'scroll'].includes(getComputedStyle(found).overflowX)
+      ? found : null;
+  };
+  const describe = el => el.tagName.toLowerCase() + (el.className && el.className.baseVal
+    === undefined ? '.' + el.className : '') + ' right=' +
+    Math.round(el.getBoundingClientRect().right);
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    if (el.getBoundingClientRect().right <= edge) continue;
+    if (!el.checkVisibility()) continue;  // inside a closed <details>: not rendered
+    const scroller = el.parentElement && box(el.parentElement);
+    if (scroller && scroller.getBoundingClientRect().right <= edge) continue;
+    out.push(describe(el));
+  }
+  return {
+    viewport: window.innerWidth,
+    scrollWidth: document.documentElement.scrollWidth,
+    bodyScrollWidth: document.body.scrollWidth,
+    offenders: out.slice(0, 20),
+    offenderCount: out.length,
+    scrolling: Array.from(document.querySelectorAll('div.scroll')).filter(
+      s => s.scrollWidth > s.clientWidth + 0.5).length,
+    scrollingIn: Array.from(document.querySelectorAll('div.scroll')).filter(
+      s => s.scrollWidth > s.clientWidth + 0.5).map(s => {
+        const h = s.closest('details, section'); const t = h && h.querySelector('h2');
+        return t ? t.textContent : ''; }),
+  };
+})()"""
+
+_LAYOUT = f"""JSON.stringify((() => {{
+  const first = document.body.firstElementChild;
+  const closed = {_OVERFLOW};
+  const folded = document.querySelectorAll('details:not([open])').length;
+  document.querySelectorAll('details').forEach(d => {{ d.open = true; }});
+  const open = {_OVERFLOW};
+  return {{
+    first: first ? {{tag: first.tagName.toLowerCase(), id: first.id,
+                     cls: first.className, text: first.innerText}} : null,
+    banners: document.querySelectorAll('#status').length,
+    folded: folded, closed: closed, open: open,
+  }};
+}})())"""
 
 
 def _launch(user_data: Path) -> tuple[subprocess.Popen[bytes], DevTools, Callable[[], None]]:
@@ -190,11 +251,16 @@ def visit(tmp_path: Path) -> Iterator[Callable[[Path], PageVisit]]:
         shot = base64.b64decode(tools.call(
             "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
             session=session)["data"])
+        # Measured from the test's side of the DevTools pipe (the page runs no script);
+        # after the screenshot, since it opens every folded section.
+        layout = json.loads(tools.call("Runtime.evaluate",
+                                       {"expression": _LAYOUT, "returnByValue": True},
+                                       session=session)["result"]["value"])
         events = tools.session_events(
             session, "Runtime.consoleAPICalled", "Runtime.exceptionThrown",
             "Log.entryAdded", "Network.requestWillBeSent")
         tools.call("Browser.close")
-        return PageVisit(events, probe, shot)
+        return PageVisit(events, probe, layout, shot)
 
     yield open_page
     for close in closers:
@@ -236,8 +302,133 @@ def test_report_renders_offline_without_errors_or_requests(
     assert len(seen.probe["svgs"]) == len(results.categories) + 2
     assert all(width > 100 and height > 40 for width, height in seen.probe["svgs"])
     assert seen.probe["bars"] > 2 * len(results.roles)
-    assert seen.probe["tables"] == 8
+    # Twelve summary tables (per repeat, versus native, tool use and latency included:
+    # two repeats, a native role and a lookup role) and the per-slot table.
+    assert seen.probe["tables"] == 13
     assert seen.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
     (tmp_path / "report.png").write_bytes(seen.screenshot)
     if shot_dir := os.environ.get("EFOLD_REPORT_SCREENSHOT_DIR"):
         Path(shot_dir, "report.png").write_bytes(seen.screenshot)
+
+
+def _fits(layout: dict[str, Any]) -> bool:
+    return all(layout[state]["scrollWidth"] <= 1400 and layout[state]["offenderCount"] == 0
+               for state in ("closed", "open"))
+
+
+def test_harness_detects_horizontal_overflow(
+        tmp_path: Path, visit: Callable[[Path], PageVisit]) -> None:
+    wide = "<div style='width:2000px;height:10px;background:#c00'></div>"
+    pages = {
+        "loose": wide,  # the page scrolls sideways
+        "boxed": f"<div class='scroll' style='overflow-x:auto'>{wide}</div>",  # it does not
+        # A box named scroll that does not scroll exempts nothing.
+        "unboxed": f"<div class='scroll'>{wide}</div>",
+        "folded": f"<details><summary>more</summary>{wide}</details>",  # only when open
+    }
+    seen = {}
+    for name, body in pages.items():
+        page = tmp_path / f"{name}.html"
+        page.write_text("<!doctype html><html><head><meta charset='utf-8'><title>control"
+                        f"</title></head><body><p id='status'>banner</p>{body}</body></html>")
+        seen[name] = visit(page).layout
+    loose = seen["loose"]["closed"]
+    assert loose["scrollWidth"] > 1400 and loose["offenderCount"] >= 1
+    assert any(o.startswith("div") for o in loose["offenders"])
+    assert _fits(seen["boxed"]) and seen["boxed"]["open"]["scrolling"] == 1
+    assert seen["unboxed"]["closed"]["offenderCount"] >= 1 and not _fits(seen["unboxed"])
+    folded = seen["folded"]
+    assert folded["folded"] == 1 and folded["closed"]["offenderCount"] == 0, folded
+    assert folded["open"]["scrollWidth"] > 1400 and folded["open"]["offenderCount"] >= 1
+    assert not _fits(folded)
+    assert seen["loose"]["first"]["id"] == "status"
+
+
+# A large run as a real campaign could make one: over a thousand slots, ids near their
+# length limit, five roles and every corpus category (or, beyond any campaign, thirteen
+# long-named ones), three repeats, lookups, latencies of many seconds, and the run's
+# times and models.
+_LONG_TRACES = tuple(
+    f"{family}-fictional-logistics-migration-{n:02d}-northern-region-warehouse-"
+    "consolidation-phase-two-with-an-unusually-long-opaque-identifier"
+    for n, family in enumerate(("harbor", "kiln", "orchard", "ferry", "quarry", "meadow")))
+_LONG_ROLES = ("native", "cold-rebuild", "compaction-summariser-with-a-long-role-name",
+               "store-backed-retained-history-lookup-role", "pack")
+
+
+def _widened(plan: Plan, receipts: list[Receipt], many: bool) -> tuple[Plan, list[Receipt]]:
+    """Every corpus category (``many``: every probe its own long-named category, thirteen;
+    the per-category tables grow a column each), lookups on the store-backed role (a
+    tool-use table) and slot times from milliseconds to minutes."""
+    corpus = [c.value for c in Category]
+
+    def category(probe_id: str, base: str) -> str:
+        n = int(probe_id[-2:])
+        return f"{base}-subset-{n:02d}" if many else corpus[n % len(corpus)]
+
+    plan = msgspec.structs.replace(plan, slots=[
+        msgspec.structs.replace(s, category=category(s.probe_id, s.category))
+        for s in plan.slots])
+    lookup_role = _LONG_ROLES[3]
+    widened = []
+    for n, r in enumerate(receipts):
+        extra: dict[str, Any] = {"category": category(r.probe_id, r.category),
+                                 "elapsed_ms": (n * 7_919) % 200_000}
+        if r.role == lookup_role and r.status.value == "completed" and n % 2:
+            extra.update(lookup_calls=n % 9 + 1, lookup_bytes=n * 1_013)
+        widened.append(msgspec.structs.replace(r, **extra))
+    return plan, widened
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["corpus-categories", "13-categories"])
+def test_a_large_report_fits_1400_px_with_the_banner_first(
+        tmp_path: Path, visit: Callable[[Path], PageVisit],
+        run_factory: Callable[..., tuple[Plan, list[Receipt]]], many: bool) -> None:
+    plan, receipts = _widened(*run_factory(5, roles=_LONG_ROLES, traces=_LONG_TRACES,
+                                           probes=13, repeats=3), many)
+    assert len(plan.slots) == 1170 and max(len(t) for t in _LONG_TRACES) > 120
+    facts = RunFacts(sticky_stop=None, stops=[StopFact(Code.NOT_ADMITTED_CAP.value, False)],
+                     launches=[], containments=[], in_flight=[], controller="released",
+                     started_ns=1_700_000_000_000_000_000,
+                     ended_ns=1_700_000_000_000_000_000 + 5_025_000_000_000)
+    results = build_results(plan, receipts, faux=True, run_facts=facts,
+                            reader="faux/faux-extractive-v1",
+                            summarisers={_LONG_ROLES[2]: "openai/gpt-5-mini"})
+    assert len(results.categories) == (13 if many else len(Category))
+    assert len(results.versus_native) == 4
+    assert [r.role for r in results.results if r.tool_use] == [_LONG_ROLES[3], "pack"]
+    html = render_html(results)
+    for title in ("Delta versus native", "Tool use (history lookups)", "Latency",
+                  "Accuracy per repeat"):
+        assert f"<h2>{title}</h2>" in html
+    assert "duration</dt><dd>1 h 23 min 45 s</dd>" in html and " s</td>" in html
+    page = tmp_path / "report.html"
+    page.write_text(html, encoding="utf-8")
+    seen = visit(page)
+
+    assert seen.console == [] and seen.exceptions == [] and seen.log == []
+    assert seen.requests == [page.as_uri()]
+    layout = seen.layout
+    # The banner: the body's first element, once, saying the verdict in words.
+    assert layout["banners"] == 1
+    assert layout["first"]["id"] == "status" and "status-" in layout["first"]["cls"]
+    banner_text = layout["first"]["text"]
+    assert results.status is not None
+    assert f"{results.status.verdict.upper()}" in banner_text
+    # Nothing past the right edge, with the folded sections closed and open.
+    assert layout["folded"] >= 1  # the per-slot table, at least
+    for state in ("closed", "open"):
+        assert layout[state]["viewport"] == 1400
+        assert layout[state]["scrollWidth"] <= 1400, layout[state]
+        assert layout[state]["offenders"] == [], layout[state]
+    assert _fits(layout)
+    # Better than allowed: every table fits the page, ids wrapping after their
+    # separators, so no scroll box has anything to scroll; beyond the corpus's
+    # categories, the table of deltas versus native may scroll in its own box, folded.
+    versus = "Delta versus native"
+    folded = f'<details class="table"><summary><h2>{versus}</h2>' in html
+    assert folded is many
+    assert set(layout["open"]["scrollingIn"]) <= ({versus} if many else set()), layout["open"]
+    (tmp_path / "large.png").write_bytes(seen.screenshot)
+    if shot_dir := os.environ.get("EFOLD_REPORT_SCREENSHOT_DIR"):
+        Path(shot_dir, "report-large.png").write_bytes(seen.screenshot)

@@ -152,7 +152,8 @@ def test_banner_leads_every_rendering(run: tuple[Plan, list[Receipt]]) -> None:
     )
     results = build_results(plan, receipts, faux=True, run_facts=facts)
     md = render_markdown(results).splitlines()
-    assert md[2] == "**Stopped: lookup_repeated_loss**"
+    assert md[2] == ("**Stopped: lookup_repeated_loss (two consecutive admitted slots lost a "
+                     "request on the provider side)**")
     assert "- Stop code: `lookup_repeated_loss`" in md
     assert (f"- Containment 3: launch 7 (probe {slot}), cause `lookup_worker_lost`, contained"
             in md)
@@ -161,9 +162,10 @@ def test_banner_leads_every_rendering(run: tuple[Plan, list[Receipt]]) -> None:
         "kept, not model quality.")
     page = render_html(results)
     body = page.split("<body>", 1)[1]
-    assert body.startswith("<h1>efold results: synthetic</h1><div class=\"status "
-                           "status-stopped\"><p class=\"verdict\">Stopped: lookup_repeated_loss"
-                           "</p>")
+    assert body.startswith('<div class="status status-stopped" id="status">')
+    assert ('<p class="verdict">Stopped: lookup_repeated_loss (two consecutive admitted '
+            "slots lost a request on the provider side)</p>") in body
+    assert body.index("</dl>") < body.index("<h1>efold results: synthetic</h1>")
     assert "cause <code>lookup_worker_lost</code>, contained" in page
     # results.json carries the status and decodes strictly.
     parsed = json.loads(render_json(results))
@@ -191,7 +193,7 @@ def test_unreconciled_banner_names_the_commands(run: tuple[Plan, list[Receipt]])
             "<code>efold-controller reap RUN</code></p>") in page
     assert 'class="status status-unreconciled"' in page
     # Fixed sentences, codes, ids and counts: no path, URL or question in the banner.
-    banner = page.split('<div class="status', 1)[1].split("</div>", 1)[0]
+    banner = page.split('<div class="status', 1)[1].split("<h1>", 1)[0]
     md_banner = render_markdown(results).split("\n- schema:", 1)[0]
     for text in (md_banner, re.sub(r"<[^>]*>", " ", banner)):
         assert "Launches with no exit record and no finished containment: 1" in text

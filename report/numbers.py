@@ -1,0 +1,91 @@
+"""How the reports print numbers: counts and token figures with thousands separators,
+money as its exact decimal string with separators on the integer part only, signed
+figures with a true minus sign, durations, wall times and UTC moments for people.
+
+Invariant: formatting never rounds or converts money; ``usd`` only inserts commas into
+the digits left of the point of the exact string ``report.results.money`` built, so the
+printed amount is the stored amount. A faux reader's money is labelled wherever it is
+shown (``FAUX_MONEY``): it exercised the money path, nobody paid it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from efold.report.schema import Money
+
+__all__ = [
+    "FAUX_MONEY", "MINUS", "count", "duration_text", "milliseconds_text", "money_text", "signed",
+    "usd", "utc_text",
+]
+
+FAUX_MONEY = "faux units, no money spent"
+
+_USD = re.compile(r"(\d+)(\.\d+)?")
+_UTC = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?Z")
+
+
+def count(value: int) -> str:
+    """A count or token figure: ``1234567`` -> ``1,234,567``."""
+    return f"{value:,}"
+
+
+def usd(amount: str) -> str:
+    """An exact decimal USD string with separators on its integer part:
+    ``1234.50000000`` -> ``1,234.50000000``. Anything that is not a plain decimal is
+    returned unchanged (never reformatted, never rounded)."""
+    match = _USD.fullmatch(amount)
+    if match is None:
+        return amount
+    whole, fraction = match.group(1), match.group(2) or ""
+    return f"{int(whole):,}{fraction}"
+
+
+def money_text(value: Money, faux: bool) -> str:
+    """``1,234.50000000 USD (24,690,000,000 units)``, labelled when the reader is faux."""
+    text = f"{usd(value.usd)} USD ({count(value.units)} units)"
+    return f"{text}, {FAUX_MONEY}" if faux else text
+
+
+MINUS = "\u2212"  # a signed figure's minus sign (never a hyphen)
+
+
+def signed(value: float, places: int = 1) -> str:
+    """A signed figure: ``+12.5``, ``\u22123.1``; a value that rounds to zero is ``+0.0``
+    (never a negative zero)."""
+    text = f"{abs(value):,.{places}f}"
+    negative = value < 0 and text.strip("0.,") != ""
+    return f"{MINUS if negative else '+'}{text}"
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration for people: ``4.2 s`` under ten seconds, then whole seconds:
+    ``42 s``, ``4 min 12 s``, ``2 h 0 min 5 s``; an em dash when unknown."""
+    if seconds is None:
+        return "\u2014"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{count(hours)} h {minutes} min {secs} s"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def milliseconds_text(ms: int | None) -> str:
+    """A wall time: ``1,234 ms`` under ten seconds, else seconds with one decimal
+    (``12.3 s``); an em dash when unknown."""
+    if ms is None:
+        return "\u2014"
+    return f"{count(ms)} ms" if ms < 10_000 else f"{ms / 1000:,.1f} s"
+
+
+def utc_text(iso: str | None) -> str:
+    """``2023-11-14T22:13:20.123Z`` -> ``2023-11-14 22:13:20 UTC`` (to the second); an
+    em dash when unknown; anything else unchanged (never guessed at)."""
+    if iso is None:
+        return "\u2014"
+    match = _UTC.fullmatch(iso)
+    return f"{match.group(1)} {match.group(2)} UTC" if match else iso
+
