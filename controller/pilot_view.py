@@ -53,6 +53,7 @@ from efold.errors import EfoldError
 from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
+from efold.report.numbers import FAUX_MONEY
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -337,33 +338,50 @@ def print_summary(outcome: PilotOutcome, verbosity: Verbosity = Verbosity.NORMAL
           f"report:  {run / 'report.html'}", flush=True)
 
 
+def aligned_amounts(amounts: list[str]) -> list[str]:
+    """Exact decimal amounts padded with zeros to the same number of decimals, so a
+    right-justified column lines up on the point (never rounded: zeros only)."""
+    places = max((len(a.partition(".")[2]) for a in amounts), default=0)
+    out = []
+    for amount in amounts:
+        whole, _, fraction = amount.partition(".")
+        out.append(f"{int(whole):,}" + (f".{fraction.ljust(places, '0')}" if places else ""))
+    return out
+
+
 def _print_table(outcome: PilotOutcome) -> None:
     results = decode_results(outcome.reports["results.json"])
+    faux = results.reader_faux
+    money_column = "settled (faux units)" if faux else "settled (USD)"
     table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")
     for column in ("role", "exact (95% CI)", "done", "incompl.", "unadm.", "skipped",
-                   "excluded", "settled $"):
+                   "excluded", money_column):
         table.add_column(column, justify="left" if column == "role" else "right")
-    for role in results.results:
+    settled = aligned_amounts([units_to_usd(role.spend.settled.units)
+                               for role in results.results])
+    for role, money in zip(results.results, settled, strict=True):
         t = role.overall
         e = t.execution
         exact = t.exact
         ci = exact.wilson95
         shown = "-" if exact.rate is None or ci is None else (
-            f"{exact.successes}/{exact.trials} {exact.rate:.0%} ({ci.lower:.0%}-{ci.upper:.0%})")
+            f"{exact.successes:,}/{exact.trials:,} {exact.rate:.0%} "
+            f"({ci.lower:.0%}-{ci.upper:.0%})")
         table.add_row(
-            role.role, shown, str(e.completed), str(e.incomplete), str(e.unadmitted),
-            str(e.skipped), str(sum(t.excluded.values())), units_to_usd(role.spend.settled.units),
+            role.role, shown, f"{e.completed:,}", f"{e.incomplete:,}", f"{e.unadmitted:,}",
+            f"{e.skipped:,}", f"{sum(t.excluded.values()):,}", money,
         )
     console = Console(width=max(110, Console().width))
     console.print(table)
     ex = results.execution
+    total, cap = (units_to_usd(results.spend.settled.units), units_to_usd(results.cap.units))
     console.print(
-        f"planned {ex.planned} · eligible {ex.eligible} · visited {ex.visited} · "
-        f"completed {ex.completed} · missing {ex.missing} · "
-        f"settled ${units_to_usd(results.spend.settled.units)} "
-        f"(cap ${units_to_usd(results.cap.units)})"
+        f"planned {ex.planned:,} · eligible {ex.eligible:,} · visited {ex.visited:,} · "
+        f"completed {ex.completed:,} · missing {ex.missing:,}"
     )
-    if results.reader_faux:
+    console.print(f"settled {total} of a {cap} cap ({FAUX_MONEY})" if faux
+                  else f"settled ${total} of a ${cap} cap")
+    if faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
     for key, cause in sorted(outcome.causes.items()):
         console.print(f"checkpoint {key} not prepared: its fold said {cause.code}"

@@ -549,7 +549,7 @@ def render() -> str:
         "interrupted |",
         "| `aggregate` | 0 reports printed, 2 refused, 4 `run_unreconciled` (reports "
         "printed, processes of the run may be alive); see "
-        "[results.md](results.md#exit-statuses-of-aggregate) |",
+        "[results-schema.md](results-schema.md#exit-statuses-of-aggregate) |",
         "| `recover` | 0 reconciled, 1 not reconciled, 2 unreadable journal |",
         "| `reap` | 0 reconciled now, 1 `reap_incomplete`, 2 refused |",
         "| `corpus validate` | 0 valid, 2 any rejection |",

@@ -4,7 +4,7 @@
   ``efold.errors.Code`` (every code has a meaning, every meaning names a code);
 - ``docs/campaign.md`` names every key of every struct a campaign file decodes into,
   with its default, and its annotated example is the bundled default campaign;
-- ``docs/results.md`` names every key (and every closed-set value) of the plan, the
+- ``docs/results-schema.md`` names every key (and every closed-set value) of the plan, the
   receipts and ``results.json``;
 - no file of the repository cites a file outside it, and every relative link in the
   README and ``docs/`` resolves (anchors included).
@@ -232,14 +232,14 @@ def test_every_key_of_the_bundled_campaigns_is_documented() -> None:
     assert found and sorted(found - shown) == []
 
 
-# -- results.md -------------------------------------------------------------------------
+# -- results-schema.md -------------------------------------------------------------------------
 
 
 def test_results_doc_names_every_key_and_value() -> None:
     from efold.protocol.records import Plan, Receipt
     from efold.report import RESULTS_SCHEMA, Results
 
-    text = (DOCS / "results.md").read_text(encoding="utf-8")
+    text = (DOCS / "results-schema.md").read_text(encoding="utf-8")
     structs, values = _walk([Results, Receipt, Plan])
     assert len(structs) >= 20
     assert _undocumented(structs, text) == []

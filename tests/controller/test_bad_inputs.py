@@ -26,7 +26,8 @@ def test_the_tally_is_broad() -> None:
     assert len(CASES) >= 76 and len({c.name for c in CASES}) == len(CASES)
     assert commands >= {"register", "plan", "preflight", "pilot", "smoke", "aggregate",
                         "recover", "reap", "runs", "show", "authorize",
-                        "verify-authorization", "keygen", "fold", "corpus"}
+                        "verify-authorization", "keygen", "fold", "corpus", "compare",
+                        "prune"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -346,3 +346,24 @@ def test_the_log_waits_for_the_run_to_open_and_never_raises(tmp_path: Path) -> N
     unopened.write("run", state="start")
     unopened.close()
     assert not (tmp_path / "elsewhere").exists() and unopened.failure is None
+
+
+def test_the_summary_labels_faux_money_and_aligns_its_decimals(normal: Pilot) -> None:
+    lines = normal.stdout.splitlines()
+    header = next(line for line in lines if "exact (95% CI)" in line)
+    assert "settled (faux units)" in header and "$" not in header
+    rows = [line for line in lines if line.startswith(("│ native", "│ store"))]
+    amounts = [row.rstrip(" │").rsplit("│", 1)[1].strip() for row in rows]
+    assert len(amounts) == 2 and len({len(a.partition(".")[2]) for a in amounts}) == 1
+    assert len({row.rindex(".") for row in rows}) == 1  # the points line up
+    totals = next(line for line in lines if line.startswith("settled "))
+    assert totals.endswith("cap (faux units, no money spent)") and "$" not in totals
+
+
+def test_aligned_amounts_pads_with_zeros_and_never_rounds() -> None:
+    from efold.controller.pilot_view import aligned_amounts
+
+    assert aligned_amounts(["0.234448", "0.32738", "12"]) == ["0.234448", "0.327380",
+                                                              "12.000000"]
+    assert aligned_amounts(["1234567.5", "60"]) == ["1,234,567.5", "60.0"]
+    assert aligned_amounts(["3", "60"]) == ["3", "60"]
