@@ -25,6 +25,7 @@ from efold.controller.errors import ControllerError
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.report import REPORT_FILES, Results
+from efold.report.numbers import usd
 from efold.report.schema import Execution
 from efold.report.status import status_banner
 
@@ -190,12 +191,11 @@ def status_text(entry: RunEntry) -> str:
 
 
 def spend_text(entry: RunEntry) -> str:
-    """Settled spend: dollars for a real reader; a faux reader's are faux units."""
-    if entry.settled_units is None:
+    """Settled spend, the exact amount with separators: ``1,234.5 USD`` for a real
+    reader; a faux reader's is the same figure in faux units (nobody paid it)."""
+    if entry.settled_usd is None:
         return "-"
-    if entry.reader_faux:
-        return f"{entry.settled_units} faux units"
-    return f"{entry.settled_usd} USD"
+    return f"{usd(entry.settled_usd)} {'faux units' if entry.reader_faux else 'USD'}"
 
 
 def started_text(entry: RunEntry) -> str:

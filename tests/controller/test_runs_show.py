@@ -58,6 +58,8 @@ def test_runs_lists_newest_first_with_status_counts_and_spend(root: Path) -> Non
     assert older.startswith("older ") and "complete" in older
     assert "16/16" in older and "16/16" in newer
     assert "faux units" in older and "USD" not in older
+    settled = json.loads(invoke("show", str(root / "older"), "--json").stdout)["run"]
+    assert older.endswith(f" {settled['settled_usd']} faux units")  # the amount, not units
     assert "notarun" not in done.stdout and "(dir mtime)" not in done.stdout
 
 

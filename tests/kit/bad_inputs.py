@@ -279,6 +279,7 @@ class Answer:
     exit: int
     form: str  # usage | refused | traceback | unclear
     code: str | None  # the refusal's code
+    detail: str  # the refusal's "(what, where)", without the parentheses
     json_ok: bool  # under --json: stdout is one JSON object naming the code
     changed: tuple[str, ...]  # workspace paths created, removed or modified
     stderr: str
@@ -287,8 +288,8 @@ class Answer:
     def verdict(self) -> str:
         """``ok``, or what is wrong: ``traceback``, ``unclear`` (neither form),
         ``wrong-form`` (usage where a refusal was due, or the reverse), ``misleading``
-        (another code), ``exit`` (not 2), ``no-json``, ``changed`` (it lost or made
-        something)."""
+        (another code), ``no-detail`` (a bare code: it says neither what nor where),
+        ``exit`` (not 2), ``no-json``, ``changed`` (it lost or made something)."""
         if self.form in ("traceback", "unclear"):
             return self.form
         expected = "usage" if self.case.code is None else self.case.form
@@ -296,6 +297,8 @@ class Answer:
             return "wrong-form"
         if self.case.code is not None and self.code != self.case.code:
             return "misleading"
+        if self.form == "refused" and not self.detail:
+            return "no-detail"
         if self.exit != 2:
             return "exit"
         if self.case.json and not self.json_ok:
@@ -340,8 +343,9 @@ def run_case(c: Case, exe: str, values: dict[str, str]) -> Answer:
             document = None
         json_ok = isinstance(document, dict) and match is not None \
             and match.group(1) in json.dumps(document)
-    return Answer(c, done.returncode, form, match.group(1) if match else None, json_ok,
-                  changed, err)
+    code = match.group(1) if match else None
+    detail = (match.group(2) or "") if match and match.re is REFUSED else ""
+    return Answer(c, done.returncode, form, code, detail, json_ok, changed, err)
 
 
 def tally(exe: str) -> list[Answer]:

@@ -116,6 +116,7 @@ def test_reap_refuses_while_a_controller_holds_the_run(tmp_path: Path) -> None:
 
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
+    (run / "journal.sqlite").touch(mode=0o600)  # a run directory: the lease decides
     with acquire_lease(run):
         result = _cli("reap", str(run))
     assert result.returncode == 2 and "lease_held" in result.stderr
