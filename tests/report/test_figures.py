@@ -14,6 +14,19 @@ from typing import Any
 
 import msgspec
 import pytest
+from report_figures_kit import (
+    BYTES,
+    CALLS,
+    END_NS,
+    RIGHT,
+    START_NS,
+    WRONG,
+    C,
+    Run,
+    U,
+    figures_run,
+    run_facts,
+)
 
 from efold.controller.campaign import parse_campaign
 from efold.controller.evidence import Evidence
@@ -22,84 +35,20 @@ from efold.controller.pilot import run_pilot
 from efold.controller.registration import compute_registration, encode_registration
 from efold.controller.runroot import claim_run_dir
 from efold.corpus import load_suite
-from efold.corpus.model import Availability, Outcome
+from efold.corpus.model import Availability
 from efold.errors import Code
 from efold.guard.ledger import SlotLedger
 from efold.ipc.messages import MeterReading, Terminal, TerminalStatus
-from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotSpend, SlotStatus
-from efold.report import ReportError, RunFacts, build_results, decode_results, render_json
+from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotStatus
+from efold.report import ReportError, build_results, decode_results, render_json
 from efold.report.results import LOOKUP_ARMS
 from efold.report.schema import Contrast, Results, RoleResult, Tally
 from efold.report.stats import newcombe_paired_interval
 
-C, INC, U = SlotStatus.COMPLETED, SlotStatus.INCOMPLETE, SlotStatus.UNADMITTED
-RIGHT, WRONG = Outcome.CORRECT, Outcome.STALE
-REC = Availability.RECOVERABLE
-LOST = SlotSpend(requests=1, admitted=1, retained_units=78_400_000, usage_known=False)
-CALLS, BYTES = Code.METER_CALLS_EXHAUSTED.value, Code.METER_BYTES_EXHAUSTED.value
-# 2023-11-14T22:13:20.123456789Z, and 65.432 s later.
-START_NS = 1_700_000_000_123_456_789
-END_NS = START_NS + 65_432_000_000
-
-Run = tuple[Plan, list[Receipt]]
-
 
 @pytest.fixture
 def run(plan_factory: Callable[..., Plan], receipt_factory: Callable[..., Receipt]) -> Run:
-    """store, native, cold-rebuild; one trace, four probes (p00 tool_identifier, p01
-    active_constraint, p02 superseded_current, p03 commitment_status), two repeats.
-    native comes second, so "versus native" must turn the store contrast around."""
-    plan = plan_factory(["store", "native", "cold-rebuild"], ["t1"], probes=4, repeats=2)
-    slot = {(s.role, s.repeat, s.probe_id[-3:]): s for s in plan.slots}
-
-    def r(role: str, repeat: int, probe: str, status: SlotStatus, outcome: Outcome | None,
-          elapsed: int, **extra: Any) -> Receipt:
-        made = receipt_factory(slot[role, repeat, probe], status, outcome=outcome, **extra)
-        return msgspec.structs.replace(made, elapsed_ms=elapsed)
-
-    receipts = [
-        # store, repeat 0
-        r("store", 0, "p00", C, RIGHT, 100, lookup_calls=2, lookup_bytes=1000,
-          availability=REC),
-        r("store", 0, "p01", C, WRONG, 300, lookup_calls=1, lookup_bytes=3000,
-          meter_abort=BYTES, availability=REC),
-        r("store", 0, "p02", C, RIGHT, 200),
-        r("store", 0, "p03", INC, None, 900, code=Code.LOOKUP_WORKER_LOST, spend=LOST,
-          lookup_calls=8, lookup_bytes=500, meter_abort=CALLS),
-        # store, repeat 1
-        r("store", 1, "p00", C, RIGHT, 400, lookup_calls=1, lookup_bytes=2000,
-          availability=REC),
-        r("store", 1, "p01", C, RIGHT, 100),
-        r("store", 1, "p02", C, WRONG, 100),
-        r("store", 1, "p03", U, None, 0, code=Code.NOT_ADMITTED_CAP),
-        # native: 3/4 in repeat 0, 1/3 in repeat 1 (p03 missing)
-        r("native", 0, "p00", C, RIGHT, 10),
-        r("native", 0, "p01", C, WRONG, 20),
-        r("native", 0, "p02", C, RIGHT, 30),
-        r("native", 0, "p03", C, RIGHT, 40),
-        r("native", 1, "p00", C, RIGHT, 50),
-        r("native", 1, "p01", C, Outcome.ABSTAINED, 60),
-        r("native", 1, "p02", C, WRONG, 70),
-        # cold-rebuild: 2/4 then 1/4, every slot 5 ms
-        r("cold-rebuild", 0, "p00", C, WRONG, 5),
-        r("cold-rebuild", 0, "p01", C, WRONG, 5),
-        r("cold-rebuild", 0, "p02", C, RIGHT, 5),
-        r("cold-rebuild", 0, "p03", C, RIGHT, 5),
-        r("cold-rebuild", 1, "p00", C, RIGHT, 5),
-        r("cold-rebuild", 1, "p01", C, WRONG, 5),
-        r("cold-rebuild", 1, "p02", C, WRONG, 5),
-        r("cold-rebuild", 1, "p03", C, WRONG, 5),
-    ]
-    return plan, receipts
-
-
-def _facts(**extra: Any) -> RunFacts:
-    fields: dict[str, Any] = {
-        "sticky_stop": None, "stops": [], "launches": [], "containments": [],
-        "in_flight": [], "controller": "released", "started_ns": START_NS, "ended_ns": END_NS,
-    }
-    fields.update(extra)
-    return RunFacts(**fields)
+    return figures_run(plan_factory, receipt_factory)
 
 
 def _build(run: Run, **options: Any) -> Results:
@@ -122,7 +71,7 @@ def _contrast(contrasts: list[Contrast], a: str, b: str) -> Contrast:
 
 
 def test_run_metadata(run: Run) -> None:
-    results = _build(run, run_facts=_facts(), reader="faux/faux-extractive-v1",
+    results = _build(run, run_facts=run_facts(), reader="faux/faux-extractive-v1",
                      summarisers={"cold-rebuild": "openai/gpt-5-mini"})
     info = results.run
     assert info is not None
@@ -153,9 +102,9 @@ def test_run_metadata(run: Run) -> None:
     {"summarisers": {"cold-rebuild": "openai/gpt 5"}},
     {"summarisers": {"nobody": "openai/gpt-5-mini"}},  # not a planned role
     {"efold_version": "1.0 beta"},
-    {"run_facts": _facts(ended_ns=None)},  # a start without an end
-    {"run_facts": _facts(started_ns=END_NS, ended_ns=START_NS)},  # ends before it starts
-    {"run_facts": _facts(started_ns=-1, ended_ns=START_NS)},
+    {"run_facts": run_facts(ended_ns=None)},  # a start without an end
+    {"run_facts": run_facts(started_ns=END_NS, ended_ns=START_NS)},  # ends before it starts
+    {"run_facts": run_facts(started_ns=-1, ended_ns=START_NS)},
 ])
 def test_metadata_that_could_carry_content_refuses(run: Run, options: dict[str, Any]) -> None:
     with pytest.raises(ReportError) as caught:
@@ -314,7 +263,7 @@ def test_latency(run: Run) -> None:
 def test_latency_leaves_out_slots_left_in_flight(run: Run) -> None:
     _, receipts = run
     stuck = next(r for r in receipts if (r.role, r.repeat, r.elapsed_ms) == ("store", 0, 900))
-    results = _build(run, run_facts=_facts(in_flight=[stuck.slot]))
+    results = _build(run, run_facts=run_facts(in_flight=[stuck.slot]))
     store = _role(results, "store").latency
     assert store is not None
     assert (store.slots, store.median_ms, store.p95_ms) == (6, 100, 400)
@@ -345,7 +294,7 @@ def test_inconsistent_lookup_fields_refuse(run: Run, change: dict[str, Any]) -> 
 
 
 def test_documents_and_receipts_written_before_these_fields_decode(run: Run) -> None:
-    results = _build(run, run_facts=_facts(), reader="faux/faux-extractive-v1")
+    results = _build(run, run_facts=run_facts(), reader="faux/faux-extractive-v1")
     doc = msgspec.json.decode(render_json(results))
     for key in ("run", "latency", "versus_native"):
         del doc[key]

@@ -14,13 +14,19 @@ from typing import Any
 
 import msgspec
 import pytest
+from report_figures_kit import (
+    RIGHT,
+    C,
+    Run,
+    U,
+    figures_run,
+    run_facts,
+)
 
-from efold.corpus.model import Availability, Outcome
 from efold.errors import Code
 from efold.folds.registry import BUILTIN_ARMS
-from efold.protocol.records import Plan, Receipt, SlotSpend, SlotStatus
+from efold.protocol.records import Plan, Receipt
 from efold.report import (
-    RunFacts,
     build_results,
     newcombe_paired_interval,
     render_html,
@@ -37,69 +43,17 @@ from efold.report.terms import (
     VERSUS_TERMS,
 )
 
-C, INC, U = SlotStatus.COMPLETED, SlotStatus.INCOMPLETE, SlotStatus.UNADMITTED
-RIGHT, WRONG = Outcome.CORRECT, Outcome.STALE
-REC = Availability.RECOVERABLE
-LOST = SlotSpend(requests=1, admitted=1, retained_units=78_400_000, usage_known=False)
-CALLS, BYTES = Code.METER_CALLS_EXHAUSTED.value, Code.METER_BYTES_EXHAUSTED.value
-START_NS = 1_700_000_000_123_456_789  # 2023-11-14T22:13:20.123Z
-END_NS = START_NS + 65_432_000_000  # 65.432 s later
 DOT = " \u00b7 "
-
-Run = tuple[Plan, list[Receipt]]
 
 
 @pytest.fixture
 def run(plan_factory: Callable[..., Plan], receipt_factory: Callable[..., Receipt]) -> Run:
-    """store, native, cold-rebuild; one trace, four probes (p00 tool_identifier, p01
-    active_constraint, p02 superseded_current, p03 commitment_status), two repeats
-    (0 and 1); native second, so "versus native" turns the store contrast around.
-    The same run as ``test_figures.run``."""
-    plan = plan_factory(["store", "native", "cold-rebuild"], ["t1"], probes=4, repeats=2)
-    slot = {(s.role, s.repeat, s.probe_id[-3:]): s for s in plan.slots}
-
-    def r(role: str, repeat: int, probe: str, status: SlotStatus, outcome: Outcome | None,
-          elapsed: int, **extra: Any) -> Receipt:
-        made = receipt_factory(slot[role, repeat, probe], status, outcome=outcome, **extra)
-        return msgspec.structs.replace(made, elapsed_ms=elapsed)
-
-    return plan, [
-        r("store", 0, "p00", C, RIGHT, 100, lookup_calls=2, lookup_bytes=1000,
-          availability=REC),
-        r("store", 0, "p01", C, WRONG, 300, lookup_calls=1, lookup_bytes=3000,
-          meter_abort=BYTES, availability=REC),
-        r("store", 0, "p02", C, RIGHT, 200),
-        r("store", 0, "p03", INC, None, 900, code=Code.LOOKUP_WORKER_LOST, spend=LOST,
-          lookup_calls=8, lookup_bytes=500, meter_abort=CALLS),
-        r("store", 1, "p00", C, RIGHT, 400, lookup_calls=1, lookup_bytes=2000,
-          availability=REC),
-        r("store", 1, "p01", C, RIGHT, 100),
-        r("store", 1, "p02", C, WRONG, 100),
-        r("store", 1, "p03", U, None, 0, code=Code.NOT_ADMITTED_CAP),
-        r("native", 0, "p00", C, RIGHT, 10),
-        r("native", 0, "p01", C, WRONG, 20),
-        r("native", 0, "p02", C, RIGHT, 30),
-        r("native", 0, "p03", C, RIGHT, 40),
-        r("native", 1, "p00", C, RIGHT, 50),
-        r("native", 1, "p01", C, Outcome.ABSTAINED, 60),
-        r("native", 1, "p02", C, WRONG, 70),
-        *(r("cold-rebuild", repeat, probe, C, outcome, 5) for repeat, probe, outcome in [
-            (0, "p00", WRONG), (0, "p01", WRONG), (0, "p02", RIGHT), (0, "p03", RIGHT),
-            (1, "p00", RIGHT), (1, "p01", WRONG), (1, "p02", WRONG), (1, "p03", WRONG)]),
-    ]
-
-
-def _facts(**extra: Any) -> RunFacts:
-    fields: dict[str, Any] = {
-        "sticky_stop": None, "stops": [], "launches": [], "containments": [],
-        "in_flight": [], "controller": "released", "started_ns": START_NS, "ended_ns": END_NS,
-    }
-    return RunFacts(**{**fields, **extra})
+    return figures_run(plan_factory, receipt_factory)
 
 
 def _build(run: Run, **options: Any) -> Results:
     kwargs: dict[str, Any] = {
-        "faux": True, "efold_version": "0.1.0", "run_facts": _facts(),
+        "faux": True, "efold_version": "0.1.0", "run_facts": run_facts(),
         "reader": "faux/faux-extractive-v1", "summarisers": {"cold-rebuild": "openai/gpt-5-mini"},
     }
     return build_results(*run, **{**kwargs, **options})
