@@ -371,7 +371,7 @@ def _print_table(outcome: PilotOutcome) -> None:
             role.role, shown, f"{e.completed:,}", f"{e.incomplete:,}", f"{e.unadmitted:,}",
             f"{e.skipped:,}", f"{sum(t.excluded.values()):,}", money,
         )
-    console = Console(width=max(110, Console().width))
+    console = Console(width=max(130, Console().width))  # piped: no wrapped cells
     console.print(table)
     ex = results.execution
     total, cap = (units_to_usd(results.spend.settled.units), units_to_usd(results.cap.units))
