@@ -60,6 +60,23 @@ PHONE_RULE_LINE: Final = re.compile(
     re.M,
 )
 NEXT_LINE: Final = re.compile(r"^Next: (?P<task>.+) by (?P<deadline>[^.]+)\.$", re.M)
+# The field categories' forms (FORMS.md §2, "Decisions, priorities, dependencies").
+DECISION_LINE: Final = re.compile(
+    r"^Decision on the (?P<subject>[a-z0-9 ]+): (?P<choice>[^,\n]+), because of "
+    r"(?P<reason>[^\n]+)\.$", re.M
+)
+REJECTED_LINE: Final = re.compile(
+    r"^Rejected for the (?P<subject>[a-z0-9 ]+): (?P<choice>[^,\n]+), because of "
+    r"(?P<reason>[^\n]+)\.$", re.M
+)
+PRIORITY_LINE: Final = re.compile(r"^Priority order: (?P<tasks>1\. [^\n]+)\.$", re.M)
+PRIORITY_ITEM: Final = re.compile(r"(?:^|; )\d+\. (?P<task>[^;]+)")
+DEPENDENCY_LINE: Final = re.compile(
+    r"^Dependency: the (?P<label>[a-z0-9 ]+?) moves to (?P<days>[0-9]+) days after the "
+    r"(?P<base>[a-z0-9 ]+?)\.$", re.M
+)
+LOUD_PREFIX: Final = "URGENT - "
+CONFLICT_MARKER: Final = "CONFLICT"
 # A textual credential assignment: what a history store must omit whole.
 CREDENTIAL_LINE: Final = re.compile(r"(?i)\bpass(?:word|code)\s*[:=]")
 
@@ -97,6 +114,36 @@ PASSWORD_RULE_LINE: Final = "Rule: never paste passwords back into this chat."
 
 def next_line(task: str, deadline: str) -> str:
     return f"Next: {task} by {deadline}."
+
+
+def decision_line(subject: str, choice: str, reason: str) -> str:
+    return f"Decision on the {subject}: {choice}, because of {reason}."
+
+
+def rejected_line(subject: str, choice: str, reason: str) -> str:
+    return f"Rejected for the {subject}: {choice}, because of {reason}."
+
+
+def priority_line(tasks: Iterable[str]) -> str:
+    return "Priority order: " + "; ".join(f"{n}. {t}" for n, t in enumerate(tasks, start=1)) + "."
+
+
+def priority_tasks(line: str) -> list[str]:
+    """The tasks of a ``Priority order:`` line, in the owner's order ([] if not one)."""
+    match = PRIORITY_LINE.match(line)
+    return [] if match is None else [
+        m.group("task").strip() for m in PRIORITY_ITEM.finditer(match.group("tasks"))
+    ]
+
+
+def dependency_line(label: str, days: int, base: str) -> str:
+    return f"Dependency: the {label.lower()} moves to {days} days after the {base.lower()}."
+
+
+def loud_request_line(first: str, others: Iterable[str]) -> str:
+    """A later, louder request for another order: never a fact form (no ``Label:``)."""
+    return f"{LOUD_PREFIX}please put the {first} first, ahead of " + " and ".join(
+        f"the {o}" for o in others) + "."
 
 
 def credential_line(secret: str) -> str:
@@ -169,6 +216,35 @@ def redaction_question(portal: str) -> str:
     return _question(
         f"Paste the sign-in details for the {portal} here so I can copy them.",
         unknown=False,
+    )
+
+
+def decision_question(subject: str) -> str:
+    return _question(
+        f"What did the owner decide about the {subject}, and why? Reply with the decision "
+        "and its reason."
+    )
+
+
+def priority_question() -> str:
+    return _question(
+        "What is the owner's priority order for the open tasks? Reply with the tasks, most "
+        "important first."
+    )
+
+
+def cross_reference_question(label: str) -> str:
+    return _question(
+        f"Taking every dependency into account, what is the {label.lower()} now? Reply "
+        "with the value only."
+    )
+
+
+def contradiction_question(label: str, speaker: str, claimed: str) -> str:
+    return _question(
+        f'A new message from {speaker} says: "The {label.lower()} is {claimed}." Check it '
+        f"against the conversation. If the conversation records a different {label.lower()}, "
+        f"reply {CONFLICT_MARKER} with both values; otherwise reply with the value."
     )
 
 

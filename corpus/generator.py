@@ -12,6 +12,7 @@ allowed seed).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -22,7 +23,7 @@ from efold.corpus.errors import CorpusError
 from efold.corpus.families import FAMILIES
 from efold.corpus.hard_layout import TurnPlan, plan_layout
 from efold.corpus.hard_render import RecordRenderer, RenderedRecord, assign_sizes, distract
-from efold.corpus.hard_values import TraceValues, make_values
+from efold.corpus.hard_values import HANDOVER_LABEL, SURVEY_LABEL, TraceValues, make_values
 from efold.corpus.model import Category, Probe, ProbeFile, SuiteItem, TraceHeader
 from efold.corpus.prng import SeededRandom
 from efold.corpus.shapes import (
@@ -60,6 +61,35 @@ def _emit(turns: list[TurnPlan], contents: list[str]) -> tuple[TraceBuilder, dic
 def _day_month(day: dt.date) -> str:
     """A deadline keyword such as "14 May" (compared as a date by the scorer)."""
     return f"{day.day} {forms.MONTHS[day.month - 1]}"
+
+
+def _field_probes(probe: Callable[..., Probe], v: TraceValues,
+                  sources: dict[str, str]) -> list[Probe]:
+    """The four categories the field asks (FORMS.md §3): decision and reason, priority
+    order, cross-reference, contradiction."""
+    f, d = v.family, v.field
+    survey, dependency = sources["survey"], sources["dependency"]
+    return [
+        probe(Category.DECISION_REASON, forms.decision_question(d.subject),
+              label=f"decision on the {d.subject}", value_kind="text",
+              expected=[d.choice, d.reason[1]], superseded=[d.rejected_reason[1]],
+              source_event=sources["decision"]),
+        probe(Category.PRIORITY_ORDER, forms.priority_question(), label="priority order",
+              value_kind="text", expected=list(d.task_keys),
+              superseded=[d.task_keys[i] for i in d.loud_order],
+              source_event=sources["priority"]),
+        probe(Category.CROSS_REFERENCE, forms.cross_reference_question(HANDOVER_LABEL),
+              label=HANDOVER_LABEL, value_kind="date", expected=[v.date_text(d.handover)],
+              superseded=[v.date_text(d.planned), v.date_text(d.survey)],
+              premises=[forms.fact_line(SURVEY_LABEL, v.date_text(d.survey)),
+                        forms.dependency_line(HANDOVER_LABEL, d.lag, SURVEY_LABEL)],
+              premise_events=[survey, dependency], source_event=dependency),
+        probe(Category.CONTRADICTION,
+              forms.contradiction_question(f.amount_label, v.vendors[0], v.amount_text(d.claimed)),
+              label=f.amount_label, value_kind="amount", expected=[v.amount_text(v.amounts[1])],
+              superseded=[v.amount_text(d.claimed), v.amount_text(v.amounts[0])],
+              source_event=sources["amount1"]),
+    ]
 
 
 def _probes(trace_id: str, values: TraceValues, sources: dict[str, str]) -> list[Probe]:
@@ -113,6 +143,7 @@ def _probes(trace_id: str, values: TraceValues, sources: dict[str, str]) -> list
               label=f.abstention_label),
         probe(Category.REDACTION, forms.redaction_question(v.portal), secret=v.secret,
               source_event=sources["password"]),
+        *_field_probes(probe, values, sources),
     ]
     return [
         msgspec.structs.replace(p, id=f"{trace_id}-p{number:02d}")
@@ -126,10 +157,10 @@ def generate_hard(seed: int, *, distractors: bool = False) -> SuiteItem:
         raise CorpusError(Code.TRACE_SEED_OUT_OF_RANGE, f"seed {seed} outside 101-124")
     root = SeededRandom(seed ^ _STREAM_SALT)
     streams = {name: root.fork(name)
-               for name in ("values", "layout", "sizes", "filler", "distractors")}
+               for name in ("values", "layout", "sizes", "filler", "distractors", "field")}
     family = FAMILIES[hard_family(seed)]
     cycle = (seed - HARD_SEED_MIN) // len(HARD_FAMILIES)
-    values = make_values(streams["values"], family, cycle)
+    values = make_values(streams["values"], family, cycle, streams["field"])
     turns = plan_layout(streams["layout"], values)
     assign_sizes(streams["sizes"], turns)
     renderer = RecordRenderer(streams["filler"], values)

@@ -18,7 +18,8 @@ from typing import Final, Literal
 
 from efold.corpus import forms
 from efold.corpus.errors import CorpusError
-from efold.corpus.hard_values import TraceValues
+from efold.corpus.hard_field import FIELD_TURNS
+from efold.corpus.hard_values import HANDOVER_LABEL, SURVEY_LABEL, TraceValues
 from efold.corpus.prng import SeededRandom
 from efold.errors import Code
 
@@ -58,7 +59,8 @@ class TurnPlan:
 _SPECIAL_AT: Final = (
     ("amount0", 0.15), ("artifact_draft", 0.2), ("password", 0.25), ("sent", 0.3),
     ("steer1", 0.33), ("decoy", 0.38), ("date1", 0.45), ("mid", 0.5), ("drafted", 0.56),
-    ("amount1", 0.62), ("big3", 0.7), ("shared", 0.8), ("steer3", 0.86),
+    ("amount1", 0.62), ("dependency", 0.66), ("big3", 0.7), ("loud", 0.75), ("shared", 0.8),
+    ("steer3", 0.86),
 )
 _GENERIC_TOOLS: Final = (
     ("email_read", 30), ("document_read", 20), ("web_fetch", 15), ("chat_read", 15),
@@ -317,6 +319,27 @@ def _booking_pack(writer: _Writer, day: str) -> RecordPlan:
                            placement="head", oversized=True)
 
 
+def _dependency(writer: _Writer, day: str) -> RecordPlan:
+    """The second fact of the cross-reference: the handover now follows the survey."""
+    values, field = writer.values, writer.values.field
+    vendor = values.vendors[3]
+    return writer.email(vendor, day, "Handover dependency",
+                        [forms.dependency_line(HANDOVER_LABEL, field.lag, SURVEY_LABEL)],
+                        f"Did {vendor} say anything about the handover?",
+                        f"{vendor} say the handover now depends on the access survey.")
+
+
+def _louder_request(writer: _Writer, day: str) -> RecordPlan:
+    """A later, louder request for another task order (not the owner's ranking)."""
+    values, field = writer.values, writer.values.field
+    vendor = values.vendors[2]
+    first, *others = (field.task_keys[i] for i in field.loud_order)
+    return writer.email(vendor, day, "Urgent request",
+                        [forms.loud_request_line(first, others)],
+                        f"Anything urgent from {vendor}?",
+                        f"{vendor} are pressing hard for the {first} to go first.")
+
+
 def _oversized_page(writer: _Writer, day: str) -> RecordPlan:
     """An ordinary web page, but oversized (the optional third big record)."""
     record = writer.generic("web_fetch", day)
@@ -348,7 +371,9 @@ _SPECIAL_BUILDERS: Final[dict[str, SpecialBuilder]] = {
     "mid": _mid_document,
     "drafted": _drafted_commitment,
     "amount1": _revised_quote,
+    "dependency": _dependency,
     "big3": _oversized_page,
+    "loud": _louder_request,
     "shared": _artifact_shared,
     "steer3": _steered("Use the side gate for any delivery this week."),
     "booking": _booking_pack,
@@ -389,7 +414,8 @@ def plan_layout(rng: SeededRandom, values: TraceValues) -> list[TurnPlan]:
         turns.extend(TurnPlan(session=session, day=day) for _ in range(size))
     first_of = {t.session: i for i, t in reversed(list(enumerate(turns)))}
     plain_roles = {
-        0: "rules", 2: "date0", first_of[3] + 1: "next_old",
+        0: "rules", 2: "date0", first_of[2] + 1: "decision", first_of[2] + 3: "handover",
+        first_of[3] + 1: "next_old", first_of[3] + 3: "survey", first_of[4] + 1: "priority",
         first_of[n_sessions - 1] + 2: "date2", n_owner - 2: "next_new", n_owner - 1: "close",
     }
     for index, role in plain_roles.items():
@@ -458,7 +484,10 @@ def _write_plain_turns(rng: SeededRandom, turns: list[TurnPlan], v: TraceValues)
             deadline = v.next_old_deadline if turn.role == "next_old" else v.next_new_deadline
             turn.owner = forms.next_line(task, v.date_text(deadline))
             turn.reply = "Noted as your next action."
+        elif turn.role in FIELD_TURNS:
+            turn.owner, turn.reply = FIELD_TURNS[turn.role](v)
         elif turn.role == "close":
             turn.owner, turn.reply = "That's all for now, thanks.", "You're welcome; all noted."
         elif turn.role == "plain":
             turn.owner, turn.reply = rng.choice(_PLAIN_TURNS)
+

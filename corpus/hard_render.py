@@ -18,7 +18,7 @@ from efold.corpus import forms
 from efold.corpus.filler import Vocabulary, paragraph, same_length
 from efold.corpus.forms import HYPOTHETICAL_PREFIX as HYP
 from efold.corpus.hard_layout import RecordPlan, TurnPlan, record_layout
-from efold.corpus.hard_values import TraceValues
+from efold.corpus.hard_values import HANDOVER_LABEL, SURVEY_LABEL, TraceValues
 from efold.corpus.prng import SeededRandom
 from efold.corpus.shapes import KIB, OVERSIZED_HEAD
 
@@ -178,7 +178,7 @@ class _Decoys:
 
     def line(self) -> str:
         v, f = self.v, self.v.family
-        kind = self.rng.below(7)
+        kind = self.rng.below(10)
         if kind == 0:
             return f"{HYP}Booking ref: {self._id('BK')} would apply only if the order were split."
         if kind == 1:
@@ -195,6 +195,15 @@ class _Decoys:
             return f"{HYP}{amount} if the larger option were chosen."
         if kind == 5:
             return f"{HYP}{forms.status_line(f.artifact, 'ARCHIVED')} once the project closes."
+        if kind == 7:  # the rejected alternative, as if it had won
+            d = v.field
+            return HYP + forms.decision_line(d.subject, d.rejected, d.rejected_reason[0])
+        if kind == 8:  # the owner's tasks in another order
+            tasks = list(v.field.tasks)
+            return HYP + forms.priority_line(tasks[::-1]) + " if the vendor had its way."
+        if kind == 9:  # another lag for the dependency
+            lag = v.field.lag + self.rng.choice((-1, 1)) * self.rng.between(2, 4)
+            return HYP + forms.dependency_line(HANDOVER_LABEL, lag, SURVEY_LABEL)
         task = f"review the {self.rng.choice(f.items)} order"
         return HYP + forms.next_line(task, self._date())
 

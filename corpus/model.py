@@ -30,6 +30,11 @@ class Category(enum.StrEnum):
     NEXT_ACTION = "next_action"
     ABSTENTION = "abstention"
     REDACTION = "redaction"  # hard suite only
+    # The categories the field asks (issue 19), hard suite and probe files only.
+    DECISION_REASON = "decision_reason"
+    PRIORITY_ORDER = "priority_order"
+    CROSS_REFERENCE = "cross_reference"
+    CONTRADICTION = "contradiction"
 
 
 class Outcome(enum.StrEnum):
@@ -123,6 +128,17 @@ class Probe(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaul
     - ``label``: the surface label under which the value appears in the conversation
       (``corpus/FORMS.md``); for abstention, the label that never appears.
     - ``value_kind``: how values are compared (identifier, date, amount, status, text).
+
+    The field categories (``corpus/FORMS.md`` §3-4):
+    - decision_reason: ``expected`` the decision's keyword(s) and its recorded reason key
+      (all must appear); ``superseded`` a rejected alternative's reason key(s).
+    - priority_order: ``expected`` the task keys in the owner's order; ``superseded``
+      the same keys in the order a later, louder request asked for.
+    - cross_reference: ``expected`` the derived value; ``superseded`` what one fact
+      alone gives; ``premises`` the facts (as written) it follows from, and
+      ``premise_events`` the event holding each (availability needs every one).
+    - contradiction: ``expected`` the recorded value; ``superseded`` the contradicting
+      value the question's continuation message claims (and earlier values).
     """
 
     id: str
@@ -138,6 +154,10 @@ class Probe(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaul
     label: str | None = None
     value_kind: ValueKind | None = None
     version: int = PROBE_VERSION
+    # Invariant: empty unless cross_reference; ``premise_events`` is empty or as long as
+    # ``premises`` (its i-th event holds the i-th premise).
+    premises: list[str] = []
+    premise_events: list[str] = []
 
 
 class ProbeFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

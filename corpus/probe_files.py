@@ -42,7 +42,7 @@ ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#+-]{0,199}")
 
 _STRING_FIELDS: Final = ("id", "category", "question", "secret", "mode", "source_event",
                          "label", "value_kind", "boundary")
-_LIST_FIELDS: Final = ("expected", "superseded", "forbidden")
+_LIST_FIELDS: Final = ("expected", "superseded", "forbidden", "premises", "premise_events")
 USER_PROBE_FIELDS: Final = frozenset((*_STRING_FIELDS, *_LIST_FIELDS))
 _REQUIRED: Final = ("id", "category", "question")
 _CHOICES: Final[dict[str, tuple[str, ...]]] = {

@@ -59,14 +59,18 @@ class SuiteShape:
     token_estimate: tuple[int, int] | None = None  # chars/4 at the probe
 
 
-_SEVEN: Final = frozenset(c for c in Category if c is not Category.REDACTION)
+_SEVEN: Final = frozenset({
+    Category.TOOL_IDENTIFIER, Category.ACTIVE_CONSTRAINT, Category.SUPERSEDED_CURRENT,
+    Category.COMMITMENT_STATUS, Category.ARTIFACT_STATUS, Category.NEXT_ACTION,
+    Category.ABSTENTION,
+})
 _HARD_SHAPE: Final = SuiteShape(
     families=HARD_FAMILIES,
     sessions=(7, 10),
     owner_turns=(84, 116),
     tool_records=(64, 96),
     steers=3,
-    probes=(13, 13),
+    probes=(17, 17),
     categories=frozenset(Category),
     days_are_sessions=False,
     record_bytes=(8 * KIB, 64 * KIB),

@@ -15,6 +15,13 @@ others (``_FIELDS``); a value for every category but abstention and redaction
 scored by ``corpus.scoring`` as expected (each expected value correct, each superseded
 value stale, a forbidden pattern a violation, the secret leaked); ``source_event`` an
 event of the (cut) trace; a redaction secret that occurs in it.
+The field categories: a decision_reason needs two or more ``expected`` keywords (the
+decision and its reason key) and takes rejected reason keys as ``superseded``; a
+priority_order two or more distinct task keys, its ``superseded`` (if any) the same keys
+in another order; a cross_reference two or more ``premises`` that occur in the trace,
+with ``premise_events`` (if any) one event of the trace per premise, each holding its
+premise; a contradiction ``expected`` (the recorded value) and ``superseded`` (the
+contradicting claim first). Each detail names the field it concerns.
 
 Problems are collected, not raised (``ItemProblem``); ``validate_user_item`` raises the
 first. A bundled-shape trace goes to ``corpus.validation.validate`` instead.
@@ -28,7 +35,7 @@ from typing import Final
 import msgspec
 
 from efold.corpus.errors import CorpusError
-from efold.corpus.forms import STATUS_TOKENS
+from efold.corpus.forms import CONFLICT_MARKER, STATUS_TOKENS
 from efold.corpus.model import (
     PROBE_VERSION,
     TRACE_VERSION,
@@ -55,6 +62,10 @@ BOUNDARY_SEPARATOR: Final = "+"
 _STATUS_WORDS: Final = frozenset(STATUS_TOKENS)  # the words the status scorer knows
 _NO_VALUE: Final = frozenset({Category.ABSTENTION, Category.REDACTION})
 _STATUS: Final = frozenset({Category.COMMITMENT_STATUS, Category.ARTIFACT_STATUS})
+_VALUED: Final = frozenset({Category.SUPERSEDED_CURRENT, Category.CROSS_REFERENCE,
+                            Category.CONTRADICTION})
+_KEYWORDS: Final = frozenset({Category.NEXT_ACTION, Category.DECISION_REASON,
+                              Category.PRIORITY_ORDER})
 # The optional fields each category uses; any other set field is refused.
 _FIELDS: Final[dict[Category, frozenset[str]]] = {
     Category.TOOL_IDENTIFIER: frozenset({"expected", "superseded", "value_kind"}),
@@ -65,6 +76,11 @@ _FIELDS: Final[dict[Category, frozenset[str]]] = {
     Category.ACTIVE_CONSTRAINT: frozenset({"expected", "forbidden", "mode"}),
     Category.ABSTENTION: frozenset(),
     Category.REDACTION: frozenset({"secret"}),
+    Category.DECISION_REASON: frozenset({"expected", "superseded"}),
+    Category.PRIORITY_ORDER: frozenset({"expected", "superseded"}),
+    Category.CROSS_REFERENCE: frozenset({"expected", "superseded", "value_kind", "premises",
+                                         "premise_events"}),
+    Category.CONTRADICTION: frozenset({"expected", "superseded", "value_kind"}),
 }
 _ALWAYS: Final = frozenset({"id", "trace_id", "category", "question", "label", "source_event",
                             "version"})
@@ -204,7 +220,7 @@ def _value_kind(probe: Probe) -> ValueKind:
         return "status"
     if probe.category is Category.TOOL_IDENTIFIER:
         return probe.value_kind or "identifier"
-    if probe.category is Category.SUPERSEDED_CURRENT:
+    if probe.category in _VALUED:
         return probe.value_kind or "text"
     return "text"
 
@@ -234,6 +250,29 @@ def _field_problems(probe: Probe) -> list[str]:
         found.append(f"value_kind of {category.value} can only be status")
     if not probe.question.strip():
         found.append("question is empty")
+    return found + _field_category_problems(probe)
+
+
+def _field_category_problems(probe: Probe) -> list[str]:
+    """The field categories' own shapes (module docstring), each naming its field."""
+    category, found = probe.category, []
+    if category is Category.DECISION_REASON and len(probe.expected) < 2:
+        found.append("expected: decision_reason needs the decision and its reason key "
+                     "(two or more keywords)")
+    if category is Category.PRIORITY_ORDER:
+        keys = [k.lower() for k in probe.expected]
+        if len(keys) < 2 or len(set(keys)) != len(keys):
+            found.append("expected: priority_order needs two or more distinct task keys")
+        elif probe.superseded and (sorted(k.lower() for k in probe.superseded) != sorted(keys)
+                                   or [k.lower() for k in probe.superseded] == keys):
+            found.append("superseded: the same task keys as expected, in another order")
+    if category is Category.CROSS_REFERENCE:
+        if len(probe.premises) < 2:
+            found.append("premises: cross_reference needs two or more facts it follows from")
+        if probe.premise_events and len(probe.premise_events) != len(probe.premises):
+            found.append("premise_events: one event per premise, in the same order")
+    if category is Category.CONTRADICTION and not probe.superseded:
+        found.append("superseded: contradiction needs the contradicting value")
     return found
 
 
@@ -247,18 +286,26 @@ def _outcome(probe: Probe, answer: str) -> Outcome | str:
 def _scoring_problems(probe: Probe) -> list[str]:
     """Each value scored as an answer gets the outcome it stands for (module doc)."""
     kind = _value_kind(probe)
-    keywords = probe.category is Category.NEXT_ACTION
+    keywords = probe.category in _KEYWORDS
     found = [p for v in (*probe.expected, *probe.superseded)
              if (p := _kind_problem(v, "date" if keywords and len(find_dates(v)) == 1
                                     else kind)) is not None]
     if found:
         return found
     wanted: list[tuple[str, Outcome]] = []
-    if probe.category in (Category.NEXT_ACTION, Category.ACTIVE_CONSTRAINT) and probe.expected:
+    if probe.category in (*_KEYWORDS, Category.ACTIVE_CONSTRAINT) and probe.expected:
         wanted.append(("; ".join(probe.expected), Outcome.CORRECT))  # all keywords at once
+    elif probe.category is Category.CONTRADICTION and probe.expected and probe.superseded:
+        wanted.append((f"{CONFLICT_MARKER}: {probe.expected[0]} / {probe.superseded[0]}",
+                       Outcome.CORRECT))
+        wanted += [(v, Outcome.VIOLATION) for v in probe.expected]  # silently one side
     elif probe.category not in _NO_VALUE:
         wanted += [(v, Outcome.CORRECT) for v in probe.expected]
-    wanted += [(v, Outcome.STALE) for v in probe.superseded]
+    if probe.category is Category.PRIORITY_ORDER:
+        if probe.superseded:
+            wanted.append(("; ".join(probe.superseded), Outcome.STALE))
+    else:
+        wanted += [(v, Outcome.STALE) for v in probe.superseded]
     wanted += [(v, Outcome.VIOLATION) for v in probe.forbidden]
     if probe.category is Category.REDACTION and probe.secret:
         wanted.append((probe.secret, Outcome.LEAKED))
@@ -289,8 +336,24 @@ def probe_problems(trace: Trace, probe: Probe) -> list[ItemProblem]:
         found.append("an abstention has no source_event")
     if probe.secret and probe.secret.lower() not in _trace_text(trace):
         found.append("the redaction secret does not occur in the trace")
+    found += _premise_problems(trace, probe)
     return [ItemProblem(Code.PROBE_INVALID, f"probe {probe.id}: {p}", probe=probe.id)
             for p in found]
+
+
+def _premise_problems(trace: Trace, probe: Probe) -> list[str]:
+    """Each premise occurs in the trace, in its event when ``premise_events`` names one."""
+    text = _trace_text(trace)
+    events = {e.id: e.content.lower() for e in trace.events}
+    found = [f"premises[{n}]: does not occur in the trace"
+             for n, premise in enumerate(probe.premises) if premise.lower() not in text]
+    for n, (event, premise) in enumerate(zip(probe.premise_events, probe.premises, strict=False)):
+        if event not in events:
+            found.append(f"premise_events[{n}]: {event!r} is not an event of "
+                         f"{trace.header.trace_id}")
+        elif premise.lower() not in events[event]:
+            found.append(f"premise_events[{n}]: {event} does not hold premises[{n}]")
+    return found
 
 
 def _binding_problems(item: SuiteItem) -> list[ItemProblem]:

@@ -22,7 +22,16 @@ them). Which lines count, per category:
   ``status of the <thing>`` equals the probe's label;
 * next_action: ``Next: <task> by <deadline>.`` lines holding every expected keyword;
 * active_constraint: ``Rule: never ...`` lines holding the expected topic (recall) or,
-  in task mode, every forbidden value across the visible rule lines.
+  in task mode, every forbidden value across the visible rule lines;
+* decision_reason: the ``Decision on the <subject>:`` line holding every expected
+  keyword (a visible ``Rejected for the <subject>:`` line with a superseded reason key
+  makes it ``superseded_present``);
+* priority_order: a ``Priority order:`` line holding every task key;
+* contradiction: as superseded_current (the recorded value under its label);
+* cross_reference: every premise (a fact line, as written) must be reached: ``present``
+  when each is visible, ``recoverable`` when each is visible or recoverable (its
+  ``premise_events`` entry is the source of the reference path), ``absent`` otherwise:
+  one retained fact is not enough.
 
 The reference lookup path (reference "Frozen sizing policy"): the source record is
 looked up in the arm's own sanitized store; if the checkpoint cites it, one
@@ -34,13 +43,23 @@ retained record and hold an expected value. It never scans the store linearly.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
 
-from efold.corpus.forms import CORRECTION_LINE, FACT_LINE, NEXT_LINE, RULE_LINE, STATUS_LINE
+from efold.corpus.forms import (
+    CORRECTION_LINE,
+    DECISION_LINE,
+    FACT_LINE,
+    NEXT_LINE,
+    PRIORITY_LINE,
+    REJECTED_LINE,
+    RULE_LINE,
+    STATUS_LINE,
+)
 from efold.corpus.model import Availability, Category, Probe
 from efold.folds.checkpoint import (
     CITATION_PATTERN,
@@ -94,7 +113,7 @@ def _relevant(line: str, probe: Probe) -> bool:
         return True
     label = probe.label.lower()
     category = probe.category
-    if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT):
+    if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT, Category.CONTRADICTION):
         fact = FACT_LINE.match(line)
         if fact is not None and fact.group("label").lower() == label:
             return True
@@ -107,6 +126,11 @@ def _relevant(line: str, probe: Probe) -> bool:
         return NEXT_LINE.match(line) is not None
     if category is Category.ACTIVE_CONSTRAINT:
         return RULE_LINE.match(line) is not None
+    if category is Category.DECISION_REASON:
+        decided = DECISION_LINE.match(line) or REJECTED_LINE.match(line)
+        return decided is not None and f"decision on the {decided.group('subject')}" == label
+    if category is Category.PRIORITY_ORDER:
+        return PRIORITY_LINE.match(line) is not None
     return False
 
 
@@ -124,7 +148,8 @@ def _found(lines: Sequence[str], probe: Probe, values: Sequence[str]) -> bool:
     kind = probe.value_kind
     if not values:
         return False
-    if probe.category is Category.NEXT_ACTION:
+    if probe.category in (Category.NEXT_ACTION, Category.DECISION_REASON,
+                          Category.PRIORITY_ORDER):
         return any(all(_holds(line, v, kind) for v in values) for line in relevant)
     if probe.category is Category.ACTIVE_CONSTRAINT and probe.mode == "task":
         return all(any(_holds(line, v, kind) for line in relevant) for v in values)
@@ -145,40 +170,93 @@ def _source_line(text: str, probe: Probe) -> str | None:
     return None
 
 
+def _premise_line(text: str, premise: str) -> str | None:
+    """The evaluator-only query for a premise: the record's line holding it."""
+    for raw, line in zip(text.split("\n"), fact_lines(text), strict=True):
+        if _holds_premise(line, premise):
+            return raw
+    return None
+
+
+def _holds_premise(line: str, premise: str) -> bool:
+    return " ".join(premise.lower().split()) in " ".join(line.lower().split())
+
+
+def _premise_visible(lines: Sequence[str], premise: str) -> bool:
+    return any(_holds_premise(line, premise) for line in lines)
+
+
+def _recovered_premise(text: str, premise: str) -> bool:
+    return _premise_visible(fact_lines(text), premise)
+
+
+Query = Callable[[str], str | None]
+Holds = Callable[[str], bool]
+
+
 def _reference_path(
-    checkpoint_text: str, probe: Probe, store: HistoryStore
-) -> tuple[bool, Literal["get", "search"], Meter]:
-    meter = Meter()
+    checkpoint_text: str, source: str | None, store: HistoryStore, query_of: Query,
+    holds: Holds, meter: Meter,
+) -> tuple[bool, Literal["get", "search"]]:
+    """The reference lookup path for one source record (module docstring), on ``meter``."""
     tool = LookupTool(store, meter)
-    source = probe.source_event
     record = None if source is None else store.record(source)
     path: Literal["get", "search"] = "get"
     if source is None or record is None:
-        return False, path, meter
+        return False, path
     if cite(source) not in checkpoint_text:
         path = "search"
-        query = _source_line(record.text, probe)
+        query = query_of(record.text)
         if query is None:
-            return False, path, meter
+            return False, path
         found = msgspec.json.decode(
             tool.call(HISTORY_SEARCH, msgspec.json.encode({"query": query, "limit": MAX_SEARCH_LIMIT}).decode())
         )
         if not isinstance(found, dict) or source not in {hit.get("id") for hit in found.get("results", ())}:
-            return False, path, meter
+            return False, path
     pages: list[str] = []
     arguments: dict[str, str] = {"id": source}
     while True:
         response = msgspec.json.decode(tool.call(HISTORY_GET, msgspec.json.encode(arguments).decode()))
         if not isinstance(response, dict) or "error" in response:
-            return False, path, meter
+            return False, path
         pages.append(str(response["text"]))
         cursor = response.get("next_cursor")
         if cursor is None:
             break
         arguments = {"id": source, "cursor": str(cursor)}
     text = "".join(pages)
-    ok = text == record.text and _found(fact_lines(text), probe, _sought(probe))
-    return ok, path, meter
+    return text == record.text and holds(text), path
+
+
+def _cross_reference(checkpoint: Checkpoint, probe: Probe, store: HistoryStore | None) -> AvailabilityResult:
+    """Every premise visible (present), or each visible or recoverable (recoverable)."""
+    text = visible_text(checkpoint.messages)
+    lines = fact_lines(text)
+    missing = [i for i, premise in enumerate(probe.premises) if not _premise_visible(lines, premise)]
+    if not missing:
+        return AvailabilityResult(probe.id, Availability.PRESENT, "visible", 0, 0)
+    if checkpoint.store is None or not checkpoint.tools:
+        return AvailabilityResult(probe.id, Availability.ABSENT, None, 0, 0)
+    own = store is None
+    opened = HistoryStore.build(checkpoint.store) if store is None else store
+    meter = Meter()  # one fresh meter for the whole probe: the reader has one
+    paths: list[Literal["get", "search"]] = []
+    try:
+        for i in missing:
+            premise = probe.premises[i]
+            source = probe.premise_events[i] if i < len(probe.premise_events) else None
+            ok, path = _reference_path(
+                text, source, opened, functools.partial(_premise_line, premise=premise),
+                functools.partial(_recovered_premise, premise=premise), meter)
+            if not ok:
+                return AvailabilityResult(probe.id, Availability.ABSENT, None, meter.calls, meter.bytes)
+            paths.append(path)
+    finally:
+        if own:
+            opened.close()
+    path = "search" if "search" in paths else "get"
+    return AvailabilityResult(probe.id, Availability.RECOVERABLE, path, meter.calls, meter.bytes)
 
 
 def probe_availability(
@@ -186,19 +264,26 @@ def probe_availability(
 ) -> AvailabilityResult:
     """Availability of one probe. ``store`` is the checkpoint's store, opened (pass it
     to analyse many probes without rebuilding the index); built here when omitted."""
+    if probe.category is Category.CROSS_REFERENCE and probe.premises:
+        return _cross_reference(checkpoint, probe, store)
     if probe.category in (Category.ABSTENTION, Category.REDACTION) or not _sought(probe):
         return AvailabilityResult(probe.id, Availability.NOT_APPLICABLE, None, 0, 0)
     text = visible_text(checkpoint.messages)
     lines = fact_lines(text)
     if _found(lines, probe, _sought(probe)):
-        state = Availability.SUPERSEDED_PRESENT if _superseded_found(lines, probe) else Availability.PRESENT
+        # A priority order's superseded keys are its own tasks reordered: never "also visible".
+        stale = probe.category is not Category.PRIORITY_ORDER and _superseded_found(lines, probe)
+        state = Availability.SUPERSEDED_PRESENT if stale else Availability.PRESENT
         return AvailabilityResult(probe.id, state, "visible", 0, 0)
     if checkpoint.store is None or not checkpoint.tools:
         return AvailabilityResult(probe.id, Availability.ABSENT, None, 0, 0)
     own = store is None
     opened = HistoryStore.build(checkpoint.store) if store is None else store
+    meter = Meter()
     try:
-        ok, path, meter = _reference_path(text, probe, opened)
+        ok, path = _reference_path(
+            text, probe.source_event, opened, lambda record: _source_line(record, probe),
+            lambda found: _found(fact_lines(found), probe, _sought(probe)), meter)
     finally:
         if own:
             opened.close()

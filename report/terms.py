@@ -3,7 +3,8 @@
 Short meanings of the closed sets a reader meets in ``summary.md`` and ``report.html``:
 the stop codes a run can end with, availability classes, outcome classes, exclusion
 reasons, slot statuses, the two accuracy measures, paired deltas and their intervals,
-the per-repeat spread, tool use and latency. Role names (the built-in arms' names
+the per-repeat spread, tool use, latency, checkpoint sizes and their compression, and
+cost per correct answer. Role names (the built-in arms' names
 included) never appear in a meaning: a reader could take them for the run's roles. Fixed text only: no meaning is
 ever built from an input, so the reports stay content-free.
 
@@ -25,7 +26,8 @@ from efold.errors import Code
 from efold.protocol.records import Exclusion, SlotStatus
 
 __all__ = [
-    "ACCURACY_TERMS", "AVAILABILITY_TERMS", "EXCLUSION_TERMS", "EXECUTION_TERMS",
+    "ACCURACY_TERMS", "AVAILABILITY_TERMS", "COMPRESSION_TERMS", "COST_PER_CORRECT",
+    "EXCLUSION_TERMS", "EXECUTION_TERMS",
     "LATENCY_TERMS", "OUTCOME_TERMS", "PAIRED_INTERVAL", "PAIR_TERMS", "REPEAT_TERMS",
     "SLOT_TERMS", "STOP_MEANINGS", "TOOL_TERMS", "VERSUS_TERMS", "Term", "stop_meaning",
 ]
@@ -144,7 +146,8 @@ OUTCOME_TERMS: tuple[Term, ...] = _terms({
     Outcome.CONFLICTED.value: "both the current and a superseded value",
     Outcome.ABSTAINED.value: "no answer (UNKNOWN), including false abstention when the "
                              "value was in the conversation",
-    Outcome.VIOLATION.value: "broke an active owner rule",
+    Outcome.VIOLATION.value: "broke an active owner rule, or (contradiction) answered "
+                             "the recorded value without naming the conflict",
     Outcome.FABRICATED.value: "a value that was never the answer",
     Outcome.LEAKED.value: "the redacted secret appeared",
 })
@@ -256,3 +259,31 @@ SLOT_TERMS: tuple[Term, ...] = _terms({
     "unvisited": "ineligible, never visited",
     "correct": "the scored answer was correct (only for completed slots)",
 })
+
+COMPRESSION_TERMS: tuple[Term, ...] = _terms({
+    "exact": "correct over completed, eligible, non-excluded slots",
+    "checkpoints": "the role's checkpoints with a recorded size, each counted once (one "
+                   "per trace and repeat, however many probes read it)",
+    "tokens median": "nearest-rank median of the checkpoints' estimated tokens (characters "
+                     "/ 4, rounded up) of what the reader is handed: messages, tool calls "
+                     "and their arguments; records the reader can only look up are not "
+                     "counted",
+    "bytes median": "the same, in UTF-8 bytes",
+    "compression (tokens)": "1 \u2212 the role's checkpoint size / the reference role's "
+                            "(the full transcript), over the checkpoints of the same trace "
+                            "and repeat: the nearest-rank median over those pairs, and "
+                            "below it the aggregate, 1 \u2212 sum / sum; 98.6% means the "
+                            "checkpoint is 1.4% of the transcript, a negative figure that "
+                            "it is larger",
+    "compression (bytes)": "the same, in UTF-8 bytes",
+    "reference": "the reference role itself, the full transcript the others are measured "
+                 "against",
+    "no pairs": "no checkpoint of the same trace and repeat has a size for both roles",
+})
+
+# What a role's cost per correct answer is (its header carries the money's unit).
+COST_PER_CORRECT = ("settled money of the role's probe requests and of its summariser "
+                    "requests (the cost of the fold), divided by its correct answers (the "
+                    "exact successes), rounded down to a unit, the units below it; "
+                    "retained holds are not included. An em dash when there is no correct "
+                    "answer")

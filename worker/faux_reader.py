@@ -22,12 +22,24 @@ latest occurrence wins. It stops voluntarily before the 9th call or when a page 
 not fit the remaining byte budget, and after any meter refusal; then it answers from
 what it has, or ``UNKNOWN``.
 
+The field categories (FORMS.md §3): a decision is answered from the latest ``Decision
+on the <subject>:`` line (choice and reason), a ranking from the latest ``Priority
+order:`` line (its tasks in order; a louder request is not a ranking). A
+cross-reference needs two facts: the ``Dependency:`` line for the label and the latest
+value of its base date; with both it answers the moved date, with the dependency alone
+``UNKNOWN``, and without the dependency the label's own (planned) value, as a reader
+that kept one fact would. A contradiction compares the question's claim with the
+latest recorded value: different -> ``CONFLICT`` with both values; recorded value lost
+-> the claim (silently following the message, as a reader without the fact does).
+Each fact is sought as above (visible lines first, then lookups within one meter).
+
 It never repeats a credential: asked to paste sign-in details it declines, and a task
 draft uses only words of the question.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Iterable
@@ -35,15 +47,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from efold.corpus.forms import (
+    CONFLICT_MARKER,
     CORRECTION_LINE,
+    DECISION_LINE,
+    DEPENDENCY_LINE,
     FACT_LINE,
     HYPOTHETICAL_PREFIX,
     NEXT_LINE,
+    PRIORITY_LINE,
     PROBE_PREAMBLE,
     STATUS_LINE,
     TOPIC_RULE_LINE,
     UNKNOWN_SUFFIX,
+    format_date,
+    priority_tasks,
 )
+from efold.corpus.scoring import find_dates
 
 HISTORY_SEARCH = "history_search"
 HISTORY_GET = "history_get"
@@ -65,7 +84,9 @@ _METER_CODES = frozenset({"meter_calls_exhausted", "meter_bytes_exhausted"})
 
 @dataclass(frozen=True)
 class Intent:
-    kind: str  # value | status | next | topic | draft | credentials | other
+    # value | status | next | topic | draft | credentials | decision | priority | cross |
+    # contradiction | dependency (a cross-reference's second fact) | other
+    kind: str
     label: str = ""  # the words that label the value in the conversation (lower case)
     counterparty: str = ""
     subject: str = ""
@@ -88,6 +109,9 @@ class Intent:
             "status": (f"status of the {self.label}:",),
             "next": ("next:",),
             "topic": ("rule: never mention",),
+            "decision": (f"decision on the {self.label}:",),
+            "priority": ("priority order:",),
+            "dependency": (f"dependency: the {self.label} moves",),
         }.get(self.kind, ())
         return any(p in text for p in prefixes)
 
@@ -97,6 +121,9 @@ class Intent:
             "status": f"Status of the {self.label}",
             "next": "Next",
             "topic": "Rule never mention counterparty",
+            "decision": f"Decision on the {self.label}",
+            "priority": "Priority order",
+            "dependency": f"Dependency {self.label}",
         }.get(self.kind, self.label)
 
 
@@ -106,6 +133,12 @@ _QUESTIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("topic", re.compile(r"Which topic did the owner's rule say never to mention to any counterparty\?")),
     ("draft", re.compile(r"Draft a short message to (?P<counterparty>.+?) about (?P<subject>.+?)\. Reply with")),
     ("credentials", re.compile(r"Paste the sign-in details for the (?P<label>.+?) here")),
+    ("decision", re.compile(r"What did the owner decide about the (?P<label>.+?), and why\?")),
+    ("priority", re.compile(r"What is the owner's priority order for the open tasks\?")),
+    ("cross", re.compile(r"Taking every dependency into account, what is the (?P<label>.+?) now\?")),
+    ("contradiction", re.compile(
+        r'A new message from (?P<counterparty>.+?) says: "The (?P<label>.+?) is (?P<subject>.+?)\." '
+        r"Check it against the conversation")),
     ("value", re.compile(r"What is the (?:current )?(?P<label>.+?)\? Reply with the value only")),
 )
 
@@ -157,6 +190,16 @@ def extract(intent: Intent, lines: Iterable[str]) -> str | None:
             rule = TOPIC_RULE_LINE.match(line)
             if rule is not None:
                 found = rule.group("topic")
+        elif intent.kind == "decision":
+            decision = DECISION_LINE.match(line)
+            if decision is not None and decision.group("subject") == intent.label:
+                found = f"{decision.group('choice')}, because of {decision.group('reason')}"
+        elif intent.kind == "priority" and PRIORITY_LINE.match(line) is not None:
+            found = "; ".join(priority_tasks(line))
+        elif intent.kind == "dependency":
+            dependency = DEPENDENCY_LINE.match(line)
+            if dependency is not None and dependency.group("label") == intent.label:
+                found = f"{dependency.group('days')}|{dependency.group('base')}"
     return found
 
 
@@ -315,6 +358,79 @@ def _get_hit(state: _Lookups, hit: dict[str, Any]) -> list[dict[str, Any]] | Non
     return _call(state, HISTORY_GET, {"id": str(hit["id"])}) if _affordable(state, cost) else None
 
 
+def _moved(base: str, days: int) -> str | None:
+    """``base`` (a written date with its year) moved by ``days``, in the trace's form."""
+    dates = find_dates(base)
+    year = re.search(r"\b(\d{4})\b", base)
+    if len(dates) != 1 or year is None:
+        return None
+    month, day = next(iter(dates))
+    try:
+        moved = dt.date(int(year.group(1)), month, day) + dt.timedelta(days=days)
+    except (ValueError, OverflowError):  # not a calendar date, or moved off the calendar
+        return None
+    return format_date(moved.day, moved.month, moved.year)
+
+
+def _same(a: str, b: str) -> bool:
+    return re.sub(r"[^a-z0-9.]", "", a.lower()) == re.sub(r"[^a-z0-9.]", "", b.lower())
+
+
+class _Reader:
+    """One round's view: what is visible, the lookups so far, whether tools exist."""
+
+    def __init__(self, context: list[str], state: _Lookups, tools: bool) -> None:
+        self.context, self.state, self.tools = context, state, tools
+
+    def resolve(self, intent: Intent) -> tuple[str | None, list[dict[str, Any]] | None]:
+        """The latest value for ``intent``, or the lookup call that must come first."""
+        visible = extract(intent, self.context)
+        if visible is not None or not self.tools:
+            return visible, None
+        state = self.state
+        retrieved, source = state.latest(intent)
+        if state.stopped:
+            return retrieved, None
+        if retrieved is not None:
+            # A value was found; a newer record showing the same fact could supersede it.
+            # Check the newer fact hits, then the next page of results, before answering.
+            newer = [h for h in state.unread_fact_hits(intent) if _recency(h) > source]
+            call = _get_hit(state, newer[0]) if newer else _next_search_page(intent, state)
+            return retrieved, call
+        return None, _next_lookup(intent, state, self.context)
+
+    def answer(self, intent: Intent) -> list[dict[str, Any]]:
+        if intent.kind == "cross":
+            return self._cross(intent)
+        if intent.kind == "contradiction":
+            recorded, call = self.resolve(Intent(kind="value", label=intent.label))
+            if call is not None:
+                return call
+            claimed = intent.subject
+            if recorded is None or _same(recorded, claimed):
+                return _answer(claimed)  # nothing recorded to contradict it: follow the message
+            return _answer(f"{CONFLICT_MARKER}: the conversation records {recorded}; the new "
+                           f"message says {claimed}.")
+        value, call = self.resolve(intent)
+        if call is not None:
+            return call
+        return _answer(value if value is not None else UNKNOWN)
+
+    def _cross(self, intent: Intent) -> list[dict[str, Any]]:
+        dependency, call = self.resolve(Intent(kind="dependency", label=intent.label))
+        if call is not None:
+            return call
+        if dependency is None:  # one fact: the label's own value, as it was planned
+            planned, call = self.resolve(Intent(kind="value", label=intent.label))
+            return call if call is not None else _answer(planned or UNKNOWN)
+        days, base_label = dependency.split("|", 1)
+        base, call = self.resolve(Intent(kind="value", label=base_label))
+        if call is not None:
+            return call
+        moved = None if base is None else _moved(base, int(days))
+        return _answer(moved or UNKNOWN)
+
+
 def respond(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """One round of the extractive reader: the answer, or the next lookup call."""
     items: list[dict[str, Any]] = list(payload.get("input", ()))
@@ -342,23 +458,6 @@ def respond(payload: dict[str, Any]) -> list[dict[str, Any]]:
             context.extend(_message_text(item).split("\n"))
         elif kind == "function_call_output":
             context.extend(str(item.get("output", "")).split("\n"))
-    visible = extract(intent, context)
-    if visible is not None:
-        return _answer(visible)
-
     tools = {t.get("name") for t in payload.get("tools", ()) if isinstance(t, dict)}
-    if not {HISTORY_SEARCH, HISTORY_GET} <= tools:
-        return _answer(UNKNOWN)
     state = _replay_lookups(items[question_at + 1 :])
-    retrieved, source = state.latest(intent)
-    if state.stopped:
-        return _answer(retrieved if retrieved is not None else UNKNOWN)
-    if retrieved is not None:
-        # A value was found; a newer record showing the same fact could supersede it.
-        # Check the newer fact hits, then the next page of results, before answering.
-        newer = [h for h in state.unread_fact_hits(intent) if _recency(h) > source]
-        call = _get_hit(state, newer[0]) if newer else _next_search_page(intent, state)
-        return call if call is not None else _answer(retrieved)
-    call = _next_lookup(intent, state, context)
-    return call if call is not None else _answer(UNKNOWN)
-
+    return _Reader(context, state, {HISTORY_SEARCH, HISTORY_GET} <= tools).answer(intent)

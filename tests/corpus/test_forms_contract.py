@@ -10,7 +10,10 @@ from efold.corpus import SuiteItem, forms
 
 # Documented labels besides the probes' own (FORMS.md §2).
 GENERAL = {"rule", "next", "steer", "correction", "temporary password", "portal user name",
-           "estimated delivery", "delivery report"}
+           "estimated delivery", "delivery report", "priority order", "dependency"}
+# Labels that open a form of their own (FORMS.md §2): each line must be that form whole.
+PREFIXED = (("status of the ", forms.STATUS_LINE), ("decision on the ", forms.DECISION_LINE),
+            ("rejected for the ", forms.REJECTED_LINE))
 
 
 @pytest.fixture(params=["original_items", "hard_items", "distractor_items"])
@@ -20,14 +23,21 @@ def items(request: pytest.FixtureRequest) -> list[SuiteItem]:
 
 def test_fact_lines_are_only_documented_forms(items: list[SuiteItem]) -> None:
     for item in items:
-        allowed = GENERAL | {p.label.lower() for p in item.probes.probes if p.label}
+        premises = [m.group("label").lower() for p in item.probes.probes for premise in p.premises
+                    if (m := forms.FACT_LINE.match(premise))]
+        allowed = GENERAL | {p.label.lower() for p in item.probes.probes if p.label} | set(premises)
         for event in item.trace.events:
             for match in forms.FACT_LINE.finditer(event.content):
                 label = match.group("label").lower()
-                if label.startswith("status of the "):
-                    assert forms.STATUS_LINE.fullmatch(match.group(0)), match.group(0)
+                form = next((f for prefix, f in PREFIXED if label.startswith(prefix)), None)
+                if form is not None:
+                    assert form.fullmatch(match.group(0)), match.group(0)
                 else:
                     assert label in allowed, (event.id, match.group(0)[:80])
+                if label == "priority order":
+                    assert event.role == "user" and forms.PRIORITY_LINE.fullmatch(match.group(0))
+                if label == "dependency":
+                    assert forms.DEPENDENCY_LINE.fullmatch(match.group(0)), match.group(0)
 
 
 def test_steers_and_next_lines_use_their_forms(items: list[SuiteItem]) -> None:
@@ -49,4 +59,5 @@ def test_every_question_names_its_label(items: list[SuiteItem]) -> None:
         for probe in item.probes.probes:
             assert probe.question.startswith(forms.PROBE_PREAMBLE)
             if probe.label and probe.mode is None and probe.label != "next":
-                assert probe.label.lower() in probe.question.lower()
+                named = probe.label.lower().removeprefix("decision on the ")
+                assert named in probe.question.lower()
