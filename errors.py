@@ -57,7 +57,9 @@ class Code(enum.StrEnum):
     LOOKUP_REPEATED_LOSS = "lookup_repeated_loss"
     LOOKUP_INVALID_RATE = "lookup_invalid_rate"
     LOOKUP_PREPARATION_INVALID = "lookup_preparation_invalid"
+    JUDGE_REPLY_INVALID = "judge_reply_invalid"  # a judge reply that is not the strict score JSON
     INVENTORY_INFEASIBLE = "inventory_infeasible"
+    INVENTORY_OPAQUE_READER = "inventory_opaque_reader"  # the reader cannot consume the checkpoint's provider items
     LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE = "lookup_pilot_real_route_unavailable"
     UNRECONCILED_CONTAINMENT = "unreconciled_containment"
     INTERRUPTED = "interrupted"  # the operator interrupted the run (SIGINT/SIGTERM)
@@ -161,6 +163,8 @@ class Code(enum.StrEnum):
     FOLD_INPUT_INVALID = "fold_input_invalid"
     CHECKPOINT_SNAPSHOT_INVALID = "checkpoint_snapshot_invalid"
     CHECKPOINT_DIGEST_MISMATCH = "checkpoint_digest_mismatch"
+    FOLD_OPAQUE_DIGEST_MISMATCH = "fold_opaque_digest_mismatch"  # provider items differ from their digest
+    FOLD_PROVIDER_COMPACTION_INVALID = "fold_provider_compaction_invalid"  # a settled compaction reply holds no usable items
 
     # -- worker/ -------------------------------------------------------------------
     WORKER_KEY_INVALID = "worker_key_invalid"

@@ -50,6 +50,7 @@ from efold.report import (
     render_reports,
 )
 from efold.report.schema import ControllerState
+from efold.worker.judge import JUDGE_RUN_SUFFIX
 
 PLAN_NAME = "plan.json"
 RECEIPTS_DIR = "receipts"
@@ -67,9 +68,10 @@ class RunView:
     in_flight: list[str]  # launched, no receipt (the controller stopped mid-slot)
     faux: bool  # the registered reader is the faux extractive reader
     reader: str  # the registered reader, provider/model
-    summariser_spends: list[SlotSpend]  # per checkpoint that asked the summariser
+    summariser_spends: dict[str, SlotSpend]  # checkpoint key -> its summary requests' spend
     summarisers: dict[str, str]  # role -> summariser provider/model its fold asks
     facts: RunFacts  # how the run went: stops, launches, containment, the run lease
+    judge: str | None = None  # the registered judge, provider/model (19-C); None: none
 
 
 def receipt_name(slot: str) -> str:
@@ -147,13 +149,17 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
     facts = _run_facts(controller, sticky, stops, launches, containments, in_flight,
                        started_ns, ended_ns)
     reader = reg.campaign.reader
-    summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned])
+    # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
+    summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned
+                                    and not h["slot"].endswith(JUDGE_RUN_SUFFIX)])
     summariser = reg.campaign.summariser
     summarisers = {} if summariser is None else {
         role.name: f"{summariser.provider}/{summariser.model}"
         for role in reg.campaign.roles if calls_summariser(role)}
+    judge = reg.campaign.judge
     return RunView(plan, receipts, missing, in_flight, reader.is_faux,
-                   f"{reader.provider}/{reader.model}", summaries, summarisers, facts)
+                   f"{reader.provider}/{reader.model}", summaries, summarisers, facts,
+                   None if judge is None else f"{judge.provider}/{judge.model}")
 
 
 # Every journal column that records a time (Unix ns): the run's span reads them all.
@@ -199,16 +205,16 @@ def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],
     )
 
 
-def _checkpoint_spends(holds: list[dict[str, Any]]) -> list[SlotSpend]:
+def _checkpoint_spends(holds: list[dict[str, Any]]) -> dict[str, SlotSpend]:
     """Per checkpoint key, the spend of the summary requests its prep child made (the
     holds on a key that is no planned slot): settled, retained, and the usage checked
     at settlement (unknown once one request had none)."""
-    out: list[SlotSpend] = []
+    out: dict[str, SlotSpend] = {}
     for key in sorted({h["slot"] for h in holds}):
         mine = [h for h in holds if h["slot"] == key]
         usages = [json.loads(h["usage"]) if h["usage"] else None for h in mine]
         known = [u for u in usages if u is not None]
-        out.append(SlotSpend(
+        out[key] = SlotSpend(
             requests=len(mine), admitted=len(mine),
             settled_units=sum(h["settled_units"] for h in mine if h["state"] == HOLD_SETTLED),
             retained_units=sum(max(h["hold_units"], h["partial_units"] or 0)
@@ -216,7 +222,7 @@ def _checkpoint_spends(holds: list[dict[str, Any]]) -> list[SlotSpend]:
             usage=TokenCounts(**{k: sum(u.get(k, 0) for u in known)
                                  for k in TokenCounts.__struct_fields__}),
             usage_known=len(known) == len(mine),
-        ))
+        )
     return out
 
 
@@ -242,6 +248,7 @@ def build_run_results(view: RunView) -> Results:
     return build_results(
         view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
         run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
+        judge=view.judge,
         summarisers=view.summarisers,
     )
 

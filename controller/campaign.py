@@ -36,7 +36,8 @@ register a run that can never admit a request: ``cap_not_whole_cents`` (operator
 caps in cents; anything finer is a typo, not a budget) and ``cap_below_rmax`` (a cap
 below one maximum reservation admits nothing), with the least cap that fits. A reader
 its catalog does not price refuses with ``lookup_invalid_rate``. The ``[reader]`` and
-``[summariser]`` tables are provider profiles (``controller.profiles``).
+``[summariser]`` tables are provider profiles (``controller.profiles``); so is the
+optional ``[judge]``, with its rubric (``controller.judge_profile``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ from typing import Any, Final
 import msgspec
 
 from efold.controller.errors import CampaignError
+from efold.controller.judge_profile import (
+    JudgeProfile,
+    JudgeTable,
+    judge_from_table,
+    validate_judge,
+)
 from efold.controller.profiles import (
     DETERMINISTIC,
     Profile,
@@ -74,7 +81,8 @@ from efold.protocol.records import OPAQUE_ID
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
-ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack")
+ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack",
+        "openai-compact")
 HARD_SEEDS_ALLOWED = range(101, 125)
 _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # The campaign's name is an id in every report (the plan's ``campaign``), so it must be
@@ -189,6 +197,9 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     version: int = CAMPAIGN_VERSION
     summariser: SummariserProfile | None = None  # None: the deterministic summariser
     suite_dir: str | None = None  # set: the suite is this directory (``suite_items``)
+    # None (never encoded): no judge, and the registration's bytes are what they were
+    # before judges existed. Set: ``controller.judge_profile``.
+    judge: JudgeProfile | None = None
 
 
 def suite_items(c: Campaign) -> list[SuiteItem]:
@@ -229,6 +240,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     concurrency: int = 1
     reader: ProfileTable | None = None
     summariser: ProfileTable | None = None
+    judge: JudgeTable | None = None
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -284,6 +296,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         cap_usd=spec.cap_usd, concurrency=spec.concurrency, reader=reader,
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
+        judge=judge_from_table(spec.judge, base_dir),
     )
     validate_campaign(campaign)
     return campaign
@@ -348,6 +361,14 @@ def validate_campaign(c: Campaign) -> None:
                            f"(use {DETERMINISTIC!r} or an endpoint)")
         if not 1 <= c.summariser.max_requests <= 10:
             raise _invalid("summariser.max_requests must be 1-10")
+    if c.judge is not None:
+        validate_judge(c.judge)
+        # The judge is asked from the probe child, which holds one credential: the
+        # reader's. An endpoint judge must therefore name the same variable (or, like a
+        # local reader, none), so no credential ever reaches a server it is not for.
+        if not c.judge.is_faux and c.judge.credential_env != c.reader.credential_env:
+            raise _invalid("judge.credential_env must be the reader's (a probe child "
+                           "holds one credential)")
     cap_units(c)
 
 
@@ -475,8 +496,8 @@ def cap_units(c: Campaign) -> int:
         largest = _cents_text((CAP_UNITS_LIMIT - 1) // _UNITS_PER_CENT)
         raise _invalid(f"cap_usd {text} is too large: the cap in units must be below 2**53 "
                        f"(at most {largest} USD)")
-    # Both the reader's and the summariser's requests are admitted under this cap.
-    rmax, binding = max(((profile_rmax_units(p), p) for p in (c.reader, c.summariser)
+    # The reader's, the summariser's and the judge's requests are admitted under this cap.
+    rmax, binding = max(((profile_rmax_units(p), p) for p in (c.reader, c.summariser, c.judge)
                          if p is not None), key=lambda pair: pair[0])
     if cap < rmax:
         least = -(-rmax // _UNITS_PER_CENT)  # Rmax rounded up to a whole cent

@@ -2,17 +2,27 @@
 
 Computed from the checkpoint a prep child built and the controller verified, read as
 data (no fold code runs here): for every probe asked of it, whether the expected value
-is available to the reader (model-free, ``efold.folds.probe_availability``), and the
+is available to the reader (model-free, ``efold.folds.probe_availability``), the
 exclusion its fold receipt shows (an unverified boundary, missing pressure on a long
-trace, a degraded store). Judging copies it into the slot's receipt.
+trace, a degraded store), and the checkpoint's reader-visible size. Judging copies it
+into the slot's receipt.
+
+The size is counted here, from the verified messages, never read from the fold's own
+receipt (a plugin or proxy fold writes that one): estimated tokens with the one chars/4
+estimate every token bound in efold uses (``corpus.estimate_tokens``), and the UTF-8
+bytes of the same text (message contents, tool-call names and arguments), as
+``folds.fold.build_receipt`` counts ``visible_bytes``. The retained store is not part of
+it: the reader sees a record only by looking it up (the receipt's ``lookup_bytes``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from efold.corpus import estimate_tokens
 from efold.corpus.model import Availability, Probe
 from efold.folds import probe_availability
+from efold.folds.checkpoint import ReaderMessage
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.records import Exclusion
 
@@ -28,13 +38,34 @@ class Evidence:
     availability: Availability | None
     excluded: Exclusion | None
     checkpoint_sha256: str | None
+    # The checkpoint's reader-visible size (``visible_size``); None without a checkpoint.
+    checkpoint_tokens: int | None = None
+    checkpoint_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class VisibleSize:
+    """What the reader is handed: estimated tokens (chars/4) and UTF-8 bytes."""
+
+    tokens: int
+    bytes: int
+
+
+def visible_size(messages: list[ReaderMessage]) -> VisibleSize:
+    """The reader-visible size of a checkpoint's messages: their contents and every
+    tool call's name and arguments (the text the chars/4 estimate counts)."""
+    texts = [m.content for m in messages] + [
+        c.function.name + c.function.arguments for m in messages for c in m.tool_calls or ()]
+    return VisibleSize(tokens=estimate_tokens(messages),
+                       bytes=sum(len(t.encode("utf-8")) for t in texts))
 
 
 def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
                         probes: list[Probe]) -> dict[str, Evidence]:
-    """Evidence per probe id for one checkpoint: availability (model-free) and the
-    exclusions its fold receipt shows."""
+    """Evidence per probe id for one checkpoint: availability (model-free), the
+    exclusions its fold receipt shows, and its reader-visible size."""
     cp = restored.checkpoint
+    size = visible_size(cp.messages)
     receipt = cp.receipt
     excluded: Exclusion | None = None
     if receipt.boundary.unsupported_calls:
@@ -51,7 +82,9 @@ def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
         for probe in probes:
             result = probe_availability(cp, probe, store=store)
             out[probe.id] = Evidence(Availability(result.availability.value), excluded,
-                                     restored.manifest.content_digest)
+                                     restored.manifest.content_digest,
+                                     checkpoint_tokens=size.tokens,
+                                     checkpoint_bytes=size.bytes)
     finally:
         if store is not None:
             store.close()

@@ -9,13 +9,22 @@ The checkpoint is the one a contained prep child built and the controller verifi
 (``read_checkpoint`` against the digest the child reported): the controller reads its
 bytes as data and never executes a fold to size it. ``plan`` learns feasibility the same
 way, from prep children in a private temporary root.
+
+A checkpoint holding a provider's opaque items (``folds.opaque``: a provider
+compaction) is inventory-infeasible for every reader that is not the provider and wire
+API that made them (``opaque_reader_code``: ``inventory_opaque_reader``): efold cannot
+translate what it cannot read, and sending it elsewhere would be refused or, worse,
+ignored. The plan knows this before any prep (``controller.plan.ineligible_code``); this
+check is the same rule on a built checkpoint's context.
 """
 
 from __future__ import annotations
 
 from efold.controller.campaign import Campaign
 from efold.controller.profiles import route_of
+from efold.errors import Code
 from efold.folds.checkpoint import Checkpoint
+from efold.folds.opaque import OpaqueContext, readable_by
 from efold.guard.feasibility import fits_envelope
 from efold.protocol.tasks import ProbeTask
 from efold.worker.reader import first_payload, probe_contract
@@ -31,3 +40,12 @@ def first_request_fits(checkpoint: Checkpoint, campaign: Campaign, role: str,
                      route=route_of(campaign.reader))
     return fits_envelope(first_payload(checkpoint, task, _LONGEST_CACHE_KEY),
                          probe_contract(task, _LONGEST_CACHE_KEY))
+
+
+def opaque_reader_code(context: OpaqueContext | None, reader_provider: str, reader_api: str
+                       ) -> Code | None:
+    """``inventory_opaque_reader`` when ``context`` holds items the reader on
+    ``reader_provider``/``reader_api`` cannot consume; None when there are none, or it can."""
+    if context is None or readable_by(context, reader_provider, reader_api):
+        return None
+    return Code.INVENTORY_OPAQUE_READER

@@ -30,7 +30,15 @@ from efold.errors import Code
 from efold.guard.ledger import SlotLedger
 from efold.guard.permits import CONTINUABLE_CODES, child_code
 from efold.ipc.messages import Terminal, TerminalStatus
-from efold.protocol.records import PlannedSlot, Receipt, SlotSpend, SlotStatus, TokenCounts
+from efold.protocol.records import (
+    JudgeRecord,
+    PlannedSlot,
+    Receipt,
+    SlotSpend,
+    SlotStatus,
+    TokenCounts,
+)
+from efold.worker.judge import SCORE_MAX, SCORE_MIN, passes
 
 # The only codes a receipt records as a meter abort (``folds.meter``).
 METER_ABORTS = frozenset({Code.METER_CALLS_EXHAUSTED, Code.METER_BYTES_EXHAUSTED})
@@ -46,14 +54,11 @@ class Verdict:
 
 def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
                terminal: Terminal | None, failure: Code | None, evidence: Evidence,
-               elapsed_ms: int) -> Verdict:
+               elapsed_ms: int, judge: JudgeFacts | None = None) -> Verdict:
     """The receipt of a launched probe slot and the stops it implies. ``ledger`` is the
     slot's own (the controller's), ``terminal`` the child's last word if it sent one,
     ``failure`` why the exchange failed if the controller knows."""
-    usage = TokenCounts(**{k: ledger.usage.get(k, 0) for k in TokenCounts.__struct_fields__})
-    spend = SlotSpend(requests=ledger.requests, admitted=ledger.admitted,
-                      settled_units=ledger.settled_units, retained_units=ledger.retained_units,
-                      usage=usage, usage_known=ledger.usage_known)
+    spend = _spend(ledger)
     stops: list[Code] = []
     claimed: Code | None = None
     if terminal is not None:
@@ -101,8 +106,61 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         answer_sha256=answer_sha, checkpoint_sha256=evidence.checkpoint_sha256,
         elapsed_ms=elapsed_ms, lookup_bytes=meter.bytes if meter else 0,
         meter_abort=abort.value if abort is not None and abort in METER_ABORTS else None,
+        # The size of what the slot read, whatever its status: a fact of the checkpoint.
+        checkpoint_tokens=evidence.checkpoint_tokens, checkpoint_bytes=evidence.checkpoint_bytes,
+        judge=_judge_record(judge, terminal, status, stops),
     )
     return Verdict(receipt, tuple(stops))
+
+
+def _spend(ledger: SlotLedger) -> SlotSpend:
+    usage = TokenCounts(**{k: ledger.usage.get(k, 0) for k in TokenCounts.__struct_fields__})
+    return SlotSpend(requests=ledger.requests, admitted=ledger.admitted,
+                     settled_units=ledger.settled_units, retained_units=ledger.retained_units,
+                     usage=usage, usage_known=ledger.usage_known)
+
+
+@dataclass(frozen=True)
+class JudgeFacts:
+    """What the controller knows of a slot's judge (19-C): the judge's own ledger
+    (``<slot>#judge``) and the registered rubric and threshold."""
+
+    ledger: SlotLedger
+    rubric: tuple[str, ...]
+    pass_threshold: int
+
+
+def _judge_record(judge: JudgeFacts | None, terminal: Terminal | None, status: SlotStatus,
+                  stops: list[Code]) -> JudgeRecord | None:
+    """The judge's reading of the slot (19-C), from its own ledger and the child's
+    claim: scores only for a completed slot whose one judge request was admitted and
+    settled, exactly the registered rubric's dimensions, each 0-5; pass/fail is decided
+    here from those scores and the registered threshold (``worker.judge.passes``), never
+    taken from the claim. Else the code of why not. Scores claimed without an admitted
+    judge request did not come through the guard: a sticky stop. None: no judge, or it
+    was never asked (no answer)."""
+    if judge is None:
+        return None
+    ledger = judge.ledger
+    claim = terminal.judge if terminal is not None else None
+    if ledger.requests == 0 and claim is None:
+        return None
+    spend = _spend(ledger)
+    if claim is not None and claim.scores and ledger.admitted == 0:
+        stops.append(Code.LOOKUP_UNGUARDED_DISPATCH)
+        return JudgeRecord(code=Code.LOOKUP_UNGUARDED_DISPATCH.value, spend=spend)
+    if (status is SlotStatus.COMPLETED and claim is not None and claim.code is None
+            and ledger.admitted == 1 and ledger.terminal_code is None
+            and sorted(claim.scores) == sorted(judge.rubric)
+            and all(SCORE_MIN <= v <= SCORE_MAX for v in claim.scores.values())):
+        scores = {dim: claim.scores[dim] for dim in judge.rubric}
+        return JudgeRecord(scores=scores, passed=passes(scores, judge.pass_threshold),
+                           spend=spend)
+    code = ledger.terminal_code
+    if code is None and claim is not None and claim.code is not None:
+        code = (claim.code if claim.code is Code.JUDGE_REPLY_INVALID
+                else child_code(claim.code, integrity=False))
+    return JudgeRecord(code=(code or Code.JUDGE_REPLY_INVALID).value, spend=spend)
 
 
 def refused_receipt(planned: PlannedSlot, code: Code) -> Receipt:
@@ -112,7 +170,9 @@ def refused_receipt(planned: PlannedSlot, code: Code) -> Receipt:
     return Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
-        status=SlotStatus.SKIPPED if code is Code.INVENTORY_INFEASIBLE else SlotStatus.UNADMITTED,
+        status=(SlotStatus.SKIPPED
+                if code in (Code.INVENTORY_INFEASIBLE, Code.INVENTORY_OPAQUE_READER)
+                else SlotStatus.UNADMITTED),
         code=code.value,
     )
 

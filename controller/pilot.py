@@ -36,9 +36,11 @@ import anyio
 
 from efold.controller.aggregate import read_run, run_reports
 from efold.controller.authorize_run import RealGrant
+from efold.controller.campaign import Campaign
 from efold.controller.evidence import Evidence, checkpoint_evidence
 from efold.controller.interrupt import interruptible
 from efold.controller.judging import refused_receipt
+from efold.controller.plan import ineligible_code
 from efold.controller.prep_launch import PrepCause
 from efold.controller.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.profiles import route_of
@@ -52,7 +54,7 @@ from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import Plan, PlannedSlot, Receipt
-from efold.protocol.tasks import ProbeTask
+from efold.protocol.tasks import JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
 
 
@@ -198,6 +200,8 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     closed is visited without a launch. The stop policies run after every slot."""
     campaign = reg.campaign
     route = route_of(campaign.reader)
+    judge = campaign.judge
+    judge_route = route_of(judge) if judge is not None else None
     run_deadline = time.monotonic() + campaign.deadlines.run_seconds
     cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
     probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
@@ -216,7 +220,8 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
 
     tick(ProgressEvent("probe", 0, total, settled))
     for n, planned in enumerate(plan.slots):
-        snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline)
+        snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline,
+                              campaign)
         if isinstance(snapshot, Code):  # refused: visited without a launch
             receipt = refused_receipt(planned, snapshot)
             write_slot_receipt(ctx, receipt)
@@ -224,7 +229,10 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             continue
         probe = probes[(planned.trace_id, planned.probe_id)]
         task = ProbeTask(question=probe.question, instructions=roles[planned.role].instructions,
-                         route=route)
+                         route=route, judge=None if judge is None or judge_route is None else
+                         JudgeTask(route=judge_route, rubric=list(judge.rubric),
+                                   pass_threshold=judge.pass_threshold,
+                                   expected=list(probe.expected)))
         done = await run_probe(
             ctx, planned=planned, probe=probe,
             slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
@@ -254,12 +262,14 @@ def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | Non
 
 
 def _admission(ctx: RunContext, planned: PlannedSlot, prepared: Preparation | None,
-               run_deadline: float) -> SnapshotRef | Code:
+               run_deadline: float, campaign: Campaign) -> SnapshotRef | Code:
     """The verified snapshot a slot's probe child restores, or the code it is refused
     with before any launch (first cause first)."""
     prep = prepared.result if prepared is not None else None
     snapshot = prep.snapshot if prep is not None else None
-    if not planned.eligible or (prepared is not None and prepared.feasible is False):
+    if not planned.eligible:
+        return ineligible_code(planned.arm, campaign) or Code.INVENTORY_INFEASIBLE
+    if prepared is not None and prepared.feasible is False:
         return Code.INVENTORY_INFEASIBLE
     if prep is not None and snapshot is None:  # its checkpoint failed: why
         return prep.code or Code.LOOKUP_PREPARATION_INVALID

@@ -17,10 +17,11 @@ from collections.abc import Set as AbstractSet
 
 import msgspec
 
-from efold.controller.campaign import suite_items
-from efold.controller.profiles import profile_rmax_units
+from efold.controller.campaign import Campaign, suite_items
+from efold.controller.profiles import profile_rmax_units, route_of
 from efold.controller.registration import Registration, rank_key, registration_sha256
-from efold.folds.registry import calls_summariser
+from efold.errors import Code
+from efold.folds.registry import calls_summariser, makes_opaque
 from efold.protocol.records import Plan, PlannedSlot, schedule_digest
 
 # Arms that need what a suite does not have are ineligible by plan: the ceiling arm needs
@@ -42,10 +43,39 @@ def eligible(arm: str, suite: str) -> bool:
     return not (arm in _HARD_ONLY_ARMS and suite == "original")
 
 
+# Who answers a provider-compaction arm's request offline (no summariser model): the
+# faux provider on the Responses API (``guard.wire.faux.faux_compaction``).
+FAUX_COMPACTOR: tuple[str, str] = ("faux", "openai-responses")
+
+
+def opaque_maker(campaign: Campaign) -> tuple[str, str]:
+    """The (provider, wire API) whose opaque items a provider-compaction arm of
+    ``campaign`` would hold: its summariser route's, else the faux compactor's."""
+    if campaign.summariser is None:
+        return FAUX_COMPACTOR
+    route = route_of(campaign.summariser)
+    return route.provider, route.api
+
+
+def ineligible_code(arm: str, campaign: Campaign) -> Code | None:
+    """Why a slot of ``arm`` is inventory-infeasible by plan, or None: an arm the suite
+    does not apply to (``inventory_infeasible``), or a provider-compaction arm whose
+    opaque items the campaign's reader cannot consume, another provider or wire API
+    (``inventory_opaque_reader``). Such slots are skipped and counted, never sent."""
+    if not eligible(arm, campaign.suite):
+        return Code.INVENTORY_INFEASIBLE
+    if makes_opaque(arm):
+        reader = route_of(campaign.reader)
+        if opaque_maker(campaign) != (reader.provider, reader.api):
+            return Code.INVENTORY_OPAQUE_READER
+    return None
+
+
 def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Plan:
     """``categories`` maps (trace_id, probe_id) to the probe's category."""
     c = reg.campaign
     seed = c.schedule_seed
+    ineligible = {r.name: ineligible_code(r.arm, c) for r in c.roles}
     slots: list[PlannedSlot] = []
     for repeat in range(1, c.repeats + 1):
         blocks = [(t.trace_id, pid) for t in reg.selection for pid in t.probe_ids]
@@ -58,7 +88,7 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
                     role=role.name, arm=role.arm, suite=c.suite, trace_id=trace_id,
                     probe_id=probe_id, category=categories[(trace_id, probe_id)],
                     repeat=repeat,
-                    eligible=eligible(role.arm, c.suite),
+                    eligible=ineligible[role.name] is None,
                     checkpoint=checkpoint_key(repeat, role.name, trace_id),
                 ))
     schedule_sha = schedule_digest([s.slot for s in slots])
@@ -136,4 +166,6 @@ def smoke_cap_units(reg: Registration) -> int:
     if c.summariser is not None:
         summarising = sum(1 for r in c.roles if calls_summariser(r))
         worst += summarising * c.summariser.max_requests * profile_rmax_units(c.summariser)
+    if c.judge is not None:  # 19-C: one judge request per slot
+        worst += len(c.roles) * profile_rmax_units(c.judge)
     return min(worst, reg.cap_units)

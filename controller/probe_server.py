@@ -53,15 +53,21 @@ class PermitLog:
 
 async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, *,
                         until: tuple[type[_Last], ...], timeout: float,
-                        admitting: bool = True, log: PermitLog | None = None) -> _Last | Code:
+                        admitting: bool = True, log: PermitLog | None = None,
+                        judge_key: str | None = None) -> _Last | Code:
     """Answer the child's permit exchanges on ``slot`` until it sends one of ``until``
     (returned, unanswered) or a permit integrity violation (answered ``Stop``, its stop
     taken, its code returned). ``timeout``: the longest wait for any one message.
 
     ``admitting=False``: the child was given no route to send on, so an ``Admit`` is a
     paid request nobody assigned (``lookup_preparation_forbidden``: a violation, as
-    above); a ``Halt`` is still served."""
+    above); a ``Halt`` is still served.
+
+    ``judge_key``: the probe's judge (19-C) ledger key, ``<slot>#judge``: an ``Admit``
+    whose request id is the judge guard's (``<slot>#judge-r<n>``) is held there, to the
+    judge's terms, and that permit's ``Consume``/``Settle`` too."""
     source = ctx.source
+    keys: dict[str, str] = {}  # permit id -> the ledger key it was granted on
     while True:
         msg = await channel.receive(timeout=timeout)
         try:
@@ -71,20 +77,26 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                 if not admitting:
                     raise PermitIntegrityError(Code.LOOKUP_PREPARATION_FORBIDDEN,
                                                "a request from a child with no route")
-                grant = source.admit(slot=slot, request_id=msg.request_id, round=msg.round,
+                key = slot
+                if judge_key is not None and msg.request_id.startswith(judge_key + "-"):
+                    key = judge_key
+                grant = source.admit(slot=key, request_id=msg.request_id, round=msg.round,
                                      payload_digest=msg.payload_digest, rmax_units=msg.rmax)
                 if isinstance(grant, Permit):
+                    keys[grant.permit_id] = key
                     await channel.reply(Granted(permit_id=grant.permit_id, hold=grant.hold_units))
                 else:
                     if log is not None:
                         log.refused = grant.code
                     await channel.reply(Refused(code=grant.code))
             elif isinstance(msg, Consume):
-                source.consume(slot=slot, permit_id=msg.permit_id, body_digest=msg.body_digest)
+                source.consume(slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
+                               body_digest=msg.body_digest)
                 await channel.reply(Consumed())
             elif isinstance(msg, Settle):
                 integrity = source.settle(
-                    slot=slot, permit_id=msg.permit_id, kind=SettleKind(msg.outcome.value),
+                    slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
+                    kind=SettleKind(msg.outcome.value),
                     code=msg.code, usage=msg.usage.present() if msg.usage else None,
                     tier=msg.tier, cost_claim=msg.cost,
                 )
@@ -102,10 +114,11 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
             return exc.code
 
 
-async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str) -> Terminal | Code:
+async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str,
+                      judge_key: str | None = None) -> Terminal | Code:
     """Serve one probe child until its ``Terminal`` (returned) or a permit integrity
-    violation (its code returned)."""
+    violation (its code returned). ``judge_key``: see ``serve_permits``."""
     await handle.accept_hello(ctx.welcome(ctx.probe_seconds), timeout=ctx.probe_seconds)
     await handle.accept_ready(timeout=ctx.probe_seconds)
     return await serve_permits(ctx, handle.channel, slot, until=(Terminal,),
-                               timeout=ctx.probe_seconds)
+                               timeout=ctx.probe_seconds, judge_key=judge_key)

@@ -1,7 +1,7 @@
 """Provider profiles: where a caller's model requests go and how they are priced.
 
-A campaign's ``[reader]`` table (and, for the compaction arms, its ``[summariser]``) is
-a profile: the faux extractive reader, or an OpenAI-compatible endpoint (``api``,
+A campaign's ``[reader]`` table (and, for the compaction arms, its ``[summariser]``;
+and its optional ``[judge]``, ``controller.judge_profile``) is a profile: the faux extractive reader, or an OpenAI-compatible endpoint (``api``,
 ``base_url``, ``model``, ``stream``, reply limit, the *name* of the credential variable,
 an operator catalog). This module validates a profile, prices it (its catalog entry,
 its input envelope I tightened by the model's context window, its Rmax), and freezes it

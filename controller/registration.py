@@ -25,6 +25,7 @@ from msgspec import UNSET, UnsetType
 from efold.controller import stops
 from efold.controller.campaign import Campaign, cap_units, suite_items, validate_campaign
 from efold.controller.errors import CampaignError
+from efold.controller.judge_profile import judge_document
 from efold.controller.profiles import profile_catalog, profile_rmax_units
 from efold.controller.subset import Subset, merge, narrow_campaign, narrow_selection
 from efold.corpus import SuiteItem, corpus_digest, trace_digest
@@ -125,12 +126,16 @@ def policy_document(campaign: Campaign) -> dict[str, object]:
 
 def reader_document(campaign: Campaign) -> dict[str, object]:
     """The reader and summariser routes (profiles, the summariser's catalog digest: the
-    reader's is ``Digests.catalog``) and the roles' instructions."""
+    reader's is ``Digests.catalog``), the roles' instructions, and the judge when the
+    campaign has one (its profile, catalog digest, template sha256 and rubric:
+    ``judge_profile.judge_document``)."""
     doc: dict[str, object] = {"reader": msgspec.to_builtins(campaign.reader)}
     doc["roles"] = [msgspec.to_builtins(r) for r in campaign.roles]
     if campaign.summariser is not None:
         doc["summariser"] = msgspec.to_builtins(campaign.summariser)
         doc["summariser_catalog_sha256"] = profile_catalog(campaign.summariser).digest
+    if campaign.judge is not None:  # absent without a judge: those bytes stay as they were
+        doc.update(judge_document(campaign.judge))
     if campaign.reader.provider == "faux":
         doc["faux_reader_sha256"] = sha256_hex(Path(faux_reader.__file__).read_bytes())
     return doc

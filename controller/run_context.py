@@ -57,6 +57,16 @@ class SummariserRoute:
     credential: bytes | None = field(default=None, repr=False)
 
 
+@dataclass(frozen=True)
+class JudgeRoute:
+    """The judge of a run (19-C): the terms each probe slot's ``<slot>#judge`` ledger
+    key is held to, and the rubric and threshold its readings are checked against."""
+
+    terms: CallerTerms
+    rubric: tuple[str, ...]
+    pass_threshold: int
+
+
 @dataclass
 class LaunchEnd:
     """How one launch ended, as ``RunContext.launch`` leaves it."""
@@ -94,6 +104,7 @@ class RunContext:
     # summariser's), and only ever over the launch's credential pipe.
     reader_credential: bytes | None = field(default=None, repr=False)
     summariser: SummariserRoute | None = None  # None: the deterministic summariser
+    judge: JudgeRoute | None = None  # None: no judge (19-C)
     probe_margin: float = WATCHDOG_MARGIN_S
     prep_margin: float = WATCHDOG_MARGIN_S
     # ``--keep-answers``: the owner-only file the reader's answers are appended to (None:

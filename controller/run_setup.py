@@ -30,12 +30,13 @@ from efold.controller.authorize_run import RealGrant
 from efold.controller.campaign import prep_seconds, probe_seconds, suite_items
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
+from efold.controller.judge_profile import judge_terms
 from efold.controller.launcher import DEFAULT_PROGRAM
 from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for, smoke_cap_units, smoke_plan
 from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
-from efold.controller.run_context import ANSWERS_NAME, RunContext, SummariserRoute
+from efold.controller.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
 from efold.controller.stops import StopPolicy
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, sha256_hex
@@ -79,6 +80,9 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     if admitting and grant is None and campaign.summariser is not None:
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
                               "a summariser model sends real requests: it needs a real run")
+    if admitting and grant is None and campaign.judge is not None and not campaign.judge.is_faux:
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                              "a judge model sends real requests: it needs a real run")
     plan = plan_for(reg)
     cap = reg.cap_units
     if smoke:
@@ -145,6 +149,9 @@ def _real_route(reg: Registration, grant: RealGrant | None,
     return {
         "reader_credential": grant.credential(campaign.reader) if grant is not None else None,
         "summariser": summariser,
+        "judge": None if campaign.judge is None else JudgeRoute(
+            judge_terms(campaign.judge), tuple(campaign.judge.rubric),
+            campaign.judge.pass_threshold),
         "probe_margin": watchdog_margin(campaign.reader),
         "prep_margin": watchdog_margin(campaign.summariser),
         "answers_file": answers_in / ANSWERS_NAME if answers_in is not None else None,

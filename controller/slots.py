@@ -29,7 +29,7 @@ import anyio
 import msgspec
 
 from efold.controller.evidence import Evidence
-from efold.controller.judging import judge_slot, slot_end
+from efold.controller.judging import JudgeFacts, judge_slot, slot_end
 from efold.controller.probe_server import serve_probe
 from efold.controller.receipts import write_receipt
 from efold.controller.run_context import LaunchEnd, RunContext
@@ -43,6 +43,7 @@ from efold.protocol.records import PlannedSlot, Receipt
 from efold.protocol.tasks import ProbeTask
 from efold.registry.files import open_dir_nofollow, write_all
 from efold.registry.journal import JournalReader
+from efold.worker.judge import judge_run_id
 from efold.worker.reader import RESTORED_DIR
 
 
@@ -65,13 +66,18 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                                   snapshot_digest=snapshot.digest)
     assignment = ctx.assignment(kind="probe", body="reader", slot=slot, slot_dir=slot_dir,
                                 cache_key=cache_key, snapshot=snapshot, task=task)
+    # 19-C: the judge's requests are their own caller, on their own ledger key, under
+    # the same cap; its terms are set before the slot's first admission.
+    judge_key = judge_run_id(slot) if task.judge is not None else None
+    if judge_key is not None and ctx.judge is not None:
+        ctx.source.set_terms(judge_key, ctx.judge.terms)
     terminal: Terminal | None = None
     receipt: Receipt | None = None
     end = LaunchEnd()
     async with ctx.launch(assignment, end, credential=ctx.reader_credential) as handle:
         try:
             with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
-                ended = await serve_probe(ctx, handle, slot)
+                ended = await serve_probe(ctx, handle, slot, judge_key)
         except TimeoutError:
             end.failure = Code.WORKER_TIMEOUT
             raise
@@ -89,6 +95,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         # The worker is gone without a terminal: what it held is lost (whether its
         # request went out is unknown, so the hold stays retained).
         ctx.source.abandon_slot(slot, end.failure or Code.LOOKUP_WORKER_LOST)
+        if judge_key is not None:
+            ctx.source.abandon_slot(judge_key, end.failure or Code.LOOKUP_WORKER_LOST)
         receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started)
     cleanup = discard_restored_copy(ctx.journal, slot, slot_dir)
     return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt), cleanup)
@@ -129,9 +137,12 @@ def discard_restored_copy(journal: JournalReader, slot: str, slot_dir: Path) -> 
 def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Terminal | None,
               failure: Code | None, evidence: Evidence, started: float) -> Receipt:
     """Judge the slot (pure), take the stops the verdict names, write its receipt."""
+    judge = None if ctx.judge is None else JudgeFacts(
+        ctx.source.ledger(judge_run_id(planned.slot)), ctx.judge.rubric,
+        ctx.judge.pass_threshold)
     verdict = judge_slot(planned, probe, ctx.source.ledger(planned.slot), terminal=terminal,
                          failure=failure, evidence=evidence,
-                         elapsed_ms=int((time.monotonic() - started) * 1000))
+                         elapsed_ms=int((time.monotonic() - started) * 1000), judge=judge)
     ctx.take_stops(verdict.stops, planned.slot)
     write_slot_receipt(ctx, verdict.receipt)
     return verdict.receipt

@@ -23,6 +23,7 @@ from typing import Literal
 import msgspec
 
 from efold.corpus.model import ToolCall
+from efold.folds.opaque import OpaqueContext
 
 CHECKPOINT_VERSION = 1
 
@@ -188,6 +189,8 @@ class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     receipt: FoldReceipt
     store: RetainedStore | None = None
     version: int = CHECKPOINT_VERSION
+    # A provider compaction's items (``folds.opaque``), for their one reader only.
+    opaque: OpaqueContext | None = None
 
 
 def visible_text(messages: list[ReaderMessage]) -> str:

@@ -47,7 +47,17 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "ceiling": CeilingFold,
     "store": StoreFold,
     "pack": PackFold,
+    "openai-compact": lambda: _offline_openai_compact(),
 }
+
+
+def _offline_openai_compact() -> Fold:
+    """``openai-compact`` offline: the faux provider's deterministic compaction. Imported
+    here, not above, so that a process that never builds it never imports the guard."""
+    from efold.folds.provider_compact import OpenAICompactFold
+    from efold.guard.wire.faux import faux_compaction
+
+    return OpenAICompactFold(faux_compaction, provider="faux", api="openai-responses")
 
 
 # The built-in arms whose boundary is a compaction: the ones a summariser writes for.
@@ -56,6 +66,18 @@ SUMMARISING_ARMS: dict[str, Callable[[Summariser | None], Fold]] = {
     "compaction-2": CompactionTwiceFold,
     "ceiling": CeilingFold,
 }
+
+
+# Built-in arms whose checkpoint holds a provider's opaque items (``folds.opaque``),
+# readable only by the provider and wire API that made them: the provider-compaction
+# arms (``folds.provider_compact``). Their one compaction request goes to the run's
+# summariser route (offline: the faux provider's deterministic compaction).
+OPAQUE_ARMS: frozenset[str] = frozenset({"openai-compact"})
+
+
+def makes_opaque(arm: str) -> bool:
+    """Whether the built-in arm ``arm`` builds a checkpoint of opaque provider items."""
+    return arm in OPAQUE_ARMS
 
 
 def uses_summariser(arm: str) -> bool:
@@ -67,11 +89,12 @@ def uses_summariser(arm: str) -> bool:
 
 def calls_summariser(spec: FoldSpec) -> bool:
     """Whether a role's fold asks the run's summariser: a built-in compaction arm (for
-    its summaries) or a proxy fold (for the proxy's own upstream calls). An external
-    command and an entry-point plugin never do."""
+    its summaries), a provider-compaction arm (for its compaction request) or a proxy
+    fold (for the proxy's own upstream calls). An external command and an entry-point
+    plugin never do."""
     if spec.proxy is not None:
         return True
-    return spec.command is None and uses_summariser(spec.arm)
+    return spec.command is None and (uses_summariser(spec.arm) or makes_opaque(spec.arm))
 
 
 @dataclass(frozen=True)

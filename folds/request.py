@@ -72,6 +72,11 @@ def checkpoint_to_request(
 ) -> dict[str, Any]:
     """The first Responses payload of a probe: the checkpoint, then the question."""
     items: list[dict[str, Any]] = []
+    if checkpoint.opaque is not None:
+        from efold.folds.opaque import verify_opaque
+        from efold.guard.wire.compact_openai import reader_input_items
+
+        items.extend(reader_input_items(verify_opaque(checkpoint.opaque).items))
     for message in checkpoint.messages:
         items.extend(message_items(message))
     items.append(_user_item(question))

@@ -124,6 +124,16 @@ class MeterReading(_Part, frozen=True):
     abort_cause: Code | None = None
 
 
+class JudgeReading(_Part, frozen=True, omit_defaults=True):
+    """The judge's reading of the answer (19-C), content-free: a score per rubric
+    dimension and pass/fail, or neither and the fixed code of why not. A claim, like the
+    rest of ``Terminal``: the controller checks it against the judge's own ledger."""
+
+    scores: dict[str, Count] = {}
+    passed: bool | None = None
+    code: Code | None = None
+
+
 # -- messages ---------------------------------------------------------------------------
 
 
@@ -181,6 +191,7 @@ class Terminal(Message, frozen=True, tag="terminal"):
     answer: str
     meter: MeterReading
     witness: Digest
+    judge: JudgeReading | None = None  # set only when the task names a judge
 
 
 class Prepared(Message, frozen=True, tag="prepared"):

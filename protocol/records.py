@@ -75,6 +75,19 @@ class SlotSpend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     usage_known: bool = True  # False once any request's usage went missing
 
 
+class JudgeRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The optional judge's reading of one answered slot (19-C), content-free: a score
+    per rubric dimension (integers 0-5) and pass/fail, or neither with the fixed
+    ``code`` of why it scored nothing (``judge_reply_invalid``, a refusal, a loss);
+    ``spend`` is the judge's own line (its ledger key ``<slot>#judge``), never in the
+    receipt's ``spend``. It never replaces the deterministic ``correct``."""
+
+    scores: dict[str, int] = {}
+    passed: bool | None = None
+    code: str | None = None
+    spend: SlotSpend = SlotSpend()
+
+
 class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One visited slot, content-free. Written once, fsynced, digest journaled."""
 
@@ -102,6 +115,14 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # with (``meter_calls_exhausted`` / ``meter_bytes_exhausted``; null: it never did).
     lookup_bytes: int = 0
     meter_abort: str | None = None
+    # Defaulted (19-B): the reader-visible size of the checkpoint the slot read, as the
+    # controller counted it from the verified messages (``controller.evidence``):
+    # chars/4 estimated tokens and UTF-8 bytes. Null when the slot read no checkpoint.
+    checkpoint_tokens: int | None = None
+    checkpoint_bytes: int | None = None
+    # Defaulted (19-C): the judge's reading, when the campaign has a ``[judge]`` and
+    # the slot was answered; null (omitted) otherwise.
+    judge: JudgeRecord | None = None
 
 
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

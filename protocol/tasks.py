@@ -1,7 +1,9 @@
 """What a child is asked to do, beyond the protocol: the task inside its ``Assignment``.
 
 Content rule: a probe task carries the probe *question* (what the reader is asked) and
-nothing evaluator-only (no expected values, categories or secrets). A prep task names a
+nothing evaluator-only (no expected values, categories or secrets), except inside its
+optional ``judge`` (``JudgeTask``): the expected values the judge is shown, which only
+the judge's own request carries, never the reader's payload. A prep task names a
 trace file in the run directory and the digest it must have, and the fold to build with
 its pin.
 """
@@ -68,10 +70,22 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     proxy: ProxyTask | None = None  # set: ``command`` starts a proxy fold
 
 
-class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="probe", tag_field="task"):
+class JudgeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The optional judge (a campaign's ``[judge]``): asked once after the reader's
+    answer, on its own route, with the probe's expected values (``worker.judge``)."""
+
+    route: Route
+    rubric: list[str]
+    pass_threshold: int
+    expected: list[str]
+
+
+class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True,
+                tag="probe", tag_field="task"):
     question: str
     instructions: str
     route: Route  # the reader's
+    judge: JudgeTask | None = None  # None (omitted): no judge
 
 
 Task = PrepTask | ProbeTask

@@ -8,7 +8,8 @@ whole report (``ReportError``) rather than skipping a row.
 
 The controller's aggregate command already refuses duplicate, changed, unplanned and
 unvisited receipts against the journal; this module re-checks what it can see without
-the journal, because the report must be correct for any caller.
+the journal, because the report must be correct for any caller. Across receipts it
+checks that one checkpoint is recorded with one size (the compression figures).
 """
 
 from __future__ import annotations
@@ -203,6 +204,39 @@ def _check_spend(spend: SlotSpend) -> None:
         raise _refuse("usage_known is not a boolean")
 
 
+def _check_size(receipt: Receipt) -> None:
+    """A checkpoint size is both counts or neither, and only with the checkpoint it
+    measures."""
+    tokens, size = receipt.checkpoint_tokens, receipt.checkpoint_bytes
+    if tokens is None and size is None:
+        return
+    if tokens is None or size is None:
+        raise _refuse("a receipt carries one checkpoint size without the other")
+    _check_count("checkpoint_tokens", tokens)
+    _check_count("checkpoint_bytes", size)
+    if receipt.checkpoint_sha256 is None:
+        raise _refuse("a receipt carries a checkpoint size without a checkpoint")
+
+
+def _check_sizes(observations: Iterable[Observation]) -> None:
+    """Invariant: a checkpoint has one size. Every receipt of one role x trace x repeat
+    (one checkpoint, ``PlannedSlot.checkpoint``), and every receipt naming one content
+    digest, that carries a size carries the same one; else the compression figures
+    would depend on which receipt was read first."""
+    by_checkpoint: dict[tuple[str, str, str, int], tuple[int, int]] = {}
+    by_digest: dict[str, tuple[int, int]] = {}
+    for obs in observations:
+        receipt = obs.receipt
+        if receipt is None or receipt.checkpoint_tokens is None \
+                or receipt.checkpoint_bytes is None or receipt.checkpoint_sha256 is None:
+            continue
+        size = (receipt.checkpoint_tokens, receipt.checkpoint_bytes)
+        key = (obs.planned.role, obs.planned.suite, obs.planned.trace_id, obs.planned.repeat)
+        if by_checkpoint.setdefault(key, size) != size \
+                or by_digest.setdefault(receipt.checkpoint_sha256, size) != size:
+            raise _refuse("one checkpoint is recorded with two sizes")
+
+
 def _observe(planned: PlannedSlot, receipt: Receipt) -> Observation:
     if receipt.version != RECEIPT_VERSION:
         raise _refuse("unsupported receipt version")
@@ -229,6 +263,7 @@ def _observe(planned: PlannedSlot, receipt: Receipt) -> Observation:
     _check_count("elapsed_ms", receipt.elapsed_ms)
     if receipt.meter_abort is not None and receipt.meter_abort not in METER_ABORT_CODES:
         raise _refuse("receipt meter_abort is not a meter code")
+    _check_size(receipt)
     _check_spend(receipt.spend)
     if status is SlotStatus.COMPLETED:
         if outcome is None or not isinstance(receipt.correct, bool):
@@ -258,8 +293,8 @@ def join_receipts(plan: Plan, receipts: Iterable[Receipt],
 
     Refuses (``ReportError``): an inconsistent plan, a receipt for a slot the plan does
     not hold or whose identity differs from it (``receipt_unplanned``), two receipts for
-    one slot (``receipt_duplicate``), and any receipt that contradicts itself
-    (``report_input_invalid``).
+    one slot (``receipt_duplicate``), and any receipt that contradicts itself, or a
+    checkpoint recorded with two sizes (``report_input_invalid``).
     """
     _check_plan(plan)
     planned = {slot.slot: slot for slot in plan.slots}
@@ -279,6 +314,7 @@ def join_receipts(plan: Plan, receipts: Iterable[Receipt],
         if slot_id in by_slot or slot_id in gone:
             raise _refuse("a receipt copy is both present and missing, or missing twice")
         gone.add(slot_id)
+    _check_sizes(by_slot.values())
     return [
         by_slot.get(slot.slot)
         or Observation(planned=slot, receipt=None, status=None, outcome=None,

@@ -17,6 +17,7 @@ from html import escape
 
 from efold.report.banner import banner
 from efold.report.html_parts import CSS, banner_html, section_html, table_html
+from efold.report.judge_table import judge_tables
 from efold.report.numbers import count, money_text
 from efold.report.results import FAUX_NOTE, reader_label
 from efold.report.schema import Results
@@ -110,9 +111,14 @@ def _tables(results: Results) -> str:
                    for t in [*report_tables(results), slot_table(results)])
 
 
+def _judge(results: Results) -> str:
+    """19-C: the judge beside the deterministic score, after the accuracy tables."""
+    return "".join(section_html(t.title, table_html(t)) for t in judge_tables(results))
+
+
 # The page after the banner, in reading order: one function per section.
 _SECTIONS: list[Callable[[Results], str]] = [
-    _faux, _identity, _notes, _accuracy_panels, _delta_panel, _tables,
+    _faux, _identity, _notes, _accuracy_panels, _delta_panel, _tables, _judge,
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from efold.report.banner import banner
+from efold.report.judge_table import judge_tables
 from efold.report.numbers import count, money_text
 from efold.report.results import FAUX_NOTE, reader_label
 from efold.report.schema import Results
@@ -103,10 +104,15 @@ def _tables(results: Results) -> list[str]:
     return [line for table in report_tables(results) for line in _table(table)]
 
 
+def _judge(results: Results) -> list[str]:
+    """19-C: the judge beside the deterministic score, after the accuracy tables."""
+    return [line for table in judge_tables(results) for line in _table(table)]
+
+
 # After the title, in reading order: one function per section. The statements a reader
 # must not miss come first and set apart: how the run ended, then what the reader is.
 _SECTIONS: list[Callable[[Results], list[str]]] = [
-    _banner, _faux, _identity, _notes, _tables,
+    _banner, _faux, _identity, _notes, _tables, _judge,
 ]
 
 

@@ -17,7 +17,9 @@ partial reports"):
   caller reads (``report.status``), never from the receipts alone.
 - Figures beside the counts (``docs/results-schema.md``): per-repeat rates and their spread,
   paired deltas with Newcombe's interval, every role against the native role, latency
-  per slot over admitted slots, and tool use of the roles that can look history up.
+  per slot over admitted slots, tool use of the roles that can look history up, and
+  checkpoint sizes with their compression against native (``report.compression``) and
+  the settled cost per correct answer.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import combinations
 
+import msgspec
+
 import efold
 from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
 from efold.folds.registry import BUILTIN_ARMS
 from efold.protocol.records import Exclusion, Plan, Receipt, SlotSpend, SlotStatus
+from efold.report.compression import role_compression
 from efold.report.errors import ReportError
 from efold.report.join import (
     METER_ABORT_CODES,
@@ -39,9 +44,11 @@ from efold.report.join import (
     check_model,
     join_receipts,
 )
+from efold.report.judge import judge_agreement, judge_spends
 from efold.report.schema import (
     RESULTS_SCHEMA,
     Contrast,
+    CostPerCorrect,
     Execution,
     FlipCount,
     Latency,
@@ -264,6 +271,51 @@ def spend_of(spends: Sequence[SlotSpend]) -> Spend:
     )
 
 
+def _summariser_units(plan: Plan, spends: Sequence[SlotSpend] | Mapping[str, SlotSpend]
+                      ) -> dict[str, int] | None:
+    """Settled summariser units per role, from spends keyed by checkpoint (every key a
+    planned checkpoint, whose role it names); None when spends were given without their
+    checkpoints (they cannot be split by role). No spend at all is zero for every role."""
+    if not isinstance(spends, Mapping):
+        return None if spends else dict.fromkeys(plan.roles, 0)
+    role_of = {slot.checkpoint: slot.role for slot in plan.slots}
+    units = dict.fromkeys(plan.roles, 0)
+    for key, spend in spends.items():
+        if not isinstance(key, str) or key not in role_of:
+            raise ReportError(Code.REPORT_INPUT_INVALID,
+                              "summariser spend of a checkpoint the plan does not hold")
+        units[role_of[key]] += spend.settled_units
+    return units
+
+
+def _cost_per_correct(role: RoleResult, summariser_units: int | None) -> CostPerCorrect:
+    """Settled probe and summariser money over exact successes, floored to a unit."""
+    correct = role.overall.exact.successes
+    settled = None if summariser_units is None else role.spend.settled.units + summariser_units
+    return CostPerCorrect(
+        correct=correct, probe_settled=role.spend.settled,
+        summariser_settled=None if summariser_units is None else money(summariser_units),
+        settled=None if settled is None else money(settled),
+        per_correct=None if settled is None or correct == 0 else money(settled // correct),
+    )
+
+
+def _with_compression_and_cost(plan: Plan, roles: list[RoleResult],
+                               by_role: Mapping[str, Sequence[Observation]],
+                               summariser: dict[str, int] | None) -> list[RoleResult]:
+    """Each role's checkpoint sizes against the native role's, and its cost per correct
+    answer (``report.compression``, ``CostPerCorrect``)."""
+    arms = {slot.role: slot.arm for slot in plan.slots}
+    native = next((role for role in plan.roles if arms[role] == NATIVE_ARM), None)
+    return [msgspec.structs.replace(
+        result,
+        compression=role_compression(result.role, by_role[result.role], native,
+                                     by_role[native] if native is not None else []),
+        cost_per_correct=_cost_per_correct(
+            result, None if summariser is None else summariser[result.role]),
+    ) for result in roles]
+
+
 def _receipts(observations: Iterable[Observation]) -> list[Receipt]:
     return [obs.receipt for obs in observations if obs.receipt is not None]
 
@@ -288,6 +340,7 @@ def _role_result(role: str, observations: Sequence[Observation], categories: Seq
         spend=_spend(_receipts(observations)),
         latency=_latency(observations, in_flight),
         tool_use=_tool_use(observations) if _offers_lookup(observations) else None,
+        judge=judge_agreement(observations),  # 19-C: beside the headline, never it
     )
 
 
@@ -406,9 +459,9 @@ def _slot_row(obs: Observation) -> SlotRow:
 def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   receipt_copies_missing: Iterable[str] = (),
                   run_facts: RunFacts | None = None, reader: str | None = None,
-                  summariser_spends: Sequence[SlotSpend] = (),
+                  summariser_spends: Sequence[SlotSpend] | Mapping[str, SlotSpend] = (),
                   summarisers: Mapping[str, str] | None = None,
-                  efold_version: str | None = None) -> Results:
+                  efold_version: str | None = None, judge: str | None = None) -> Results:
     """The content-free results of one run, complete or partial.
 
     ``faux`` says whether the registered reader is the faux extractive reader (the plan
@@ -419,10 +472,13 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     journal and the run lease say about how the run went (``efold.controller.aggregate``
     reads them); without them ``status`` is null and the reports say the status is
     unknown. ``reader``: the registered reader's ``provider/model``.
-    ``summariser_spends``: per checkpoint, the spend of its summary requests.
+    ``summariser_spends``: per checkpoint, the spend of its summary requests; keyed by
+    the planned checkpoint (``PlannedSlot.checkpoint``) they were made for, they are split
+    by role into each role's cost per correct answer (unkeyed, that cost is null).
     ``summarisers``: role -> ``provider/model`` of the summariser model its fold asks
     (only roles that ask one). ``efold_version``: the version to report (default: this
-    efold's). Model ids and the version must be opaque ids, or the report refuses.
+    efold's). ``judge``: the registered judge's ``provider/model`` (19-C), when the
+    campaign has one. Model ids and the version must be opaque ids, or the report refuses.
 
     Raises ``ReportError`` when the plan and receipts are not one consistent,
     content-free record (see ``report.join.join_receipts``).
@@ -459,17 +515,30 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         notes=notes,
         execution=_execution(observations),
         spend=run_spend,
-        results=[_role_result(role, by_role[role], categories, plan.repeats, in_flight)
-                 for role in plan.roles],
+        results=_with_compression_and_cost(
+            plan, [_role_result(role, by_role[role], categories, plan.repeats, in_flight)
+                   for role in plan.roles], by_role, _summariser_units(plan, summariser_spends)),
         contrasts=contrasts,
         slots=[_slot_row(obs) for obs in observations],
         status=status,
         reader=reader,
-        summariser_spend=spend_of(summariser_spends) if summariser_spends else None,
+        summariser_spend=spend_of(list(summariser_spends.values())
+                                  if isinstance(summariser_spends, Mapping)
+                                  else summariser_spends) if summariser_spends else None,
         run=run,
         latency=_latency(observations, in_flight),
         versus_native=_versus_native(plan, contrasts, index, categories),
+        judge=judge, judge_spend=_judge_spend(observations, judge),
     )
+
+
+def _judge_spend(observations: Sequence[Observation], judge: str | None) -> Spend | None:
+    """19-C: the judge's own spend line, when any receipt carries a judge record
+    (``report.judge``); ``judge``, its ``provider/model``, is checked like the reader's."""
+    if judge is not None:
+        check_model("judge", judge)
+    spends = judge_spends(observations)
+    return spend_of(spends) if spends else None
 
 
 def reader_label(results: Results) -> str:

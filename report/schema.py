@@ -210,6 +210,85 @@ class ToolUse(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     meter_exhausted_by: dict[str, int]
 
 
+class SizeRatio(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Compression of a role's checkpoints against the reference role's (the plan's first
+    role whose arm is ``native``: the full transcript), paired by suite, trace and repeat.
+
+    One pair's compression is ``1 - role / reference`` (0.986: the role's checkpoint is
+    1.4% of the reference's; negative: larger than it). ``pairs``: the (suite, trace,
+    repeat) where both recorded a size and the reference's is positive. ``*_median``:
+    the nearest-rank median of the pairs' compressions; ``*_aggregate``:
+    ``1 - sum(role) / sum(reference)`` over the same pairs. All four are null exactly
+    when ``pairs`` is 0.
+    """
+
+    reference: str
+    pairs: int
+    tokens_median: float | None
+    tokens_aggregate: float | None
+    bytes_median: float | None
+    bytes_aggregate: float | None
+
+
+class Compression(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The reader-visible size of a role's checkpoints (chars/4 estimated tokens and
+    UTF-8 bytes, ``controller.evidence``), each checkpoint (one per suite, trace and
+    repeat) counted once, over the ``checkpoints`` whose receipts carry a size (at least
+    one). Medians are nearest-rank (an observed size). ``versus_reference``: null when
+    the plan has no native role, and for the reference role itself."""
+
+    checkpoints: int
+    tokens_median: int
+    tokens_sum: int
+    bytes_median: int
+    bytes_sum: int
+    versus_reference: SizeRatio | None
+
+
+class CostPerCorrect(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Settled money per correct answer of one role, in exact integer units.
+
+    ``correct``: the role's exact successes. ``probe_settled``: the settled cost of its
+    probe slots (its ``spend.settled``). ``summariser_settled``: the settled cost of the
+    summariser requests its checkpoints' prep children made (zero for a role that asks
+    none; the cost of the fold); null when the run's summariser spend was given without
+    its checkpoints, so it cannot be split by role. ``settled``: their sum, null with it.
+    ``per_correct``: ``floor(settled.units / correct)`` units; null when ``correct`` is
+    0 or ``settled`` is null. Retained holds are not included: an upper bound, not a cost.
+    """
+
+    correct: int
+    probe_settled: Money
+    summariser_settled: Money | None
+    settled: Money | None
+    per_correct: Money | None
+
+
+class JudgeAgreement(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The optional judge (19-C) beside the deterministic score of one role: never the
+    headline, which stays ``overall.exact``.
+
+    ``judged``: answered slots the judge scored; ``codes``: fixed code -> answered
+    slots it scored nothing for (``judge_reply_invalid``, a refusal, a loss).
+    ``mean_scores``: per rubric dimension, the mean 0-5 score over ``judged``.
+    ``judge_pass`` / ``exact`` over the same ``both`` slots (scored by both: completed,
+    eligible, non-excluded, with a judge score). ``counts``: ``both_pass``,
+    ``both_fail``, ``judge_only`` (judge pass, deterministic wrong), ``exact_only``.
+    ``kappa``: Cohen's kappa of judge pass/fail against deterministic correct over
+    ``both``; null when undefined (no slot, or both raters gave one class throughout).
+    ``disagreeing``: every slot id where the two differ, in schedule order."""
+
+    judged: int
+    codes: dict[str, int]
+    mean_scores: dict[str, float]
+    both: int
+    judge_pass: Proportion
+    exact: Proportion
+    counts: dict[str, int]
+    kappa: float | None
+    disagreeing: list[str]
+
+
 class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     role: str
     arm: str
@@ -222,6 +301,13 @@ class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # role made a lookup call).
     latency: Latency | None = None
     tool_use: ToolUse | None = None
+    # Defaulted (19-B; older documents decode with null): the size of the role's
+    # checkpoints and their compression against the native role (null when no receipt
+    # of the role carries a size), and its settled cost per correct answer.
+    compression: Compression | None = None
+    cost_per_correct: CostPerCorrect | None = None
+    # Defaulted (19-C): the judge beside the deterministic score; null without a judge.
+    judge: JudgeAgreement | None = None
 
 
 class PairCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -398,3 +484,7 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run: RunInfo | None = None
     latency: Latency | None = None
     versus_native: list[Contrast] = []
+    # Defaulted (19-C): the judge's ``provider/model`` and its own spend line (its
+    # requests, never in ``spend``'s probe figures); null without a judge.
+    judge: str | None = None
+    judge_spend: Spend | None = None

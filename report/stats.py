@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from efold.report.schema import FlipCount, Interval, PairCounts, Proportion, RepeatSpread
 
@@ -150,7 +151,11 @@ def repeat_spread(rates: Sequence[float]) -> RepeatSpread | None:
     return RepeatSpread(repeats=len(rates), mean=mean, sd=math.sqrt(variance))
 
 
-def nearest_rank(values: Sequence[int], percent: int) -> int | None:
+# A nearest-rank percentile is one of its values, so it keeps their type.
+_Value = TypeVar("_Value", int, float)
+
+
+def nearest_rank(values: Sequence[_Value], percent: int) -> _Value | None:
     """The nearest-rank ``percent``-th percentile: the smallest value such that at
     least ``percent``% of the values are at or below it, i.e. the value at 1-based rank
     ceil(percent * n / 100) of the sorted values (rank 1 at least). Always one of the

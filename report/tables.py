@@ -24,8 +24,11 @@ from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
 from efold.protocol.records import Exclusion
 from efold.report.join import RESERVED_CATEGORY
-from efold.report.numbers import FAUX_MONEY, count, milliseconds_text, signed, usd
+from efold.report.numbers import FAUX_MONEY, MINUS, count, milliseconds_text, signed, usd
+from efold.report.results import NATIVE_ARM
 from efold.report.schema import (
+    Compression,
+    CostPerCorrect,
     Execution,
     Interval,
     Latency,
@@ -42,6 +45,8 @@ from efold.report.schema import (
 from efold.report.terms import (
     ACCURACY_TERMS,
     AVAILABILITY_TERMS,
+    COMPRESSION_TERMS,
+    COST_PER_CORRECT,
     EXCLUSION_TERMS,
     EXECUTION_TERMS,
     LATENCY_TERMS,
@@ -350,6 +355,81 @@ def _versus_native_table(results: Results) -> Table | None:
     )
 
 
+def _share(value: float) -> str:
+    """A proportion as a percentage with one decimal and a true minus sign."""
+    text = f"{abs(100.0 * value):,.1f}%"
+    return f"{MINUS}{text}" if value < 0 and text.strip("0.,%") else text
+
+
+def _compression_cells(role: str, compression: Compression | None,
+                       reference: str | None) -> list[str]:
+    """Tokens, then bytes: the median compression over pairs, the aggregate below."""
+    if role == reference:
+        return ["reference", "reference"]
+    ratio = compression.versus_reference if compression is not None else None
+    if ratio is None:
+        return [NONE, NONE]
+    cells = []
+    for median, aggregate in ((ratio.tokens_median, ratio.tokens_aggregate),
+                              (ratio.bytes_median, ratio.bytes_aggregate)):
+        if median is None or aggregate is None:
+            cells.append(f"{NONE}\n(no pairs)")
+        else:
+            cells.append(f"{_share(median)}\n(aggregate {_share(aggregate)}, "
+                         f"{_rows(ratio.pairs, 'pair')})")
+    return cells
+
+
+def _cost_cell(cost: CostPerCorrect | None) -> str:
+    if cost is None:
+        return NONE
+    if cost.settled is None:
+        return f"{NONE}\n(summariser spend not split by role)"
+    if cost.per_correct is None:
+        return f"{NONE}\n(no correct answer)"
+    return f"{usd(cost.per_correct.usd)}\n({count(cost.per_correct.units)} units)"
+
+
+def _compression_table(results: Results) -> Table | None:
+    """Accuracy beside checkpoint size, compression and cost per correct answer: only
+    when some receipt recorded the size of the checkpoint it read."""
+    if all(role.compression is None for role in results.results):
+        return None
+    arms = {role.role: role.arm for role in results.results}
+    reference = next((r for r in results.roles if arms.get(r) == NATIVE_ARM), None)
+    unit = "faux USD" if results.reader_faux else "USD"
+    rows = []
+    for role in results.results:
+        sizes = role.compression
+        rows.append([
+            role.role, format_proportion(role.overall.exact),
+            NONE if sizes is None else count(sizes.checkpoints),
+            NONE if sizes is None else count(sizes.tokens_median),
+            NONE if sizes is None else count(sizes.bytes_median),
+            *_compression_cells(role.role, sizes, reference),
+            _cost_cell(role.cost_per_correct),
+        ])
+    versus = (f"Compression is against {reference}, the reference role (the first role "
+              "whose arm is native: the full transcript), paired by trace and repeat."
+              if reference is not None else
+              "No role's arm is native, so there is no reference for compression.")
+    faux = f" ({FAUX_MONEY})" if results.reader_faux else ""
+    return Table(
+        title="Accuracy and compression",
+        headers=["role", "exact", "checkpoints", "tokens median", "bytes median",
+                 "compression (tokens)", "compression (bytes)", f"cost per correct {unit}"],
+        align=_align(1, 7),
+        rows=rows,
+        caption="Each checkpoint's reader-visible size counted once (estimated tokens and "
+                f"UTF-8 bytes). {versus} Cost per correct = settled {unit} of the role's "
+                f"probe and summariser requests / its correct answers{faux}.",
+        legend=(*COMPRESSION_TERMS, (f"cost per correct {unit}", COST_PER_CORRECT)),
+        summary=f"{_rows(len(rows), 'role')}, " + _rows(
+            sum(r.compression.checkpoints for r in results.results if r.compression),
+            "checkpoint"),
+    )
+
+
 _METER_CAUSES = [Code.METER_CALLS_EXHAUSTED.value, Code.METER_BYTES_EXHAUSTED.value]
 
 
@@ -556,7 +636,8 @@ def slot_table(results: Results) -> Table:
 def report_tables(results: Results) -> list[Table]:
     """All tables, in reading order."""
     tables = [
-        _execution_table(results), _accuracy_table(results), _repeat_table(results),
+        _execution_table(results), _accuracy_table(results), _compression_table(results),
+        _repeat_table(results),
         _flip_table(results), _versus_native_table(results), _contrast_table(results),
         _tool_table(results), _latency_table(results), _outcome_table(results),
         _excluded_table(results), _codes_table(results), _spend_table(results),

@@ -94,9 +94,15 @@ MEANINGS: dict[str, str] = {
         "catalog (the bundled one, or the profile's `catalog`).",
     "lookup_preparation_invalid": "The slot's checkpoint could not be prepared (its prep "
         "child failed, or its snapshot does not verify); the slot is `unadmitted`.",
+    "judge_reply_invalid": "The judge's reply (a `[judge]` profile) was not the strict "
+        "score JSON: one integer 0-5 per rubric dimension, nothing else. The slot keeps "
+        "its deterministic score; the judge scored nothing for it (counted, never guessed).",
     "inventory_infeasible": "The checkpoint's first request does not fit the input "
         "envelope, or the arm does not apply to the suite; the slot is `skipped`, never "
         "launched.",
+    "inventory_opaque_reader": "The checkpoint holds provider items (a provider "
+        "compaction) that only another provider or wire API can read; the plan marks the "
+        "slot inventory-infeasible for this reason and it is `skipped`, never sent.",
     "lookup_pilot_real_route_unavailable": "The real route is refused, for the reason the "
         "detail states, before anything is written and without consuming the "
         "authorization: `pilot --real` without a passing `smoke` record of the same "
@@ -280,6 +286,11 @@ MEANINGS: dict[str, str] = {
         "well-formed snapshot in a new, private, plain directory when read.",
     "checkpoint_digest_mismatch": "A snapshot's files or content differ from its digest, "
         "manifest or receipt.",
+    "fold_opaque_digest_mismatch": "A checkpoint's opaque provider items no longer hash "
+        "to the digest bound with them; they are never sent.",
+    "fold_provider_compaction_invalid": "A provider compaction settled but its reply "
+        "holds no usable compaction item (none, several, or an item of a kind not "
+        "allowed); the checkpoint is not built.",
     # -- worker/
     "worker_key_invalid": "The child's key pipe is unreadable, too short or too long, or "
         "its assignment does not decode or does not fit its kind.",

@@ -24,8 +24,11 @@ _ACTIVE = "active"  # the journal's state of a granted, unconsumed hold
 class SessionPermitSource:
     """A real (non-test) permit source: the holds live in the controller's journal."""
 
-    def __init__(self, session: PermitSession) -> None:
+    def __init__(self, session: PermitSession, *, ledger_key: str | None = None) -> None:
         self._session = session
+        # The journal's slot of this source's holds: the assignment's, or (the judge's
+        # requests of a probe child, ``worker.judge``) ``<slot>#judge``.
+        self._ledger_key = ledger_key or session.assignment.slot
         # Invariant: the first stop code the guard reported, kept for the body's end
         # (a probe's Terminal, a prep's failure).
         self.stop_code: Code | None = None
@@ -53,7 +56,7 @@ class SessionPermitSource:
         except EfoldError as exc:
             raise GuardError(Code.LOOKUP_HOLD_UNVERIFIED, exc.code.value) from exc
         if row is None or (row["slot"], row["epoch"], row["hold_units"], row["payload_digest"],
-                           row["state"]) != (assignment.slot, assignment.epoch,
+                           row["state"]) != (self._ledger_key, assignment.epoch,
                                              permit.hold_units, body_digest, _ACTIVE):
             raise GuardError(Code.LOOKUP_HOLD_UNVERIFIED, "not the journaled hold")
 

@@ -189,6 +189,17 @@ def fold_of(task: PrepTask, slot_dir: str, session: PermitSession | None) -> Fol
     from efold.folds.registry import fold_for
 
     env = {**os.environ, **(task.env or {})}
+    from efold.folds.registry import makes_opaque
+
+    if task.command is None and makes_opaque(task.arm) and task.summariser is not None:
+        if session is None:
+            raise WorkerError(Code.WORKER_USAGE, "a compacting prep needs a permit session")
+        from efold.folds.provider_compact import OpenAICompactFold
+        from efold.worker.compact_route import CompactRoute
+
+        route = task.summariser
+        return OpenAICompactFold(CompactRoute(route, session).compact,
+                                 provider=route.provider, api=route.api)
     if task.proxy is not None and task.command is not None:
         from efold.folds.proxy import ProxyFold
 

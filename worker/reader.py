@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from efold.errors import Code
-from efold.ipc.messages import MeterReading, Terminal, TerminalStatus
+from efold.ipc.messages import JudgeReading, MeterReading, Terminal, TerminalStatus
 from efold.protocol.assignment import Assignment
 from efold.protocol.tasks import ProbeTask
 from efold.worker.errors import WorkerError
@@ -141,11 +141,35 @@ class ReaderProbe:
             abort_cause = None if w.abort_cause is None else Code(w.abort_cause)
             witness_doc["meter"] = msgspec.to_builtins(w)
         witness = hashlib.sha256(msgspec.json.encode(witness_doc, order="sorted")).hexdigest()
+        judged = None
+        if task.judge is not None and status is TerminalStatus.ANSWERED:
+            judged = ask_judge_after(session, task, answer)
         return Terminal(
             status=status, code=code, answer=answer,
             meter=MeterReading(calls=calls_made, bytes=bytes_used, abort_cause=abort_cause),
-            witness=witness,
+            witness=witness, judge=judged,
         )
+
+
+def ask_judge_after(session: ProbeSession, task: ProbeTask, answer: str) -> JudgeReading:
+    """The judge's one request after the answer (``worker.judge``), on its own ledger
+    key ``<slot>#judge`` under the same cap; its reading, content-free."""
+    from efold.worker.credential import credential
+    from efold.worker.judge import ask_judge, judge_guard, judge_run_id
+    from efold.worker.permit_client import SessionPermitSource
+
+    judge = task.judge
+    assert judge is not None
+    slot = session.assignment.slot
+    source = SessionPermitSource(session, ledger_key=judge_run_id(slot))
+    guard = judge_guard(judge.route, source, slot=slot,
+                        deadline_s=session.welcome.deadlines.run_ms / 1000,
+                        credential=credential())
+    verdict = ask_judge(guard, judge.route, question=task.question, expected=judge.expected,
+                        answer=answer, rubric=judge.rubric,
+                        pass_threshold=judge.pass_threshold)
+    return JudgeReading(scores=verdict.scores or {}, passed=verdict.passed,
+                        code=source.stop_code or verdict.code)
 
 
 def append_round(payload: dict[str, Any], calls: list[dict[str, Any]], outputs: list[str], *,

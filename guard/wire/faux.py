@@ -7,6 +7,13 @@ text/argument deltas, ``output_item.done``, a terminal event with usage) and ret
 them split into small chunks, so the faux path runs through the *same* incremental
 parser as the real adapter.
 
+The faux provider also plays the Responses compaction endpoint (``POST
+/responses/compact``, a JSON reply) when given a ``compactor``; ``faux_compaction`` is
+the deterministic one: it keeps the owner messages verbatim, as the provider documents,
+and replaces everything else by one ``compaction`` item whose ``encrypted_content`` is
+``faux-compaction:`` and the sha256 of the canonical input items (a digest, no content:
+nothing can read it, as nothing can read a real one).
+
 Faux usage, when not scripted, is deterministic: ``input_tokens = max(1, ceil(body
 bytes / 4))`` (so always ≤ U_k, which counts every body byte), ``output_tokens =
 ceil(bytes of the JSON output items / 4)``, no cached or reasoning tokens, tier
@@ -16,6 +23,7 @@ payload's ``model``. This module imports only the standard library and msgspec.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,6 +51,31 @@ class FauxReply:
 
 
 Responder = Callable[[dict[str, Any]], "list[dict[str, Any]] | FauxReply"]
+# ``compactor(input items) -> output items`` of a compaction reply.
+Compactor = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+FAUX_COMPACT_PATH = "/responses/compact"
+FAUX_COMPACTION_PREFIX = "faux-compaction:"
+
+
+def faux_compaction(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The deterministic compaction (module docstring): owner messages, then one item."""
+    digest = hashlib.sha256(msgspec.json.encode(items, order="sorted")).hexdigest()
+    kept = [item for item in items if item.get("type", "message") == "message"
+            and item.get("role") == "user"]
+    return [*kept, {"type": "compaction", "id": "cmp_faux",
+                    "encrypted_content": FAUX_COMPACTION_PREFIX + digest}]
+
+
+def render_compaction(output: list[dict[str, Any]], usage: dict[str, Any] | None, *,
+                      model: str | None) -> bytes:
+    """A compaction reply as the endpoint's JSON body (``usage`` None: no usage sent)."""
+    reply: dict[str, Any] = {"id": "resp_faux", "object": "response.compaction",
+                             "created_at": 0, "output": output}
+    if model is not None:
+        reply["model"] = model
+    if usage is not None:
+        reply["usage"] = usage
+    return msgspec.json.encode(reply)
 
 
 def faux_usage(body: bytes, items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -130,15 +163,19 @@ class FauxTransport:
 
     route = FAUX_BASE_URL
 
-    def __init__(self, responder: Responder, *, chunk_size: int = 61) -> None:
+    def __init__(self, responder: Responder, *, chunk_size: int = 61,
+                 compactor: Compactor | None = None) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
         self._responder = responder
+        self._compactor = compactor  # None: the compaction endpoint is not served
         self._chunk_size = chunk_size
         self.sends = 0  # how many requests reached the responder
 
     def open(self, ticket: SendTicket, request: WireRequest) -> WireResponse:
         require_ticket(ticket)
+        if request.path == FAUX_COMPACT_PATH and self._compactor is not None:
+            return self._compact(self._compactor, request)
         if request.path != "/responses" or not request.stream:
             raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "faux speaks streaming Responses only")
         self.sends += 1
@@ -152,3 +189,13 @@ class FauxTransport:
         rendered = render_responses_sse(reply, usage,
                                         model=model if isinstance(model, str) else None)
         return BufferedResponse(200, rendered, self._chunk_size)
+
+    def _compact(self, compactor: Compactor, request: WireRequest) -> WireResponse:
+        self.sends += 1
+        payload = msgspec.json.decode(request.body)
+        items = payload.get("input") if isinstance(payload, dict) else None
+        output = compactor(items if isinstance(items, list) else [])
+        model = payload.get("model") if isinstance(payload, dict) else None
+        body = render_compaction(output, faux_usage(request.body, output),
+                                 model=model if isinstance(model, str) else None)
+        return BufferedResponse(200, body, self._chunk_size)

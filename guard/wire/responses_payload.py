@@ -47,6 +47,8 @@ ITEM_KEYS: Final = {
     "function_call": frozenset({"type", "call_id", "name", "arguments", "id", "status"}),
     "function_call_output": frozenset({"type", "call_id", "output", "id", "status"}),
     "reasoning": frozenset({"type", "id", "summary", "encrypted_content", "content", "status"}),
+    # A provider compaction's opaque item (``compact_openai``), replayed as it came.
+    "compaction": frozenset({"type", "id", "encrypted_content"}),
 }
 PART_KEYS: Final = {
     "input_text": frozenset({"type", "text"}),
@@ -148,6 +150,8 @@ def _check_input(items: Any, contract: Contract, *, first_request: bool) -> tupl
         elif kind == "function_call_output":
             rules.require_str(item.get("call_id"), "function_call_output.call_id")
             rules.require_str(item.get("output"), "function_call_output.output")
+        elif kind == "compaction":
+            rules.require_str(item.get("encrypted_content"), "compaction.encrypted_content")
         else:
             if first_request:
                 raise PolicyViolation(Code.LOOKUP_PAYLOAD_FORBIDDEN, "reasoning in request 1")

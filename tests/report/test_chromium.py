@@ -374,6 +374,9 @@ def _widened(plan: Plan, receipts: list[Receipt], many: bool) -> tuple[Plan, lis
     for n, r in enumerate(receipts):
         extra: dict[str, Any] = {"category": category(r.probe_id, r.category),
                                  "elapsed_ms": (n * 7_919) % 200_000}
+        size = 400_000 // (1 + _LONG_ROLES.index(r.role)) + r.repeat
+        if r.checkpoint_sha256 is not None:
+            extra.update(checkpoint_tokens=size, checkpoint_bytes=4 * size + 3)
         if r.role == lookup_role and r.status.value == "completed" and n % 2:
             extra.update(lookup_calls=n % 9 + 1, lookup_bytes=n * 1_013)
         widened.append(msgspec.structs.replace(r, **extra))
@@ -399,7 +402,7 @@ def test_a_large_report_fits_1400_px_with_the_banner_first(
     assert [r.role for r in results.results if r.tool_use] == [_LONG_ROLES[3], "pack"]
     html = render_html(results)
     for title in ("Delta versus native", "Tool use (history lookups)", "Latency",
-                  "Accuracy per repeat"):
+                  "Accuracy per repeat", "Accuracy and compression"):
         assert f"<h2>{title}</h2>" in html
     assert "duration</dt><dd>1 h 23 min 45 s</dd>" in html and " s</td>" in html
     page = tmp_path / "report.html"
