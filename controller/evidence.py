@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from efold.corpus import estimate_tokens
-from efold.corpus.model import Availability, Probe
-from efold.folds import probe_availability
+from efold.corpus.model import Availability, Probe, Trace
+from efold.folds import TracePrefix, probe_availability
 from efold.folds.checkpoint import ReaderMessage
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.folds.transcript import reader_message, session_transcript
 from efold.protocol.records import Exclusion
 
 # Pressure is required on long traces only (reference: "On long traces, each sample
@@ -41,6 +42,9 @@ class Evidence:
     # The checkpoint's reader-visible size (``visible_size``); None without a checkpoint.
     checkpoint_tokens: int | None = None
     checkpoint_bytes: int | None = None
+    # The full transcript's size (``transcript_size``): the reference of compression.
+    transcript_tokens: int | None = None
+    transcript_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,19 @@ def visible_size(messages: list[ReaderMessage]) -> VisibleSize:
                        bytes=sum(len(t.encode("utf-8")) for t in texts))
 
 
+def transcript_size(trace: Trace) -> VisibleSize:
+    """The reader-visible size of the whole trace at the boundary, rendered as the native
+    arm hands it to the reader (every session's messages, tool calls and results): the
+    reference every checkpoint's compression is measured against. Computed from the
+    plan's trace with efold's own projection, never from a fold's output, so it exists
+    also when the native arm itself is inventory-infeasible (the hard suite)."""
+    events = TracePrefix.of(trace).events
+    return visible_size([reader_message(e) for e in session_transcript(events)])
+
+
 def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
-                        probes: list[Probe]) -> dict[str, Evidence]:
+                        probes: list[Probe], transcript: VisibleSize | None = None,
+                        ) -> dict[str, Evidence]:
     """Evidence per probe id for one checkpoint: availability (model-free), the
     exclusions its fold receipt shows, and its reader-visible size."""
     cp = restored.checkpoint
@@ -84,7 +99,11 @@ def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
             out[probe.id] = Evidence(Availability(result.availability.value), excluded,
                                      restored.manifest.content_digest,
                                      checkpoint_tokens=size.tokens,
-                                     checkpoint_bytes=size.bytes)
+                                     checkpoint_bytes=size.bytes,
+                                     transcript_tokens=None if transcript is None
+                                     else transcript.tokens,
+                                     transcript_bytes=None if transcript is None
+                                     else transcript.bytes)
     finally:
         if store is not None:
             store.close()

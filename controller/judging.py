@@ -108,6 +108,7 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         meter_abort=abort.value if abort is not None and abort in METER_ABORTS else None,
         # The size of what the slot read, whatever its status: a fact of the checkpoint.
         checkpoint_tokens=evidence.checkpoint_tokens, checkpoint_bytes=evidence.checkpoint_bytes,
+        transcript_tokens=evidence.transcript_tokens, transcript_bytes=evidence.transcript_bytes,
         judge=_judge_record(judge, terminal, status, stops),
     )
     return Verdict(receipt, tuple(stops))

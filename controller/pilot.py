@@ -37,7 +37,12 @@ import anyio
 from efold.controller.aggregate import read_run, run_reports
 from efold.controller.authorize_run import RealGrant
 from efold.controller.campaign import Campaign
-from efold.controller.evidence import Evidence, checkpoint_evidence
+from efold.controller.evidence import (
+    Evidence,
+    VisibleSize,
+    checkpoint_evidence,
+    transcript_size,
+)
 from efold.controller.interrupt import interruptible
 from efold.controller.judging import refused_receipt
 from efold.controller.plan import ineligible_code
@@ -180,12 +185,17 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             launched = (firsts[done], time.monotonic())
         tick(ProgressEvent("prep", done, total, settled, checkpoint=finished))
 
+    transcripts: dict[str, VisibleSize] = {}  # trace id -> its full transcript's size
+
     def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
         ready.add(key)
         asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
         # The plan's trace, never what the fold's data claims.
         wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
-        for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted).items():
+        if first.trace_id not in transcripts:
+            transcripts[first.trace_id] = transcript_size(items[first.trace_id].trace)
+        for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted,
+                                           transcripts[first.trace_id]).items():
             evidence[(key, pid)] = ev
 
     preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True,

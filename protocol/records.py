@@ -120,6 +120,10 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # chars/4 estimated tokens and UTF-8 bytes. Null when the slot read no checkpoint.
     checkpoint_tokens: int | None = None
     checkpoint_bytes: int | None = None
+    # The full transcript at the boundary (what the native arm shows), the same measure,
+    # counted by the controller from the trace: the reference of compression.
+    transcript_tokens: int | None = None
+    transcript_bytes: int | None = None
     # Defaulted (19-C): the judge's reading, when the campaign has a ``[judge]`` and
     # the slot was answered; null (omitted) otherwise.
     judge: JudgeRecord | None = None

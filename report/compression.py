@@ -7,9 +7,13 @@ counted once per checkpoint, never once per slot (``report.join`` refuses a chec
 recorded with two sizes). Sizes are facts of the checkpoint, whatever the slot's status
 or exclusion.
 
-The reference is the full transcript: the checkpoints of the plan's first role whose arm
-is ``native`` (the role the "versus native" view uses), paired with a role's own by
-suite, trace and repeat. One pair's compression is ``1 - role / reference``; a role
+The reference is the full transcript at the boundary, whose size the controller counts
+from the trace and every receipt carries (``transcript_tokens``/``transcript_bytes``):
+so a role compresses against it even when the native arm is inventory-infeasible (the
+hard suite), and the native role itself shows about 0%. Receipts written before that
+size existed fall back to the checkpoints of the plan's first role whose arm is
+``native`` (the role the "versus native" view uses), paired with a role's own by suite,
+trace and repeat. One pair's compression is ``1 - role / reference``; a role
 reports the nearest-rank median over its pairs and the aggregate ``1 - sum / sum``. A
 pair whose reference size is 0 has no ratio and is left out of both.
 """
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+import msgspec
+
 from efold.report.join import Observation
 from efold.report.schema import Compression, SizeRatio
 from efold.report.stats import nearest_rank
@@ -25,6 +31,7 @@ from efold.report.stats import nearest_rank
 __all__ = ["CheckpointId", "checkpoint_sizes", "role_compression"]
 
 CheckpointId = tuple[str, str, int]  # suite, trace, repeat: one checkpoint of a role
+TRANSCRIPT = "transcript"  # SizeRatio.reference when the full transcript is the reference
 Size = tuple[int, int]  # tokens, bytes
 
 
@@ -39,6 +46,20 @@ def checkpoint_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, 
             continue
         key = (obs.planned.suite, obs.planned.trace_id, obs.planned.repeat)
         sizes.setdefault(key, (receipt.checkpoint_tokens, receipt.checkpoint_bytes))
+    return sizes
+
+
+def transcript_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, Size]:
+    """The full transcript's size at each of one role's checkpoints, where its receipts
+    carry it (``controller.evidence.transcript_size``)."""
+    sizes: dict[CheckpointId, Size] = {}
+    for obs in observations:
+        receipt = obs.receipt
+        if receipt is None or receipt.transcript_tokens is None \
+                or receipt.transcript_bytes is None:
+            continue
+        key = (obs.planned.suite, obs.planned.trace_id, obs.planned.repeat)
+        sizes.setdefault(key, (receipt.transcript_tokens, receipt.transcript_bytes))
     return sizes
 
 
@@ -75,7 +96,11 @@ def role_compression(role: str, observations: Sequence[Observation], reference: 
     tokens = [size[0] for size in mine.values()]
     sizes = [size[1] for size in mine.values()]
     versus = None
-    if reference is not None and reference != role:
+    transcripts = transcript_sizes(observations)
+    if transcripts and transcripts.keys() >= mine.keys():
+        versus = msgspec.structs.replace(_versus(TRANSCRIPT, mine, transcripts),
+                                         against="transcript")
+    elif reference is not None and reference != role:
         versus = _versus(reference, mine, checkpoint_sizes(reference_observations))
     median_tokens, median_bytes = nearest_rank(tokens, 50), nearest_rank(sizes, 50)
     assert median_tokens is not None and median_bytes is not None  # mine is not empty

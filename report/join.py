@@ -209,6 +209,8 @@ def _check_size(receipt: Receipt) -> None:
     measures."""
     tokens, size = receipt.checkpoint_tokens, receipt.checkpoint_bytes
     if tokens is None and size is None:
+        if receipt.transcript_tokens is not None or receipt.transcript_bytes is not None:
+            raise _refuse("a receipt carries a transcript size without a checkpoint size")
         return
     if tokens is None or size is None:
         raise _refuse("a receipt carries one checkpoint size without the other")
@@ -216,6 +218,13 @@ def _check_size(receipt: Receipt) -> None:
     _check_count("checkpoint_bytes", size)
     if receipt.checkpoint_sha256 is None:
         raise _refuse("a receipt carries a checkpoint size without a checkpoint")
+    full_tokens, full_bytes = receipt.transcript_tokens, receipt.transcript_bytes
+    if full_tokens is None and full_bytes is None:
+        return
+    if full_tokens is None or full_bytes is None:
+        raise _refuse("a receipt carries one transcript size without the other")
+    _check_count("transcript_tokens", full_tokens)
+    _check_count("transcript_bytes", full_bytes)
 
 
 def _check_sizes(observations: Iterable[Observation]) -> None:

@@ -211,8 +211,10 @@ class ToolUse(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SizeRatio(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Compression of a role's checkpoints against the reference role's (the plan's first
-    role whose arm is ``native``: the full transcript), paired by suite, trace and repeat.
+    """Compression of a role's checkpoints against the full transcript at the boundary
+    (``against`` ``transcript``), or, for receipts without its size, against the
+    reference role's (the plan's first role whose arm is ``native``), paired by suite,
+    trace and repeat.
 
     One pair's compression is ``1 - role / reference`` (0.986: the role's checkpoint is
     1.4% of the reference's; negative: larger than it). ``pairs``: the (suite, trace,
@@ -228,14 +230,21 @@ class SizeRatio(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tokens_aggregate: float | None
     bytes_median: float | None
     bytes_aggregate: float | None
+    # ``transcript``: the reference is the full transcript at the boundary, which the
+    # receipts carry (``transcript_tokens``/``transcript_bytes``), for every role, the
+    # native one included, and ``reference`` is ``transcript``; ``role``: the
+    # reference is the role named in ``reference`` (receipts written before the
+    # transcript size existed).
+    against: Literal["role", "transcript"] = "role"
 
 
 class Compression(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The reader-visible size of a role's checkpoints (chars/4 estimated tokens and
     UTF-8 bytes, ``controller.evidence``), each checkpoint (one per suite, trace and
     repeat) counted once, over the ``checkpoints`` whose receipts carry a size (at least
-    one). Medians are nearest-rank (an observed size). ``versus_reference``: null when
-    the plan has no native role, and for the reference role itself."""
+    one). Medians are nearest-rank (an observed size). ``versus_reference``: against the
+    full transcript when every receipt carries its size; otherwise against the native
+    role, and then null when the plan has none, and for the reference role itself."""
 
     checkpoints: int
     tokens_median: int

@@ -364,9 +364,9 @@ def _share(value: float) -> str:
 def _compression_cells(role: str, compression: Compression | None,
                        reference: str | None) -> list[str]:
     """Tokens, then bytes: the median compression over pairs, the aggregate below."""
-    if role == reference:
-        return ["reference", "reference"]
     ratio = compression.versus_reference if compression is not None else None
+    if role == reference and (ratio is None or ratio.against == "role"):
+        return ["reference", "reference"]
     if ratio is None:
         return [NONE, NONE]
     cells = []
@@ -409,7 +409,14 @@ def _compression_table(results: Results) -> Table | None:
             *_compression_cells(role.role, sizes, reference),
             _cost_cell(role.cost_per_correct),
         ])
-    versus = (f"Compression is against {reference}, the reference role (the first role "
+    against_transcript = any(
+        role.compression is not None and role.compression.versus_reference is not None
+        and role.compression.versus_reference.against == "transcript"
+        for role in results.results)
+    versus = ("Compression is against the full transcript at the boundary (what the native "
+              "arm shows), counted by the controller from the trace, per trace and repeat."
+              if against_transcript else
+              f"Compression is against {reference}, the reference role (the first role "
               "whose arm is native: the full transcript), paired by trace and repeat."
               if reference is not None else
               "No role's arm is native, so there is no reference for compression.")

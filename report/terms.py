@@ -269,8 +269,9 @@ COMPRESSION_TERMS: tuple[Term, ...] = _terms({
                      "and their arguments; records the reader can only look up are not "
                      "counted",
     "bytes median": "the same, in UTF-8 bytes",
-    "compression (tokens)": "1 \u2212 the role's checkpoint size / the reference role's "
-                            "(the full transcript), over the checkpoints of the same trace "
+    "compression (tokens)": "1 \u2212 the role's checkpoint size / the full transcript's "
+                            "at the boundary (or, in runs recorded without it, the "
+                            "reference role's), over the checkpoints of the same trace "
                             "and repeat: the nearest-rank median over those pairs, and "
                             "below it the aggregate, 1 \u2212 sum / sum; 98.6% means the "
                             "checkpoint is 1.4% of the transcript, a negative figure that "

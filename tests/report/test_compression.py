@@ -22,9 +22,10 @@ from efold.controller.evidence import visible_size
 from efold.controller.pilot import run_pilot
 from efold.controller.registration import compute_registration, encode_registration
 from efold.controller.runroot import claim_run_dir
+from efold.corpus.model import Outcome
 from efold.errors import Code
 from efold.folds.snapshot import read_checkpoint
-from efold.protocol.records import Plan, Receipt, SlotSpend
+from efold.protocol.records import Plan, Receipt, SlotSpend, SlotStatus
 from efold.report import ReportError, build_results, decode_results, render_json
 from efold.report.render_html import render_html
 from efold.report.render_markdown import render_markdown
@@ -365,6 +366,7 @@ def test_a_faux_pilot_records_checkpoint_sizes_and_reports_compression(tmp_path:
             counted.tokens, counted.bytes) == (restored.checkpoint.receipt.tokens_estimate,
                                                restored.checkpoint.receipt.visible_bytes)
         sizes[key] = (counted.tokens, counted.bytes)
+        assert receipt.transcript_tokens is not None and receipt.transcript_bytes is not None
     results = decode_results((run / "results.json").read_bytes())
     arm_of = {s.checkpoint: (s.role, s.suite, s.trace_id, s.repeat) for s in out.plan.slots}
     native = {arm_of[k][1:]: v for k, v in sizes.items() if arm_of[k][0] == "native"}
@@ -374,11 +376,12 @@ def test_a_faux_pilot_records_checkpoint_sizes_and_reports_compression(tmp_path:
         assert compression is not None and compression.checkpoints == len(mine)
         assert compression.tokens_sum == sum(t for t, _ in mine.values())
         assert compression.bytes_median == nearest_rank([b for _, b in mine.values()], 50)
-        if role.role == "native":
-            assert compression.versus_reference is None
-            continue
         ratio = compression.versus_reference
-        assert ratio is not None and ratio.pairs == len(mine)
+        assert ratio is not None and ratio.against == "transcript" and ratio.pairs == len(mine)
+        if role.role == "native":
+            # The controller's count of the trace is exactly what the native arm shows.
+            assert ratio.tokens_aggregate == ratio.bytes_aggregate == 0.0
+            continue
         assert ratio.tokens_aggregate == pytest.approx(
             1 - sum(mine[k][0] for k in mine) / sum(native[k][0] for k in mine), abs=1e-12)
     cold = next(r for r in results.results if r.role == "cold-rebuild").compression
@@ -387,3 +390,36 @@ def test_a_faux_pilot_records_checkpoint_sizes_and_reports_compression(tmp_path:
     assert cold.versus_reference.tokens_aggregate > 0  # a cold rebuild keeps less
     summary = (run / "summary.md").read_text()
     assert "## Accuracy and compression" in summary
+
+
+def test_without_a_native_checkpoint_the_transcript_is_the_reference(
+        plan_factory: Callable[..., Plan], receipt_factory: Callable[..., Receipt]) -> None:
+    """The hard suite: the native arm is inventory-infeasible, so it has no checkpoint;
+    every other role still compresses against the transcript its receipts carry."""
+    plan = plan_factory(["native", "cold-rebuild"], ["t1", "t2"], probes=2, repeats=1)
+    sizes = {"t1": (1_000, 4_000), "t2": (3_000, 12_000)}
+    receipts = []
+    for s in plan.slots:
+        if s.role == "native":
+            receipts.append(receipt_factory(s, SlotStatus.SKIPPED,
+                                            code=Code.INVENTORY_INFEASIBLE))
+            continue
+        kept = (100, 400) if s.trace_id == "t1" else (600, 2_400)
+        receipts.append(receipt_factory(
+            s, SlotStatus.COMPLETED, outcome=Outcome.CORRECT, checkpoint_tokens=kept[0],
+            checkpoint_bytes=kept[1], transcript_tokens=sizes[s.trace_id][0],
+            transcript_bytes=sizes[s.trace_id][1]))
+    results = build_results(plan, receipts, faux=True)
+    cold = next(r for r in results.results if r.role == "cold-rebuild").compression
+    assert cold is not None and cold.versus_reference is not None
+    ratio = cold.versus_reference
+    assert (ratio.reference, ratio.against, ratio.pairs) == ("transcript", "transcript", 2)
+    assert ratio.tokens_median == pytest.approx(0.8)  # nearest rank of {0.9, 0.8}
+    assert ratio.tokens_aggregate == pytest.approx(1 - 700 / 4_000)
+    assert ratio.bytes_aggregate == pytest.approx(1 - 2_800 / 16_000)
+    table = render_markdown(results)
+    assert "against the full transcript at the boundary" in table
+    # A transcript size without a checkpoint size, or one half of it, refuses.
+    bad = msgspec.structs.replace(receipts[-1], transcript_bytes=None)
+    with pytest.raises(ReportError):
+        build_results(plan, [*receipts[:-1], bad], faux=True)
