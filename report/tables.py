@@ -364,7 +364,9 @@ def _share(value: float) -> str:
 def _compression_cells(role: str, compression: Compression | None,
                        reference: str | None) -> list[str]:
     """Tokens, then bytes: the median compression over pairs, the aggregate below."""
-    ratio = compression.versus_reference if compression is not None else None
+    if compression is None:  # no checkpoint with a size (e.g. every slot skipped)
+        return [NONE, NONE]
+    ratio = compression.versus_reference
     if role == reference and (ratio is None or ratio.against == "role"):
         return ["reference", "reference"]
     if ratio is None:
