@@ -20,10 +20,11 @@ pair whose reference size is 0 has no ratio and is left out of both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 
+from efold.protocol.records import Receipt
 from efold.report.join import Observation
 from efold.report.schema import Compression, SizeRatio
 from efold.report.stats import nearest_rank
@@ -35,32 +36,31 @@ TRANSCRIPT = "transcript"  # SizeRatio.reference when the full transcript is the
 Size = tuple[int, int]  # tokens, bytes
 
 
-def checkpoint_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, Size]:
-    """One role's checkpoints that some receipt gave a size, with that size (one per
-    checkpoint: ``report.join`` has checked that its receipts agree)."""
+def _sizes(observations: Iterable[Observation],
+           pick: Callable[[Receipt], tuple[int | None, int | None]],
+           ) -> dict[CheckpointId, Size]:
+    """One size per checkpoint of one role, where some receipt carries it (``report.join``
+    has checked that its receipts agree)."""
     sizes: dict[CheckpointId, Size] = {}
     for obs in observations:
-        receipt = obs.receipt
-        if receipt is None or receipt.checkpoint_tokens is None \
-                or receipt.checkpoint_bytes is None:
+        if obs.receipt is None:
             continue
-        key = (obs.planned.suite, obs.planned.trace_id, obs.planned.repeat)
-        sizes.setdefault(key, (receipt.checkpoint_tokens, receipt.checkpoint_bytes))
+        tokens, size = pick(obs.receipt)
+        if tokens is not None and size is not None:
+            key = (obs.planned.suite, obs.planned.trace_id, obs.planned.repeat)
+            sizes.setdefault(key, (tokens, size))
     return sizes
+
+
+def checkpoint_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, Size]:
+    """One role's checkpoints that some receipt gave a size, with that size."""
+    return _sizes(observations, lambda r: (r.checkpoint_tokens, r.checkpoint_bytes))
 
 
 def transcript_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, Size]:
     """The full transcript's size at each of one role's checkpoints, where its receipts
     carry it (``controller.evidence.transcript_size``)."""
-    sizes: dict[CheckpointId, Size] = {}
-    for obs in observations:
-        receipt = obs.receipt
-        if receipt is None or receipt.transcript_tokens is None \
-                or receipt.transcript_bytes is None:
-            continue
-        key = (obs.planned.suite, obs.planned.trace_id, obs.planned.repeat)
-        sizes.setdefault(key, (receipt.transcript_tokens, receipt.transcript_bytes))
-    return sizes
+    return _sizes(observations, lambda r: (r.transcript_tokens, r.transcript_bytes))
 
 
 def _ratio(part: int, whole: int) -> float:
