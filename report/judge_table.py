@@ -14,7 +14,7 @@ from typing import Final
 
 from efold.report.numbers import count, money_text
 from efold.report.schema import Results
-from efold.report.tables import NONE, Align, Table, format_rate
+from efold.report.table_kit import NONE, Align, Table, format_rate
 
 __all__ = ["JUDGE_TITLE", "SHOWN_IDS", "judge_tables"]
 
