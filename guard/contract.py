@@ -32,6 +32,7 @@ class WireApi(enum.StrEnum):
 
     OPENAI_RESPONSES = "openai-responses"  # streaming SSE only
     OPENAI_CHAT = "openai-chat"  # streaming with include_usage, or non-streaming
+    ANTHROPIC_MESSAGES = "anthropic-messages"  # streaming SSE, or non-streaming
 
 
 class Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -39,10 +40,12 @@ class Contract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     - ``effort``: the reasoning effort every payload must carry (``None``: payloads may
       not set one).
-    - ``stream``: Responses always streams; Chat Completions may be non-streaming.
+    - ``stream``: Responses always streams; Chat Completions and Anthropic Messages may
+      be non-streaming.
     - ``tools``: the only function tool names a payload may offer or call.
     - ``prompt_cache_key``: when set, every payload must carry exactly this key; when
-      ``None``, payloads may not carry one.
+      ``None``, payloads may not carry one. Anthropic Messages has no such key: a
+      contract of that API with one refuses every payload.
     """
 
     provider: str

@@ -14,7 +14,7 @@ from typing import Any
 
 from efold.guard import accounting, contract, money, permits
 from efold.guard.estimate import ASSUMED_SCENARIO
-from efold.guard.wire import chat_payload, responses_payload
+from efold.guard.wire import chat_payload, compact_anthropic, messages_payload, responses_payload
 
 POLICY_VERSION = "efold-guard-policy-v1"
 
@@ -79,6 +79,22 @@ def contract_policy() -> dict[str, Any]:
                 "messages": chat_payload.MESSAGE_KEYS,
                 "tool": chat_payload.TOOL_KEYS,
                 "function": chat_payload.FUNCTION_KEYS,
+            },
+            "anthropic-messages": {
+                "top_level": messages_payload.TOP_LEVEL_KEYS,
+                "server_side_refused": messages_payload.SERVER_SIDE_KEYS,
+                "messages": messages_payload.MESSAGE_KEYS,
+                "blocks": messages_payload.BLOCK_KEYS,
+                "role_blocks": messages_payload.ROLE_BLOCKS,
+                "tool": messages_payload.TOOL_KEYS,
+                "tool_choice": messages_payload.TOOL_CHOICE_KEYS,
+                "version": messages_payload.ANTHROPIC_VERSION,
+                "compaction": {
+                    "beta": compact_anthropic.ANTHROPIC_COMPACT_BETA,
+                    "request": compact_anthropic.COMPACTION_KEYS,
+                    "max_instructions_chars": compact_anthropic.MAX_INSTRUCTIONS_CHARS,
+                    "block": compact_anthropic.COMPACTION_BLOCK_KEYS,
+                },
             },
         },
     })

@@ -267,9 +267,14 @@ class Guard:
                     else OutcomeKind.LOST)  # admitted but never sent: conservatively lost
             return self._close(permit, Decision(kind, exc.code), facts)
         facts["sent"] = True
-        request = WireRequest(path=self._wire.path, body=body, stream=self.contract.stream,
-                              deadline_s=self._deadline_s)
         try:
+            # Built from the wire format only: its path, stream setting, credential
+            # scheme and non-secret headers (from the admitted payload, decoded again).
+            request = WireRequest(path=self._wire.path, body=body,
+                                  stream=self._wire.streams(self.contract),
+                                  deadline_s=self._deadline_s,
+                                  headers=self._wire.headers(msgspec.json.decode(body)),
+                                  auth=self._wire.auth)
             decision, status, items = self._exchange(permit, request, budget)
         except Exception:
             self._close(permit, Decision(OutcomeKind.LOST, Code.LOOKUP_STREAM_LOST), facts)

@@ -14,6 +14,7 @@ outside the guard; it is not a security boundary against code in the same proces
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,15 +71,45 @@ def require_ticket(ticket: object) -> SendTicket:
     return ticket
 
 
+# How a transport sends its credential: ``authorization: Bearer K`` or ``x-api-key: K``.
+AUTH_SCHEMES: Final = frozenset({"bearer", "x-api-key"})
+# Headers only a transport sets (framing, content negotiation, identity, credential).
+# Invariant: a ``WireRequest`` naming one of them in ``headers`` cannot be constructed,
+# so a wire format's extra headers can never override them.
+RESERVED_HEADERS: Final = frozenset({
+    "content-type", "content-length", "accept", "accept-encoding", "user-agent",
+    "authorization", "x-api-key", "host", "connection", "transfer-encoding",
+})
+_HEADER_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
 @dataclass(frozen=True)
 class WireRequest:
     """What the guard hands a transport: a path under the route, the exact body
-    (already digest-checked), whether to stream, and the guard's deadline."""
+    (already digest-checked), whether to stream, the guard's deadline, the wire
+    format's non-secret headers and how the credential is sent (``AUTH_SCHEMES``).
+
+    ``headers`` are lower-case names with printable values, none of them reserved
+    (``RESERVED_HEADERS``): construction refuses anything else (``ValueError``, a bug
+    in a wire format, never a caller's input)."""
 
     path: str  # e.g. "/responses"
     body: bytes
     stream: bool
     deadline_s: float  # seconds the whole exchange may take from ``open``
+    headers: tuple[tuple[str, str], ...] = ()
+    auth: str = "bearer"
+
+    def __post_init__(self) -> None:
+        if self.auth not in AUTH_SCHEMES:
+            raise ValueError(f"unknown auth scheme {self.auth!r}")
+        names: set[str] = set()
+        for name, value in self.headers:
+            if not _HEADER_NAME.match(name) or name in RESERVED_HEADERS or name in names:
+                raise ValueError(f"header {name!r} is reserved, malformed or repeated")
+            if not value.isprintable() or not value.isascii():
+                raise ValueError(f"header {name!r} has a non-printable value")
+            names.add(name)
 
 
 class WireResponse(Protocol):

@@ -12,6 +12,7 @@ from efold.guard.wire.faux import Responder as Responder
 from efold.guard.wire.faux import faux_usage as faux_usage
 from efold.guard.wire.faux import render_responses_sse as render_responses_sse
 from efold.guard.wire.formats import CHAT as CHAT
+from efold.guard.wire.formats import MESSAGES as MESSAGES
 from efold.guard.wire.formats import RESPONSES as RESPONSES
 from efold.guard.wire.formats import WireFormat as WireFormat
 from efold.guard.wire.formats import wire_format as wire_format

@@ -34,7 +34,9 @@ What efold reads (``CompactBodyParser``), strictly: one JSON object, ``object`` 
 ``compaction`` items (``encrypted_content`` a non-empty string); anything else is a
 malformed body (settled as lost). Usage follows ``outcome.read_usage``: missing usage is
 not zero usage (the hold is kept as lost), malformed usage is an integrity stop. The
-reported ``model`` and ``service_tier`` are read as on ``/responses``.
+reported ``model`` and ``service_tier`` are read as on ``/responses``. The request is not
+streamed whatever the route (``CompactWireFormat.streams``): it asks for
+``accept: application/json``.
 """
 
 from __future__ import annotations
@@ -179,7 +181,13 @@ def _reply_items(reply: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 @dataclass(frozen=True)
 class CompactWireFormat(WireFormat):
-    """The compaction endpoint as a wire format: its own path, allowlist and parser."""
+    """The compaction endpoint as a wire format: its own path, allowlist and parser,
+    and never streamed (a Responses route streams; this endpoint answers JSON, so the
+    request asks for ``application/json``)."""
+
+    def streams(self, contract: Contract) -> bool:
+        del contract
+        return False
 
     def parser(self, stream: bool) -> WireParser:
         return CompactBodyParser()

@@ -1,4 +1,5 @@
-"""The faux transport: a scripted provider speaking Responses SSE, offline.
+"""The faux transport: a scripted provider speaking Responses SSE, offline (and the
+Messages API, through ``faux_messages``).
 
 ``FauxTransport(responder)`` decodes the exact body the guard sends, hands the payload
 to ``responder(payload) -> list[output item]`` (or a ``FauxReply`` for fault scripts),
@@ -12,7 +13,11 @@ The faux provider also plays the Responses compaction endpoint (``POST
 the deterministic one: it keeps the owner messages verbatim, as the provider documents,
 and replaces everything else by one ``compaction`` item whose ``encrypted_content`` is
 ``faux-compaction:`` and the sha256 of the canonical input items (a digest, no content:
-nothing can read it, as nothing can read a real one).
+nothing can read it, as nothing can read a real one). ``faux_block_compaction`` is its
+Messages counterpart (Anthropic's on-demand compaction, called directly by the offline
+``anthropic-compact`` arm: the faux provider serves no Messages route): one
+``compaction`` block whose ``content`` and ``signature`` name the sha256 of the
+canonical messages (a digest, no summary: valid for no provider).
 
 Faux usage, when not scripted, is deterministic: ``input_tokens = max(1, ceil(body
 bytes / 4))`` (so always ≤ U_k, which counts every body byte), ``output_tokens =
@@ -64,6 +69,13 @@ def faux_compaction(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and item.get("role") == "user"]
     return [*kept, {"type": "compaction", "id": "cmp_faux",
                     "encrypted_content": FAUX_COMPACTION_PREFIX + digest}]
+
+
+def faux_block_compaction(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The deterministic Messages compaction (module docstring): one block."""
+    digest = hashlib.sha256(msgspec.json.encode(messages, order="sorted")).hexdigest()
+    return [{"type": "compaction", "content": FAUX_COMPACTION_PREFIX + digest,
+             "signature": "faux-signature:" + digest}]
 
 
 def render_compaction(output: list[dict[str, Any]], usage: dict[str, Any] | None, *,
@@ -159,7 +171,8 @@ class BufferedResponse:
 
 
 class FauxTransport:
-    """Offline scripted provider for the Responses route ``faux://local``."""
+    """Offline scripted provider for the route ``faux://local``: streaming Responses,
+    and the Messages API (``faux_messages``)."""
 
     route = FAUX_BASE_URL
 
@@ -176,8 +189,11 @@ class FauxTransport:
         require_ticket(ticket)
         if request.path == FAUX_COMPACT_PATH and self._compactor is not None:
             return self._compact(self._compactor, request)
+        if request.path == "/messages":
+            return self._messages(request)
         if request.path != "/responses" or not request.stream:
-            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "faux speaks streaming Responses only")
+            raise GuardError(Code.LOOKUP_ROUTE_MISMATCH,
+                             "faux speaks streaming Responses and Messages only")
         self.sends += 1
         payload = msgspec.json.decode(request.body)
         reply = self._responder(payload)
@@ -188,6 +204,22 @@ class FauxTransport:
         model = payload.get("model") if isinstance(payload, dict) else None
         rendered = render_responses_sse(reply, usage,
                                         model=model if isinstance(model, str) else None)
+        return BufferedResponse(200, rendered, self._chunk_size)
+
+    def _messages(self, request: WireRequest) -> WireResponse:
+        """The same responder on the Messages API (``faux_messages``)."""
+        from efold.guard.wire.faux_messages import as_items, messages_usage, render_messages
+
+        self.sends += 1
+        payload = msgspec.json.decode(request.body)
+        reply = self._responder(as_items(payload))
+        if not isinstance(reply, FauxReply):
+            reply = FauxReply(items=list(reply))
+        usage = (messages_usage(request.body, reply.items) if isinstance(reply.usage, str)
+                 else reply.usage)
+        model = payload.get("model")
+        rendered = render_messages(reply, usage, model=model if isinstance(model, str) else None,
+                                   stream=request.stream)
         return BufferedResponse(200, rendered, self._chunk_size)
 
     def _compact(self, compactor: Compactor, request: WireRequest) -> WireResponse:

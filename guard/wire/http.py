@@ -7,8 +7,13 @@ One POST per guard-minted ticket, streamed, with:
   keep-alive: every send opens its own connection (a pooled one could be stale, and
   the deadline watchdog must see the socket from the start, see ``_Watchdog``),
 - ``trust_env=False``: no proxy, netrc or certificate settings from the environment,
-- headers built here only: content type, accept, ``accept-encoding: identity``, user
-  agent and the bearer credential (never logged, never in ``repr``, never in a record).
+- headers built here: content type, accept (``text/event-stream`` when the request
+  streams, else ``application/json``), ``accept-encoding: identity``, user agent and the
+  credential, sent as the request's ``auth`` says (``authorization: Bearer K`` or
+  ``x-api-key: K``; never logged, never in ``repr``, never in a record). The wire
+  format's own non-secret headers (``WireRequest.headers``: an API version, a beta
+  flag) are added; they cannot name any of these (``RESERVED_HEADERS``: refused when the
+  request is built, and the transport's own are set last regardless).
 
 The deadline is a hard one: the exchange ends no later than ``ABORT_BOUND_S`` after it
 (``efold.guard.transport``). httpx's timeouts alone cannot promise that: they bound each
@@ -165,14 +170,18 @@ class HttpTransport:
         import httpx
 
         client = self._http()
-        headers = {
+        headers = dict(request.headers)  # none reserved (WireRequest); ours set after
+        headers.update({
             "content-type": "application/json",
             "accept": "text/event-stream" if request.stream else "application/json",
             "accept-encoding": "identity",
             "user-agent": self._user_agent,
-        }
+        })
         if self._credential is not None:
-            headers["authorization"] = f"Bearer {self._credential}"
+            if request.auth == "x-api-key":
+                headers["x-api-key"] = self._credential
+            else:
+                headers["authorization"] = f"Bearer {self._credential}"
         deadline = request.deadline_s
         # Per-operation backstops; the watchdog is what bounds the whole exchange.
         timeout = httpx.Timeout(connect=min(self._connect_timeout_s, deadline), read=deadline,
