@@ -24,6 +24,12 @@ What the reference leaves open, decided here (and bound into the policy digest t
   Each round is priced at the catalog's input-size tier its whole input count reaches
   (cached half included), as settlement would price that request.
 - The sum over rounds is rounded up to a whole unit once.
+
+A request on its own (a summary, a compaction, a judge's scoring: ``request_scenario``)
+is the same formula with one round, no lookup and no allowance: its input is the
+``initial`` count the caller derives, none of it cached (it is the first request of its
+own conversation, so no earlier one could have cached a prefix; never under), and its
+output the caller's allowance. ``expected_request_units`` prices one such request.
 """
 
 from __future__ import annotations
@@ -89,6 +95,15 @@ def expected_rounds(
     return rounds
 
 
+def request_scenario(output_tokens: int, tier: str = "default") -> EstimateScenario:
+    """The scenario of one request on its own: one round, no lookups, no per-round
+    allowance, nothing cached, ``output_tokens`` of output."""
+    if output_tokens < 0:
+        raise ValueError("output_tokens must be >= 0")
+    return EstimateScenario(lookups=0, rounds=1, output_tokens_per_round=output_tokens,
+                            input_allowance_per_round=0, cached_share=Fraction(0), tier=tier)
+
+
 def expected_cost_units(
     entry: CatalogEntry,
     initial_input_tokens: int = 0,
@@ -115,3 +130,12 @@ def expected_slot_units(
     """E for one slot of a reader route, from the bundled catalog unless one is given."""
     entry = (catalog or bundled_catalog()).entry(provider, model)
     return expected_cost_units(entry, initial_input_tokens, scenario)
+
+
+def expected_request_units(
+    entry: CatalogEntry, *, input_tokens: int, output_tokens: int, tier: str = "default"
+) -> int:
+    """The expected cost of one request of ``entry``'s route with about ``input_tokens``
+    input (none cached) and ``output_tokens`` output, in whole units (rounded up once):
+    ``expected_cost_units`` over ``request_scenario``."""
+    return expected_cost_units(entry, input_tokens, request_scenario(output_tokens, tier))

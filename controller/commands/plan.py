@@ -14,12 +14,11 @@ import msgspec
 
 from efold.controller.commands._options import refuse, registration_options
 from efold.controller.interrupt import exit_status
-from efold.controller.plan import estimate, plan_for
+from efold.controller.plan import plan_estimate, plan_for
 from efold.controller.preflight import run_preflight
-from efold.controller.profiles import profile_catalog
 from efold.controller.registration import load_registration
 from efold.errors import EfoldError
-from efold.guard import expected_slot_units, units_to_usd
+from efold.guard import units_to_usd
 
 
 @click.command("plan")
@@ -37,9 +36,7 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         plan = plan_for(reg)
         prepared = run_preflight(reg, loaded.data)
         reader = reg.campaign.reader
-        est = estimate(plan, expected_slot_units(reader.provider, reader.model,
-                                                 catalog=profile_catalog(reader)),
-                       reg.campaign.budgets.max_requests, prepared.infeasible())
+        est = plan_estimate(reg, plan, prepared.infeasible())
     except EfoldError as exc:
         refuse(exc)
     if prepared.interrupted is not None:
@@ -50,12 +47,27 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
     costs = {
         "expected_per_slot_usd": units_to_usd(est.expected_units_per_slot),
         "expected_usd": units_to_usd(est.expected_units),
+        # The lines E sums, each on its own route: only those that apply.
+        "expected_lines_usd": {name: units_to_usd(units)
+                               for name, units in est.expected_lines().items()},
         "rmax_usd": units_to_usd(est.rmax_units),
         "full_upfront_usd": units_to_usd(est.full_upfront_units),
         "cap_usd": units_to_usd(est.cap_units),
         "cap_minus_rmax_usd": units_to_usd(est.cap_minus_rmax_units),
         "cap_over_expected": est.cap_over_expected,
     }
+    # What each line is made of, for the human output's meanings (not in the JSON).
+    parts: dict[str, object] = {"summary_checkpoints": est.summary_checkpoints,
+                                "summary_requests": est.summary_requests}
+    if est.summary_units_per_request is not None:
+        parts["summary_per_request_usd"] = units_to_usd(est.summary_units_per_request)
+    if est.judge_units_per_slot is not None:
+        parts["judge_per_slot_usd"] = units_to_usd(est.judge_units_per_slot)
+    # Lines whose money is not the reader's kind (the money header is the reader's): a
+    # summariser is never faux; a judge may be either.
+    judge = reg.campaign.judge
+    parts["faux_lines"] = {"reader": reader.is_faux, "summariser": False,
+                           "judge": judge is not None and judge.is_faux}
     # Checkpoint -> (controller's code, what its fold said: informational), first slot.
     unprepared: dict[str, dict[str, object]] = {}
     for s in prepared.slots:
@@ -80,16 +92,21 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2))
         return
-    for line in describe_plan(summary, unprepared, faux=reader.is_faux):
+    for line in describe_plan(summary, unprepared, faux=reader.is_faux, parts=parts):
         click.echo(line)
 
 
 def describe_plan(summary: dict[str, object], unprepared: dict[str, dict[str, object]], *,
-                  faux: bool) -> list[str]:
+                  faux: bool, parts: dict[str, object] | None = None) -> list[str]:
     """The plan for a person: the workload, the money (what each figure means, faux
-    money labelled as such, decimals aligned), then anything surprising."""
+    money labelled as such, decimals aligned; the lines of the expected spend under it),
+    then anything surprising. ``parts``: what the summariser and judge lines are made of
+    (their meanings say less without it)."""
     costs = summary["estimate"]
     assert isinstance(costs, dict)
+    lines_usd = costs.get("expected_lines_usd") or {}
+    assert isinstance(lines_usd, dict)
+    parts = parts or {}
     roles = summary["roles"]
     assert isinstance(roles, list)
     lines = [
@@ -101,9 +118,21 @@ def describe_plan(summary: dict[str, object], unprepared: dict[str, dict[str, ob
         f"  schedule sha256 {summary['schedule_sha256']}",
         "money" + (" (faux reader: faux units, no money is spent)" if faux else " (USD)") + ":",
     ]
+    if set(lines_usd) <= {"reader"}:
+        expected = [("expected", costs["expected_usd"], "the likely spend: "
+                     + _line_meaning("reader", summary, costs, parts))]
+    else:
+        expected = [("expected", costs["expected_usd"], "the likely spend, the sum of:")]
+        faux_lines = parts.get("faux_lines")
+        for name, value in lines_usd.items():
+            meaning = _line_meaning(name, summary, costs, parts)
+            line_faux = faux_lines.get(name, faux) if isinstance(faux_lines, dict) else faux
+            if line_faux != faux:  # not the money the header names
+                meaning += (" (faux units, no money is spent)" if line_faux
+                            else " (USD: real money)")
+            expected.append((f"  {name}", value, meaning))
     rows = [
-        ("expected", costs["expected_usd"], "the likely spend: "
-         f"{summary['eligible']} eligible slots x {costs['expected_per_slot_usd']} each"),
+        *expected,
         ("cap", costs["cap_usd"], f"the hard bound; cap / expected = {costs['cap_over_expected']}"),
         ("one reservation", costs["rmax_usd"], "Rmax: what each request holds until it settles"),
         ("cap - Rmax", costs["cap_minus_rmax_usd"], "what is left to admit after one hold"),
@@ -124,6 +153,23 @@ def describe_plan(summary: dict[str, object], unprepared: dict[str, dict[str, ob
                 if isinstance(cause, dict) else "")
         lines.append(f"unprepared {checkpoint}: {why['code']}{said}")
     return lines
+
+
+def _line_meaning(name: str, summary: dict[str, object], costs: dict[str, object],
+                  parts: dict[str, object]) -> str:
+    if name == "reader":
+        return (f"the reader: {summary['eligible']} eligible slots x "
+                f"{costs['expected_per_slot_usd']} each")
+    if name == "summariser":
+        each = parts.get("summary_per_request_usd")
+        return (f"summary requests of the prep children: {parts.get('summary_requests')} "
+                f"over {parts.get('summary_checkpoints')} checkpoints"
+                + (f" x {each} each" if each is not None else ""))
+    if name == "judge":
+        each = parts.get("judge_per_slot_usd")
+        return (f"the judge: one request per answered slot, {summary['eligible']}"
+                + (f" x {each} each" if each is not None else ""))
+    return name
 
 
 def plan_warnings(summary: dict[str, object], unprepared: dict[str, dict[str, object]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,166 @@ def test_a_hand_edited_and_rehashed_registration_refuses(tmp_path: Path) -> None
     with pytest.raises(RegistrationError) as err:
         load_registration(forged, hashlib.sha256(forged.read_bytes()).hexdigest())
     assert err.value.code is Code.REGISTRATION_DIGEST_MISMATCH
+
+
+# A summarising role (compaction-2: two summary requests per checkpoint), one that never
+# summarises (native) and one ineligible on the original suite (ceiling), with a
+# summariser model and the faux judge.
+SUMMARISED = BASE.replace('"cold-rebuild"', '"compaction-2"') + """
+[summariser]
+provider = "openai"
+model = "gpt-5-mini"
+base_url = "https://api.openai.com/v1"
+credential_env = "OPENAI_API_KEY"
+[judge]
+provider = "faux"
+"""
+
+
+def _reader_units_per_slot(reg) -> int:  # type: ignore[no-untyped-def]
+    from efold.controller.profiles import profile_catalog
+    from efold.guard.estimate import expected_slot_units
+
+    reader = reg.campaign.reader
+    return expected_slot_units(reader.provider, reader.model, catalog=profile_catalog(reader))
+
+
+def test_the_estimate_sums_a_reader_a_summariser_and_a_judge_line() -> None:
+    from efold.controller.plan import (
+        SUMMARY_INPUT_TOKENS,
+        SUMMARY_OUTPUT_TOKENS,
+        judge_input_tokens,
+        plan_estimate,
+    )
+    from efold.controller.profiles import profile_catalog
+    from efold.guard.estimate import ASSUMED_SCENARIO, expected_request_units
+
+    reg = reg_of(SUMMARISED)
+    c = reg.campaign
+    assert c.summariser is not None and c.judge is not None
+    plan = plan_for(reg)
+    est = plan_estimate(reg, plan)
+    lines = est.expected_lines()
+    assert list(lines) == ["reader", "summariser", "judge"]
+    assert sum(lines.values()) == est.expected_units
+    # reader: as before, every eligible slot (ceiling is not) at the reader's E
+    per_slot = _reader_units_per_slot(reg)
+    eligible = [s for s in plan.slots if s.eligible]
+    assert est.eligible_slots == len(eligible) == 4 * 3 * 2
+    assert lines["reader"] == len(eligible) * per_slot == est.reader_units
+    # summariser: two requests per distinct eligible compaction-2 checkpoint (4 traces)
+    summary_entry = profile_catalog(c.summariser).entry("openai", "gpt-5-mini")
+    per_request = expected_request_units(summary_entry, input_tokens=SUMMARY_INPUT_TOKENS,
+                                         output_tokens=SUMMARY_OUTPUT_TOKENS)
+    checkpoints = {s.checkpoint for s in eligible if s.arm == "compaction-2"}
+    assert (est.summary_checkpoints, est.summary_requests) == (len(checkpoints), 8)
+    assert lines["summariser"] == 2 * len(checkpoints) * per_request
+    # judge: one request per eligible slot on the faux judge's route
+    judge_entry = profile_catalog(c.judge).entry(c.judge.provider, c.judge.model)
+    per_judge = expected_request_units(
+        judge_entry, input_tokens=judge_input_tokens(c.judge.rubric),
+        output_tokens=ASSUMED_SCENARIO.output_tokens_per_round)
+    assert lines["judge"] == len(eligible) * per_judge == est.judge_units
+    # cap / expected is over the total: less headroom than the reader alone claims
+    reader_only = estimate(plan, per_slot, max_requests=10)
+    assert reader_only.expected_units == lines["reader"] < est.expected_units
+    scaled = plan.cap_units * 1_000_000 // est.expected_units
+    assert est.cap_over_expected == f"{scaled // 1_000_000}.{scaled % 1_000_000:06d}"
+    assert est.cap_over_expected != reader_only.cap_over_expected
+    # A checkpoint found infeasible is not asked (no reader, no judge request) but was
+    # built, so its summaries were paid.
+    dropped = sorted(checkpoints)[0]
+    asked = sum(1 for s in eligible if s.checkpoint == dropped)
+    fewer = plan_estimate(reg, plan, infeasible={dropped})
+    assert fewer.expected_lines() == {
+        "reader": lines["reader"] - asked * per_slot,
+        "summariser": lines["summariser"],
+        "judge": lines["judge"] - asked * per_judge,
+    }
+
+
+def test_without_a_summariser_or_a_judge_only_the_reader_line_applies() -> None:
+    from efold.controller.plan import plan_estimate
+
+    reg = reg_of()
+    plan = plan_for(reg)
+    est = plan_estimate(reg, plan)
+    assert est.expected_lines() == {"reader": est.expected_units}
+    assert (est.summariser_units, est.judge_units) == (None, None)
+    assert est == estimate(plan, _reader_units_per_slot(reg), max_requests=10)
+    # A summariser no role calls adds no line either (native and cold-rebuild never
+    # summarise; ceiling is not eligible here but would).
+    unused = reg_of(SUMMARISED.replace('"compaction-2", "ceiling"', '"cold-rebuild"')
+                    .split("[judge]")[0])
+    assert unused.campaign.summariser is not None
+    assert list(plan_estimate(unused, plan_for(unused)).expected_lines()) == ["reader"]
+
+
+def test_one_request_is_priced_by_the_slot_formula_with_nothing_cached() -> None:
+    """``expected_request_units``: one round, no lookup, no allowance, all input
+    uncached, rounded up once."""
+    from fractions import Fraction
+
+    from efold.guard.catalog import bundled_catalog
+    from efold.guard.estimate import expected_request_units
+    from efold.guard.money import ceil_units
+
+    entry = bundled_catalog().entry("openai", "gpt-5-mini")
+    rates = entry.rates_for_input(25_000)
+    exact = 25_000 * rates["input"] + 2_000 * rates["output"]
+    assert expected_request_units(entry, input_tokens=25_000, output_tokens=2_000) \
+        == ceil_units(Fraction(exact))
+
+
+def test_plan_lists_the_expected_lines_in_json_and_for_a_person(tmp_path: Path) -> None:
+    """``plan --json`` carries ``estimate.expected_lines_usd`` (only the lines that
+    apply); the human output lists them under ``expected`` with what each means."""
+    import json
+
+    from click.testing import CliRunner
+
+    from efold.controller.cli import main
+    from efold.controller.commands.plan import describe_plan
+
+    (tmp_path / "c.toml").write_text(
+        'name = "judged"\nsuite = "original"\ntraces = ["orig-archive-scan"]\n'
+        'probe_limit = 2\nroles = ["compaction"]\ncap_usd = "20"\n[judge]\nprovider = "faux"\n')
+    runner = CliRunner()
+    registered = runner.invoke(main, ["register", str(tmp_path / "c.toml"),
+                                      "--output", str(tmp_path / "reg")])
+    assert registered.exit_code == 0, registered.output
+    sha = registered.output.split("sha256: ")[1].strip()
+    args = ["plan", "--registration", str(tmp_path / "reg" / "registration.json"),
+            "--sha256", sha]
+    planned = runner.invoke(main, [*args, "--json"])
+    assert planned.exit_code == 0, planned.output
+    costs = json.loads(planned.output)["estimate"]
+    assert list(costs["expected_lines_usd"]) == ["reader", "judge"]
+    assert sum(Decimal(v) for v in costs["expected_lines_usd"].values()) \
+        == Decimal(costs["expected_usd"])
+    human = runner.invoke(main, args)
+    assert human.exit_code == 0, human.output
+    out = human.output.splitlines()
+    at = next(i for i, line in enumerate(out) if line[2:18].rstrip() == "expected")
+    assert "the sum of" in out[at]
+    assert out[at + 1][2:18].strip() == "reader" and "eligible slots" in out[at + 1]
+    assert out[at + 2][2:18].strip() == "judge" and "per answered slot" in out[at + 2]
+    assert "money (faux reader: faux units, no money is spent):" in human.output
+    # A real reader with a summariser: the summariser line says what it counts; a faux
+    # judge beside a real reader is labelled as faux units.
+    summary = {"campaign": "c", "slots": 2, "eligible": 2, "skipped_inventory_infeasible": 0,
+               "roles": ["compaction"], "traces": 1, "repeats": 1, "checkpoints": 1,
+               "checkpoints_unprepared": 0, "schedule_sha256": "0" * 64,
+               "estimate": {"expected_per_slot_usd": "1", "expected_usd": "3.5",
+                            "expected_lines_usd": {"reader": "2", "summariser": "1",
+                                                   "judge": "0.5"},
+                            "rmax_usd": "0.5", "full_upfront_usd": "10", "cap_usd": "20",
+                            "cap_minus_rmax_usd": "19.5", "cap_over_expected": "5.714285"}}
+    lines = describe_plan(summary, {}, faux=False, parts={
+        "summary_checkpoints": 1, "summary_requests": 2, "summary_per_request_usd": "0.5",
+        "judge_per_slot_usd": "0.25",
+        "faux_lines": {"reader": False, "summariser": False, "judge": True}})
+    text = "\n".join(lines)
+    assert "summary requests of the prep children: 2 over 1 checkpoints x 0.5 each" in text
+    assert "one request per answered slot, 2 x 0.25 each (faux units" in text
+    assert "money (USD):" in text
