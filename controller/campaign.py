@@ -82,8 +82,11 @@ from efold.protocol.records import OPAQUE_ID
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "hard", "hard-distractors")
 ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack",
-        "openai-compact")
+        "openai-compact", "anthropic-compact")
 HARD_SEEDS_ALLOWED = range(101, 125)
+# The provider-compaction arms (``folds.provider_compact``) and the profile ``api`` of the
+# one endpoint each can send to.
+PROVIDER_COMPACT_APIS: Final = {"openai-compact": "responses", "anthropic-compact": "messages"}
 _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # The campaign's name is an id in every report (the plan's ``campaign``), so it must be
 # an opaque id the reports accept (``OPAQUE_ID``) made of letters, digits, - and _ only.
@@ -361,6 +364,13 @@ def validate_campaign(c: Campaign) -> None:
                            f"(use {DETERMINISTIC!r} or an endpoint)")
         if not 1 <= c.summariser.max_requests <= 10:
             raise _invalid("summariser.max_requests must be 1-10")
+        # A provider-compaction arm sends its one request to its provider's endpoint on
+        # the summariser route: that route must speak the endpoint's API.
+        for r in c.roles:
+            wanted = PROVIDER_COMPACT_APIS.get(r.arm) if r.command is None else None
+            if wanted is not None and c.summariser.api != wanted:
+                raise _invalid(f"role {r.name!r}: the {r.arm} arm needs a [summariser] on "
+                               f"api = {wanted!r}, not {c.summariser.api!r}")
     if c.judge is not None:
         validate_judge(c.judge)
         # The judge is asked from the probe child, which holds one credential: the

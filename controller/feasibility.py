@@ -34,10 +34,13 @@ _LONGEST_CACHE_KEY = "k" * 64  # the longest key a slot can be given
 
 def first_request_fits(checkpoint: Checkpoint, campaign: Campaign, role: str,
                        question: str) -> bool:
-    """Whether round 1 of a probe of ``role`` asking ``question`` fits the envelope."""
+    """Whether round 1 of a probe of ``role`` asking ``question`` fits the envelope (never,
+    when the reader cannot consume the checkpoint's opaque items)."""
     instructions = next(r.instructions for r in campaign.roles if r.name == role)
-    task = ProbeTask(question=question, instructions=instructions,
-                     route=route_of(campaign.reader))
+    route = route_of(campaign.reader)
+    if opaque_reader_code(checkpoint.opaque, route.provider, route.api) is not None:
+        return False
+    task = ProbeTask(question=question, instructions=instructions, route=route)
     return fits_envelope(first_payload(checkpoint, task, _LONGEST_CACHE_KEY),
                          probe_contract(task, _LONGEST_CACHE_KEY))
 

@@ -1,9 +1,10 @@
 """Provider profiles: where a caller's model requests go and how they are priced.
 
 A campaign's ``[reader]`` table (and, for the compaction arms, its ``[summariser]``;
-and its optional ``[judge]``, ``controller.judge_profile``) is a profile: the faux extractive reader, or an OpenAI-compatible endpoint (``api``,
-``base_url``, ``model``, ``stream``, reply limit, the *name* of the credential variable,
-an operator catalog). This module validates a profile, prices it (its catalog entry,
+and its optional ``[judge]``, ``controller.judge_profile``) is a profile: the faux
+extractive reader, or an endpoint (``api``: OpenAI's Responses or Chat Completions, or
+Anthropic's Messages; ``base_url``, ``model``, ``stream``, reply limit, the *name* of the
+credential variable, an operator catalog). This module validates a profile, prices it (its catalog entry,
 its input envelope I tightened by the model's context window, its Rmax), and freezes it
 into the ``Route`` a child sends on and the ``CallerTerms`` the permit source holds it
 to. Every refusal is ``campaign_invalid`` naming the field, except an unpriced model
@@ -28,7 +29,7 @@ from efold.guard.ledger import CallerTerms
 from efold.guard.pricing import price_units, rmax_units
 from efold.protocol.tasks import Route
 
-APIS = ("responses", "chat")
+APIS = ("responses", "chat", "messages")
 # The Chat Completions field that limits a reply: OpenAI's current one, or the older
 # ``max_tokens`` that some OpenAI-compatible servers (llama.cpp's Python server) read
 # instead (they ignore the other, and a small model may then write until its window).
@@ -41,8 +42,9 @@ _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """A provider profile: where a caller's requests go and how they are priced.
 
-    ``faux`` (the offline extractive reader) or an OpenAI-compatible endpoint: ``api``
-    (``chat`` or ``responses``), ``base_url``, ``model``, ``stream``, the *name* of the
+    ``faux`` (the offline extractive reader) or an endpoint: ``api`` (``chat`` or
+    ``responses``, OpenAI-compatible; ``messages``, Anthropic's Messages API),
+    ``base_url``, ``model``, ``stream``, the *name* of the
     environment variable holding the credential (None: a local server that takes none)
     and an operator ``catalog`` (an absolute path once parsed; None: the bundled one).
     Its digest is bound into the registration; the credential itself never is.
@@ -143,11 +145,16 @@ def validate_profile(p: Profile, what: str) -> None:
         raise _invalid(f"{what}.max_tokens_field must be one of {MAX_TOKENS_FIELDS}")
     if p.max_tokens_field != MAX_TOKENS_FIELDS[0] and p.api != "chat":
         raise _invalid(f"{what}.max_tokens_field applies to the chat API only")
+    if p.api == "messages" and p.max_output_tokens is None:
+        # The Messages API requires a reply limit on every request; efold does not
+        # guess one (a model's own limit differs by model and changes).
+        raise _invalid(f"{what}: the Messages API needs max_output_tokens (its max_tokens)")
     if p.effort is not None and not re.fullmatch(r"[a-z]{1,16}", p.effort):
         raise _invalid(f"{what}.effort must be a short lowercase word")
     if p.is_faux:
-        if (p.base_url, p.api) != ("faux://local", "responses") or p.credential_env:
-            raise _invalid(f"{what}: the faux provider is faux://local over responses")
+        if p.base_url != "faux://local" or p.api == "chat" or p.credential_env:
+            raise _invalid(f"{what}: the faux provider is faux://local over responses "
+                           "or messages")
     else:
         if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", p.provider):
             raise _invalid(f"{what}.provider: lowercase letters, digits, '.', '_' and '-'")
@@ -224,7 +231,8 @@ def watchdog_margin(profile: Profile | None) -> float:
     return REAL_WATCHDOG_MARGIN_S
 
 
-_WIRE_API = {"responses": "openai-responses", "chat": "openai-chat"}
+_WIRE_API = {"responses": "openai-responses", "chat": "openai-chat",
+             "messages": "anthropic-messages"}
 
 
 def route_of(p: Profile) -> Route:

@@ -3,12 +3,14 @@
 A provider-compaction fold (``folds.provider_compact``) asks a provider to compact a
 conversation; the provider answers with items efold cannot read (OpenAI's
 ``compaction`` item carries ``encrypted_content``). Such items are usable by one reader
-only: the same provider, on the same wire API. ``OpaqueContext`` is how a checkpoint
-holds them:
+only: the same provider, on the same wire API (Anthropic's signed ``compaction`` block
+has readable ``content``, but it is signed for its provider and must go back byte-exact:
+efold treats it as opaque too). ``OpaqueContext`` is how a checkpoint holds them:
 
 * ``provider`` and ``api`` name the only reader that may consume them (a route's
   ``provider`` and ``api``, e.g. ``openai`` / ``openai-responses``); ``kind`` names the
-  provider feature that made them (``openai-responses-compact``);
+  provider feature that made them (``openai-responses-compact``,
+  ``anthropic-messages-compact``);
 * ``items`` are the provider's items exactly as its reply carried them, in order;
 * ``items_sha256`` binds them: the sha256 of their canonical JSON.
 
@@ -31,6 +33,7 @@ from efold.errors import Code
 from efold.folds.errors import FoldError
 
 OPENAI_COMPACT_KIND: Final = "openai-responses-compact"
+ANTHROPIC_COMPACT_KIND: Final = "anthropic-messages-compact"
 
 
 class OpaqueContext(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

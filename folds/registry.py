@@ -47,17 +47,21 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "ceiling": CeilingFold,
     "store": StoreFold,
     "pack": PackFold,
-    "openai-compact": lambda: _offline_openai_compact(),
+    "openai-compact": lambda: _offline_provider_compact("openai-compact"),
+    "anthropic-compact": lambda: _offline_provider_compact("anthropic-compact"),
 }
 
 
-def _offline_openai_compact() -> Fold:
-    """``openai-compact`` offline: the faux provider's deterministic compaction. Imported
-    here, not above, so that a process that never builds it never imports the guard."""
-    from efold.folds.provider_compact import OpenAICompactFold
-    from efold.guard.wire.faux import faux_compaction
+def _offline_provider_compact(arm: str) -> Fold:
+    """A provider-compaction arm offline: the faux provider's deterministic compaction on
+    the arm's wire API. Imported here, not above, so that a process that never builds it
+    never imports the guard."""
+    from efold.folds.provider_compact import ENDPOINTS, ProviderCompactFold
+    from efold.guard.wire.faux import faux_block_compaction, faux_compaction
 
-    return OpenAICompactFold(faux_compaction, provider="faux", api="openai-responses")
+    endpoint = ENDPOINTS[arm]
+    compactor = faux_compaction if arm == "openai-compact" else faux_block_compaction
+    return ProviderCompactFold(endpoint, compactor, provider="faux")
 
 
 # The built-in arms whose boundary is a compaction: the ones a summariser writes for.
@@ -72,7 +76,7 @@ SUMMARISING_ARMS: dict[str, Callable[[Summariser | None], Fold]] = {
 # readable only by the provider and wire API that made them: the provider-compaction
 # arms (``folds.provider_compact``). Their one compaction request goes to the run's
 # summariser route (offline: the faux provider's deterministic compaction).
-OPAQUE_ARMS: frozenset[str] = frozenset({"openai-compact"})
+OPAQUE_ARMS: frozenset[str] = frozenset({"openai-compact", "anthropic-compact"})
 
 
 def makes_opaque(arm: str) -> bool:

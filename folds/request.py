@@ -26,14 +26,43 @@ of ``{"id", "type": "function", "function": {"name", "arguments"}}``); a tool re
 ``{"role": "tool", "tool_call_id", "content"}``; the question last. A streaming payload
 asks for usage (``stream_options.include_usage``); tools are the same two lookup
 functions in the chat shape.
+
+Anthropic Messages (the guard's Messages allowlist): the instructions are ``system``;
+owner text a ``user`` message of one ``text`` block; assistant text and tool calls one
+``assistant`` message (a ``text`` block when there is text, then one ``tool_use`` block
+per call, its ``input`` the decoded arguments); consecutive tool results one ``user``
+message of ``tool_result`` blocks (the API wants every result of a turn in the next user
+message); the question last. The API refuses an empty text block, so empty text is left
+out (a message that holds nothing else is then left out whole: it carried nothing).
+Tools are the lookup functions as ``{name, description, input_schema}``, with
+``tool_choice`` auto and parallel use off (the loop and the meter are sequential). The
+route's options (``stream``, the required ``max_tokens``) are the caller's
+(``worker.route.route_options``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from efold.folds.checkpoint import Checkpoint, ReaderMessage
 from efold.folds.lookup import lookup_tool_schemas
+
+
+def opaque_items(checkpoint: Checkpoint, kind: str) -> list[dict[str, Any]]:
+    """The checkpoint's opaque items, digest-checked, when they are of ``kind`` (the one
+    this wire format can send back); else ``inventory_opaque_reader``. The plan never
+    sends such a slot: this is the request builder's own guard against it."""
+    from efold.errors import Code
+    from efold.folds.errors import FoldError
+    from efold.folds.opaque import verify_opaque
+
+    assert checkpoint.opaque is not None
+    opaque = verify_opaque(checkpoint.opaque)
+    if opaque.kind != kind:
+        raise FoldError(Code.INVENTORY_OPAQUE_READER,
+                        f"{opaque.kind} items cannot be sent in this wire format")
+    return opaque.items
 
 
 def _user_item(text: str) -> dict[str, Any]:
@@ -73,10 +102,10 @@ def checkpoint_to_request(
     """The first Responses payload of a probe: the checkpoint, then the question."""
     items: list[dict[str, Any]] = []
     if checkpoint.opaque is not None:
-        from efold.folds.opaque import verify_opaque
+        from efold.folds.opaque import OPENAI_COMPACT_KIND
         from efold.guard.wire.compact_openai import reader_input_items
 
-        items.extend(reader_input_items(verify_opaque(checkpoint.opaque).items))
+        items.extend(reader_input_items(opaque_items(checkpoint, OPENAI_COMPACT_KIND)))
     for message in checkpoint.messages:
         items.extend(message_items(message))
     items.append(_user_item(question))
@@ -122,7 +151,10 @@ def checkpoint_to_chat_request(
     checkpoint: Checkpoint, question: str, *, model: str, instructions: str, stream: bool
 ) -> dict[str, Any]:
     """The first Chat Completions payload of a probe: the instructions, the checkpoint,
-    then the question."""
+    then the question. Chat Completions can send back no provider's opaque items: a
+    checkpoint holding some refuses (``inventory_opaque_reader``), never drops them."""
+    if checkpoint.opaque is not None:
+        opaque_items(checkpoint, kind="")  # no kind is this format's: always refuses
     messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}]
     messages.extend(chat_message(m) for m in checkpoint.messages)
     messages.append({"role": "user", "content": question})
@@ -134,4 +166,67 @@ def checkpoint_to_chat_request(
         payload["tools"] = chat_tool_schemas()
         payload["tool_choice"] = "auto"
         payload["parallel_tool_calls"] = False
+    return payload
+
+
+def messages_tool_schemas() -> list[dict[str, Any]]:
+    """The lookup tools in the Messages shape (``parameters`` as ``input_schema``)."""
+    return [{"name": tool["name"], "description": tool["description"],
+             "input_schema": tool["parameters"]} for tool in lookup_tool_schemas()]
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """A call's arguments as a ``tool_use`` input: the decoded JSON object, or, when the
+    history holds arguments that are not one, ``{"arguments": <the text>}`` (kept
+    visible, never dropped)."""
+    try:
+        decoded = json.loads(arguments)
+    except ValueError:
+        decoded = None
+    return decoded if isinstance(decoded, dict) else {"arguments": arguments}
+
+
+def messages_conversation(messages: list[ReaderMessage]) -> list[dict[str, Any]]:
+    """The Messages ``messages`` a run of checkpoint messages becomes (in order)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message.tool_call_id,
+                     "content": message.content}
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "user" \
+                    and all(b["type"] == "tool_result" for b in last["content"]):
+                last["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+            continue
+        blocks: list[dict[str, Any]] = []
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
+        for call in message.tool_calls or ():
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.function.name,
+                           "input": tool_input(call.function.arguments)})
+        if blocks:
+            out.append({"role": message.role, "content": blocks})
+    return out
+
+
+def checkpoint_to_messages_request(
+    checkpoint: Checkpoint, question: str, *, model: str, instructions: str
+) -> dict[str, Any]:
+    """The first Messages payload of a probe: the opaque compaction block first when the
+    checkpoint holds one (``compact_anthropic.reader_messages``), the checkpoint, then
+    the question. Without the route's options (the caller adds them)."""
+    messages: list[dict[str, Any]] = []
+    if checkpoint.opaque is not None:
+        from efold.folds.opaque import ANTHROPIC_COMPACT_KIND
+        from efold.guard.wire.compact_anthropic import reader_messages
+
+        messages.extend(reader_messages(opaque_items(checkpoint, ANTHROPIC_COMPACT_KIND)))
+    messages.extend(messages_conversation(checkpoint.messages))
+    messages.append({"role": "user", "content": [{"type": "text", "text": question}]})
+    payload: dict[str, Any] = {"model": model, "system": instructions, "messages": messages}
+    if checkpoint.tools:
+        payload["tools"] = messages_tool_schemas()
+        payload["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
     return payload

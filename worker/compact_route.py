@@ -5,8 +5,10 @@ route's catalog entry and contract (no cache key, no tools), its transport (HTTP
 the credential the controller passed on this child's descriptor, or the faux provider
 offline, which then plays the compaction endpoint with ``faux_compaction``), under the
 child's permit session on its checkpoint key, held to the summariser's terms. Only the
-guard differs: a ``CompactGuard`` (``POST /responses/compact``). It is built at the
-first request, so a build that never reaches the trigger sends nothing.
+guard differs: a ``CompactGuard`` (OpenAI: ``POST /responses/compact``; Anthropic: an
+on-demand compaction ``POST /messages``, its reply limit the route's
+``max_output_tokens``). It is built at the first request, so a build that never
+reaches the trigger sends nothing.
 
 A compaction request that is refused, lost or stopped fails the prep with its code
 (``WorkerError``), the permit source's stop code first, as a summary request does.
@@ -35,12 +37,11 @@ class CompactRoute:
         self._guard: CompactGuard | None = None
         self._source: SessionPermitSource | None = None
 
-    def compact(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Send ``items`` as one compaction request; the settled reply's output items."""
-        from efold.guard.wire.compact_openai import compact_payload
-
+    def compact(self, head: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Send ``head`` (in the route's wire shape) as one compaction request; the
+        settled reply's output items."""
         guard, source = self._open()
-        result = guard.request(compact_payload(self._route.model, items))
+        result = guard.request(compact_request(self._route, head))
         if not result.ok:
             code = source.stop_code or result.code or Code.LOOKUP_STOPPED
             raise WorkerError(code, f"compaction request {result.outcome.value}")
@@ -65,6 +66,20 @@ class CompactRoute:
                                        deadline_s=session.welcome.deadlines.run_ms / 1000)
             self._source = source
         return self._guard, self._source
+
+
+def compact_request(route: Route, head: list[dict[str, Any]]) -> dict[str, Any]:
+    """The compaction request body for ``head`` on ``route``'s API."""
+    if route.api == "anthropic-messages":
+        from efold.guard.wire.compact_anthropic import compact_messages_payload
+
+        if route.max_output_tokens is None:  # profiles refuse such a Messages route
+            raise WorkerError(Code.WORKER_USAGE, "a Messages route without max_output_tokens")
+        return compact_messages_payload(route.model, head, route.max_output_tokens,
+                                        effort=route.effort)
+    from efold.guard.wire.compact_openai import compact_payload
+
+    return compact_payload(route.model, head)
 
 
 def compact_transport(route: Route, credential: str | None) -> Any:

@@ -71,15 +71,23 @@ def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, A
     """One summary request in the route's wire format, within the guard's allowlists
     (``folds.request`` has the item shapes): Chat Completions sends ``messages`` as
     they are (usage asked for when streaming); Responses sends the system text as
-    ``instructions`` and every other message as an input item. Nothing is stored
-    server-side; the route's options ride along (``route_options``); no tools, no cache
-    key."""
+    ``instructions`` and every other message as an input item; Messages sends the system
+    text as ``system`` and every other message as a one-``text``-block message. Nothing
+    is stored server-side; the route's options ride along (``route_options``); no tools,
+    no cache key."""
     from efold.worker.route import route_options
 
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    if route.api == "anthropic-messages":
+        turns = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+                 for m in messages if m["role"] != "system"]
+        body: dict[str, Any] = {"model": route.model, "messages": turns}
+        if system:
+            body["system"] = system
+        return {**body, **route_options(route)}
     if route.api == "openai-chat":
         return {"model": route.model, "messages": messages, "store": False,
                 **route_options(route)}
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
     items = [
         {"type": "message", "role": m["role"],
          "content": [{"type": "output_text" if m["role"] == "assistant" else "input_text",
@@ -194,12 +202,12 @@ def fold_of(task: PrepTask, slot_dir: str, session: PermitSession | None) -> Fol
     if task.command is None and makes_opaque(task.arm) and task.summariser is not None:
         if session is None:
             raise WorkerError(Code.WORKER_USAGE, "a compacting prep needs a permit session")
-        from efold.folds.provider_compact import OpenAICompactFold
+        from efold.folds.provider_compact import ENDPOINTS, ProviderCompactFold
         from efold.worker.compact_route import CompactRoute
 
         route = task.summariser
-        return OpenAICompactFold(CompactRoute(route, session).compact,
-                                 provider=route.provider, api=route.api)
+        return ProviderCompactFold(ENDPOINTS[task.arm], CompactRoute(route, session).compact,
+                                   provider=route.provider)
     if task.proxy is not None and task.command is not None:
         from efold.folds.proxy import ProxyFold
 

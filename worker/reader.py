@@ -107,7 +107,6 @@ class ReaderProbe:
                             cache_key=assignment.cache_key, credential=credential(),
                             tools=HISTORY_TOOLS)
         payload = first_payload(restored.checkpoint, task, assignment.cache_key)
-        chat = task.route.api == "openai-chat"
         rounds: list[dict[str, Any]] = []
         status: TerminalStatus = TerminalStatus.REFUSED
         code: Code | None = Code.LOOKUP_REQUEST_LIMIT
@@ -131,7 +130,8 @@ class ReaderProbe:
                 status, code = TerminalStatus.FAILED, Code.LOOKUP_TOOLS_FORBIDDEN
                 break
             outputs = [lookup.call(str(c.get("name")), str(c.get("arguments", ""))) for c in calls]
-            append_round(payload, calls, outputs, chat=chat, text=reply_text(result.output_items))
+            append_round(payload, calls, outputs, api=task.route.api,
+                         text=reply_text(result.output_items))
         witness_doc: dict[str, Any] = {"rounds": rounds}
         calls_made = bytes_used = 0
         abort_cause: Code | None = None
@@ -173,12 +173,25 @@ def ask_judge_after(session: ProbeSession, task: ProbeTask, answer: str) -> Judg
 
 
 def append_round(payload: dict[str, Any], calls: list[dict[str, Any]], outputs: list[str], *,
-                 chat: bool, text: str = "") -> None:
-    """Append one tool round to the next request, in the payload's own wire format: the
-    model's calls, then each call's output (Responses ``function_call`` /
+                 api: str, text: str = "") -> None:
+    """Append one tool round to the next request, in the route's wire format ``api``:
+    the model's calls, then each call's output (Responses ``function_call`` /
     ``function_call_output`` items; Chat Completions one ``assistant`` message with
-    ``tool_calls``, then one ``tool`` message per call)."""
-    if not chat:
+    ``tool_calls``, then one ``tool`` message per call; Messages one ``assistant``
+    message of ``tool_use`` blocks, then one ``user`` message of ``tool_result``
+    blocks)."""
+    if api == "anthropic-messages":
+        from efold.folds.request import tool_input
+
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        blocks.extend({"type": "tool_use", "id": c.get("call_id"), "name": c.get("name"),
+                       "input": tool_input(str(c.get("arguments", "")))} for c in calls)
+        payload["messages"].append({"role": "assistant", "content": blocks})
+        payload["messages"].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": c.get("call_id"), "content": output}
+            for c, output in zip(calls, outputs, strict=True)]})
+        return
+    if api != "openai-chat":
         for call, output in zip(calls, outputs, strict=True):
             payload["input"].append(call)
             payload["input"].append(
@@ -207,10 +220,18 @@ def probe_contract(task: ProbeTask, cache_key: str) -> Contract:
 def first_payload(checkpoint: Checkpoint, task: ProbeTask, cache_key: str) -> dict[str, Any]:
     """Round 1 of a probe run, in the route's wire format: the checkpoint, the question,
     the contract's options (effort, the cache key on the Responses API)."""
-    from efold.folds.request import checkpoint_to_chat_request, checkpoint_to_request
+    from efold.folds.request import (
+        checkpoint_to_chat_request,
+        checkpoint_to_messages_request,
+        checkpoint_to_request,
+    )
     from efold.worker.route import route_options
 
     route = task.route
+    if route.api == "anthropic-messages":
+        payload = checkpoint_to_messages_request(checkpoint, task.question, model=route.model,
+                                                 instructions=task.instructions)
+        return {**payload, **route_options(route)}
     if route.api == "openai-chat":
         payload = checkpoint_to_chat_request(checkpoint, task.question, model=route.model,
                                              instructions=task.instructions,

@@ -66,9 +66,16 @@ def route_contract(route: Route, entry: CatalogEntry, *, cache_key: str | None,
 def route_options(route: Route) -> dict[str, Any]:
     """The options every request on ``route`` carries, in its wire format: streaming
     (Chat Completions asks for usage when it streams), the reasoning effort, and the
-    reply limit (Responses ``max_output_tokens``; Chat Completions the route's field)."""
+    reply limit (Responses ``max_output_tokens``; Chat Completions the route's field;
+    Messages ``max_tokens``, which that API requires: profiles refuse a Messages route
+    without one)."""
+    if route.api == "anthropic-messages":
+        options: dict[str, Any] = {"stream": route.stream, "max_tokens": route.max_output_tokens}
+        if route.effort is not None:
+            options["output_config"] = {"effort": route.effort}
+        return options
     chat = route.api == "openai-chat"
-    options: dict[str, Any] = {"stream": route.stream if chat else True}
+    options = {"stream": route.stream if chat else True}
     if chat and route.stream:
         options["stream_options"] = {"include_usage": True}
     if route.effort is not None:

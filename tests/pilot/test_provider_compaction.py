@@ -7,9 +7,8 @@ the reply as digest-bound opaque items; the plan marks every reader that is not 
 provider and wire API inventory-infeasible (``inventory_opaque_reader``). Offline, the
 faux provider plays the endpoint through the same guard.
 
-Not covered here, because the arm is not selectable yet (``folds.registry.OPAQUE_ARMS``,
-docs/folds.md): a prep child building it and a probe child reading it. Nothing here has
-run against the live service.
+A prep child building it and a probe child reading it are in
+``test_provider_compaction_route.py``. Nothing here has run against the live service.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from loopback_compact import ENCRYPTED_PREFIX, serve_compact
 
 from efold.controller.campaign import suite_items
 from efold.controller.feasibility import opaque_reader_code
-from efold.controller.plan import FAUX_COMPACTOR, ineligible_code
+from efold.controller.plan import FAUX_COMPACTORS, ineligible_code
 from efold.controller.profiles import Profile, SummariserProfile
 from efold.corpus.model import Trace
 from efold.errors import Code
@@ -32,9 +31,10 @@ from efold.folds.compaction import cut_index
 from efold.folds.errors import FoldError
 from efold.folds.opaque import OPENAI_COMPACT_KIND, verify_opaque
 from efold.folds.provider_compact import (
+    OPENAI_COMPACT,
     CompactCall,
-    OpenAICompactFold,
     ProviderCompacted,
+    ProviderCompactFold,
     reader_request,
 )
 from efold.folds.request import checkpoint_to_request, message_items
@@ -48,6 +48,7 @@ from efold.protocol.tasks import Route
 from efold.worker.compact_route import compact_transport
 
 MODEL = "gpt-5"
+FAUX_COMPACTOR = FAUX_COMPACTORS["openai-compact"]
 
 
 def long_trace() -> Trace:
@@ -67,14 +68,13 @@ def guarded_compact(guard: CompactGuard, model: str) -> CompactCall:
     return compact
 
 
-def loopback_fold(base_url: str) -> tuple[OpenAICompactFold, TestOnlyPermitSource]:
+def loopback_fold(base_url: str) -> tuple[ProviderCompactFold, TestOnlyPermitSource]:
     entry = bundled_catalog().entry("openai", MODEL)
     source = TestOnlyPermitSource(entry=entry)
     contract = Contract(provider="openai", model=MODEL, api=WireApi.OPENAI_RESPONSES,
                         base_url=base_url, effort=None, tools=())
     guard = CompactGuard(contract, entry, source, HttpTransport(base_url), deadline_s=10.0)
-    fold = OpenAICompactFold(guarded_compact(guard, MODEL), provider="openai",
-                             api="openai-responses")
+    fold = ProviderCompactFold(OPENAI_COMPACT, guarded_compact(guard, MODEL), provider="openai")
     return fold, source
 
 
@@ -129,8 +129,8 @@ def test_below_the_trigger_nothing_is_sent() -> None:
     trace = long_trace()
     short = msgspec.structs.replace(trace, events=trace.events[:3])
     sent: list[Any] = []
-    fold = OpenAICompactFold(lambda items: sent.append(items) or [], provider="openai",
-                             api="openai-responses")
+    fold = ProviderCompactFold(OPENAI_COMPACT, lambda items: sent.append(items) or [],
+                               provider="openai")
     built = fold.build_compacted(TracePrefix.of(short))
     assert sent == [] and built.opaque is None
     assert not built.checkpoint.receipt.boundary.verified
@@ -144,8 +144,8 @@ def faux_build(trace: Trace) -> tuple[ProviderCompacted, FauxTransport]:
                         api=WireApi.OPENAI_RESPONSES, base_url=FAUX_BASE_URL, effort=None,
                         tools=())
     guard = CompactGuard(contract, entry, TestOnlyPermitSource(entry=entry), transport)
-    fold = OpenAICompactFold(guarded_compact(guard, "faux-extractive-v1"),
-                             provider=FAUX_COMPACTOR[0], api=FAUX_COMPACTOR[1])
+    fold = ProviderCompactFold(OPENAI_COMPACT, guarded_compact(guard, "faux-extractive-v1"),
+                               provider=FAUX_COMPACTOR[0])
     return fold.build_compacted(TracePrefix.of(trace)), transport
 
 

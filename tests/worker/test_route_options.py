@@ -24,6 +24,10 @@ BASE = Route(provider="local", model="tiny", api="openai-chat", base_url="http:/
     ({"effort": "low"}, {"stream": False, "reasoning_effort": "low"}),
     ({"api": "openai-responses", "stream": True, "effort": "low", "max_output_tokens": 7},
      {"stream": True, "reasoning": {"effort": "low"}, "max_output_tokens": 7}),
+    ({"api": "anthropic-messages", "max_output_tokens": 64},
+     {"stream": False, "max_tokens": 64}),
+    ({"api": "anthropic-messages", "stream": True, "effort": "high", "max_output_tokens": 64},
+     {"stream": True, "max_tokens": 64, "output_config": {"effort": "high"}}),
 ])
 def test_route_options_in_each_wire_format(changes: dict[str, object],
                                            expected: dict[str, object]) -> None:
@@ -34,6 +38,9 @@ def test_route_options_in_each_wire_format(changes: dict[str, object],
                         base_url=route.base_url, effort=route.effort, stream=route.stream)
     if route.api == "openai-chat":
         payload = {"model": "tiny", "messages": [{"role": "user", "content": "q"}], **options}
+    elif route.api == "anthropic-messages":
+        payload = {"model": "tiny", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "q"}]}], **options}
     else:
         payload = {"model": "tiny", "input": [{"type": "message", "role": "user", "content": [
             {"type": "input_text", "text": "q"}]}], **options}
