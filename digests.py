@@ -10,9 +10,11 @@ from typing import Any
 import msgspec
 
 # What a build is: the package's source and data, never caches, tests or environments.
-_BUILD_SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".typed", ".md", ".sh")
+_BUILD_SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".typed", ".md", ".sh", ".yml", ".ini",
+                   ".lock")
 _BUILD_PACKAGES = (
     "controller", "worker", "protocol", "ipc", "guard", "registry", "corpus", "folds", "report",
+    "boundary",
 )
 
 

@@ -10,6 +10,7 @@ Error tree (each package adds its own subclasses in its own ``errors.py``)::
     ├── ipc.errors.IpcError             framing and lockstep channel violations
     ├── guard.errors.GuardError         refusals and stops on the one path to a model
     ├── corpus.errors.CorpusError       invalid traces and probes
+    ├── boundary.errors.BoundaryError   invalid boundary cases, their lock
     ├── folds.errors.FoldError          fold arms, plugins, history store, meter
     ├── worker.errors.WorkerError       child self-verification failures
     └── controller.errors.ControllerError  registration, plan, pilot, containment
@@ -143,6 +144,12 @@ class Code(enum.StrEnum):
     CORPUS_IMPORT_INVALID = "corpus_import_invalid"  # a transcript that cannot be imported
     PROBE_BOUNDARY_INVALID = "probe_boundary_invalid"  # a probe boundary outside its trace
     SUITE_DIR_INVALID = "suite_dir_invalid"  # a directory suite that cannot be loaded
+
+    # -- boundary/ -----------------------------------------------------------------
+    BOUNDARY_CASE_INVALID = "boundary_case_invalid"  # a case directory or its sidecar breaks the format
+    BOUNDARY_CASE_CHANGED = "boundary_case_changed"  # a case's bytes differ from its lock at the same version
+    BOUNDARY_LOCK_STALE = "boundary_lock_stale"  # boundary.lock and the cases disagree (version, missing, unlocked)
+    BOUNDARY_ACTION_INVALID = "boundary_action_invalid"  # a tool call's arguments or an oracle path cannot be normalized
 
     # -- folds/ --------------------------------------------------------------------
     FOLD_UNKNOWN = "fold_unknown"

@@ -23,6 +23,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "aggregate": ("aggregate", "Aggregate RUN's receipts (it changes nothing in RUN)."),
     "authorize": ("authorize", "Sign an authorization binding a registered campaign to a "
                   "cap and a run root."),
+    "boundary": ("boundary", "Validate, lock, show and (offline) run boundary cases."),
     "compare": ("compare", "Compare two runs slot by slot: what changed, paired accuracy, "
                 "flips."),
     "corpus": ("corpus", "Generate, validate and inspect traces and their probes."),

@@ -28,6 +28,12 @@ TOOL_SOURCES: Final[dict[str, ToolSource]] = {
     "document_read": ToolSource.DOCUMENT,
     "calendar_read": ToolSource.CALENDAR,
     "parcel_track": ToolSource.PARCEL,
+    # The workspace tools of boundary cases (``boundary.workspace``), in their sessions.
+    "workspace_read": ToolSource.WORKSPACE,
+    "workspace_search": ToolSource.WORKSPACE,
+    "workspace_write": ToolSource.WORKSPACE,
+    "workspace_edit": ToolSource.WORKSPACE,
+    "workspace_test": ToolSource.WORKSPACE,
 }
 
 MONTHS: Final = (

@@ -64,6 +64,7 @@ class ToolSource(enum.StrEnum):
     DOCUMENT = "document"
     CALENDAR = "calendar"
     PARCEL = "parcel"
+    WORKSPACE = "workspace"  # a file or a command's output in a boundary case's workspace
 
 
 class TraceHeader(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="trace", tag_field="kind"):

@@ -251,6 +251,23 @@ MEANINGS: dict[str, str] = {
     "probe_boundary_invalid": "A probe's boundary names no event of its trace.",
     "suite_dir_invalid": "A directory suite cannot be loaded: no traces, a trace without "
         "its probe file, a repeated trace id, or a file that is not a trace.",
+    # -- boundary/
+    "boundary_case_invalid": "A boundary case is not in the format of docs/boundary.md: "
+        "its `ef-boundary.yml` does not decode against the closed schema (an unknown "
+        "field, a wrong type, an unknown oracle, family or capability) or breaks a rule "
+        "(id, tier, ranges, paths, test commands), or its session, boundary, workspace or "
+        "expected files are missing or unreadable, or its directory holds something other "
+        "than regular files and directories; the detail names the file and the field path.",
+    "boundary_case_changed": "A case's directory digest differs from its `boundary.lock` "
+        "entry at the same version: a changed case needs a new version (then `boundary "
+        "lock`) or a new id; `boundary lock` never re-locks it at its old version.",
+    "boundary_lock_stale": "`boundary.lock` and the cases disagree: a case's version is "
+        "below the locked one, a locked case is gone, or a case or version is not locked "
+        "yet (run `efold-controller boundary lock`); or the lock file is unreadable.",
+    "boundary_action_invalid": "A tool call after the boundary, or a path an oracle "
+        "names, cannot be normalized: a path that is absolute, escapes the workspace (`..`, "
+        "a symlink), holds a NUL or a backslash; an argument of the wrong type or missing; "
+        "arguments that are not JSON. The detail names the field.",
     # -- folds/
     "fold_unknown": "No fold arm of this name.",
     "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "
@@ -390,6 +407,7 @@ SECTION_NOTES: dict[str, str] = {
     "guard/": "The one guarded path to a model: options, payloads, sending, settlement "
         "and the price catalog.",
     "corpus/": "Trace and probe validation.",
+    "boundary/": "Boundary cases: the sidecar schema, case directories and their lock.",
     "folds/": "Fold arms, plugins, external commands, the history store and its meter.",
     "worker/": "A child's own checks before it speaks, and its failures.",
     "controller/": "Campaigns, registration, runs, receipts, launches and stop policies.",

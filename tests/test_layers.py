@@ -17,6 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS: list[set[str]] = [
     {"controller"},
     {"report", "worker"},
+    {"boundary"},
     {"protocol", "folds"},
     {"guard", "corpus", "ipc", "registry"},
     {"digests", "identity"},

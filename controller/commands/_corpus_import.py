@@ -9,33 +9,17 @@ line per trace and reminds the user that probes are theirs to write.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Final
 
 import click
 
 from efold.controller.commands._options import refuse
 from efold.corpus.codec import dump_trace
 from efold.corpus.errors import CorpusError
-from efold.corpus.import_agents import read_claude_code, read_codex, read_pi
-from efold.corpus.import_anthropic import read_anthropic
-from efold.corpus.import_openai import read_openai_chat
-from efold.corpus.imports import Imported, Transcript, check_trace_id, to_trace, trace_id_for
+from efold.corpus.import_formats import READERS
+from efold.corpus.imports import Imported, check_trace_id, to_trace, trace_id_for
 from efold.errors import Code, EfoldError
 from efold.registry.files import publish_exclusive
-
-# Format name (the trace's family) -> reader.
-READERS: Final[dict[str, Callable[[bytes, str], Transcript]]] = {
-    "openai-chat": read_openai_chat,
-    "anthropic": read_anthropic,
-    "claude-code": read_claude_code,
-    "codex": read_codex,
-    "pi": read_pi,
-}
-
-
-
 
 
 def import_file(format_name: str, path: Path, trace_id: str | None = None) -> Imported:

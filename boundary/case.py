@@ -1,0 +1,223 @@
+"""A boundary case directory, loaded and checked; its digest (docs/boundary.md §1, §3).
+
+A case is a directory::
+
+    ef-boundary.yml        the sidecar (efold.boundary.sidecar)
+    <source.session>       the pre-fold session: an efold trace, or a transcript an importer reads
+    workspace/             the fixture the agent starts from
+    workspace.expected/    optional: the files ``file-equals`` oracles compare against
+
+Rules:
+
+* **A case loads whole or not at all** (``load_case``): the sidecar decodes and checks,
+  the session reads as a trace (the corpus codec for ``efold-trace``, else the importer
+  ``corpus import`` uses for that format), ``source.boundary`` names one of its events
+  (``end``: after the last one) with at least one event before it, every
+  ``source.critical`` id names an event before the boundary, ``workspace/`` is a
+  directory, and every ``file-equals`` expected file is a regular file in
+  ``workspace.expected/``. Anything else is ``BOUNDARY_CASE_INVALID`` naming the file
+  and the field.
+* **The tree digest** (``tree_digest``) is sha256 over the sorted (relative POSIX path,
+  sha256 of the bytes) of every regular file under a directory, canonical JSON as
+  ``efold.digests`` writes it. Only regular files and directories may be there: a
+  symlink, device, socket or FIFO refuses (``BOUNDARY_CASE_INVALID``), so the digest
+  never follows anything out of the tree. ``__pycache__`` and ``.pytest_cache``
+  directories and ``*.pyc`` files are left out: running a case's tests must not change
+  it. A case's digest (``case_digest``) is the tree digest of its directory; the
+  workspace's environment version is the tree digest of ``workspace/`` (same function).
+* **A cases root** (``load_cases``) holds one case per subdirectory that has an
+  ``ef-boundary.yml``; cases come sorted by id and two with one id refuse.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from efold.boundary.actions import tree_entries
+from efold.boundary.errors import BoundaryError
+from efold.boundary.oracles import FileEquals
+from efold.boundary.sidecar import (
+    BOUNDARY_END,
+    EFOLD_TRACE,
+    SIDECAR_NAME,
+    Sidecar,
+    load_sidecar,
+)
+from efold.corpus.codec import load_trace
+from efold.corpus.errors import CorpusError
+from efold.corpus.import_formats import READERS
+from efold.corpus.imports import to_trace, trace_id_for
+from efold.corpus.model import Event, Trace
+from efold.digests import digest_of
+from efold.errors import Code
+
+WORKSPACE_DIR: Final = "workspace"
+EXPECTED_DIR: Final = "workspace.expected"
+
+
+
+class Case(msgspec.Struct, frozen=True):
+    """A loaded case. ``boundary`` is the index of the first event after the boundary:
+    the fold sees ``trace.events[:boundary]`` (never empty). ``expected`` is the
+    ``workspace.expected/`` directory, None when the case has none. ``sha256`` is the
+    case directory's digest when it was loaded."""
+
+    path: Path
+    sidecar: Sidecar
+    trace: Trace
+    boundary: int
+    workspace: Path
+    expected: Path | None
+    sha256: str
+
+    @property
+    def id(self) -> str:
+        return self.sidecar.id
+
+    @property
+    def version(self) -> int:
+        return self.sidecar.version
+
+    @property
+    def prefix(self) -> list[Event]:
+        """The pre-fold events: everything before the boundary."""
+        return self.trace.events[:self.boundary]
+
+
+def _invalid(detail: str) -> BoundaryError:
+    return BoundaryError(Code.BOUNDARY_CASE_INVALID, detail)
+
+
+def tree_digest(directory: Path) -> str:
+    """The tree version of ``directory`` (``actions.tree_version``: sha256 over the sorted
+    relative paths and file digests, caches skipped), refusing anything in it that is not
+    a regular file or a directory: a case holds nothing else."""
+    try:
+        if not stat.S_ISDIR(os.stat(directory).st_mode):
+            raise _invalid(f"{directory}: not a directory")
+        entries = tree_entries(directory)
+    except OSError as exc:
+        raise _invalid(f"{directory}: {exc.strerror}") from exc
+    for rel, digest in entries.items():
+        if digest.startswith("symlink:") or digest == "special":
+            kind = ("a symlink" if digest.startswith("symlink:")
+                    else "not a regular file or directory")
+            raise _invalid(f"{directory}/{rel}: {kind}; a case holds only regular files "
+                           "and directories")
+    return digest_of(sorted(entries.items()))
+
+
+def case_digest(path: Path) -> str:
+    """The digest ``boundary.lock`` records for a case directory."""
+    return tree_digest(path)
+
+
+def _load_session(case_dir: Path, sidecar: Sidecar) -> Trace:
+    session = case_dir / sidecar.source.session
+    shown = str(session)
+    try:
+        data = session.read_bytes()
+    except OSError as exc:
+        raise _invalid(f"{shown}: cannot read the session ($.source.session): "
+                       f"{exc.strerror}") from exc
+    try:
+        if sidecar.source.format == EFOLD_TRACE:
+            return load_trace(data)
+        transcript = READERS[sidecar.source.format](data, session.name)
+        return to_trace(transcript, trace_id=trace_id_for(sidecar.id),
+                        family=sidecar.source.format, title=session.name,
+                        name=session.name).trace
+    except CorpusError as exc:
+        raise _invalid(f"{shown}: not a session in format {sidecar.source.format!r} "
+                       f"({exc.code.value}: {exc.detail})") from exc
+
+
+def _resolve_boundary(sidecar: Sidecar, trace: Trace, shown: str) -> int:
+    name = sidecar.source.boundary
+    if name == BOUNDARY_END:
+        index = len(trace.events)
+    else:
+        found = [i for i, event in enumerate(trace.events) if event.id == name]
+        if not found:
+            raise _invalid(f"{shown}: boundary {name!r} names no event of "
+                           f"{sidecar.source.session} - at `$.source.boundary`")
+        index = found[0]
+    if index == 0:
+        raise _invalid(f"{shown}: boundary {name!r} leaves no event before it to fold "
+                       "- at `$.source.boundary`")
+    before = {event.id for event in trace.events[:index]}
+    for at, event_id in enumerate(sidecar.source.critical):
+        if event_id not in before:
+            raise _invalid(f"{shown}: critical event {event_id!r} is no event before the "
+                           f"boundary - at `$.source.critical[{at}]`")
+    return index
+
+
+def _directory(path: Path, what: str) -> bool:
+    """True if ``path`` is a real directory, False if absent; anything else refuses."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise _invalid(f"{path}: {exc.strerror}") from exc
+    if not stat.S_ISDIR(mode):
+        raise _invalid(f"{path}: the {what} must be a directory")
+    return True
+
+
+def load_case(path: Path) -> Case:
+    """The case in directory ``path``, loaded whole (the rules of the module docstring)."""
+    if not path.is_dir():
+        raise _invalid(f"{path}: not a case directory")
+    sidecar_path = path / SIDECAR_NAME
+    if sidecar_path.is_symlink() or not sidecar_path.is_file():
+        raise _invalid(f"{sidecar_path}: missing (a case directory holds an {SIDECAR_NAME})")
+    sidecar = load_sidecar(sidecar_path)
+    digest = case_digest(path)  # refuses links and special files anywhere in the case
+    trace = _load_session(path, sidecar)
+    boundary = _resolve_boundary(sidecar, trace, str(sidecar_path))
+    workspace = path / WORKSPACE_DIR
+    if not _directory(workspace, "workspace"):
+        raise _invalid(f"{workspace}: missing (a case holds its fixture in {WORKSPACE_DIR}/)")
+    expected_dir = path / EXPECTED_DIR
+    expected = expected_dir if _directory(expected_dir, "expected workspace") else None
+    for index, oracle in enumerate(sidecar.oracle.success):
+        if isinstance(oracle, FileEquals):
+            target = expected_dir / oracle.expected
+            if not target.is_file():
+                raise _invalid(f"{sidecar_path}: {EXPECTED_DIR}/{oracle.expected} is missing or "
+                               f"not a regular file - at `$.oracle.success[{index}].expected`")
+    return Case(path=path, sidecar=sidecar, trace=trace, boundary=boundary,
+                workspace=workspace, expected=expected, sha256=digest)
+
+
+def case_dirs(root: Path) -> list[Path]:
+    """Every direct subdirectory of ``root`` holding an ``ef-boundary.yml``, by name."""
+    try:
+        children = sorted(root.iterdir())
+    except OSError as exc:
+        raise _invalid(f"{root}: not a cases directory: {exc.strerror}") from exc
+    return [child for child in children
+            if child.is_dir() and not child.is_symlink()
+            and (child / SIDECAR_NAME).exists()]
+
+
+def check_unique(cases: list[Case]) -> list[Case]:
+    """``cases`` sorted by id; two with one id refuse."""
+    owners: dict[str, Path] = {}
+    for case in cases:
+        if case.id in owners:
+            raise _invalid(f"{owners[case.id]} and {case.path} both have id {case.id!r}")
+        owners[case.id] = case.path
+    return sorted(cases, key=lambda c: c.id)
+
+
+def load_cases(root: Path) -> list[Case]:
+    """Every case under ``root``, sorted by id; the first invalid one refuses."""
+    return check_unique([load_case(path) for path in case_dirs(root)])

@@ -1,0 +1,3 @@
+ACTIVE = [
+    "SUMMER-15",
+]

@@ -1,0 +1,4 @@
+ACTIVE = [
+    "WELCOME-10",
+    "SUMMER-15",
+]

@@ -1,0 +1,159 @@
+"""One offline run of a case, and the proof that a case is valid (docs/boundary.md §7).
+
+``run_offline`` folds the case's session with a built-in arm in this process, copies the
+workspace into a private directory, runs the continuation with the faux agent (the case's
+``faux`` script) answering directly, and evaluates the oracles. Built-in arms only: a
+plugin or command fold runs only in a contained child, never here.
+
+``ablation`` runs it three times on the native arm, and a case is valid only when the
+history decides the outcome:
+
+* **full**: the whole pre-fold session; every oracle must pass;
+* **no history**: the session replaced by one neutral owner message; some oracle must fail;
+* **counterfactual**: the events of ``source.critical`` deleted (a deleted tool result
+  takes its call with it); some oracle must fail.
+
+Otherwise the case refuses (``boundary_case_invalid``), naming the run that did not
+behave.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+import msgspec
+
+from efold.boundary.actions import ActionLog
+from efold.boundary.agent_loop import AgentRun, first_payload, run_agent, workspace_tools
+from efold.boundary.case import Case
+from efold.boundary.errors import BoundaryError
+from efold.boundary.faux_agent import faux_agent
+from efold.boundary.oracles import Evidence, OracleResult, evaluate_all, passed
+from efold.boundary.runner import run_contained
+from efold.boundary.workspace import Workspace, copy_fixture
+from efold.corpus.model import Event
+from efold.errors import Code
+from efold.folds.fold import TracePrefix
+from efold.folds.lookup import LookupTool
+from efold.folds.registry import BUILTIN_ARMS
+from efold.folds.snapshot import content_digest
+from efold.folds.store import HistoryStore
+
+NO_HISTORY_TEXT: Final = "This is the start of our work together; there is no earlier history."
+FAUX_MODEL: Final = "faux-extractive-v1"
+
+Variant = Literal["full", "no_history", "counterfactual"]
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One run of a case: what the agent did and what the oracles said."""
+
+    arm: str
+    run: AgentRun
+    results: list[OracleResult]
+    passed: bool | None
+    checkpoint: str  # the content digest of the checkpoint the agent resumed from
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """The three runs of ``ablation`` and whether they prove the case valid."""
+
+    full: CaseOutcome
+    no_history: CaseOutcome
+    counterfactual: CaseOutcome
+
+    @property
+    def problem(self) -> str | None:
+        """Why the case is invalid, or None when it is valid."""
+        if self.full.passed is not True:
+            return "with the full history the faux agent does not pass every oracle"
+        if self.no_history.passed is not False:
+            return "with the history removed the outcome does not change"
+        if self.counterfactual.passed is not False:
+            return "with the critical events deleted the outcome does not change"
+        return None
+
+
+def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOutcome:
+    """Fold ``events`` with the built-in ``arm``, run the faux agent, judge (module
+    docstring). Everything it writes is in a temporary directory, removed after."""
+    if arm not in BUILTIN_ARMS:
+        raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
+                            f"{arm!r} is not a built-in arm (offline runs use those only)")
+    script = case.sidecar.faux
+    if script is None:
+        raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
+                            f"{case.id}: no faux script ($.faux) to run it offline")
+    checkpoint = BUILTIN_ARMS[arm]().build(TracePrefix(trace_id=case.trace.header.trace_id,
+                                                       events=events))
+    sidecar = case.sidecar
+    test = sidecar.tools.test
+    commands = [list(c) for c in test.commands] if test is not None else []
+    timeout = float(test.timeout_seconds) if test is not None else 60.0
+    with tempfile.TemporaryDirectory(prefix="efold-boundary-") as tmp:
+        root = Path(tmp) / "workspace"
+        copy_fixture(case.workspace, root)
+        workspace = Workspace(root, allowed_commands=commands, timeout_s=timeout,
+                              edit=sidecar.tools.edit)
+        store = HistoryStore.build(checkpoint.store) if checkpoint.store is not None else None
+        lookup = LookupTool(store) if store is not None else None
+        log = ActionLog((r.family for r in sidecar.behavior.duplicate_rules),
+                        workspace_root=root)
+        payload = first_payload(checkpoint, list(sidecar.continuation.input), model=FAUX_MODEL,
+                                tools=workspace_tools(edit=sidecar.tools.edit,
+                                                      test=bool(commands)))
+        respond = faux_agent(script)
+        run = run_agent(respond, payload, workspace, lookup, log,
+                        max_actions=sidecar.continuation.max_actions,
+                        store_version=content_digest(checkpoint))
+        evidence = Evidence(workspace=root, fixture=case.workspace, expected=case.expected,
+                            actions=run.actions, recall_outputs=run.recall_outputs,
+                            state=None)
+
+        def run_command(argv: list[str], cwd: Path) -> int:
+            result = run_contained(argv, cwd, timeout_s=timeout)
+            return -1 if result.exit_code is None else result.exit_code
+
+        results = evaluate_all(sidecar.oracle.success, evidence, run_command)
+    return CaseOutcome(arm=arm, run=run, results=results, passed=passed(results),
+                       checkpoint=content_digest(checkpoint))
+
+
+def without_history(case: Case) -> list[Event]:
+    """The neutral one-message session of the no-history run."""
+    first = case.prefix[0]
+    return [Event(id="e0001", session=first.session, day=first.day, role="user",
+                  content=NO_HISTORY_TEXT)]
+
+
+def without_critical(case: Case) -> list[Event]:
+    """The pre-fold events minus ``source.critical`` (a tool result with its call)."""
+    critical = set(case.sidecar.source.critical)
+    calls = {e.tool_call_id for e in case.prefix if e.id in critical and e.tool_call_id}
+    kept: list[Event] = []
+    for event in case.prefix:
+        if event.id in critical:
+            continue
+        if event.tool_calls and calls:
+            remaining = [c for c in event.tool_calls if c.id not in calls]
+            if len(remaining) != len(event.tool_calls):
+                if not remaining and not event.content:
+                    continue
+                event = msgspec.structs.replace(event, tool_calls=remaining or None)
+        kept.append(event)
+    return kept
+
+
+def ablation(case: Case) -> Ablation:
+    """The three runs (module docstring)."""
+    if not case.sidecar.source.critical:
+        raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
+                            f"{case.id}: no critical events ($.source.critical) to delete")
+    return Ablation(full=run_offline(case, case.prefix),
+                    no_history=run_offline(case, without_history(case)),
+                    counterfactual=run_offline(case, without_critical(case)))

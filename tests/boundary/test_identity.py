@@ -1,0 +1,94 @@
+"""Environment identity: the fixture's digests, the run's catalog, prompt and route (§3)."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from efold.boundary.actions import tree_version
+from efold.boundary.case import load_case, tree_digest
+from efold.boundary.identity import (
+    ABSENT,
+    RouteIdentity,
+    environment_identity,
+    fixture_identity,
+    identity_digest,
+)
+from efold.digests import build_digest, file_sha256
+from tests.boundary.conftest import MakeCase
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "name": "workspace_read", "description": "Read a file.",
+     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+]
+
+
+def _with_more_oracles(data: dict[str, Any]) -> None:
+    data["oracle"]["success"] += [
+        {"type": "artifact-exists", "path": "NOTES.md", "contains": "threshold"},
+        {"type": "forbidden-path-unchanged", "path": "tests"},
+    ]
+
+
+def test_fixture_identity_names_every_oracle_file(make_case: MakeCase) -> None:
+    path = make_case(_with_more_oracles)
+    case = load_case(path)
+    ident = fixture_identity(case)
+    assert (ident.case_id, ident.case_version, ident.case_sha256) == (
+        case.id, 1, case.sha256)
+    assert ident.workspace_sha256 == tree_digest(path / "workspace")
+    # the workspace digest is the environment version actions record for the same tree
+    assert ident.workspace_sha256 == tree_version(path / "workspace")
+    assert ident.oracle_files == {
+        "workspace/NOTES.md": ABSENT,
+        "workspace/src/shop/api.py": file_sha256(path / "workspace/src/shop/api.py"),
+        "workspace/src/shop/pricing.py": file_sha256(path / "workspace/src/shop/pricing.py"),
+        "workspace/tests": tree_digest(path / "workspace/tests"),
+        "workspace.expected/src/shop/pricing.py":
+            file_sha256(path / "workspace.expected/src/shop/pricing.py"),
+    }
+
+
+def test_the_run_identity_binds_catalog_prompt_and_route(make_case: MakeCase) -> None:
+    case = load_case(make_case())
+    route = RouteIdentity(provider="faux", model="faux-agent-v1", api="responses",
+                          effort="low")
+    base = environment_identity(case, tool_catalog=TOOLS, system_prompt="You edit code.",
+                                route=route)
+    assert base.route == route and base.python is None and base.build_sha256 is None
+    same = environment_identity(case, tool_catalog=[dict(TOOLS[0])],
+                                system_prompt="You edit code.", route=route)
+    assert identity_digest(same) == identity_digest(base)
+    other_tools = [{**TOOLS[0], "description": "Read a file (first 20000 characters)."}]
+    for changed in (
+        environment_identity(case, tool_catalog=other_tools, system_prompt="You edit code.",
+                             route=route),
+        environment_identity(case, tool_catalog=TOOLS, system_prompt="You edit code!",
+                             route=route),
+        environment_identity(case, tool_catalog=TOOLS, system_prompt="You edit code.",
+                             route=RouteIdentity(provider="faux", model="faux-agent-v1",
+                                                 api="responses", effort="high")),
+        environment_identity(case, tool_catalog=TOOLS, system_prompt="You edit code."),
+    ):
+        assert identity_digest(changed) != identity_digest(base)
+
+
+def test_a_workspace_edit_changes_the_identity(make_case: MakeCase) -> None:
+    path = make_case()
+    before = fixture_identity(load_case(path))
+    (path / "workspace" / "src" / "shop" / "api.py").write_text("# changed\n")
+    after = fixture_identity(load_case(path))
+    assert after.workspace_sha256 != before.workspace_sha256
+    assert after.oracle_files["workspace/src/shop/api.py"] != before.oracle_files[
+        "workspace/src/shop/api.py"]
+
+
+def test_a_real_run_records_python_efold_and_build(make_case: MakeCase) -> None:
+    case = load_case(make_case())
+    real = environment_identity(case, tool_catalog=TOOLS, system_prompt="p", real=True,
+                                route=RouteIdentity(provider="openai", model="m",
+                                                    api="responses", temperature=0.0,
+                                                    seed=7))
+    assert real.python == platform.python_version()
+    assert real.efold_version and real.build_sha256 == build_digest()
+    assert real.route is not None and (real.route.temperature, real.route.seed) == (0.0, 7)
