@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from efold.guard.wire.outcome import (
+    BufferedBody,
     ModelReading,
     StreamEnd,
     WireOutcome,
@@ -150,18 +151,8 @@ class ChatStreamParser:
                            model=self._model.model, model_conflict=self._model.conflict)
 
 
-class ChatBodyParser:
+class ChatBodyParser(BufferedBody):
     """Non-streaming: buffer the JSON body, decode it at the end."""
-
-    def __init__(self) -> None:
-        self._body = bytearray()
-
-    @property
-    def done(self) -> bool:
-        return False  # a JSON body is complete only when the stream ends
-
-    def feed(self, chunk: bytes) -> None:
-        self._body += chunk
 
     def finish(self) -> WireOutcome:
         data = decode_object(bytes(self._body))

@@ -50,7 +50,13 @@ from efold.guard.wire.messages_stream import (
     read_messages_tier,
     read_messages_usage,
 )
-from efold.guard.wire.outcome import ModelReading, StreamEnd, WireOutcome, WireParser
+from efold.guard.wire.outcome import (
+    BufferedBody,
+    ModelReading,
+    StreamEnd,
+    WireOutcome,
+    WireParser,
+)
 from efold.guard.wire.sse import decode_object
 
 COMPACT_MESSAGES_PATH: Final = "/messages"
@@ -128,18 +134,8 @@ def reader_messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": [*items]}]
 
 
-class CompactMessagesBodyParser:
+class CompactMessagesBodyParser(BufferedBody):
     """One JSON message: buffered until ``finish`` (the request does not stream)."""
-
-    def __init__(self) -> None:
-        self._body = bytearray()
-
-    @property
-    def done(self) -> bool:
-        return False  # a JSON body ends with the connection, never earlier
-
-    def feed(self, chunk: bytes) -> None:
-        self._body += chunk
 
     def finish(self) -> WireOutcome:
         reply = decode_object(bytes(self._body))

@@ -53,6 +53,7 @@ from efold.guard.errors import PolicyViolation
 from efold.guard.wire import rules
 from efold.guard.wire.formats import WireFormat
 from efold.guard.wire.outcome import (
+    BufferedBody,
     ModelReading,
     StreamEnd,
     WireOutcome,
@@ -130,18 +131,8 @@ def reader_input_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-class CompactBodyParser:
+class CompactBodyParser(BufferedBody):
     """One JSON body: buffered until ``finish`` (the endpoint does not stream)."""
-
-    def __init__(self) -> None:
-        self._body = bytearray()
-
-    @property
-    def done(self) -> bool:
-        return False  # a JSON body ends with the connection, never earlier
-
-    def feed(self, chunk: bytes) -> None:
-        self._body += chunk
 
     def finish(self) -> WireOutcome:
         try:

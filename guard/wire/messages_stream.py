@@ -64,7 +64,13 @@ import msgspec
 
 from efold.guard.permits import UsageRecord
 from efold.guard.usage import usage_count
-from efold.guard.wire.outcome import UNREADABLE_TIER, ModelReading, StreamEnd, WireOutcome
+from efold.guard.wire.outcome import (
+    UNREADABLE_TIER,
+    BufferedBody,
+    ModelReading,
+    StreamEnd,
+    WireOutcome,
+)
 from efold.guard.wire.sse import JsonEvents, decode_object
 
 COUNT_KEYS: Final = ("input_tokens", "cache_creation_input_tokens",
@@ -397,19 +403,9 @@ class MessagesStreamParser:
                            model=self._model.model, model_conflict=self._model.conflict)
 
 
-class MessagesBodyParser:
+class MessagesBodyParser(BufferedBody):
     """Non-streaming: buffer the JSON body, decode it at the end (never ``done``
     before: only the end of the body completes it)."""
-
-    def __init__(self) -> None:
-        self._body = bytearray()
-
-    @property
-    def done(self) -> bool:
-        return False  # a JSON body is complete only when the stream ends
-
-    def feed(self, chunk: bytes) -> None:
-        self._body += chunk
 
     def finish(self) -> WireOutcome:
         data = decode_object(bytes(self._body))

@@ -63,6 +63,22 @@ class WireParser(Protocol):
         ...
 
 
+class BufferedBody:
+    """A parser's half for a JSON (non-streamed) body: the bytes buffered until
+    ``finish``, which each parser defines. Never ``done`` before: a JSON body is
+    complete only when the connection ends."""
+
+    def __init__(self) -> None:
+        self._body = bytearray()
+
+    @property
+    def done(self) -> bool:
+        return False
+
+    def feed(self, chunk: bytes) -> None:
+        self._body += chunk
+
+
 class _Invalid(Exception):
     pass
 
