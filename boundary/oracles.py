@@ -6,6 +6,9 @@ Rules:
   the initial one (the fixture), ``workspace.expected/``, the action log, the recall
   outputs and the fold's declared state. No oracle asks a model, none reads the agent's
   prose.
+- The declared state is the checkpoint's (``efold.folds.state``: the state the fold
+  returned, else its last visible ``handoff_state`` record); ``DeclaredState`` lives
+  there and is re-exported here.
 - Each yields ``pass``, ``fail`` or ``not_applicable``; only a state oracle
   (``state-key-equals``, ``anchor-active``, ``failure-open``, ``failure-retired``,
   ``obligation-open``) on a fold that declares no state is ``not_applicable``, counted
@@ -45,6 +48,7 @@ from efold.boundary.actions import (
 from efold.boundary.errors import BoundaryError
 from efold.digests import file_sha256
 from efold.errors import Code
+from efold.folds.state import DeclaredState as DeclaredState  # re-exported: oracles read it
 
 
 class _Oracle(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type",
@@ -141,15 +145,6 @@ class RecallOutput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sessions: list[int] = msgspec.field(default_factory=list)
 
 
-class DeclaredState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The state a fold declares in its checkpoint (docs/boundary.md §5)."""
-
-    keys: dict[str, str] = msgspec.field(default_factory=dict)  # state key -> value
-    anchors: list[str] = msgspec.field(default_factory=list)  # the active state keys
-    failures: dict[str, Literal["open", "retired"]] = msgspec.field(default_factory=dict)
-    obligations: dict[str, Literal["open", "done"]] = msgspec.field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class Evidence:
     """Everything the oracles may look at, after the run."""
@@ -159,7 +154,9 @@ class Evidence:
     expected: Path | None = None  # the case's workspace.expected/, when it has one
     actions: list[ActionRecord] = field(default_factory=list)
     recall_outputs: list[RecallOutput] = field(default_factory=list)
-    state: DeclaredState | None = None  # None: the fold declared no state
+    # The fold's declared state (``efold.folds.state.declared_state`` of the checkpoint
+    # the agent resumed from); None: the fold declared no state.
+    state: DeclaredState | None = None
 
 
 class OracleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -2,7 +2,8 @@
 
 A ``Checkpoint`` is the reader-visible state at the probe boundary: chat-shaped messages
 (tool calls and results where the arm keeps them), the tools offered (none, or the two
-history lookup tools), the retained store (if the arm keeps one) and a ``FoldReceipt``.
+history lookup tools), the retained store (if the arm keeps one), optionally the
+structured state the fold returned (``folds.state``) and a ``FoldReceipt``.
 It is built once per (role, trace, repeat) in the prep child, written to a snapshot
 directory (``snapshot.py``) and restored, hash-verified, for every probe slot.
 
@@ -24,6 +25,7 @@ import msgspec
 
 from efold.corpus.model import ToolCall
 from efold.folds.opaque import OpaqueContext
+from efold.folds.state import DeclaredState
 
 CHECKPOINT_VERSION = 1
 
@@ -176,10 +178,26 @@ class FoldReceipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: int = CHECKPOINT_VERSION
 
 
+def folds_recorded(receipt: FoldReceipt) -> int:
+    """How many folds a checkpoint's receipt records: a compaction arm's compactions, one
+    for any other fold whose boundary was crossed (a cold rebuild, an external command,
+    a proxy), none for ``native`` or a fold whose boundary is unverified. A boundary
+    case's ``fold.repeat`` is read against it (docs/boundary.md §10)."""
+    boundary = receipt.boundary
+    if boundary.kind == "compaction":
+        return len(receipt.compactions)
+    return int(boundary.kind != "none" and boundary.verified)
+
+
 class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The reader-visible state at the probe boundary.
 
     # Invariant: ``store`` is not None exactly when ``tools`` offers the lookup tools.
+    # Invariant: ``state`` is ``UNSET`` (the fold returned no state) or a
+    # ``DeclaredState``; ``UNSET`` is never encoded, so a checkpoint without state has
+    # exactly the bytes (and the content and snapshot digests) it had before the field
+    # existed. Read the declared state through ``folds.state.declared_state``, which
+    # applies the rule for checkpoints that returned none.
     """
 
     arm: str
@@ -191,6 +209,12 @@ class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: int = CHECKPOINT_VERSION
     # A provider compaction's items (``folds.opaque``), for their one reader only.
     opaque: OpaqueContext | None = None
+    # The structured state the fold returned (``folds.state``); UNSET: none returned.
+    state: DeclaredState | msgspec.UnsetType = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        if self.state is not msgspec.UNSET and not isinstance(self.state, DeclaredState):
+            raise TypeError("Checkpoint.state must be a DeclaredState (or left unset)")
 
 
 def visible_text(messages: list[ReaderMessage]) -> str:

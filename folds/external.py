@@ -20,9 +20,16 @@ The command must write ONE JSON object to stdout and exit 0::
                                    "function": {"name": "...", "arguments": "<json>"}}],
                    "tool_call_id": "...", "name": "..."}, ...],
      "tools": [] | ["history_search", "history_get"],
-     "boundary_crossed": true | false}
+     "boundary_crossed": true | false,
+     "state": {"keys": {"<key>": "<value>"}, "anchors": ["<key>"],
+               "failures": {"<id>": "open" | "retired"},
+               "obligations": {"<id>": "open" | "done"}}}
 
 ``tool_calls``, ``tool_call_id`` and ``name`` are optional; unknown keys are refused.
+``state`` is optional: the fold's declared state (``folds.state``), validated closed
+(each of its four members optional; unknown keys, wrong types or ``null`` are refused);
+without it the checkpoint's state is derived from its visible messages by the rule of
+``folds.state``.
 Offering the tools gives the reader efold's standard retained store over the same
 events (privacy rule included); a command cannot supply store content. efold computes
 the receipt itself from the returned messages: a command's own counts are not trusted.
@@ -60,6 +67,7 @@ from efold.folds.checkpoint import LOOKUP_TOOLS, BoundaryEvidence, Checkpoint, R
 from efold.folds.errors import PluginError
 from efold.folds.fold import TracePrefix, build_checkpoint, checked
 from efold.folds.retention import retain
+from efold.folds.state import DeclaredState
 from efold.folds.transcript import session_transcript
 
 PROTOCOL = "efold-fold-v1"
@@ -81,6 +89,7 @@ class _Response(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     messages: list[ReaderMessage]
     tools: list[str]
     boundary_crossed: bool
+    state: DeclaredState | msgspec.UnsetType = msgspec.UNSET  # absent: none returned
 
 
 class ExternalCommandFold:
@@ -201,6 +210,8 @@ def decode_output(name: str, output: bytes, prefix: TracePrefix) -> Checkpoint:
         BoundaryEvidence(kind="external", verified=response.boundary_crossed), [],
         store=retained,
     )
+    if isinstance(response.state, DeclaredState):
+        checkpoint = msgspec.structs.replace(checkpoint, state=response.state)
     try:
         return checked(checkpoint, name, prefix)
     except PluginError:

@@ -14,7 +14,9 @@ to fold (verbose test logs, as real coding sessions have) with its critical fact
 Every case's first faux plan keys on the wording of its critical event(s) and that
 wording appears in no other event before the boundary, so deleting the critical events
 (counterfactual deletion) leaves the faux agent its fallback. Sessions stay under about
-60 KB; B12 (a state-only checkpoint) waits for a fold that declares state.
+60 KB. B12 (a state-only checkpoint) carries its critical fact only as a machine handoff
+record (a ``handoff_state`` tool result, ``efold.folds.state``) and judges the declared
+state as well as the workspace.
 """
 
 from __future__ import annotations
@@ -760,6 +762,53 @@ def _limit_edits(limit: int) -> list[dict[str, Any]]:
     ]
 
 
+# B12: the only record of the release bot's progress is its machine handoff, a
+# ``handoff_state`` tool result in DeclaredState's shape (efold.folds.state): no reply
+# restates it, so only a checkpoint that keeps the record carries it (and declares it).
+HANDOFF_STATE = {
+    "keys": {"release/version": "0.4.1", "config/BULK_DISCOUNT_PERCENT": "6"},
+    "anchors": ["release/version"],
+    "failures": {},
+    "obligations": {"config/BULK_DISCOUNT_PERCENT": "open", "changelog/0.4.1": "open"},
+}
+B12_CHANGELOG = ("- 0.3.0: bulk discount for large quantities.\n",
+                 "- 0.3.0: bulk discount for large quantities.\n"
+                 "- 0.4.1: bulk discount 6 percent.\n")
+
+
+def b12() -> CaseDef:
+    s = Session("B12-state-only-checkpoint", "A release bot's machine handoff")
+    s.owner("The release bot stopped halfway through the next release. Load its handoff; "
+            "it wrote no notes.")
+    record = s.tool("handoff_state", {"from": "release-bot"},
+                    json.dumps(HANDOFF_STATE, sort_keys=True))
+    s.reply("Loaded.")
+    work_stretch(s, 33)
+    s.next_session()
+    s.tool("workspace_test", {"command": PYTEST}, test_log(34))
+    s.reply("Green.")
+    sidecar = base(
+        "B12-state-only-checkpoint", "hard", ["state-handoff"],
+        ["handoff-state-lost", "value-guessed"],
+        ["Take over the release from the bot's handoff: set the config value it records, "
+         "add the CHANGELOG.md line for its release version, then run the tests."],
+        [{"type": "state-key-equals", "key": "release/version", "value": "0.4.1"},
+         {"type": "anchor-active", "stateKey": "release/version"},
+         {"type": "obligation-open", "obligation": "changelog/0.4.1"},
+         {"type": "file-equals", "path": "src/shop/config.py", "expected": "src/shop/config.py"},
+         {"type": "artifact-exists", "path": "CHANGELOG.md", "contains": "0.4.1"},
+         {"type": "tests-pass", "command": PYTEST}],
+        {"recall": "release bot handoff",
+         "plans": [{"when": '"release/version": "0.4.1"',
+                    "actions": [config_edit("BULK_DISCOUNT_PERCENT = 5",
+                                            "BULK_DISCOUNT_PERCENT = 6"),
+                                edit("CHANGELOG.md", *B12_CHANGELOG), run_tests()]},
+                   {"actions": [run_tests()]}]},
+        critical=[record])
+    return CaseDef(sidecar, s, expected={
+        "src/shop/config.py": CONFIG.replace("= 5", "= 6")})
+
+
 # -- exploratory cases (X): they should pass ablation, but need not ------------------------
 
 PERCENT_OFF_TEST = (
@@ -996,8 +1045,7 @@ def x08() -> CaseDef:
     return CaseDef(sidecar, s)
 
 
-# B12 (a state-only checkpoint) waits for a fold that declares state (docs/boundary.md §8).
-CASES = (b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11,
+CASES = (b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11, b12,
          x01, x02, x03, x04, x05, x06, x07, x08)
 
 

@@ -5,9 +5,10 @@ tiers and capabilities are the listed ones, the builder writes exactly the commi
 bytes, every critical event carries the wording its first faux plan keys on and no other
 event does, every hard case has a file or action oracle, the cold boundary loses the
 critical fact, and the required-recall answers are out of the store arm's checkpoint but
-reachable by the faux recall. The full validity proof (``--ablation``, about 10 s a case)
-runs for two representative cases only; ``efold-controller boundary validate --ablation``
-proves all of them.
+reachable by the faux recall, and B12's state is declared only by the arm that keeps its
+handoff record. The full validity proof (``--ablation``, about 10 s a case) runs for
+three representative cases only (B12, the state oracles, among them);
+``efold-controller boundary validate --ablation`` proves all of them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from efold.corpus.model import Event
 from efold.folds.checkpoint import visible_text
 from efold.folds.fold import TracePrefix
 from efold.folds.registry import BUILTIN_ARMS
+from efold.folds.state import declared_state
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "boundary" / "cases"
@@ -52,6 +54,7 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
     "B09-root-rebase-old-value": ("hard", ["root-rebase"]),
     "B10-session-isolation": ("hard", ["session-isolation"]),
     "B11-restart": ("hard", ["state-handoff"]),
+    "B12-state-only-checkpoint": ("hard", ["state-handoff"]),
     "X01-rejected-approach": ("exploratory", ["rejected-approach"]),
     "X02-uncertainty": ("exploratory", ["uncertainty"]),
     "X03-causal-dependency": ("exploratory", ["causal-dependency"]),
@@ -169,7 +172,33 @@ def test_a_required_answer_is_recalled_not_shown(cases: dict[str, Case],
     assert outcome.run.actions[0].family == "recall"
 
 
-@pytest.mark.parametrize("case_id", ["B03-evidence-over-narrative", "B07-tool-transaction"])
+def test_b12_only_a_checkpoint_that_keeps_the_handoff_record_declares_its_state(
+        cases: dict[str, Case]) -> None:
+    """B12's critical fact is a machine handoff record and nothing else: no reply
+    restates it. native declares it (and passes every oracle); cold-rebuild declares
+    nothing and fails; compaction's summary quotes the record, so the faux agent gets
+    the workspace right, but a quote declares no state: its state oracles are
+    not_applicable and the run is never counted as a pass."""
+    case = cases["B12-state-only-checkpoint"]
+    (critical,) = case.sidecar.source.critical
+    record = next(e for e in case.prefix if e.id == critical)
+    assert record.role == "tool" and record.name == "handoff_state"
+    state_types = {"state-key-equals", "anchor-active", "obligation-open"}
+    prefix = TracePrefix(trace_id=case.trace.header.trace_id, events=case.prefix)
+    native = declared_state(BUILTIN_ARMS["native"]().build(prefix))
+    assert native is not None and native.keys["release/version"] == "0.4.1"
+    for arm in ("cold-rebuild", "compaction", "store", "pack"):
+        assert declared_state(BUILTIN_ARMS[arm]().build(prefix)) is None, arm
+    compaction = run_offline(case, case.prefix, "compaction")
+    assert compaction.passed is None
+    assert {r.type for r in compaction.results if r.verdict == "not_applicable"} == state_types
+    assert all(r.verdict == "pass" for r in compaction.results if r.type not in state_types)
+    cold = run_offline(case, case.prefix, "cold-rebuild")
+    assert cold.passed is False
+
+
+@pytest.mark.parametrize("case_id", ["B03-evidence-over-narrative", "B07-tool-transaction",
+                                     "B12-state-only-checkpoint"])
 def test_ablation_proves_representative_cases(cases: dict[str, Case], case_id: str) -> None:
     proof = ablation(cases[case_id])
     assert proof.problem is None

@@ -40,6 +40,7 @@ from efold.boundary.oracles import (
     passed,
 )
 from efold.errors import Code
+from efold.folds import state as folds_state
 
 CHECK = """\
 import pathlib, sys
@@ -346,3 +347,8 @@ def test_evaluate_all_and_passed(case: tuple[Path, Path, Path]) -> None:
     assert passed(evaluate_all(failing, ev(case), run)) is False  # a fail beats n/a
     assert passed([]) is True
     assert passed([OracleResult("x", "not_applicable")]) is None
+
+
+def test_declared_state_is_the_folds_layer_type() -> None:
+    """The oracles read the type the folds layer declares (``efold.folds.state``)."""
+    assert DeclaredState is folds_state.DeclaredState

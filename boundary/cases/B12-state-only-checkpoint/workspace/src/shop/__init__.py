@@ -1,0 +1,1 @@
+"""shop: a small cart library."""

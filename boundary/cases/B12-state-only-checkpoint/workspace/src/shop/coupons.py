@@ -1,0 +1,3 @@
+ACTIVE = [
+    "WELCOME-10",
+]
