@@ -8,6 +8,9 @@ re-locked at its old version); ``show`` prints one case's sidecar summary and th
 environment identity its fixture fixes; ``run --faux`` runs the cases offline with the
 faux agent on built-in arms, in this process (built-in folds only; campaigns that mix
 probes and cases, in contained children and on the real route, come next).
+``validate --variants`` also checks each case's metamorphic variants
+(``boundary.metamorphic``): one more line per variant, and a stability table across
+``--arms`` that is printed, never a refusal.
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ import msgspec
 from efold.boundary.case import Case, case_dirs, check_unique, load_case, load_cases
 from efold.boundary.identity import fixture_identity
 from efold.boundary.lock import LOCK_NAME, lock_problems, write_lock
+from efold.boundary.metamorphic import STABILITY_ARMS, VariantReport, check_variants
 from efold.boundary.validate import ablation as run_ablation
 from efold.boundary.validate import run_offline
 from efold.controller.commands._options import fail, refusal_for, refuse
 from efold.digests import build_digest, package_root
 from efold.errors import Code, EfoldError
+from efold.folds.registry import BUILTIN_ARMS
 from efold.registry.files import publish_exclusive
-from efold.report.boundary_results import boundary_results
+from efold.report.boundary_results import boundary_results, judged_offline
 
 
 def bundled_cases_root() -> Path:
@@ -54,6 +59,22 @@ def command() -> None:
     rejected."""
 
 
+class _VariantLine(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One metamorphic variant of a case (``validate --variants``): ``native`` and
+    ``minus_critical`` are the native arm's verdicts on it and on it without the critical
+    events; ``stable`` says per arm whether its verdict equals the one on the original."""
+
+    name: str
+    kind: str
+    applicable: bool
+    note: str
+    problems: list[str] = []
+    native: bool | None = None
+    minus_critical: bool | None = None
+    verdicts: dict[str, bool | None] = {}
+    stable: dict[str, bool] = {}
+
+
 class _Line(msgspec.Struct, frozen=True, omit_defaults=True):
     id: str
     path: str | None = None
@@ -62,6 +83,8 @@ class _Line(msgspec.Struct, frozen=True, omit_defaults=True):
     oracles: int | None = None
     code: str | None = None
     detail: str | None = None
+    original: dict[str, bool | None] | None = None  # --variants: each arm's verdict
+    variants: list[_VariantLine] | None = None
 
     @property
     def ok(self) -> bool:
@@ -75,19 +98,58 @@ def _text(line: _Line) -> str:
     return f"{head}  " + ("OK" if line.ok else f"{line.code} ({line.detail})")
 
 
+_VERDICT = {True: "PASS", False: "FAIL", None: "n/a"}
+
+
+def _variant_text(variant: _VariantLine, original: dict[str, bool | None]) -> str:
+    """A variant's line: its verdict, what changed, and the stability table's row."""
+    head = f"  variant {variant.name:<27}"
+    if not variant.applicable:
+        return f"{head} n/a  ({variant.note})"
+    verdict = "OK " if not variant.problems else "BROKEN"
+    row = ", ".join(
+        f"{arm} {'=' if same else 'changed'}"
+        + ("" if same else f" ({_VERDICT[original.get(arm)]}->"
+                           f"{_VERDICT[variant.verdicts.get(arm)]})")
+        for arm, same in variant.stable.items())
+    text = (f"{head} {verdict}  {variant.note}; native {_VERDICT[variant.native]}, minus "
+            f"critical {_VERDICT[variant.minus_critical]}; stability: {row}")
+    if variant.problems:
+        text += f"; {'; '.join(variant.problems)}"
+    return text
+
+
 @command.command("validate")
 @click.argument("root", required=False, type=click.Path(path_type=Path))
 @click.option("--ablation", is_flag=True,
               help="Also prove each case: the faux agent passes with the full history and "
                    "fails with the history removed and with the critical events deleted.")
+@click.option("--variants", is_flag=True,
+              help="Also check each case's metamorphic variants: the faux agent still "
+                   "passes on each and still fails without the critical events; a stability "
+                   "table across --arms is printed (informational).")
+@click.option("--arms", default=None,
+              help="With --variants: the built-in arms of the stability table, "
+                   f"comma-separated  [default: {','.join(STABILITY_ARMS)}]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-def validate(root: Path | None, ablation: bool, as_json: bool) -> None:
-    """Load every case under ROOT and check boundary.lock; one line per case.
+def validate(root: Path | None, ablation: bool, variants: bool, arms: str | None,
+             as_json: bool) -> None:
+    """Load every case under ROOT and check boundary.lock; one line per case (and, with
+    --variants, one per variant).
 
-    Exit 0 when every case is valid and locked (and, with --ablation, proven), 2
-    otherwise."""
+    Exit 0 when every case is valid and locked (and, with --ablation, proven; with
+    --variants, unbroken by every variant), 2 otherwise."""
     refuse_ = refusal_for(as_json)
     chosen = _root(root, refuse_)
+    if arms is not None and not variants:
+        raise click.UsageError("--arms applies only with --variants")
+    names = list(dict.fromkeys(a.strip() for a in (arms or ",".join(STABILITY_ARMS)).split(",")
+                               if a.strip()))
+    unknown = [name for name in names if name not in BUILTIN_ARMS]
+    if not names or unknown:
+        refuse_(Code.BOUNDARY_CASE_INVALID.value,
+                f"--arms: {', '.join(unknown)} not a built-in arm" if unknown
+                else "--arms names no arm")
     lines: dict[str, _Line] = {}
     cases: list[Case] = []
     failed = 0
@@ -119,6 +181,10 @@ def validate(root: Path | None, ablation: bool, as_json: bool) -> None:
         for case in cases:
             if lines[case.id].ok:
                 lines[case.id] = _proven(lines[case.id], case)
+    if variants:
+        for case in cases:
+            if lines[case.id].ok:
+                lines[case.id] = _varied(lines[case.id], case, names)
     ordered = [lines[key] for key in sorted(lines, key=lambda k: k.lstrip("~"))]
     ok = all(line.ok for line in ordered)
     if as_json:
@@ -127,6 +193,8 @@ def validate(root: Path | None, ablation: bool, as_json: bool) -> None:
     else:
         for line in ordered:
             click.echo(_text(line))
+            for variant in line.variants or ():
+                click.echo(_variant_text(variant, line.original or {}))
         valid = sum(line.ok for line in ordered)
         click.echo(f"{valid} of {len(ordered)} valid and locked  ({chosen / LOCK_NAME})")
     if not ok:
@@ -143,6 +211,31 @@ def _proven(line: _Line, case: Case) -> _Line:
         return line
     return msgspec.structs.replace(line, code=Code.BOUNDARY_CASE_INVALID.value,
                                    detail=f"ablation: {problem}")
+
+
+def _variant_lines(report: VariantReport) -> list[_VariantLine]:
+    return [_VariantLine(name=c.variant.name, kind=c.variant.kind,
+                         applicable=c.variant.applicable, note=c.variant.note,
+                         problems=list(c.problems), native=c.full,
+                         minus_critical=c.minus_critical, verdicts=dict(c.verdicts),
+                         stable=dict(c.stable))
+            for c in report.checks]
+
+
+def _varied(line: _Line, case: Case, arms: list[str]) -> _Line:
+    """``line`` with the case's variants (``boundary.metamorphic.check_variants``); a
+    variant that breaks the case makes it ``boundary_case_invalid``, naming it."""
+    try:
+        report = check_variants(case, arms=arms)
+    except EfoldError as exc:
+        return msgspec.structs.replace(line, code=exc.code.value, detail=exc.detail)
+    line = msgspec.structs.replace(line, original=dict(report.original),
+                                   variants=_variant_lines(report))
+    problem = report.problem
+    if problem is None:
+        return line
+    return msgspec.structs.replace(line, code=Code.BOUNDARY_CASE_INVALID.value,
+                                   detail=problem)
 
 
 @command.command("lock")
@@ -252,9 +345,9 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
         refuse_(Code.BOUNDARY_CASE_INVALID.value, "--arms names no arm")
     try:
         cases = load_cases(chosen)
-        outcomes = {(case.id, arm): run_offline(case, case.prefix, arm)
-                    for case in cases for arm in names}
-        results = boundary_results(cases, names, outcomes, build=build_digest())
+        judged = [judged_offline(case, run_offline(case, case.prefix, arm))
+                  for case in cases for arm in names]
+        results = boundary_results(judged, names, build=build_digest())
         if out is not None:
             publish_exclusive(out.parent, out.name, msgspec.json.encode(results))
     except EfoldError as exc:
