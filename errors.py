@@ -150,6 +150,7 @@ class Code(enum.StrEnum):
     BOUNDARY_CASE_CHANGED = "boundary_case_changed"  # a case's bytes differ from its lock at the same version
     BOUNDARY_LOCK_STALE = "boundary_lock_stale"  # boundary.lock and the cases disagree (version, missing, unlocked)
     BOUNDARY_ACTION_INVALID = "boundary_action_invalid"  # a tool call's arguments or an oracle path cannot be normalized
+    BOUNDARY_WORK_INVALID = "boundary_work_invalid"  # a boundary child's work record is missing, too large, altered or malformed
 
     # -- folds/ --------------------------------------------------------------------
     FOLD_UNKNOWN = "fold_unknown"

@@ -29,7 +29,7 @@ from efold.boundary.workspace import FAMILY_OF, TOOL_SCHEMAS, Workspace
 from efold.corpus.forms import chars_to_tokens
 from efold.folds.checkpoint import HISTORY_GET, HISTORY_SEARCH, Checkpoint
 from efold.folds.lookup import LookupTool, lookup_tool_schemas
-from efold.folds.request import checkpoint_to_request
+from efold.folds.request import RESPONSES_API, checkpoint_to_request, offer_tools
 
 # What every boundary run tells the agent (its sha256 is the system prompt identity).
 INSTRUCTIONS: Final = (
@@ -40,7 +40,13 @@ INSTRUCTIONS_SHA256: Final = hashlib.sha256(INSTRUCTIONS.encode()).hexdigest()
 
 # ``send(payload)``: the reply's output items when the request settled, else None.
 Send = Callable[[dict[str, Any]], "list[dict[str, Any]] | None"]
-Ending = Literal["answered", "max_actions", "not_settled", "no_output"]
+# ``append(payload, calls, outputs, text)``: one executed tool round, into the payload.
+AppendRound = Callable[[dict[str, Any], "list[dict[str, Any]]", "list[str]", str], None]
+# How a run ended: the agent answered (or replied with nothing: ``no_output``), asked
+# for more than ``maxActions`` calls, or a request did not settle; ``request_limit``
+# (set by a probe child, whose guard refuses a request past the campaign's
+# ``budgets.max_requests``) is the last kind of ``not_settled``.
+Ending = Literal["answered", "max_actions", "not_settled", "no_output", "request_limit"]
 
 
 @dataclass
@@ -66,22 +72,36 @@ def workspace_tools(*, edit: bool, test: bool) -> list[dict[str, Any]]:
     return [schema for schema in TOOL_SCHEMAS if FAMILY_OF[schema["name"]] in offered]
 
 
+def agent_tools(checkpoint: Checkpoint, *, edit: bool, test: bool) -> list[dict[str, Any]]:
+    """Every tool a run offers (Responses shape): the case's workspace tools, then the
+    history tools when the checkpoint offers them."""
+    return workspace_tools(edit=edit, test=test) + (
+        lookup_tool_schemas() if checkpoint.tools else [])
+
+
 def first_payload(checkpoint: Checkpoint, stimulus: list[str], *, model: str,
                   tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """Round 1 (Responses shape): the checkpoint, the stimulus, the offered tools."""
+    """Round 1 on the Responses API (offline runs): the checkpoint, the stimulus, the
+    workspace ``tools`` offered, and the history tools when the checkpoint offers them."""
     payload = checkpoint_to_request(checkpoint, "\n\n".join(stimulus), model=model,
                                     instructions=INSTRUCTIONS)
-    offered = list(tools) + (lookup_tool_schemas() if checkpoint.tools else [])
-    payload["tools"] = offered
-    payload["tool_choice"] = "auto"
-    payload["parallel_tool_calls"] = False
+    payload.update(offer_tools(
+        list(tools) + (lookup_tool_schemas() if checkpoint.tools else []), RESPONSES_API))
     return payload
+
+
+def append_responses_round(payload: dict[str, Any], calls: list[dict[str, Any]],
+                           outputs: list[str], text: str) -> None:
+    """Append one tool round to a Responses payload: each call, then its output."""
+    del text  # a Responses reply's text item is not re-sent
+    payload["input"].extend(_round_items(calls, outputs))
 
 
 def run_agent(send: Send, payload: dict[str, Any], workspace: Workspace,
               lookup: LookupTool | None, log: ActionLog, *, max_actions: int,
-              store_version: str) -> AgentRun:
-    """Run the loop (module docstring) from ``payload`` until an answer or a limit."""
+              store_version: str, append: AppendRound = append_responses_round) -> AgentRun:
+    """Run the loop (module docstring) from ``payload`` until an answer or a limit;
+    ``append`` adds a tool round to the payload in its wire format."""
     run = AgentRun(actions=[])
     while True:
         run.input_tokens += _estimate(payload)
@@ -103,7 +123,7 @@ def run_agent(send: Send, payload: dict[str, Any], workspace: Workspace,
             break
         outputs = [_execute(call, workspace, lookup, log, run, store_version)
                    for call in calls]
-        payload["input"].extend(_round_items(calls, outputs))
+        append(payload, calls, outputs, text)
     run.actions = list(log.records)
     return run
 

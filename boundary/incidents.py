@@ -67,31 +67,60 @@ class CompressionIncident(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
     evidence: IncidentEvidence
 
 
-def category(results: Sequence[OracleResult], actions: Sequence[ActionRecord], *,
-             recall_required: bool) -> IncidentCategory:
+class JudgedRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One case on one arm as judged, content-free: what results and incidents are made
+    of, whether it ran offline (``boundary run``) or in a campaign (a receipt)."""
+
+    case: str
+    case_version: int
+    arm: str
+    passed: bool | None  # every oracle passed; None: nothing failed, something n/a
+    oracles: list[tuple[str, str]]  # (oracle type, verdict), in the case's order
+    families: list[str]  # each action's family, in call order
+    duplicates: list[bool]  # each action's duplicate flag, in call order
+    ending: str
+    tokens: int  # tokens per task (every token the agent spent after the fold)
+    recall_required: bool
+    checkpoint: str | None  # the content digest of the checkpoint it resumed from
+    repeat: int = 1  # the case's ``fold.repeat``
+    folds: int | None = None  # the folds that checkpoint's receipt records
+
+    @property
+    def failed(self) -> list[str]:
+        return [kind for kind, verdict in self.oracles if verdict == "fail"]
+
+
+def category_of(failed: Sequence[str], families: Sequence[str], duplicates: Sequence[bool], *,
+                recall_required: bool) -> IncidentCategory:
     """The failing run's category (module docstring)."""
     if recall_required:
-        recalled = any(a.family == "recall" for a in actions)
-        return "recall_failed" if recalled else "recall_not_triggered"
-    failed = {r.type for r in results if r.verdict == "fail"}
+        return "recall_failed" if "recall" in families else "recall_not_triggered"
+    failing = set(failed)
     for types, found in _BY_ORACLE:
-        if failed & types:
+        if failing & types:
             return found
-    if any(a.duplicate for a in actions):
+    if any(duplicates):
         return "duplicate_work"
     return "unknown"
 
 
-def incident(*, case_id: str, case_version: int, build: str, model: str | None,
-             reference_arm: str, failing_arm: str, results: Sequence[OracleResult],
-             actions: Sequence[ActionRecord], recall_required: bool,
-             checkpoints: Sequence[str]) -> CompressionIncident:
-    """The incident of ``failing_arm`` against ``reference_arm`` on one case."""
+def category(results: Sequence[OracleResult], actions: Sequence[ActionRecord], *,
+             recall_required: bool) -> IncidentCategory:
+    """``category_of`` a run's oracle results and action records."""
+    return category_of([r.type for r in results if r.verdict == "fail"],
+                       [a.family for a in actions], [a.duplicate for a in actions],
+                       recall_required=recall_required)
+
+
+def incident(reference: JudgedRun, failing: JudgedRun, *, build: str,
+             model: str | None) -> CompressionIncident:
+    """The incident of ``failing`` against ``reference`` on one case."""
     return CompressionIncident(
-        version=1, case_id=case_id, case_version=case_version, build=build, model=model,
-        reference_arm=reference_arm, failing_arm=failing_arm,
-        category=category(results, actions, recall_required=recall_required),
+        version=1, case_id=failing.case, case_version=failing.case_version, build=build,
+        model=model, reference_arm=reference.arm, failing_arm=failing.arm,
+        category=category_of(failing.failed, failing.families, failing.duplicates,
+                             recall_required=failing.recall_required),
         evidence=IncidentEvidence(
-            actions=[a.index for a in actions],
-            verifier_failures=[r.type for r in results if r.verdict == "fail"],
-            relevant_checkpoint_ids=list(checkpoints)))
+            actions=list(range(len(failing.families))), verifier_failures=failing.failed,
+            relevant_checkpoint_ids=[c for c in (reference.checkpoint, failing.checkpoint)
+                                     if c is not None]))

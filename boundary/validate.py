@@ -2,8 +2,10 @@
 
 ``run_offline`` folds the case's session with a built-in arm in this process, copies the
 workspace into a private directory, runs the continuation with the faux agent (the case's
-``faux`` script) answering directly, and evaluates the oracles. Built-in arms only: a
-plugin or command fold runs only in a contained child, never here.
+``faux`` script) answering directly, and evaluates the oracles on the run and on the
+checkpoint's declared state (``folds.state.declared_state``: for a built-in arm, the
+last ``handoff_state`` record its checkpoint keeps visible, or none). Built-in arms
+only: a plugin or command fold runs only in a contained child, never here.
 
 ``ablation`` runs it three times on the native arm, and a case is valid only when the
 history decides the outcome:
@@ -36,10 +38,12 @@ from efold.boundary.runner import run_contained
 from efold.boundary.workspace import Workspace, copy_fixture
 from efold.corpus.model import Event
 from efold.errors import Code
+from efold.folds.checkpoint import folds_recorded
 from efold.folds.fold import TracePrefix
 from efold.folds.lookup import LookupTool
 from efold.folds.registry import BUILTIN_ARMS
 from efold.folds.snapshot import content_digest
+from efold.folds.state import declared_state
 from efold.folds.store import HistoryStore
 
 NO_HISTORY_TEXT: Final = "This is the start of our work together; there is no earlier history."
@@ -57,6 +61,7 @@ class CaseOutcome:
     results: list[OracleResult]
     passed: bool | None
     checkpoint: str  # the content digest of the checkpoint the agent resumed from
+    folds: int  # the folds its receipt records (``folds.checkpoint.folds_recorded``)
 
 
 @dataclass(frozen=True)
@@ -113,7 +118,7 @@ def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOut
                         store_version=content_digest(checkpoint))
         evidence = Evidence(workspace=root, fixture=case.workspace, expected=case.expected,
                             actions=run.actions, recall_outputs=run.recall_outputs,
-                            state=None)
+                            state=declared_state(checkpoint))
 
         def run_command(argv: list[str], cwd: Path) -> int:
             result = run_contained(argv, cwd, timeout_s=timeout)
@@ -121,7 +126,8 @@ def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOut
 
         results = evaluate_all(sidecar.oracle.success, evidence, run_command)
     return CaseOutcome(arm=arm, run=run, results=results, passed=passed(results),
-                       checkpoint=content_digest(checkpoint))
+                       checkpoint=content_digest(checkpoint),
+                       folds=folds_recorded(checkpoint.receipt))
 
 
 def without_history(case: Case) -> list[Event]:

@@ -72,6 +72,7 @@ class RunView:
     summarisers: dict[str, str]  # role -> summariser provider/model its fold asks
     facts: RunFacts  # how the run went: stops, launches, containment, the run lease
     judge: str | None = None  # the registered judge, provider/model (19-C); None: none
+    build: str | None = None  # the registration's build digest
 
 
 def receipt_name(slot: str) -> str:
@@ -159,7 +160,8 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
     judge = reg.campaign.judge
     return RunView(plan, receipts, missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summaries, summarisers, facts,
-                   None if judge is None else f"{judge.provider}/{judge.model}")
+                   None if judge is None else f"{judge.provider}/{judge.model}",
+                   reg.digests.build)
 
 
 # Every journal column that records a time (Unix ns): the run's span reads them all.
@@ -249,7 +251,7 @@ def build_run_results(view: RunView) -> Results:
         view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
         run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
         judge=view.judge,
-        summarisers=view.summarisers,
+        summarisers=view.summarisers, build=view.build,
     )
 
 

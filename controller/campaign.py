@@ -54,6 +54,8 @@ from typing import Any, Final
 
 import msgspec
 
+from efold.boundary.case import Case
+from efold.boundary.suite import bundled_cases_root, case_item, select_cases
 from efold.controller.errors import CampaignError
 from efold.controller.judge_profile import (
     JudgeProfile,
@@ -91,7 +93,7 @@ _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # The campaign's name is an id in every report (the plan's ``campaign``), so it must be
 # an opaque id the reports accept (``OPAQUE_ID``) made of letters, digits, - and _ only.
 _CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9_-]+")
-BUNDLED = ("default", "hard")
+BUNDLED = ("default", "hard", "boundary")
 _UNITS_PER_CENT: Final = UNITS_PER_USD // 100
 # The cap travels in JSON (registration, plan, authorization bindings); readers that hold
 # numbers as doubles are exact only below 2**53, so a larger cap could be misread.
@@ -133,6 +135,17 @@ class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_default
     env: dict[str, str] | None = None  # extra environment variables of a command or proxy
     proxy: ProxySpec | None = None  # set: ``command`` starts a proxy fold
 
+
+
+class BoundarySpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A campaign's boundary cases (docs/boundary.md §10): ``cases`` names them (full
+    ids, short ids such as ``B01``, or ``["all"]``) in the cases root ``root`` (None: the
+    bundled cases; else an absolute path, resolved against the campaign file's
+    directory when written relative). Each case is one more item of the campaign, run
+    on every role like a trace with one probe."""
+
+    cases: list[str]
+    root: str | None = None
 
 
 class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -203,14 +216,41 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # None (never encoded): no judge, and the registration's bytes are what they were
     # before judges existed. Set: ``controller.judge_profile``.
     judge: JudgeProfile | None = None
+    # None (never encoded): no boundary cases, and the registration's bytes are what
+    # they were before cases existed.
+    boundary: BoundarySpec | None = None
 
 
 def suite_items(c: Campaign) -> list[SuiteItem]:
     """The campaign's suite, every item validated: a bundled suite (with its seeds) or
-    the directory ``suite_dir`` (``corpus_digest`` binds either into the registration)."""
+    the directory ``suite_dir`` (``corpus_digest`` binds either into the registration).
+    With ``probe_limit = 0`` none: the campaign runs boundary cases only."""
+    if c.probe_limit == 0:
+        return []
     if c.suite_dir is not None:
         return load_suite_dir(c.suite_dir)
     return load_suite(c.suite, c.seeds or None)
+
+
+def campaign_cases(c: Campaign) -> list[Case]:
+    """The campaign's boundary cases, loaded whole and locked (``boundary.suite``); a
+    case problem refuses with its own code."""
+    if c.boundary is None:
+        return []
+    root = Path(c.boundary.root) if c.boundary.root is not None else bundled_cases_root()
+    return select_cases(root, c.boundary.cases)
+
+
+def campaign_items(c: Campaign, cases: list[Case] | None = None) -> list[SuiteItem]:
+    """Every item the campaign runs: its suite's traces, then its boundary cases (one
+    item each, ``boundary.suite.case_item``; ``cases``: already loaded). Two items with
+    one trace id refuse."""
+    chosen = campaign_cases(c) if cases is None else cases
+    items = suite_items(c) + [case_item(case) for case in chosen]
+    ids = [i.trace.header.trace_id for i in items]
+    if len(set(ids)) != len(ids):
+        raise _invalid("a boundary case's trace id is also a trace of the suite")
+    return items
 
 
 class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -244,6 +284,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reader: ProfileTable | None = None
     summariser: ProfileTable | None = None
     judge: JudgeTable | None = None
+    boundary: BoundarySpec | None = None
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -289,6 +330,10 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         summariser = profile_from_table(spec.summariser, "summariser", base_dir)
     elif spec.summariser is not None and spec.summariser != ProfileTable(provider=DETERMINISTIC):
         raise _invalid("summariser: the deterministic summariser takes no other keys")
+    boundary = spec.boundary
+    if boundary is not None and boundary.root is not None and "\0" not in boundary.root:
+        boundary = BoundarySpec(cases=list(boundary.cases), root=str(
+            (base_dir or Path.cwd()).joinpath(boundary.root).absolute()))
     suite_dir = None
     if spec.suite not in SUITES and spec.suite and "\0" not in spec.suite:
         suite_dir = str((base_dir or Path.cwd()).joinpath(spec.suite).absolute())
@@ -299,7 +344,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         cap_usd=spec.cap_usd, concurrency=spec.concurrency, reader=reader,
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
-        judge=judge_from_table(spec.judge, base_dir),
+        judge=judge_from_table(spec.judge, base_dir), boundary=boundary,
     )
     validate_campaign(campaign)
     return campaign
@@ -341,8 +386,16 @@ def validate_campaign(c: Campaign) -> None:
         raise _invalid("repeats must be 1-10")
     if len(set(c.traces)) != len(c.traces) or not all(c.traces):
         raise _invalid("traces must be distinct trace ids")
-    if c.probe_limit is not None and c.probe_limit < 1:
-        raise _invalid("probe_limit must be >= 1 when given")
+    if c.probe_limit is not None and c.probe_limit < 0:
+        raise _invalid("probe_limit must be >= 0 when given (0: boundary cases only)")
+    if c.probe_limit == 0 and c.boundary is None:
+        raise _invalid("probe_limit = 0 runs boundary cases only: it needs a [boundary]")
+    if c.probe_limit == 0 and c.traces:
+        raise _invalid("probe_limit = 0 asks no question of any trace: drop traces "
+                       "(or ask at least one probe)")
+    if c.boundary is not None and c.boundary.root is not None \
+            and not Path(c.boundary.root).is_dir():
+        raise _invalid(f"boundary.root {c.boundary.root!r} is not a directory of cases")
     if c.concurrency != 1:
         raise _invalid("concurrency must be 1 (forks of one checkpoint never overlap)")
     if not 1 <= c.budgets.max_requests <= 10:

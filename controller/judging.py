@@ -31,6 +31,7 @@ from efold.guard.ledger import SlotLedger
 from efold.guard.permits import CONTINUABLE_CODES, child_code
 from efold.ipc.messages import Terminal, TerminalStatus
 from efold.protocol.records import (
+    BoundaryRecord,
     JudgeRecord,
     PlannedSlot,
     Receipt,
@@ -54,10 +55,15 @@ class Verdict:
 
 def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
                terminal: Terminal | None, failure: Code | None, evidence: Evidence,
-               elapsed_ms: int, judge: JudgeFacts | None = None) -> Verdict:
+               elapsed_ms: int, judge: JudgeFacts | None = None,
+               boundary: BoundaryRecord | None = None) -> Verdict:
     """The receipt of a launched probe slot and the stops it implies. ``ledger`` is the
     slot's own (the controller's), ``terminal`` the child's last word if it sent one,
-    ``failure`` why the exchange failed if the controller knows."""
+    ``failure`` why the exchange failed if the controller knows. ``boundary``: a
+    boundary slot's judgement (``controller.boundary_slots``), given once its child has
+    ended: an answered slot is scored by it, never by its answer (every oracle passed:
+    ``correct``; one failed: ``violation``; only not-applicable verdicts: ``abstained``),
+    and one it could not judge is ``invalid`` with its code."""
     spend = _spend(ledger)
     stops: list[Code] = []
     claimed: Code | None = None
@@ -82,10 +88,19 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
             code = Code.LOOKUP_UNGUARDED_DISPATCH
         else:
             code = claimed or failure or Code.LOOKUP_WORKER_LOST
+    elif terminal is not None and answered and ledger.terminal_code is None \
+            and boundary is not None and boundary.code is not None:
+        status = SlotStatus.INVALID
+        code = Code(boundary.code)
     elif terminal is not None and answered and ledger.terminal_code is None:
         status = SlotStatus.COMPLETED
-        result = score(probe, terminal.answer)
-        outcome, correct = result.outcome, result.correct
+        if boundary is not None:
+            outcome = (Outcome.CORRECT if boundary.passed else Outcome.ABSTAINED
+                       if boundary.passed is None else Outcome.VIOLATION)
+            correct = boundary.passed is True
+        else:
+            result = score(probe, terminal.answer)
+            outcome, correct = result.outcome, result.correct
         answer_sha = sha256_hex(terminal.answer.encode())
     elif terminal is not None and terminal.status is TerminalStatus.FAILED \
             and ledger.terminal_code is None:
@@ -109,7 +124,7 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         # The size of what the slot read, whatever its status: a fact of the checkpoint.
         checkpoint_tokens=evidence.checkpoint_tokens, checkpoint_bytes=evidence.checkpoint_bytes,
         transcript_tokens=evidence.transcript_tokens, transcript_bytes=evidence.transcript_bytes,
-        judge=_judge_record(judge, terminal, status, stops),
+        judge=_judge_record(judge, terminal, status, stops), boundary=boundary,
     )
     return Verdict(receipt, tuple(stops))
 

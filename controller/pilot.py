@@ -34,8 +34,10 @@ from typing import Final, Literal
 
 import anyio
 
+from efold.boundary.case import Case
 from efold.controller.aggregate import read_run, run_reports
 from efold.controller.authorize_run import RealGrant
+from efold.controller.boundary_slots import CheckpointFacts, boundary_task, checkpoint_facts
 from efold.controller.campaign import Campaign
 from efold.controller.evidence import (
     Evidence,
@@ -53,13 +55,13 @@ from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext
 from efold.controller.run_setup import open_run
 from efold.controller.runroot import private_subdir
-from efold.controller.slots import run_probe, write_slot_receipt
+from efold.controller.slots import BoundarySlot, run_probe, write_slot_receipt
 from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import Plan, PlannedSlot, Receipt
-from efold.protocol.tasks import JudgeTask, ProbeTask
+from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
 
 
@@ -138,15 +140,17 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
                         keep_answers=dispatch.keep_answers) as opened:
-        ctx, plan, items = opened.ctx, opened.plan, opened.items
+        ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}
 
         async def body() -> tuple[list[Receipt], dict[str, bytes]]:
-            preps, evidence = await _prepare(ctx, plan, items, reg, tick)
+            facts: dict[str, CheckpointFacts] = {}
+            preps, evidence = await _prepare(ctx, plan, items, reg, tick, cases, facts)
             causes.update({key: p.result.cause for key, p in preps.items()
                            if p.result.cause is not None})
-            receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick)
+            receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick,
+                                        Boundary(cases, facts, real=dispatch.grant is not None))
             # -- aggregate ---------------------------------------------------------------
             reports = run_reports(read_run(run))
             for name, data in reports.items():
@@ -159,10 +163,12 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
 
 
 async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
-                   reg: Registration, tick: Progress
+                   reg: Registration, tick: Progress, cases: dict[str, Case],
+                   facts: dict[str, CheckpointFacts]
                    ) -> tuple[dict[str, Preparation], dict[tuple[str, str], Evidence]]:
     """One prep child per checkpoint an eligible slot uses, and the evaluator-side
-    evidence (availability, exclusions) of every probe asked of a feasible one."""
+    evidence (availability, exclusions) of every probe asked of a feasible one; for a
+    boundary case's checkpoint, into ``facts``, what judging its slots needs of it."""
     evidence: dict[tuple[str, str], Evidence] = {}
     firsts = list(checkpoints_of(plan, eligible_only=True).values())  # the order preps run in
     ready: set[str] = set()
@@ -189,6 +195,8 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
 
     def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
         ready.add(key)
+        if first.trace_id in cases:
+            facts[key] = checkpoint_facts(restored.checkpoint)
         asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
         # The plan's trace, never what the fold's data claims.
         wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
@@ -203,11 +211,22 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     return preps, evidence
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """A run's boundary cases (by their item's trace id), the facts of their prepared
+    checkpoints (by checkpoint key), and whether the route is real."""
+
+    cases: dict[str, Case]
+    facts: dict[str, CheckpointFacts]
+    real: bool
+
+
 async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                      preps: dict[str, Preparation], evidence: dict[tuple[str, str], Evidence],
-                     reg: Registration, tick: Progress) -> list[Receipt]:
+                     reg: Registration, tick: Progress, boundary: Boundary) -> list[Receipt]:
     """One probe child per slot, in schedule order; a slot whose admission is already
-    closed is visited without a launch. The stop policies run after every slot."""
+    closed is visited without a launch. The stop policies run after every slot. A
+    boundary case's slot runs the ``boundary`` body (``controller.boundary_slots``)."""
     campaign = reg.campaign
     route = route_of(campaign.reader)
     judge = campaign.judge
@@ -238,16 +257,25 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             visited(receipt)
             continue
         probe = probes[(planned.trace_id, planned.probe_id)]
-        task = ProbeTask(question=probe.question, instructions=roles[planned.role].instructions,
-                         route=route, judge=None if judge is None or judge_route is None else
-                         JudgeTask(route=judge_route, rubric=list(judge.rubric),
-                                   pass_threshold=judge.pass_threshold,
-                                   expected=list(probe.expected)))
+        case = boundary.cases.get(planned.trace_id)
+        task: ProbeTask | BoundaryTask
+        slot_case = None
+        if case is not None:
+            task = boundary_task(case, route)
+            slot_case = BoundarySlot(case, boundary.facts[planned.checkpoint], route,
+                                     boundary.real)
+        else:
+            task = ProbeTask(
+                question=probe.question, instructions=roles[planned.role].instructions,
+                route=route, judge=None if judge is None or judge_route is None else
+                JudgeTask(route=judge_route, rubric=list(judge.rubric),
+                          pass_threshold=judge.pass_threshold, expected=list(probe.expected)))
         done = await run_probe(
             ctx, planned=planned, probe=probe,
             slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
             snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
+            boundary=slot_case,
         )
         if done.end is not None:
             code = ctx.policy.slot_admitted_end(done.end)

@@ -25,6 +25,7 @@ import enum
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
 from efold.report.numbers import FAUX_MONEY
+from efold.report.schema import BoundaryResults
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -373,6 +375,8 @@ def _print_table(outcome: PilotOutcome) -> None:
         )
     console = Console(width=max(130, Console().width))  # piped: no wrapped cells
     console.print(table)
+    if results.boundary is not None:
+        console.print(_boundary_table(results.boundary))
     ex = results.execution
     total, cap = (units_to_usd(results.spend.settled.units), units_to_usd(results.cap.units))
     console.print(
@@ -386,6 +390,26 @@ def _print_table(outcome: PilotOutcome) -> None:
     for key, cause in sorted(outcome.causes.items()):
         console.print(f"checkpoint {key} not prepared: its fold said {cause.code}"
                       + (f" ({cause.detail})" if cause.detail else ""), markup=False)
+
+
+def _boundary_table(b: BoundaryResults) -> Table:
+    """The boundary cases per role (``exact`` above counts them with the questions: a
+    case is exact when every oracle passed)."""
+    table = Table(title=f"boundary cases: {len(b.cases):,} per role, versus {b.reference_arm}",
+                  title_justify="left")
+    for column in ("role", "passed (95% CI)", "n/a", "actions", "recall", "incidents"):
+        table.add_column(column, justify="left" if column == "role" else "right")
+    incidents = Counter(i.failing_arm for i in b.incidents)
+    for s in b.arms:
+        p = s.passed
+        ci = p.wilson95
+        passed = "-" if p.rate is None or ci is None else (
+            f"{p.successes:,}/{p.trials:,} {p.rate:.0%} ({ci.lower:.0%}-{ci.upper:.0%})")
+        recall = "-" if s.recall_trigger is None else \
+            f"{s.recall_trigger.successes:,}/{s.recall_trigger.trials:,}"
+        table.add_row(s.arm, passed, f"{s.not_applicable:,}", f"{s.actions:,}", recall,
+                      f"{incidents[s.arm]:,}")
+    return table
 
 
 def outcome_line(outcome: PilotOutcome) -> str:

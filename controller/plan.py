@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from efold.controller.campaign import Campaign, Role, suite_items
+from efold.controller.campaign import Campaign, Role, campaign_items
 from efold.controller.profiles import Profile, profile_catalog, profile_rmax_units, route_of
 from efold.controller.registration import Registration, rank_key, registration_sha256
 from efold.corpus.forms import chars_to_tokens
@@ -114,7 +114,7 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
 
 
 def plan_for(reg: Registration) -> Plan:
-    items = suite_items(reg.campaign)
+    items = campaign_items(reg.campaign)
     categories = {
         (item.trace.header.trace_id, p.id): p.category.value
         for item in items for p in item.probes.probes

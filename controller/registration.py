@@ -22,8 +22,15 @@ from pathlib import Path
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from efold.boundary.suite import cases_digest, is_case
 from efold.controller import stops
-from efold.controller.campaign import Campaign, cap_units, suite_items, validate_campaign
+from efold.controller.campaign import (
+    Campaign,
+    campaign_cases,
+    campaign_items,
+    cap_units,
+    validate_campaign,
+)
 from efold.controller.errors import CampaignError
 from efold.controller.judge_profile import judge_document
 from efold.controller.profiles import profile_catalog, profile_rmax_units
@@ -98,10 +105,13 @@ def select_probes(campaign: Campaign, items: Sequence[SuiteItem]) -> list[Select
                             f"{campaign.suite!r} (its traces: {', '.join(ids)})")
     selected: list[SelectedTrace] = []
     for item in items:
-        if campaign.traces and item.trace.header.trace_id not in campaign.traces:
-            continue
         trace_id = item.trace.header.trace_id
         probe_ids = [p.id for p in item.probes.probes]
+        if is_case(item):  # a boundary case: always, its one continuation
+            selected.append(SelectedTrace(trace_id, trace_digest(item.trace), probe_ids))
+            continue
+        if campaign.traces and trace_id not in campaign.traces:
+            continue
         if campaign.probe_limit is not None:
             ranked = sorted(probe_ids, key=lambda pid: rank_key(campaign.selection_seed, trace_id, pid))
             keep = set(ranked[: campaign.probe_limit])
@@ -168,13 +178,15 @@ def compute_registration(campaign: Campaign, raw: bytes,
     validated again here, cap against Rmax included, so a ``Campaign`` built in code
     cannot register what a campaign file could not."""
     validate_campaign(campaign)
-    items = suite_items(campaign)  # every item validated by its loader
+    cases = campaign_cases(campaign)
+    items = campaign_items(campaign, cases)  # every item validated by its loader
     selection = select_probes(campaign, items)
     if subset is not None:
         campaign, subset = narrow_campaign(campaign, subset)
         selection, subset = _narrow(campaign, selection, subset)
     digests = Digests(
-        corpus=corpus_digest(items),
+        corpus=corpus_digest(items) if campaign.boundary is None
+        else digest_of([corpus_digest(items), cases_digest(cases)]),
         build=build_digest(),
         catalog=profile_catalog(campaign.reader).digest,
         policy=digest_of(policy_document(campaign)),

@@ -26,7 +26,7 @@ from efold.identity import ProcessIdentity
 from efold.ipc.messages import BudgetGrant, DeadlineGrant, Welcome
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment, SnapshotRef, WorkerKind
 from efold.protocol.exit_codes import code_for_exit_status
-from efold.protocol.tasks import PrepTask, ProbeTask, Route
+from efold.protocol.tasks import Route, Task
 from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalWriter
 
@@ -161,7 +161,7 @@ class RunContext:
 
     def assignment(self, *, kind: WorkerKind, body: str, slot: str, slot_dir: Path,
                    cache_key: str | None, snapshot: SnapshotRef | None,
-                   task: PrepTask | ProbeTask) -> Assignment:
+                   task: Task) -> Assignment:
         return Assignment(
             version=ASSIGNMENT_VERSION, kind=kind, body=body, run_dir=str(self.run_dir),
             slot_dir=str(slot_dir), epoch=self.epoch, slot=slot, controller=self.controller,

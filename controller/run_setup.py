@@ -24,10 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from efold.boundary.case import Case
+from efold.boundary.suite import case_item, cases_digest
 from efold.controller import authorize_run
 from efold.controller.aggregate import PLAN_NAME
 from efold.controller.authorize_run import RealGrant
-from efold.controller.campaign import prep_seconds, probe_seconds, suite_items
+from efold.controller.campaign import (
+    campaign_cases,
+    campaign_items,
+    prep_seconds,
+    probe_seconds,
+)
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
 from efold.controller.judge_profile import judge_terms
@@ -38,8 +45,9 @@ from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
 from efold.controller.stops import StopPolicy
+from efold.corpus import corpus_digest
 from efold.corpus.model import SuiteItem
-from efold.digests import build_digest, canonical_json, sha256_hex
+from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
@@ -53,7 +61,8 @@ from efold.registry.lease import acquire_lease
 class OpenRun:
     ctx: RunContext
     plan: Plan
-    items: dict[str, SuiteItem]  # the registered suite, by trace id
+    items: dict[str, SuiteItem]  # the registered suite and cases, by trace id
+    cases: dict[str, Case]  # the registered boundary cases, by their item's trace id
 
 
 @asynccontextmanager
@@ -128,9 +137,13 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         )
         publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
         publish_exclusive(run, PLAN_NAME, plan_bytes)
-        items = {i.trace.header.trace_id: i
-                 for i in suite_items(campaign)}
-        yield OpenRun(ctx, plan, items)
+        cases = campaign_cases(campaign)
+        items = {i.trace.header.trace_id: i for i in campaign_items(campaign, cases)}
+        if cases and digest_of([corpus_digest(list(items.values())), cases_digest(cases)]) \
+                != reg.digests.corpus:
+            raise ControllerError(Code.REGISTRATION_DIGEST_MISMATCH,
+                                  "a boundary case changed since registration")
+        yield OpenRun(ctx, plan, items, {case_item(c).trace.header.trace_id: c for c in cases})
         journal.close()
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 import anyio
 import msgspec
 
+from efold.boundary.case import Case
+from efold.controller.boundary_slots import CheckpointFacts, judge_boundary
 from efold.controller.evidence import Evidence
 from efold.controller.judging import JudgeFacts, judge_slot, slot_end
 from efold.controller.probe_server import serve_probe
@@ -37,10 +39,10 @@ from efold.controller.runroot import Removal, remove_at
 from efold.controller.stops import SlotEnd
 from efold.corpus.model import Probe
 from efold.errors import Code, EfoldError
-from efold.ipc.messages import Terminal
+from efold.ipc.messages import Terminal, TerminalStatus
 from efold.protocol.assignment import SnapshotRef
-from efold.protocol.records import PlannedSlot, Receipt
-from efold.protocol.tasks import ProbeTask
+from efold.protocol.records import BoundaryRecord, PlannedSlot, Receipt
+from efold.protocol.tasks import BoundaryTask, ProbeTask, Route
 from efold.registry.files import open_dir_nofollow, write_all
 from efold.registry.journal import JournalReader
 from efold.worker.judge import judge_run_id
@@ -55,20 +57,36 @@ class SlotResult:
     cleanup: Removal | None = None
 
 
+@dataclass(frozen=True)
+class BoundarySlot:
+    """What a boundary slot needs beyond a question slot's: its case, the facts of the
+    checkpoint it resumes from, the agent's route, and whether the route is real (the
+    environment identity then names the runtime and the build)."""
+
+    case: Case
+    facts: CheckpointFacts
+    route: Route
+    real: bool
+
+
 async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot_dir: Path,
-                    snapshot: SnapshotRef, cache_key: str, task: ProbeTask,
-                    evidence: Evidence) -> SlotResult:
-    """One probe slot end to end; its receipt is written (journal, then file) here."""
+                    snapshot: SnapshotRef, cache_key: str, task: ProbeTask | BoundaryTask,
+                    evidence: Evidence, boundary: BoundarySlot | None = None) -> SlotResult:
+    """One probe slot end to end; its receipt is written (journal, then file) here. A
+    question slot is concluded as soon as its child's terminal arrives; a boundary slot
+    (``boundary``) only after its child has exited, when its oracles are evaluated
+    (``controller.boundary_slots``)."""
     slot = planned.slot
     started = time.monotonic()
     # Journaled before the launch: the child confirms its cache key and snapshot here.
     ctx.journal.record_assignment(slot, kind="probe", cache_key=cache_key,
                                   snapshot_digest=snapshot.digest)
-    assignment = ctx.assignment(kind="probe", body="reader", slot=slot, slot_dir=slot_dir,
-                                cache_key=cache_key, snapshot=snapshot, task=task)
+    assignment = ctx.assignment(kind="probe", body="reader" if boundary is None else "boundary",
+                                slot=slot, slot_dir=slot_dir, cache_key=cache_key,
+                                snapshot=snapshot, task=task)
     # 19-C: the judge's requests are their own caller, on their own ledger key, under
     # the same cap; its terms are set before the slot's first admission.
-    judge_key = judge_run_id(slot) if task.judge is not None else None
+    judge_key = judge_run_id(slot) if isinstance(task, ProbeTask) and task.judge else None
     if judge_key is not None and ctx.judge is not None:
         ctx.source.set_terms(judge_key, ctx.judge.terms)
     terminal: Terminal | None = None
@@ -85,19 +103,30 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
             end.failure = ended
         else:
             terminal = ended
-            receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started)
+            if boundary is None:
+                receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence,
+                                    started)
             if ctx.answers_file is not None:
                 keep_answer(ctx.answers_file, slot, terminal)
             await handle.acknowledge_done()
-    if end.interrupted and receipt is None:
+    if end.interrupted and terminal is None:
         end.failure = Code.INTERRUPTED  # the operator's, not the child's
-    if receipt is None:
+    if terminal is None:
         # The worker is gone without a terminal: what it held is lost (whether its
         # request went out is unknown, so the hold stays retained).
         ctx.source.abandon_slot(slot, end.failure or Code.LOOKUP_WORKER_LOST)
         if judge_key is not None:
             ctx.source.abandon_slot(judge_key, end.failure or Code.LOOKUP_WORKER_LOST)
-        receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started)
+    if receipt is None:
+        record = None
+        if boundary is not None and terminal is not None \
+                and terminal.status is TerminalStatus.ANSWERED:
+            b = boundary
+            record = await anyio.to_thread.run_sync(
+                lambda: judge_boundary(b.case, slot_dir, terminal.work_sha256, b.facts,
+                                       b.route, real=b.real))
+        receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started,
+                            boundary=record)
     cleanup = discard_restored_copy(ctx.journal, slot, slot_dir)
     return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt), cleanup)
 
@@ -135,14 +164,16 @@ def discard_restored_copy(journal: JournalReader, slot: str, slot_dir: Path) -> 
 
 
 def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Terminal | None,
-              failure: Code | None, evidence: Evidence, started: float) -> Receipt:
+              failure: Code | None, evidence: Evidence, started: float, *,
+              boundary: BoundaryRecord | None = None) -> Receipt:
     """Judge the slot (pure), take the stops the verdict names, write its receipt."""
     judge = None if ctx.judge is None else JudgeFacts(
         ctx.source.ledger(judge_run_id(planned.slot)), ctx.judge.rubric,
         ctx.judge.pass_threshold)
     verdict = judge_slot(planned, probe, ctx.source.ledger(planned.slot), terminal=terminal,
                          failure=failure, evidence=evidence,
-                         elapsed_ms=int((time.monotonic() - started) * 1000), judge=judge)
+                         elapsed_ms=int((time.monotonic() - started) * 1000), judge=judge,
+                         boundary=boundary)
     ctx.take_stops(verdict.stops, planned.slot)
     write_slot_receipt(ctx, verdict.receipt)
     return verdict.receipt

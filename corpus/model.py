@@ -35,6 +35,9 @@ class Category(enum.StrEnum):
     PRIORITY_ORDER = "priority_order"
     CROSS_REFERENCE = "cross_reference"
     CONTRADICTION = "contradiction"
+    # A boundary case's continuation (``efold.boundary``): judged by its oracles, never
+    # scored from an answer. Reserved: a probe file may not use it.
+    BOUNDARY = "boundary"
 
 
 class Outcome(enum.StrEnum):

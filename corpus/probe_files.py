@@ -46,7 +46,8 @@ _LIST_FIELDS: Final = ("expected", "superseded", "forbidden", "premises", "premi
 USER_PROBE_FIELDS: Final = frozenset((*_STRING_FIELDS, *_LIST_FIELDS))
 _REQUIRED: Final = ("id", "category", "question")
 _CHOICES: Final[dict[str, tuple[str, ...]]] = {
-    "category": tuple(c.value for c in Category),
+    # ``boundary`` is a case's continuation, never a probe file's (``user_validation``).
+    "category": tuple(c.value for c in Category if c is not Category.BOUNDARY),
     "mode": ("recall", "task"),
     "value_kind": get_args(ValueKind),
 }

@@ -233,6 +233,8 @@ def _set_fields(probe: Probe) -> set[str]:
 
 def _field_problems(probe: Probe) -> list[str]:
     category = probe.category
+    if category is Category.BOUNDARY:
+        return ["boundary is reserved for boundary cases (a campaign's [boundary])"]
     found = [f"{field} does not apply to {category.value}"
              for field in sorted(_set_fields(probe) - _FIELDS[category])]
     task = category is Category.ACTIVE_CONSTRAINT and probe.mode == "task"

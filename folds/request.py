@@ -43,7 +43,7 @@ route's options (``stream``, the required ``max_tokens``) are the caller's
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from efold.folds.checkpoint import Checkpoint, ReaderMessage
 from efold.folds.lookup import lookup_tool_schemas
@@ -117,9 +117,7 @@ def checkpoint_to_request(
         "store": False,
     }
     if checkpoint.tools:
-        payload["tools"] = lookup_tool_schemas()
-        payload["tool_choice"] = "auto"
-        payload["parallel_tool_calls"] = False
+        payload.update(offer_tools(lookup_tool_schemas(), RESPONSES_API))
     return payload
 
 
@@ -141,10 +139,23 @@ def chat_message(message: ReaderMessage) -> dict[str, Any]:
     return chat
 
 
-def chat_tool_schemas() -> list[dict[str, Any]]:
-    """The lookup tools in the Chat Completions shape (the function nested)."""
-    return [{"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}}
-            for tool in lookup_tool_schemas()]
+RESPONSES_API: Final = "openai-responses"
+CHAT_API: Final = "openai-chat"
+MESSAGES_API: Final = "anthropic-messages"
+
+
+def offer_tools(tools: list[dict[str, Any]], api: str) -> dict[str, Any]:
+    """The payload keys that offer ``tools`` (Responses-shaped function tools) on the
+    wire API ``api``, one call per reply: Responses as they are; Chat Completions with
+    the function nested; Messages with ``parameters`` as ``input_schema``."""
+    if api == MESSAGES_API:
+        return {"tools": [{"name": t["name"], "description": t["description"],
+                           "input_schema": t["parameters"]} for t in tools],
+                "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}
+    shaped = tools if api != CHAT_API else [
+        {"type": "function", "function": {k: v for k, v in t.items() if k != "type"}}
+        for t in tools]
+    return {"tools": shaped, "tool_choice": "auto", "parallel_tool_calls": False}
 
 
 def checkpoint_to_chat_request(
@@ -163,16 +174,8 @@ def checkpoint_to_chat_request(
     if stream:
         payload["stream_options"] = {"include_usage": True}
     if checkpoint.tools:
-        payload["tools"] = chat_tool_schemas()
-        payload["tool_choice"] = "auto"
-        payload["parallel_tool_calls"] = False
+        payload.update(offer_tools(lookup_tool_schemas(), CHAT_API))
     return payload
-
-
-def messages_tool_schemas() -> list[dict[str, Any]]:
-    """The lookup tools in the Messages shape (``parameters`` as ``input_schema``)."""
-    return [{"name": tool["name"], "description": tool["description"],
-             "input_schema": tool["parameters"]} for tool in lookup_tool_schemas()]
 
 
 def tool_input(arguments: str) -> dict[str, Any]:
@@ -227,6 +230,5 @@ def checkpoint_to_messages_request(
     messages.append({"role": "user", "content": [{"type": "text", "text": question}]})
     payload: dict[str, Any] = {"model": model, "system": instructions, "messages": messages}
     if checkpoint.tools:
-        payload["tools"] = messages_tool_schemas()
-        payload["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        payload.update(offer_tools(lookup_tool_schemas(), MESSAGES_API))
     return payload

@@ -192,6 +192,10 @@ class Terminal(Message, frozen=True, tag="terminal"):
     meter: MeterReading
     witness: Digest
     judge: JudgeReading | None = None  # set only when the task names a judge
+    # A boundary run's work record (the actions, recall outputs, how the loop ended),
+    # written by the child as ``work.json`` in its slot directory: its sha256 here, the
+    # file read and checked by the controller after the child has exited. None: none.
+    work_sha256: Digest | None = None
 
 
 class Prepared(Message, frozen=True, tag="prepared"):

@@ -88,6 +88,51 @@ class JudgeRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_
     spend: SlotSpend = SlotSpend()
 
 
+class OracleVerdict(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One oracle of a boundary case, as the controller evaluated it: its type tag and
+    ``pass``, ``fail`` or ``not_applicable`` (never its detail, which names files)."""
+
+    type: str
+    verdict: str
+
+
+class ActionMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One action of a boundary run, content-free: its family, the hash of its
+    normalized arguments, and whether it repeated earlier work (and which)."""
+
+    family: str
+    args_sha256: str
+    duplicate: bool = False
+    duplicate_of: int | None = None
+
+
+class BoundaryRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A boundary slot's judgement (``controller.boundary_slots``): the case's id and version,
+    every oracle's verdict in the case's order, ``passed`` (every oracle passed; None
+    when none failed and one was not applicable, or when nothing was judged), the
+    actions in call order, how the agent loop ended, its requests and tokens (the
+    chars/4 estimate of every request and reply: tokens per task), whether the case
+    needs recall, and the environment identity's digest. ``repeat`` is the case's
+    ``fold.repeat`` and ``folds`` the folds the resumed checkpoint's receipt records
+    (``folds.checkpoint.folds_recorded``; None when nothing was judged). ``code``: why
+    the slot could not be judged (its work record missing or invalid, the case changed),
+    with no verdicts."""
+
+    case: str  # the case's id (its sidecar's)
+    case_version: int
+    passed: bool | None
+    oracles: list[OracleVerdict] = []
+    actions: list[ActionMark] = []
+    ending: str | None = None
+    requests: int = 0
+    tokens: int = 0
+    recall_required: bool = False
+    environment_sha256: str | None = None
+    repeat: int = 1
+    folds: int | None = None
+    code: str | None = None
+
+
 class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One visited slot, content-free. Written once, fsynced, digest journaled."""
 
@@ -127,6 +172,8 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # Defaulted (19-C): the judge's reading, when the campaign has a ``[judge]`` and
     # the slot was answered; null (omitted) otherwise.
     judge: JudgeRecord | None = None
+    # Defaulted (issue 15): a boundary slot's judgement; null (omitted) for a question.
+    boundary: BoundaryRecord | None = None
 
 
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

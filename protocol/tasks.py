@@ -88,4 +88,17 @@ class ProbeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_de
     judge: JudgeTask | None = None  # None (omitted): no judge
 
 
-Task = PrepTask | ProbeTask
+class BoundaryTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
+                   tag="boundary", tag_field="task"):
+    """Continue a boundary case after the fold (``worker.boundary_body``): the case
+    directory (reader-safe only in part: the child reads its sidecar for the
+    continuation, the tools, the action limit and, on the faux route only, the faux
+    agent's script; never its oracles' verdicts, which the controller decides) and the
+    tree digest it must have, checked before anything of it is used."""
+
+    case_dir: str
+    case_sha256: Digest
+    route: Route  # the agent's: the campaign's reader route
+
+
+Task = PrepTask | ProbeTask | BoundaryTask

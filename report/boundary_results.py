@@ -1,10 +1,10 @@
 """Boundary-case results per arm: pass rates, actions, recall, contrasts, incidents.
 
-From the runs of a set of cases on a set of arms (``boundary.validate.CaseOutcome``,
-one per case and arm), content-free like every report:
+From the judged runs of a set of cases on a set of arms (``boundary.incidents.JudgedRun``:
+an offline run's ``judged_offline``, a campaign receipt's ``judged_receipt``),
+content-free like every report:
 
-* per case and arm: each oracle's verdict, each action (family and target), how the
-  run ended;
+* per case and arm: each oracle's verdict, each action's family, how the run ended;
 * per arm: cases passed (every oracle passed) out of cases judged, with the Wilson 95%
   interval (a run with a ``not_applicable`` verdict and no failure is counted apart,
   never as a pass); actions, duplicate actions and the duplicate-action rate; on
@@ -20,111 +20,108 @@ one per case and arm), content-free like every report:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-import msgspec
+from collections.abc import Sequence
 
 from efold.boundary.case import Case
-from efold.boundary.incidents import CompressionIncident, incident
+from efold.boundary.incidents import JudgedRun, incident
 from efold.boundary.validate import CaseOutcome
-from efold.report.schema import PairCounts, Proportion
+from efold.corpus.model import Category
+from efold.protocol.records import Receipt
+from efold.report.schema import ArmContrast, ArmSummary, BoundaryResults, RunRow
 from efold.report.stats import nearest_rank, paired_counts, proportion
 
 
-class RunRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One case on one arm: each oracle's verdict, each action, how the run ended."""
-
-    case: str
-    arm: str
-    passed: bool | None
-    oracles: list[tuple[str, str]]  # (oracle type, verdict), in the case's order
-    actions: list[tuple[str, str | None]]  # (family, normalized target), in call order
-    duplicates: int
-    ending: str
-    tokens: int  # every token the agent spent after the fold (input + output estimates)
-
-
-class ArmSummary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    arm: str
-    passed: Proportion  # cases passing every oracle / cases judged (pass or fail)
-    not_applicable: int  # cases with a not_applicable verdict and no failure
-    actions: int
-    duplicates: int
-    duplicate_rate: float | None  # duplicates / actions; null without an action
-    recall_trigger: Proportion | None  # on required-recall cases; null without one
-    # Tokens per task (every token the agent spent after the fold, re-sent context and
-    # re-reads included): the nearest-rank median per run, and all of them over the
-    # passes (null without a pass).
-    tokens_per_task_median: int | None
-    tokens_per_pass: int | None
+def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun:
+    """An offline run (``boundary run``) as a judged run."""
+    return JudgedRun(
+        case=case.id, case_version=case.version, arm=outcome.arm, passed=outcome.passed,
+        oracles=[(r.type, r.verdict) for r in outcome.results],
+        families=[a.family for a in outcome.run.actions],
+        duplicates=[a.duplicate for a in outcome.run.actions], ending=outcome.run.ending,
+        tokens=outcome.run.input_tokens + outcome.run.output_tokens,
+        recall_required=case.sidecar.recall.required, checkpoint=outcome.checkpoint,
+        repeat=case.sidecar.fold.repeat, folds=outcome.folds)
 
 
-class ArmContrast(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    reference: str
-    arm: str
-    counts: PairCounts  # b: reference passed and arm failed; c: the reverse
+def judged_receipt(receipt: Receipt) -> JudgedRun | None:
+    """A campaign's boundary slot as a judged run (its role is the arm); None when the
+    slot was not judged (never completed, or its work record did not hold)."""
+    record = receipt.boundary
+    if record is None or record.code is not None or record.ending is None:
+        return None
+    return JudgedRun(
+        case=record.case, case_version=record.case_version,
+        arm=receipt.role, passed=record.passed,
+        oracles=[(o.type, o.verdict) for o in record.oracles],
+        families=[a.family for a in record.actions],
+        duplicates=[a.duplicate for a in record.actions], ending=record.ending,
+        tokens=record.tokens, recall_required=record.recall_required,
+        checkpoint=receipt.checkpoint_sha256, repeat=record.repeat, folds=record.folds)
 
 
-class BoundaryResults(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    cases: list[str]  # "id@version", in order
-    reference_arm: str
-    runs: list[RunRow]  # case by case, arm by arm
-    arms: list[ArmSummary]
-    contrasts: list[ArmContrast]
-    incidents: list[CompressionIncident]
-
-
-Outcomes = Mapping[tuple[str, str], CaseOutcome]  # (case id, arm) -> its run
-
-
-def _summary(arm: str, cases: Sequence[Case], outcomes: Outcomes) -> ArmSummary:
-    runs = [(case, outcomes[(case.id, arm)]) for case in cases]
-    judged = [o for _, o in runs if o.passed is not None]
-    actions = [a for _, o in runs for a in o.run.actions]
-    duplicates = sum(a.duplicate for a in actions)
-    needed = [o for case, o in runs if case.sidecar.recall.required]
-    triggered = sum(any(a.family == "recall" for a in o.run.actions) for o in needed)
-    tokens = [o.run.input_tokens + o.run.output_tokens for _, o in runs]
-    passes = sum(o.passed is True for o in judged)
+def _summary(arm: str, runs: Sequence[JudgedRun]) -> ArmSummary:
+    judged = [r for r in runs if r.passed is not None]
+    families = [f for r in runs for f in r.families]
+    duplicates = sum(d for r in runs for d in r.duplicates)
+    needed = [r for r in runs if r.recall_required]
+    triggered = sum("recall" in r.families for r in needed)
+    tokens = [r.tokens for r in runs]
+    passes = sum(r.passed is True for r in judged)
     return ArmSummary(
         arm=arm, passed=proportion(passes, len(judged)),
-        tokens_per_task_median=nearest_rank(tokens, 50),
+        tokens_per_task_median=nearest_rank(tokens, 50) if tokens else None,
         tokens_per_pass=-(-sum(tokens) // passes) if passes else None,
-        not_applicable=len(runs) - len(judged), actions=len(actions), duplicates=duplicates,
-        duplicate_rate=duplicates / len(actions) if actions else None,
+        not_applicable=len(runs) - len(judged), actions=len(families), duplicates=duplicates,
+        duplicate_rate=duplicates / len(families) if families else None,
         recall_trigger=proportion(triggered, len(needed)) if needed else None)
 
 
-def boundary_results(cases: Sequence[Case], arms: Sequence[str], outcomes: Outcomes, *,
-                     build: str, model: str | None = None) -> BoundaryResults:
-    """The results of ``outcomes`` (every case on every arm); the first arm is the
-    reference of the contrasts and the incidents."""
+def campaign_boundary(roles: Sequence[str], arms: Sequence[str], receipts: Sequence[Receipt],
+                      *, build: str, model: str | None) -> BoundaryResults | None:
+    """A campaign's boundary results (its roles are the arms compared), or None when it
+    ran no boundary case. The reference is the first role whose arm is ``native``, else
+    the first role."""
+    if not any(r.category == Category.BOUNDARY.value for r in receipts):
+        return None
+    order = list(roles)
+    native = [role for role, arm in zip(roles, arms, strict=True) if arm == "native"]
+    if native:
+        order.remove(native[0])
+        order.insert(0, native[0])
+    judged = [j for r in receipts if (j := judged_receipt(r)) is not None]
+    return boundary_results(judged, order, build=build, model=model)
+
+
+def boundary_results(runs: Sequence[JudgedRun], arms: Sequence[str], *, build: str,
+                     model: str | None = None) -> BoundaryResults:
+    """The results of ``runs`` (at most one per case and arm; a case may lack an arm
+    whose slot was never judged); the first arm is the reference of the contrasts and
+    the incidents, which pair only cases judged on both arms."""
     reference = arms[0]
+    cases: dict[str, int] = {}
+    by_key: dict[tuple[str, str], JudgedRun] = {}
+    for run in sorted(runs, key=lambda r: r.case):
+        cases.setdefault(run.case, run.case_version)
+        by_key[(run.case, run.arm)] = run
     contrasts = []
-    for arm in arms[1:]:
-        pairs = [(outcomes[(c.id, reference)].passed is True, outcomes[(c.id, arm)].passed is True)
-                 for c in cases if outcomes[(c.id, reference)].passed is not None
-                 and outcomes[(c.id, arm)].passed is not None]
-        contrasts.append(ArmContrast(reference=reference, arm=arm, counts=paired_counts(pairs)))
     incidents = []
-    for case in cases:
-        base = outcomes[(case.id, reference)]
-        for arm in arms[1:]:
-            failing = outcomes[(case.id, arm)]
-            if base.passed is True and failing.passed is False:
-                incidents.append(incident(
-                    case_id=case.id, case_version=case.version, build=build, model=model,
-                    reference_arm=reference, failing_arm=arm, results=failing.results,
-                    actions=failing.run.actions,
-                    recall_required=case.sidecar.recall.required,
-                    checkpoints=[base.checkpoint, failing.checkpoint]))
-    runs = [RunRow(case=c.id, arm=arm, passed=o.passed,
-                   oracles=[(r.type, r.verdict) for r in o.results],
-                   actions=[(a.family, a.target) for a in o.run.actions],
-                   duplicates=sum(a.duplicate for a in o.run.actions), ending=o.run.ending,
-                   tokens=o.run.input_tokens + o.run.output_tokens)
-            for c in cases for arm in arms for o in (outcomes[(c.id, arm)],)]
+    for arm in arms[1:]:
+        pairs = []
+        for case in cases:
+            base, other = by_key.get((case, reference)), by_key.get((case, arm))
+            if base is None or other is None or base.passed is None or other.passed is None:
+                continue
+            pairs.append((base.passed, other.passed))
+            if base.passed and not other.passed:
+                incidents.append(incident(base, other, build=build, model=model))
+        contrasts.append(ArmContrast(reference=reference, arm=arm, counts=paired_counts(pairs)))
+    incidents.sort(key=lambda i: (list(cases).index(i.case_id), arms.index(i.failing_arm)))
+    rows = [RunRow(case=r.case, arm=r.arm, passed=r.passed, oracles=r.oracles,
+                   actions=r.families, duplicates=sum(r.duplicates), ending=r.ending,
+                   tokens=r.tokens, repeat=r.repeat, folds=r.folds)
+            for case in cases for arm in arms if (r := by_key.get((case, arm))) is not None]
     return BoundaryResults(
-        cases=[f"{c.id}@{c.version}" for c in cases], reference_arm=reference, runs=runs,
-        arms=[_summary(arm, cases, outcomes) for arm in arms], contrasts=contrasts,
-        incidents=incidents)
+        cases=[f"{case}@{cases[case]}" for case in cases],
+        reference_arm=reference, runs=rows,
+        arms=[_summary(arm, [r for r in runs if r.arm == arm]) for arm in arms],
+        contrasts=contrasts, incidents=incidents)

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Final, TypeVar, get_args
 
 import msgspec
 
-from efold.corpus.model import Availability, Outcome
+from efold.boundary.actions import FAMILIES
+from efold.boundary.agent_loop import Ending
+from efold.boundary.oracles import ORACLE_TYPES as ORACLE_CLASSES
+from efold.boundary.oracles import Verdict
+from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
 from efold.protocol.records import (
     OPAQUE_ID,
@@ -246,6 +250,42 @@ def _check_sizes(observations: Iterable[Observation]) -> None:
             raise _refuse("one checkpoint is recorded with two sizes")
 
 
+# The closed vocabularies a boundary record is made of.
+ORACLE_TYPES: Final = frozenset(str(c.__struct_config__.tag) for c in ORACLE_CLASSES)
+VERDICTS: Final = frozenset(get_args(Verdict))
+ENDINGS: Final = frozenset(get_args(Ending))
+ACTION_FAMILIES: Final = frozenset(FAMILIES)
+
+
+def _check_boundary(receipt: Receipt) -> None:
+    """A boundary record only on a boundary slot, and made of ids, fixed vocabularies,
+    hashes and counts only (``protocol.records.BoundaryRecord``)."""
+    record = receipt.boundary
+    if record is None:
+        return
+    if receipt.category != Category.BOUNDARY.value:
+        raise _refuse("a boundary record on a question slot")
+    check_id("boundary case", record.case)
+    _check_count("boundary case_version", record.case_version)
+    for oracle in record.oracles:
+        if oracle.type not in ORACLE_TYPES or oracle.verdict not in VERDICTS:
+            raise _refuse("a boundary oracle verdict outside the closed union")
+    for action in record.actions:
+        if action.family not in ACTION_FAMILIES:
+            raise _refuse("a boundary action family outside the closed list")
+        _check_sha256("boundary action args_sha256", action.args_sha256)
+        if action.duplicate_of is not None:
+            _check_count("boundary action duplicate_of", action.duplicate_of)
+    if record.ending is not None and record.ending not in ENDINGS:
+        raise _refuse("a boundary ending outside the closed list")
+    for kind in ("requests", "tokens"):
+        _check_count(f"boundary {kind}", getattr(record, kind))
+    if record.environment_sha256 is not None:
+        _check_sha256("boundary environment_sha256", record.environment_sha256)
+    if record.code is not None and record.code not in _FIXED_CODES:
+        raise _refuse("boundary code is not a fixed code")
+
+
 def _observe(planned: PlannedSlot, receipt: Receipt) -> Observation:
     if receipt.version != RECEIPT_VERSION:
         raise _refuse("unsupported receipt version")
@@ -274,6 +314,7 @@ def _observe(planned: PlannedSlot, receipt: Receipt) -> Observation:
         raise _refuse("receipt meter_abort is not a meter code")
     _check_size(receipt)
     _check_spend(receipt.spend)
+    _check_boundary(receipt)
     if status is SlotStatus.COMPLETED:
         if outcome is None or not isinstance(receipt.correct, bool):
             raise _refuse("completed receipt without a scored outcome")

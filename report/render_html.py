@@ -16,6 +16,7 @@ from collections.abc import Callable
 from html import escape
 
 from efold.report.banner import banner
+from efold.report.boundary_table import boundary_tables
 from efold.report.html_parts import CSS, banner_html, section_html, table_html
 from efold.report.judge_table import judge_tables
 from efold.report.numbers import count, money_text
@@ -111,6 +112,11 @@ def _tables(results: Results) -> str:
                    for t in [*report_tables(results), slot_table(results)])
 
 
+def _boundary(results: Results) -> str:
+    """Issue 15: the boundary cases, after the judge."""
+    return "".join(section_html(t.title, table_html(t)) for t in boundary_tables(results))
+
+
 def _judge(results: Results) -> str:
     """19-C: the judge beside the deterministic score, after the accuracy tables."""
     return "".join(section_html(t.title, table_html(t)) for t in judge_tables(results))
@@ -118,7 +124,7 @@ def _judge(results: Results) -> str:
 
 # The page after the banner, in reading order: one function per section.
 _SECTIONS: list[Callable[[Results], str]] = [
-    _faux, _identity, _notes, _accuracy_panels, _delta_panel, _tables, _judge,
+    _faux, _identity, _notes, _accuracy_panels, _delta_panel, _tables, _judge, _boundary,
 ]
 
 

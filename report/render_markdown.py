@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from efold.report.banner import banner
+from efold.report.boundary_table import boundary_tables
 from efold.report.judge_table import judge_tables
 from efold.report.numbers import count, money_text
 from efold.report.results import FAUX_NOTE, reader_label
@@ -104,6 +105,11 @@ def _tables(results: Results) -> list[str]:
     return [line for table in report_tables(results) for line in _table(table)]
 
 
+def _boundary(results: Results) -> list[str]:
+    """Issue 15: the boundary cases, after the judge."""
+    return [line for table in boundary_tables(results) for line in _table(table)]
+
+
 def _judge(results: Results) -> list[str]:
     """19-C: the judge beside the deterministic score, after the accuracy tables."""
     return [line for table in judge_tables(results) for line in _table(table)]
@@ -112,7 +118,7 @@ def _judge(results: Results) -> list[str]:
 # After the title, in reading order: one function per section. The statements a reader
 # must not miss come first and set apart: how the run ended, then what the reader is.
 _SECTIONS: list[Callable[[Results], list[str]]] = [
-    _banner, _faux, _identity, _notes, _tables, _judge,
+    _banner, _faux, _identity, _notes, _tables, _judge, _boundary,
 ]
 
 

@@ -35,6 +35,7 @@ from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
 from efold.folds.registry import BUILTIN_ARMS
 from efold.protocol.records import Exclusion, Plan, Receipt, SlotSpend, SlotStatus
+from efold.report.boundary_results import campaign_boundary
 from efold.report.compression import role_compression
 from efold.report.errors import ReportError
 from efold.report.join import (
@@ -461,7 +462,8 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   run_facts: RunFacts | None = None, reader: str | None = None,
                   summariser_spends: Sequence[SlotSpend] | Mapping[str, SlotSpend] = (),
                   summarisers: Mapping[str, str] | None = None,
-                  efold_version: str | None = None, judge: str | None = None) -> Results:
+                  efold_version: str | None = None, judge: str | None = None,
+                  build: str | None = None) -> Results:
     """The content-free results of one run, complete or partial.
 
     ``faux`` says whether the registered reader is the faux extractive reader (the plan
@@ -478,7 +480,9 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     ``summarisers``: role -> ``provider/model`` of the summariser model its fold asks
     (only roles that ask one). ``efold_version``: the version to report (default: this
     efold's). ``judge``: the registered judge's ``provider/model`` (19-C), when the
-    campaign has one. Model ids and the version must be opaque ids, or the report refuses.
+    campaign has one. ``build``: the registration's build digest, named by the boundary
+    cases' compression incidents. Model ids and the version must be opaque ids, or the
+    report refuses.
 
     Raises ``ReportError`` when the plan and receipts are not one consistent,
     content-free record (see ``report.join.join_receipts``).
@@ -529,7 +533,15 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         latency=_latency(observations, in_flight),
         versus_native=_versus_native(plan, contrasts, index, categories),
         judge=judge, judge_spend=_judge_spend(observations, judge),
+        boundary=campaign_boundary(
+            plan.roles, [_arm_of(plan, role) for role in plan.roles],
+            _receipts(observations), build=build or "unknown",
+            model=None if faux else reader),
     )
+
+
+def _arm_of(plan: Plan, role: str) -> str:
+    return next((s.arm for s in plan.slots if s.role == role), role)
 
 
 def _judge_spend(observations: Sequence[Observation], judge: str | None) -> Spend | None:

@@ -15,6 +15,8 @@ from typing import Literal
 
 import msgspec
 
+from efold.boundary.incidents import CompressionIncident
+
 RESULTS_SCHEMA: Literal["results-v1"] = "results-v1"
 
 # The run status's closed sets (``report.status``).
@@ -435,6 +437,56 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     in_flight: list[str]  # slots launched and never closed (no receipt written)
 
 
+# -- boundary cases (``report.boundary_results``) -----------------------------------------
+
+
+class RunRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One case on one arm: each oracle's verdict, each action's family, how the run
+    ended; the case's ``fold.repeat`` and the folds the arm's checkpoint records."""
+
+    case: str
+    arm: str
+    passed: bool | None
+    oracles: list[tuple[str, str]]  # (oracle type, verdict), in the case's order
+    actions: list[str]  # each action's family, in call order
+    duplicates: int
+    ending: str
+    tokens: int  # every token the agent spent after the fold (input + output estimates)
+    repeat: int = 1
+    folds: int | None = None
+
+
+class ArmSummary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    arm: str
+    passed: Proportion  # cases passing every oracle / cases judged (pass or fail)
+    not_applicable: int  # cases with a not_applicable verdict and no failure
+    actions: int
+    duplicates: int
+    duplicate_rate: float | None  # duplicates / actions; null without an action
+    recall_trigger: Proportion | None  # on required-recall cases; null without one
+    # Tokens per task (every token the agent spent after the fold, re-sent context and
+    # re-reads included): the nearest-rank median per run, and all of them over the
+    # passes (null without a pass).
+    tokens_per_task_median: int | None
+    tokens_per_pass: int | None
+
+
+class ArmContrast(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    reference: str
+    arm: str
+    counts: PairCounts  # b: reference passed and arm failed; c: the reverse
+
+
+class BoundaryResults(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    cases: list[str]  # "id@version", in order
+    reference_arm: str
+    runs: list[RunRow]  # case by case, arm by arm
+    arms: list[ArmSummary]
+    contrasts: list[ArmContrast]
+    incidents: list[CompressionIncident]
+
+
+
 class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What ran, and when (no host name, no path).
 
@@ -497,3 +549,6 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # requests, never in ``spend``'s probe figures); null without a judge.
     judge: str | None = None
     judge_spend: Spend | None = None
+    # Defaulted (issue 15): the boundary cases' results (per case and role, per role,
+    # the paired contrasts and the compression incidents); null when none ran.
+    boundary: BoundaryResults | None = None

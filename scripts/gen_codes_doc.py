@@ -268,6 +268,11 @@ MEANINGS: dict[str, str] = {
         "names, cannot be normalized: a path that is absolute, escapes the workspace (`..`, "
         "a symlink), holds a NUL or a backslash; an argument of the wrong type or missing; "
         "arguments that are not JSON. The detail names the field.",
+    "boundary_work_invalid": "A boundary slot's work record (the child's `work.json`: its "
+        "actions, recall outputs and how its loop ended) is missing, larger than its bound, "
+        "differs from the digest the child's terminal named, or does not decode. The slot "
+        "is judged on nothing the child claimed: its receipt carries this code and no "
+        "verdict.",
     # -- folds/
     "fold_unknown": "No fold arm of this name.",
     "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "

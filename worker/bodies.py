@@ -27,6 +27,9 @@ name                  kind    what it is
                               snapshot file into its slot directory and reports it
 ``reader``            probe   ``efold.worker.reader.ReaderProbe``: restores the verified
                               checkpoint and runs the reader loop through the guard
+``boundary``          probe   ``efold.worker.boundary_body.BoundaryProbe``: restores
+                              the checkpoint as the reader does, then runs a boundary
+                              case's agent loop on a workspace copy through the guard
 ``fold``              prep    ``efold.worker.prep.FoldPrep``: replays a trace through a
                               fold arm and writes the snapshot (a compaction arm's
                               summaries through the guard when the task names a
@@ -77,6 +80,7 @@ class SendingPrepBody(PrepBody, Protocol):
 PROBE_BODIES: Final[Mapping[str, str]] = {
     "builtin": "efold.worker.builtin:BuiltinProbe",
     "reader": "efold.worker.reader:ReaderProbe",
+    "boundary": "efold.worker.boundary_body:BoundaryProbe",
 }
 
 PREP_BODIES: Final[Mapping[str, str]] = {

@@ -21,7 +21,7 @@ import msgspec
 from efold.errors import Code
 from efold.ipc.messages import JudgeReading, MeterReading, Terminal, TerminalStatus
 from efold.protocol.assignment import Assignment
-from efold.protocol.tasks import ProbeTask
+from efold.protocol.tasks import ProbeTask, Route
 from efold.worker.errors import WorkerError
 from efold.worker.route import reply_text
 from efold.worker.session import ProbeSession
@@ -29,6 +29,7 @@ from efold.worker.verify import verify_digests
 
 if TYPE_CHECKING:
     from efold.folds.checkpoint import Checkpoint
+    from efold.folds.lookup import LookupTool
     from efold.guard.contract import Contract
 
 RESTORED_DIR = "checkpoint"
@@ -116,7 +117,7 @@ class ReaderProbe:
             rounds.append({"outcome": result.outcome.value,
                            "code": result.code.value if result.code else None})
             if not result.ok:
-                status, code = _terminal_of(result.outcome.value, source.stop_code or result.code)
+                status, code = terminal_of(result.outcome.value, source.stop_code or result.code)
                 break
             calls = [i for i in result.output_items if i.get("type") == "function_call"]
             if not calls:
@@ -132,23 +133,26 @@ class ReaderProbe:
             outputs = [lookup.call(str(c.get("name")), str(c.get("arguments", ""))) for c in calls]
             append_round(payload, calls, outputs, api=task.route.api,
                          text=reply_text(result.output_items))
-        witness_doc: dict[str, Any] = {"rounds": rounds}
-        calls_made = bytes_used = 0
-        abort_cause: Code | None = None
-        if lookup is not None:
-            w = lookup.witness()
-            calls_made, bytes_used = w.calls, w.bytes
-            abort_cause = None if w.abort_cause is None else Code(w.abort_cause)
-            witness_doc["meter"] = msgspec.to_builtins(w)
-        witness = hashlib.sha256(msgspec.json.encode(witness_doc, order="sorted")).hexdigest()
+        meter_reading, witness = run_witness(lookup, {"rounds": rounds})
         judged = None
         if task.judge is not None and status is TerminalStatus.ANSWERED:
             judged = ask_judge_after(session, task, answer)
-        return Terminal(
-            status=status, code=code, answer=answer,
-            meter=MeterReading(calls=calls_made, bytes=bytes_used, abort_cause=abort_cause),
-            witness=witness, judge=judged,
-        )
+        return Terminal(status=status, code=code, answer=answer, meter=meter_reading,
+                        witness=witness, judge=judged)
+
+
+def run_witness(lookup: LookupTool | None, doc: dict[str, Any]) -> tuple[MeterReading, str]:
+    """The lookup meter's reading and the run's witness: the sha256 of ``doc`` (what
+    the run did, content-free) with the meter's own witness added when it has one."""
+    calls_made = bytes_used = 0
+    abort_cause: Code | None = None
+    if lookup is not None:
+        w = lookup.witness()
+        calls_made, bytes_used = w.calls, w.bytes
+        abort_cause = None if w.abort_cause is None else Code(w.abort_cause)
+        doc = {**doc, "meter": msgspec.to_builtins(w)}
+    witness = hashlib.sha256(msgspec.json.encode(doc, order="sorted")).hexdigest()
+    return MeterReading(calls=calls_made, bytes=bytes_used, abort_cause=abort_cause), witness
 
 
 def ask_judge_after(session: ProbeSession, task: ProbeTask, answer: str) -> JudgeReading:
@@ -220,6 +224,14 @@ def probe_contract(task: ProbeTask, cache_key: str) -> Contract:
 def first_payload(checkpoint: Checkpoint, task: ProbeTask, cache_key: str) -> dict[str, Any]:
     """Round 1 of a probe run, in the route's wire format: the checkpoint, the question,
     the contract's options (effort, the cache key on the Responses API)."""
+    return route_payload(checkpoint, task.question, instructions=task.instructions,
+                         route=task.route, cache_key=cache_key)
+
+
+def route_payload(checkpoint: Checkpoint, question: str, *, instructions: str, route: Route,
+                  cache_key: str) -> dict[str, Any]:
+    """The first request on ``route``: ``checkpoint``, then ``question`` as the owner's
+    message, under ``instructions``, with the route's options."""
     from efold.folds.request import (
         checkpoint_to_chat_request,
         checkpoint_to_messages_request,
@@ -227,22 +239,20 @@ def first_payload(checkpoint: Checkpoint, task: ProbeTask, cache_key: str) -> di
     )
     from efold.worker.route import route_options
 
-    route = task.route
     if route.api == "anthropic-messages":
-        payload = checkpoint_to_messages_request(checkpoint, task.question, model=route.model,
-                                                 instructions=task.instructions)
+        payload = checkpoint_to_messages_request(checkpoint, question, model=route.model,
+                                                 instructions=instructions)
         return {**payload, **route_options(route)}
     if route.api == "openai-chat":
-        payload = checkpoint_to_chat_request(checkpoint, task.question, model=route.model,
-                                             instructions=task.instructions,
-                                             stream=route.stream)
+        payload = checkpoint_to_chat_request(checkpoint, question, model=route.model,
+                                             instructions=instructions, stream=route.stream)
         return {**payload, **route_options(route)}
-    payload = checkpoint_to_request(checkpoint, task.question, model=route.model,
-                                    instructions=task.instructions)
+    payload = checkpoint_to_request(checkpoint, question, model=route.model,
+                                    instructions=instructions)
     return {**payload, **route_options(route), "prompt_cache_key": cache_key}
 
 
-def _terminal_of(outcome: str, code: Code | None) -> tuple[TerminalStatus, Code | None]:
+def terminal_of(outcome: str, code: Code | None) -> tuple[TerminalStatus, Code | None]:
     if outcome == "integrity_stop":
         return TerminalStatus.INTEGRITY_STOP, code
     if outcome in ("lost", "own_abort_after_send"):

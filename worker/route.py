@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from efold.guard.catalog import CatalogEntry
     from efold.guard.contract import Contract
     from efold.guard.request import Guard
+    from efold.guard.wire.faux import Responder
 
 FAUX_PROVIDER = "faux"
 
@@ -97,13 +98,15 @@ def reply_text(items: list[dict[str, Any]]) -> str:
     ).strip()
 
 
-def route_transport(route: Route, credential: str | None) -> Any:
-    """The faux extractive reader offline, else HTTP (no credential: a local server)."""
+def route_transport(route: Route, credential: str | None,
+                    responder: Responder | None = None) -> Any:
+    """The faux provider offline (answering with ``responder``; None: the extractive
+    reader), else HTTP (no credential: a local server)."""
     if route.provider == FAUX_PROVIDER:
         from efold.guard.wire.faux import FauxTransport
         from efold.worker.faux_reader import respond
 
-        return FauxTransport(respond)
+        return FauxTransport(responder or respond)
     from efold.guard.wire.http import HttpTransport
 
     return HttpTransport(route.base_url, credential=credential)
@@ -111,13 +114,14 @@ def route_transport(route: Route, credential: str | None) -> Any:
 
 def route_guard(route: Route, source: object, *, run_id: str, deadline_s: float,
                 cache_key: str | None, credential: str | None,
-                tools: Sequence[str] = ()) -> Guard:
+                tools: Sequence[str] = (), responder: Responder | None = None) -> Guard:
     """The guard every request of this child goes through, and only with a real permit
-    source (the test-only one is refused)."""
+    source (the test-only one is refused). ``responder``: who plays the model on the
+    faux route (a boundary case's faux agent); ignored on a real one."""
     from efold.guard import Guard, assert_real_source
 
     assert_real_source(source)
     entry = route_entry(route)
     contract = route_contract(route, entry, cache_key=cache_key, tools=tools)
-    return Guard(contract, entry, source, route_transport(route, credential),  # type: ignore[arg-type]
+    return Guard(contract, entry, source, route_transport(route, credential, responder),  # type: ignore[arg-type]
                  run_id=run_id, deadline_s=deadline_s)

@@ -4,6 +4,7 @@ verdicts for every category rule."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from efold.boundary.case import load_case
 from efold.boundary.incidents import category
 from efold.boundary.oracles import OracleResult
 from efold.boundary.validate import run_offline, without_history
-from efold.report.boundary_results import boundary_results
+from efold.report.boundary_results import boundary_results, judged_offline
 from tests.boundary.conftest import TEST_COMMAND, MakeCase
 
 SCRIPT = {"plans": [
@@ -63,8 +64,9 @@ def test_results_per_arm_and_an_incident_for_the_arm_that_lost(make_case: MakeCa
     native = run_offline(case, case.prefix, "native")
     blind = run_offline(case, without_history(case), "native")  # an arm that kept nothing
     assert native.passed is True and blind.passed is False
-    outcomes = {(case.id, "native"): native, (case.id, "blind"): blind}
-    results = boundary_results([case], ["native", "blind"], outcomes, build="b" * 64)
+    blind = dataclasses.replace(blind, arm="blind")
+    results = boundary_results([judged_offline(case, native), judged_offline(case, blind)],
+                               ["native", "blind"], build="b" * 64)
     assert results.cases == [f"{case.id}@1"] and results.reference_arm == "native"
     by_arm = {s.arm: s for s in results.arms}
     assert (by_arm["native"].passed.successes, by_arm["native"].passed.trials) == (1, 1)
@@ -85,3 +87,29 @@ def test_results_per_arm_and_an_incident_for_the_arm_that_lost(make_case: MakeCa
     assert found.category == "state_stale"  # it never edited: file-equals failed
     assert found.evidence.actions == [0, 1]
     assert found.evidence.relevant_checkpoint_ids == [native.checkpoint, blind.checkpoint]
+
+
+def test_each_run_records_its_folds_against_the_cases_fold_repeat() -> None:
+    """B08 is written for two successive folds (``fold.repeat: 2``): ``compaction``
+    folds once, ``compaction-2`` twice, ``native`` never; the case-by-case table marks
+    the runs whose checkpoint records fewer folds than the case asks for."""
+    from efold.boundary.suite import bundled_cases_root
+    from efold.report.boundary_table import _matrix
+
+    case = load_case(bundled_cases_root() / "B08-repeated-leaf-folds")
+    assert case.sidecar.fold.repeat == 2
+    arms = ["native", "compaction", "compaction-2", "cold-rebuild"]
+    outcomes = {arm: run_offline(case, case.prefix, arm) for arm in arms}
+    assert {arm: o.folds for arm, o in outcomes.items()} == {
+        "native": 0, "compaction": 1, "compaction-2": 2, "cold-rebuild": 1}
+    results = boundary_results([judged_offline(case, o) for o in outcomes.values()], arms,
+                               build="b" * 64)
+    assert {r.arm: (r.repeat, r.folds) for r in results.runs} == {
+        "native": (2, 0), "compaction": (2, 1), "compaction-2": (2, 2), "cold-rebuild": (2, 1)}
+    table = _matrix(results)
+    [row] = table.rows
+    cells = dict(zip(table.headers[1:], row[1:], strict=True))
+    assert cells["compaction-2"] == "pass" and cells["native"] == "pass"  # native never folds
+    assert cells["compaction"].endswith("(1 of 2 folds)")
+    assert cells["cold-rebuild"] == "FAIL (1 of 2 folds)"
+    assert table.legend and "fold.repeat" in table.legend[0][1]

@@ -125,7 +125,7 @@ def test_secret_and_personal_data_stay_where_they_belong(hard_items: list[SuiteI
 def test_probe_set(hard_items: list[SuiteItem]) -> None:
     for item in hard_items:
         categories = Counter(p.category for p in item.probes.probes)
-        assert set(categories) == set(Category)
+        assert set(categories) == set(Category) - {Category.BOUNDARY}  # cases only
         assert len(item.probes.probes) == 17
 
 

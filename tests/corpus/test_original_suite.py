@@ -60,7 +60,7 @@ def test_thirteen_probes_in_seven_categories(original_items: list[SuiteItem]) ->
         # The hand-written suite is unchanged: the field categories (issue 19) and
         # redaction are the hard suite's.
         field = {Category.REDACTION, Category.DECISION_REASON, Category.PRIORITY_ORDER,
-                 Category.CROSS_REFERENCE, Category.CONTRADICTION}
+                 Category.CROSS_REFERENCE, Category.CONTRADICTION, Category.BOUNDARY}
         assert set(categories) == set(Category) - field
         assert all(p.question.startswith(forms.PROBE_PREAMBLE) for p in probes)
         assert "tool results" in forms.PROBE_PREAMBLE.lower()

@@ -4,14 +4,22 @@ without having talked to it."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -109,3 +117,119 @@ def start_server() -> Iterator[object]:
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
         process.wait()
+
+
+class RecordingProxy:
+    """A loopback HTTP proxy to the model server that keeps every response body."""
+
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.responses: list[dict[str, Any]] = []
+        self.statuses: list[int] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=900)
+                conn.request("POST", self.path, body, {"Content-Type": "application/json"})
+                reply = conn.getresponse()
+                data = reply.read()
+                conn.close()
+                proxy.statuses.append(reply.status)
+                if reply.status == 200:
+                    proxy.responses.append(json.loads(data))
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{parts.path}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def usage(self) -> dict[str, int]:
+        return {"input": sum(r["usage"]["prompt_tokens"] for r in self.responses),
+                "output": sum(r["usage"]["completion_tokens"] for r in self.responses)}
+
+
+@pytest.fixture
+def proxy(model_server_url: str) -> Iterator[RecordingProxy]:
+    p = RecordingProxy(model_server_url)
+    yield p
+    p.server.shutdown()
+
+
+EFOLD = str(Path(sys.executable).with_name("efold-controller"))
+ACCOUNT = "acct-local-fictional"
+
+
+def settled_matches_server(run: Path, responses: list[dict[str, Any]]) -> int:
+    """Assert that ``run``'s holds are exactly ``responses`` (the proxy's, for this run),
+    every one settled at the server's reported usage priced by the catalog; the total."""
+    from efold.guard.pricing import price_units
+    from efold.registry.journal import JournalReader
+
+    entry = parse_catalog(CATALOG).entry(PROVIDER, MODEL)
+    with JournalReader(run) as journal:
+        holds = journal.rows("holds")
+    assert len(holds) == len(responses) and all(h["state"] == "settled" for h in holds)
+    settled = sum(h["settled_units"] for h in holds)
+    assert settled == sum(price_units(entry, {"input": r["usage"]["prompt_tokens"],
+                                              "output": r["usage"]["completion_tokens"]}, None)
+                          for r in responses)
+    return settled
+
+
+class Operator:
+    """An operator on the real route in ``tmp``: the campaign file and the local catalog
+    written, a key made, the campaign registered, a smoke and a pilot authorization
+    signed (``runs/smoke``, ``runs/pilot``); then ``efold`` runs any command as they
+    would, and ``smoke`` / ``pilot`` the two real runs."""
+
+    def __init__(self, tmp: Path, campaign: str) -> None:
+        self.tmp = tmp
+        self.env = {**os.environ, "EFOLD_ACCOUNT_ID": ACCOUNT, "CI": "1"}  # CI: loopback only
+        (tmp / "catalog.toml").write_bytes(CATALOG)
+        (tmp / "campaign.toml").write_text(campaign)
+        assert self.efold("keygen", "--out", "approver").returncode == 0
+        registered = self.efold("register", "campaign.toml", "--output", "reg")
+        assert registered.returncode == 0, registered.stderr
+        reg, sha = Path(field(registered.stdout, "registration")), field(registered.stdout,
+                                                                          "sha256")
+        self.runs = tmp / "runs"
+        self.runs.mkdir(mode=0o700)
+        self.real = ["--registration", str(reg), "--sha256", sha, "--trust", "approver.pub"]
+        self.smoke_auth = self._authorize(reg, sha, "smoke", "--smoke")
+        self.pilot_auth = self._authorize(reg, sha, "pilot")
+
+    def efold(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([EFOLD, *args], cwd=self.tmp, env=self.env, capture_output=True,
+                              text=True, timeout=3600)
+
+    def _authorize(self, reg: Path, sha: str, name: str, *extra: str) -> Path:
+        done = self.efold("authorize", "--registration", str(reg), "--sha256", sha, *extra,
+                          "--key", "approver.key", "--out", f"{name}-auth.json",
+                          "--output-root", str(self.runs / name),
+                          "--approver", "ops@example.invalid",
+                          "--approval-reference", "local-0001")
+        assert done.returncode == 0, done.stderr
+        return self.tmp / f"{name}-auth.json"
+
+    def smoke(self) -> subprocess.CompletedProcess[str]:
+        return self.efold("smoke", *self.real, "--run-dir", str(self.runs / "smoke"),
+                          "--authorization", str(self.smoke_auth), "--no-progress")
+
+    def pilot(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        return self.efold("pilot", "--real", *self.real, "--run-dir", str(self.runs / "pilot"),
+                          "--authorization", str(self.pilot_auth), *extra)
+
+
+def field(out: str, name: str) -> str:
+    """The value of the ``name: value`` line of a command's output."""
+    return next(line.split(": ", 1)[1] for line in out.splitlines()
+                if line.startswith(f"{name}: "))

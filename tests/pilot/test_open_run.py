@@ -38,7 +38,7 @@ def _record_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The steps of ``open_run`` that write or read the run, in the order they happen."""
     steps: list[str] = []
     publish, consume, load = (run_setup.publish_exclusive, authorize_run.consume_faux,
-                              run_setup.suite_items)
+                              run_setup.campaign_items)
 
     def published(run: Path, name: str, data: bytes) -> None:
         assert probe_lease(run).state is LeaseState.LIVE and (run / "journal.sqlite").exists()
@@ -55,7 +55,7 @@ def _record_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(run_setup, "publish_exclusive", published)
     monkeypatch.setattr(authorize_run, "consume_faux", consumed)
-    monkeypatch.setattr(run_setup, "suite_items", loaded)
+    monkeypatch.setattr(run_setup, "campaign_items", loaded)
     return steps
 
 
