@@ -220,6 +220,8 @@ class Code(enum.StrEnum):
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"
     COMPARE_NO_COMMON_SLOTS = "compare_no_common_slots"  # `compare`: plans share no slot
+    COMPARISON_INVALID = "comparison_invalid"  # `analyze`: a comparison set breaks its format
+    COMPARISON_TOO_LARGE = "comparison_too_large"  # `analyze`: over 8 MiB or 10,000 runs
 
 
 class EfoldError(Exception):

@@ -21,6 +21,9 @@ from efold import __version__
 # Command name -> (module under efold.controller.commands, one-line help).
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "aggregate": ("aggregate", "Aggregate RUN's receipts (it changes nothing in RUN)."),
+    "analyze": ("analyze", "The paired comparison analyzer: a candidate arm against a "
+                "reference arm over the same tasks, with a minimum evidence gate of 20 "
+                "paired tasks (never lower)."),
     "authorize": ("authorize", "Sign an authorization binding a registered campaign to a "
                   "cap and a run root."),
     "boundary": ("boundary", "Validate, lock, show and (offline) run boundary cases."),
@@ -77,7 +80,8 @@ EXIT_STATUSES: Final = """\b
 Exit status (each command's --help says which it uses):
   0        done
   1        a check found a problem: preflight (a checkpoint failed), fold check
-           (failed or unusable), recover (not reconciled), reap (incomplete)
+           (failed or unusable), recover (not reconciled), reap (incomplete),
+           analyze (the evidence gate is not met)
   2        usage error ("Usage: ... Error: ...") or refusal ("refused: CODE
            (detail)") on stderr; nothing was done
   3        pilot/smoke stopped (its code is printed) or the smoke did not pass

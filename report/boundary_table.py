@@ -25,7 +25,7 @@ from efold.report.table_kit import (
     format_rate,
 )
 
-__all__ = ["boundary_tables"]
+__all__ = ["boundary_tables", "short_of_regime"]
 
 LONG_MATRIX: Final = 12
 _VERDICT: Final = {True: "pass", False: "FAIL", None: "n/a"}
@@ -48,7 +48,7 @@ _MATRIX_LEGEND: Final = (
 )
 
 
-def _short_of_regime(run: RunRow) -> bool:
+def short_of_regime(run: RunRow) -> bool:
     """Whether the role folded, but fewer times than the case's ``fold.repeat`` (a role
     that never folds, ``native``, is the reference, not short)."""
     return run.folds is not None and 0 < run.folds < run.repeat
@@ -56,7 +56,7 @@ def _short_of_regime(run: RunRow) -> bool:
 
 def _cell(run: RunRow) -> str:
     verdict = _VERDICT[run.passed]
-    return f"{verdict} ({run.folds} of {run.repeat} folds)" if _short_of_regime(run) else verdict
+    return f"{verdict} ({run.folds} of {run.repeat} folds)" if short_of_regime(run) else verdict
 
 
 def _roles(b: BoundaryResults) -> Table:
@@ -99,7 +99,7 @@ def _matrix(b: BoundaryResults) -> Table:
             cells.append(NONE if run is None else _cell(run))
         rows.append([label, *cells])
     right: Align = "right"
-    short = any(_short_of_regime(r) for r in b.runs)
+    short = any(short_of_regime(r) for r in b.runs)
     return Table(title="boundary cases, case by case", headers=["case", *roles],
                  align=["left", *[right] * len(roles)], rows=rows,
                  legend=_MATRIX_LEGEND if short else (),

@@ -387,6 +387,14 @@ MEANINGS: dict[str, str] = {
         "report are inconsistent or not content-free; the whole report refuses.",
     "compare_no_common_slots": "`compare`: the two runs' plans share no slot id (same "
         "repeat, role, trace and probe), so there is no pair to compare.",
+    "comparison_invalid": "`analyze`: the comparison set breaks its format "
+        "(`efold-comparison-v1`): an unknown key (a prompt, an output, a credential, prose), "
+        "a wrong type, a string that is no bounded identifier, a negative count, a cost that "
+        "is no plain decimal, arms that are not two, a task and repeat without exactly one "
+        "run of each arm, or a `minimum_tasks` below 20. The detail names the run. With "
+        "`--run`, the run's paired slots could not make a set (an arm that is no role).",
+    "comparison_too_large": "`analyze`: the comparison set is larger than 8 MiB or holds "
+        "more than 10,000 runs; nothing is aggregated.",
     "prune_unreconciled": "`prune`: the run is not reconciled (its status is "
         "`unreconciled`, or `recover` would not call it reconciled): it is kept, untouched; "
         "run `recover RUN` then `reap RUN`.",

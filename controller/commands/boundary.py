@@ -6,8 +6,8 @@ case and checks the lock, one line per case (and per locked case that is gone);
 ``lock`` records every case as it is now (all must be valid; a changed case is never
 re-locked at its old version); ``show`` prints one case's sidecar summary and the
 environment identity its fixture fixes; ``run --faux`` runs the cases offline with the
-faux agent on built-in arms, in this process (built-in folds only; campaigns that mix
-probes and cases, in contained children and on the real route, come next).
+faux agent on built-in arms, in this process (built-in folds only: any other fold, a
+contained child per slot and the real route are a campaign's ``[boundary]``).
 ``validate --variants`` also checks each case's metamorphic variants
 (``boundary.metamorphic``): one more line per variant, and a stability table across
 ``--arms`` that is printed, never a refusal.
@@ -34,6 +34,7 @@ from efold.errors import Code, EfoldError
 from efold.folds.registry import BUILTIN_ARMS
 from efold.registry.files import publish_exclusive
 from efold.report.boundary_results import boundary_results, judged_offline
+from efold.report.boundary_table import short_of_regime
 
 
 def bundled_cases_root() -> Path:
@@ -323,7 +324,9 @@ def show(case_dir: Path, as_json: bool) -> None:
 @command.command("run")
 @click.argument("root", required=False, type=click.Path(path_type=Path))
 @click.option("--faux", "faux", is_flag=True, required=True,
-              help="Run offline with the faux agent (the only mode so far).")
+              help="Run offline with the faux agent, in this process, on built-in arms "
+                   "(any fold, contained children or a real model: a campaign's "
+                   "[boundary]).")
 @click.option("--arms", default="native,cold-rebuild,compaction,pack", show_default=True,
               help="Built-in arms, comma-separated; the first is the reference of the "
                    "contrasts and incidents.")
@@ -359,7 +362,8 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
         verdict = {True: "PASS", False: "FAIL", None: "n/a"}[row.passed]
         failed = [kind for kind, said in row.oracles if said == "fail"]
         click.echo(f"{row.case:<32} {row.arm:<14} {verdict}  {len(row.actions)} actions"
-                   + (f", failed: {', '.join(failed)}" if failed else ""))
+                   + (f", failed: {', '.join(failed)}" if failed else "")
+                   + (f", {row.folds} of {row.repeat} folds" if short_of_regime(row) else ""))
     for s in results.arms:
         ci = s.passed.wilson95
         interval = f" (95% CI {ci.lower:.0%}-{ci.upper:.0%})" if ci is not None else ""

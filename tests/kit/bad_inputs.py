@@ -227,6 +227,21 @@ CASES: tuple[Case, ...] = (
     case("prune-not-a-run", "prune {w} --run {w}/notrun --yes", "run_not_found"),
     case("prune-bad-duration", "prune {w}/runs --older-than soon --yes", None),
     case("prune-negative-keep", "prune {w}/runs --keep -1 --yes", None),
+    # analyze
+    case("analyze-empty-set", "analyze {w}/empty.json", "comparison_invalid"),
+    case("analyze-garbage-set", "analyze {w}/garbage.json", "comparison_invalid"),
+    case("analyze-not-a-set", "analyze {w}/other.json --json", "comparison_invalid",
+         json=True),
+    case("analyze-missing-file", "analyze {w}/nope.json", None),
+    case("analyze-not-a-run", "analyze --run {w}/notrun --arms native,store", "run_not_found"),
+    case("analyze-unknown-role", "analyze --run {run} --arms native,nosuch",
+         "comparison_invalid"),
+    case("analyze-one-arm", "analyze --run {run} --arms native", None),
+    case("analyze-run-without-arms", "analyze --run {run}", None),
+    case("analyze-file-and-run", "analyze {w}/other.json --run {run}", None),
+    case("analyze-attest-a-file", "analyze {w}/other.json --attest-representative", None),
+    case("analyze-write-exists", "analyze --run {run} --arms native,store --write "
+         "{w}/afile.txt", "publish_target_exists"),
     # the group
     case("unknown-command", "frobnicate", None),
 )

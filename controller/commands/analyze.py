@@ -1,0 +1,119 @@
+"""``efold-controller analyze [FILE | --run RUN --arms REF,CAND]``: the paired analyzer.
+
+Deterministic, no model call, writes nothing but ``--write``'s new file. FILE is a
+comparison set (``report.comparison_set``: strict, at most 8 MiB and 10,000 runs);
+``--run`` makes one from a run's receipts (``report.comparison_export``), and
+``--write`` keeps it. The analysis is ``report.analyze``. Without either: ``SKIP``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import msgspec
+
+from efold import __version__
+from efold.controller.aggregate import read_run
+from efold.controller.commands._options import echo_report, refusal_for, resolve_run
+from efold.errors import EfoldError
+from efold.registry.files import publish_exclusive
+from efold.report.analyze import analyze, render_analysis_text
+from efold.report.comparison_export import comparison_from_receipts
+from efold.report.comparison_set import (
+    MAX_BYTES,
+    ComparisonSet,
+    Provenance,
+    decode_comparison,
+    encode_comparison,
+)
+
+
+def _read(path: Path) -> bytes:
+    """At most one byte past the bound, so an oversized file is refused unread."""
+    with path.open("rb") as f:
+        return f.read(MAX_BYTES + 1)
+
+
+def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
+    names = [a.strip() for a in arms.split(",")]
+    if len(names) != 2 or not all(names):
+        raise click.UsageError("--arms takes two roles: REFERENCE,CANDIDATE")
+    view = read_run(run)
+    models = sorted({view.reader, *view.summarisers.values()})
+    provenance = Provenance(source="efold-run", efold_version=__version__, models=models,
+                            registration_sha256=view.plan.registration_sha256, faux=view.faux)
+    data, left = comparison_from_receipts(view.receipts, names[0], names[1],
+                                          provenance=provenance, representative=attest)
+    note = (f"from {run}: {len(data.runs) // 2} pairs of {names[0]} and {names[1]}; left out "
+            f"{left.unscored} pairs with a slot not completed and scored, {left.alone} "
+            "slots without a counterpart")
+    return data, note
+
+
+@click.command("analyze")
+@click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--run", "run", default=None, type=click.Path(), metavar="RUN",
+              help="Make the comparison set from this run's receipts (with --arms).")
+@click.option("--arms", default=None, metavar="REF,CAND",
+              help="With --run: the reference role and the candidate role.")
+@click.option("--write", "write", default=None, type=click.Path(path_type=Path),
+              help="With --run: also write the comparison set to this new file (complete "
+                   "or absent).")
+@click.option("--attest-representative", is_flag=True,
+              help="With --run: attest, as the operator, that the run's tasks represent "
+                   "the decision at hand. Recorded as an attestation; efold cannot verify it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the analysis as one JSON object.")
+def command(file: Path | None, run: str | None, arms: str | None, write: Path | None,
+            attest_representative: bool, as_json: bool) -> None:
+    """The paired comparison analyzer: a candidate arm against a reference arm over the
+    same tasks, with a minimum evidence gate of 20 paired tasks (never lower).
+
+    FILE is a comparison set (efold-comparison-v1, docs/results-schema.md), or --run
+    RUN --arms REF,CAND makes one from a run (questions and boundary cases paired by
+    trace, probe and repeat). It prints the verdict (comparison_ready only when the gate
+    is met), each arm's full acceptance with its Wilson 95% interval, checks, missed
+    constraints, unsupported claims, tokens, cost and latency, and the paired wins, ties
+    and losses on each. Without FILE or --run it prints SKIP.
+
+    \b
+    Exit status:
+      0  comparison_ready, or SKIP (nothing given)
+      1  analyzed, but the evidence gate is not met (insufficient_evidence)
+      2  usage error or refused: comparison_invalid, comparison_too_large, a RUN that
+         is no run or whose records refuse
+    """
+    refuse_ = refusal_for(as_json)
+    if file is not None and run is not None:
+        raise click.UsageError("give FILE or --run RUN, not both")
+    if run is None and (arms is not None or write is not None or attest_representative):
+        raise click.UsageError("--arms, --write and --attest-representative go with --run "
+                               "(a FILE carries its own attestation)")
+    if file is None and run is None:
+        click.echo(msgspec.json.encode({"skip": "no comparison set given"}).decode()
+                   if as_json else "SKIP: no comparison set given (analyze FILE, or "
+                   "--run RUN --arms REF,CAND)")
+        return
+    note = None
+    try:
+        if run is not None:
+            if arms is None:
+                raise click.UsageError("--run needs --arms REF,CAND")
+            data, note = _from_run(resolve_run(run, False, None, refuse_), arms,
+                                   attest_representative)
+            if write is not None:
+                publish_exclusive(write.parent, write.name, encode_comparison(data))
+        else:
+            assert file is not None
+            try:
+                raw = _read(file)
+            except OSError as exc:
+                raise click.UsageError(f"{file}: {exc.strerror}") from exc
+            data = decode_comparison(raw)
+        analysis = analyze(data)
+    except EfoldError as exc:
+        refuse_(exc.code.value, exc.detail)
+    text = render_analysis_text(analysis).splitlines()
+    echo_report(analysis, as_json=as_json, text=text if note is None else [note, *text])
+    if analysis.verdict != "comparison_ready":
+        raise SystemExit(1)
