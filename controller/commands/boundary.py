@@ -9,8 +9,8 @@ environment identity its fixture fixes; ``run --faux`` runs the cases offline wi
 faux agent on built-in arms, in this process (built-in folds only: any other fold, a
 contained child per slot and the real route are a campaign's ``[boundary]``).
 ``validate --variants`` also checks each case's metamorphic variants
-(``boundary.metamorphic``): one more line per variant, and a stability table across
-``--arms`` that is printed, never a refusal.
+(``boundary.metamorphic``, ``boundary.variant_checks``): one more line per variant,
+and a stability table across ``--arms`` that is printed, never a refusal.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import msgspec
 from efold.boundary.case import Case, case_dirs, check_unique, load_case, load_cases
 from efold.boundary.identity import fixture_identity
 from efold.boundary.lock import LOCK_NAME, lock_problems, write_lock
-from efold.boundary.metamorphic import STABILITY_ARMS, VariantReport, check_variants
 from efold.boundary.validate import ablation as run_ablation
 from efold.boundary.validate import run_offline
+from efold.boundary.variant_checks import STABILITY_ARMS, VariantReport, check_variants
 from efold.controller.commands._options import fail, refusal_for, refuse
 from efold.digests import build_digest, package_root
 from efold.errors import Code, EfoldError
@@ -224,7 +224,7 @@ def _variant_lines(report: VariantReport) -> list[_VariantLine]:
 
 
 def _varied(line: _Line, case: Case, arms: list[str]) -> _Line:
-    """``line`` with the case's variants (``boundary.metamorphic.check_variants``); a
+    """``line`` with the case's variants (``boundary.variant_checks.check_variants``); a
     variant that breaks the case makes it ``boundary_case_invalid``, naming it."""
     try:
         report = check_variants(case, arms=arms)

@@ -32,20 +32,22 @@ from efold.boundary.errors import BoundaryError
 from efold.boundary.metamorphic import (
     KINDS,
     Variant,
-    check_variants,
     duplicated_explanation,
     extra_logs,
     larger_payloads,
     protected_texts,
     reordered_results,
-    require_stable,
     reword,
     rewording,
     surface,
-    trace_verdict,
     turn_boundaries,
-    variant_problems,
     variants,
+)
+from efold.boundary.variant_checks import (
+    check_variants,
+    require_stable,
+    trace_verdict,
+    variant_problems,
 )
 from efold.corpus.codec import dump_trace
 from efold.corpus.model import Event, FunctionCall, ToolCall, Trace, TraceHeader
