@@ -14,7 +14,7 @@ _BUILD_SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".typed", ".md", ".sh", ".
                    ".lock")
 _BUILD_PACKAGES = (
     "controller", "worker", "protocol", "ipc", "guard", "registry", "corpus", "folds", "report",
-    "boundary",
+    "boundary", "certify",
 )
 
 

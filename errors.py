@@ -222,6 +222,9 @@ class Code(enum.StrEnum):
     COMPARE_NO_COMMON_SLOTS = "compare_no_common_slots"  # `compare`: plans share no slot
     COMPARISON_INVALID = "comparison_invalid"  # `analyze`: a comparison set breaks its format
     COMPARISON_TOO_LARGE = "comparison_too_large"  # `analyze`: over 8 MiB or 10,000 runs
+    CERTIFY_SESSION_INVALID = "certify_session_invalid"  # `certify`: a torn or unlinked line
+    CERTIFY_CHILD_FAILED = "certify_child_failed"  # `certify`: the contained child did not finish
+    CERTIFY_NOT_APPLICABLE = "certify_not_applicable"  # `certify`: an opaque provider arm
 
 
 class EfoldError(Exception):

@@ -27,6 +27,9 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "authorize": ("authorize", "Sign an authorization binding a registered campaign to a "
                   "cap and a run root."),
     "boundary": ("boundary", "Validate, lock, show and (offline) run boundary cases."),
+    "certify": ("certify", "Certify a fold offline: 100 fold cycles with a poisoned "
+                "previous summary, closure fixtures and a maximal source, in a contained "
+                "child."),
     "compare": ("compare", "Compare two runs slot by slot: what changed, paired accuracy, "
                 "flips."),
     "corpus": ("corpus", "Generate, validate and inspect traces and their probes."),

@@ -69,6 +69,7 @@ class NativeFold:
     """No boundary: the reader resumes its own full transcript."""
 
     name = "native"
+    derives_from_source = True
 
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript = session_transcript(prefix.events)
@@ -84,6 +85,7 @@ class _ColdBoundaryFold:
     """The model-change reseed (cold boundary), optionally with the store and the pack."""
 
     name = ""
+    derives_from_source = True
     offers_lookup = False
     includes_pack = False
 
@@ -145,6 +147,7 @@ class _CompactingFold:
     deterministic ``summarise``)."""
 
     name = ""
+    derives_from_source = True
 
     def __init__(self, summariser: Summariser | None = None) -> None:
         self.summariser: Summariser = summarise if summariser is None else summariser

@@ -36,6 +36,22 @@ from efold.folds.store import records_digest
 from efold.folds.tokens import exact_token_count, tiktoken_encoding_name
 
 
+class PriorSummary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What an earlier fold cycle stored: offered to the next cycle, never required.
+
+    Only repeated folding sets it (``efold-controller certify``, whose endurance folds a
+    growing session every cycle): ``messages`` are exactly the summary messages the
+    previous cycle persisted (efold appends a cycle-unique marker to the last one) and
+    ``first_kept_id`` the id of the first live event it kept verbatim (None: it kept
+    none). A fold that derives its output from ``TracePrefix.events`` alone may ignore
+    it; certification records whether it was read and whether its marker comes back.
+    """
+
+    cycle: Annotated[int, msgspec.Meta(ge=1)]
+    messages: list[ReaderMessage]
+    first_kept_id: str | None = None
+
+
 class TracePrefix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The reader-visible trace up to the boundary: what every fold receives.
 
@@ -51,6 +67,9 @@ class TracePrefix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # The campaign role's ``settings`` table, as parsed (empty when none): a plugin's
     # own configuration, frozen into the registration. Built-in arms take none.
     settings: dict[str, Any] = {}
+    # The previous cycle's stored summary, when folds repeat (``PriorSummary``); UNSET
+    # everywhere else, and never encoded then.
+    prior: PriorSummary | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def of(cls, trace: Trace, *, context_overhead_tokens: int = 0,
@@ -68,7 +87,13 @@ class TracePrefix(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 @runtime_checkable
 class Fold(Protocol):
-    """A fold arm. ``name`` is its registry name; ``build`` must be deterministic."""
+    """A fold arm. ``name`` is its registry name; ``build`` must be deterministic.
+
+    Optional: a class attribute ``derives_from_source = True`` declares that ``build``
+    derives its output from ``prefix.events`` alone, never from ``prefix.prior``;
+    certification (``efold-controller certify``) then fails the fold if a previous
+    summary's marker comes back in its output. Every built-in arm declares it.
+    """
 
     @property
     def name(self) -> str: ...

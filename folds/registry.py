@@ -119,6 +119,11 @@ class CheckedFold:
     def name(self) -> str:
         return self._name
 
+    @property
+    def derives_from_source(self) -> bool:
+        """The plugin's own declaration (``Fold``'s optional attribute), passed through."""
+        return getattr(self._inner, "derives_from_source", False) is True
+
     def build(self, prefix: TracePrefix) -> Checkpoint:
         try:
             built = self._inner.build(prefix)

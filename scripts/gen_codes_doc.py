@@ -395,6 +395,16 @@ MEANINGS: dict[str, str] = {
         "`--run`, the run's paired slots could not make a set (an arm that is no role).",
     "comparison_too_large": "`analyze`: the comparison set is larger than 8 MiB or holds "
         "more than 10,000 runs; nothing is aggregated.",
+    "certify_session_invalid": "`certify`: a session or cycle file the contained child "
+        "wrote does not read back whole: a torn last line, a line that is no entry of its "
+        "format, an entry not linked to the one before it, source events that differ from "
+        "the fixture, or a missing file. Nothing is certified.",
+    "certify_child_failed": "`certify`: the contained child that runs the fold did not "
+        "finish: it timed out (it and everything it started are killed), exited non-zero, "
+        "or wrote no `fold.json`. Its output tail is shown.",
+    "certify_not_applicable": "`certify`: the fold keeps its summary as opaque provider "
+        "items (`openai-compact`, `anthropic-compact`): the checks read what a reader is "
+        "shown, and such a fold shows none of its summary.",
     "prune_unreconciled": "`prune`: the run is not reconciled (its status is "
         "`unreconciled`, or `recover` would not call it reconciled): it is kept, untouched; "
         "run `recover RUN` then `reap RUN`.",

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 LAYERS: list[set[str]] = [
     {"controller"},
-    {"report", "worker"},
+    {"report", "worker", "certify"},
     {"boundary"},
     {"protocol", "folds"},
     {"guard", "corpus", "ipc", "registry"},

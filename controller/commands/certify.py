@@ -1,0 +1,48 @@
+"""``efold-controller certify FOLD [--json FILE] [--timeout S]``: certify a fold offline.
+
+Deterministic, no model call, no money (``efold.certify``). Prints a human summary, then
+the complete JSON report (``efold-certification-v1``); ``--json FILE`` also writes the
+report to FILE, which must not exist. Exit 0 when every threshold passed, 1 when any
+failed, 2 on a refusal (an unknown fold, a fold that does not load, a child that did not
+finish, files that do not read back).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import msgspec
+
+from efold.certify.report import human_summary
+from efold.certify.run import DEFAULT_TIMEOUT_S, certify
+from efold.controller.commands._options import refuse
+from efold.errors import EfoldError
+from efold.registry.files import publish_exclusive
+
+
+@click.command("certify")
+@click.argument("fold")
+@click.option("--json", "json_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the JSON report to this new file.")
+@click.option("--timeout", "timeout_s", default=DEFAULT_TIMEOUT_S, show_default=True,
+              type=click.FloatRange(min=1.0), help="Seconds the contained child may run.")
+def command(fold: str, json_path: Path | None, timeout_s: float) -> None:
+    """Certify a fold offline: 100 fold cycles with a poisoned previous summary, closure
+    fixtures and a maximal source, in a contained child.
+
+    FOLD is a built-in arm or an installed efold.folds entry point. The session grows
+    by one work unit per cycle; the fold is offered the whole source and the previous
+    summary (marked), and must keep the goal, the rules, a rare fact, files, open
+    errors and their sources addressable, closed and bounded (32 KiB). Exit 0 pass, 1 a
+    threshold failed, 2 refused."""
+    try:
+        report = certify(fold, timeout_s=timeout_s)
+        encoded = msgspec.json.encode(report)
+        if json_path is not None:
+            publish_exclusive(json_path.parent, json_path.name, encoded + b"\n")
+    except EfoldError as exc:
+        refuse(exc)
+    click.echo(human_summary(report))
+    click.echo(encoded.decode())
+    raise SystemExit(0 if report.passed else 1)

@@ -1,0 +1,238 @@
+"""``efold-controller certify``: the endurance cycles, the closure fixtures and the
+maximal source, run for real: the certification child is a contained process, plugins
+are installed entry points it imports, and the verdicts are what the checks computed.
+
+The example fold (``examples/ledger``) passes; each sabotaged variant of it fails with
+the check of its category named; the reference arms fail where their design loses
+(cold-rebuild cannot keep the early goal; native never folds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugin_kit import installed_plugin
+
+ROOT = Path(__file__).resolve().parents[2]
+LEDGER = (ROOT / "examples" / "ledger" / "ledgerfold.py").read_text(encoding="utf-8")
+
+
+def certify(*args: str, cwd: Path) -> tuple[int, list[str], dict[str, Any] | None, str]:
+    """Exit status, the summary lines, the JSON report (None when refused), stderr."""
+    done = subprocess.run([sys.executable, "-m", "efold.controller", "certify", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    lines = done.stdout.splitlines()
+    report = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
+    return done.returncode, lines[:-1], report, done.stderr
+
+
+def certify_plugin(tmp_path: Path, source: str, attr: str, *extra: str
+                   ) -> tuple[int, list[str], dict[str, Any] | None, str]:
+    """Install ``source`` as the entry point ``<attr lowercased>-<hex>`` and certify it;
+    the class's ``name`` is set to that entry-point name."""
+    name = f"{attr.lower()}-{secrets.token_hex(3)}"
+    module = f"{source}\n\n{attr}.name = {name!r}\n"
+    with installed_plugin(name, module, attr=attr):
+        return certify(name, *extra, cwd=tmp_path)
+
+
+def check(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in report["endurance"]["checks"] if c["name"] == name)
+
+
+def test_the_example_fold_passes_every_threshold(tmp_path: Path) -> None:
+    status, lines, report, _ = certify_plugin(tmp_path, LEDGER, "LedgerFold",
+                                              "--json", str(tmp_path / "report.json"))
+    assert status == 0, lines
+    assert report is not None and report["passed"] and report["failed"] == []
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+    endurance = report["endurance"]
+    assert endurance["cycles"] == 100
+    assert all(f["status"] == "passed" for f in endurance["fixtures"])
+    assert {f["shape"] for f in endurance["fixtures"]} == {
+        "normal", "compact_all", "split_turn", "parallel", "reverse_order", "malformed_prior"}
+    sizes = endurance["sizes"]
+    assert sizes["stored"] == 100 and sizes["max_bytes"] <= 32 * 1024
+    assert sizes["late_range_bytes"] <= 512 and abs(sizes["late_slope_bytes_per_cycle"]) <= 16
+    prior = endurance["prior"]
+    assert prior == {"offered": 99, "offered_exactly": 99, "read_cycles": 0, "echo_cycles": 0,
+                     "derives_from_source": True}
+    maximal = report["maximal"]
+    assert maximal["passed"] and 24 * 1024 <= maximal["summary_bytes"] <= 32 * 1024
+    assert maximal["source_bytes"] >= 320 * 1024 and maximal["utf8_valid"] is True
+    # What this build does not run is said, never counted as passed.
+    assert report["complete"] is False
+    assert report["memory"]["status"] == report["continuation"]["status"] == "not_run"
+    assert lines[-1] == "verdict: PASS - partial certification"
+
+
+# Each sabotage breaks one category and nothing else a test relies on.
+ECHO = '''
+class EchoFold(LedgerFold):
+    """Reads the previous summary and carries its last line (the marker) forward."""
+
+    def build(self, prefix):
+        checkpoint = super().build(prefix)
+        prior = prefix.prior
+        if not hasattr(prior, "messages"):
+            return checkpoint
+        carried = prior.messages[-1].content.splitlines()[-1]
+        first = checkpoint.messages[0]
+        messages = [type(first)(role="user", content=first.content + "\\n" + carried),
+                    *checkpoint.messages[1:]]
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages, tools=[],
+                                boundary=checkpoint.receipt.boundary, pressure=[])
+        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages,
+                          tools=[], receipt=receipt)
+
+
+class HonestEchoFold(EchoFold):
+    derives_from_source = False  # says it reads the previous summary
+'''
+
+GROWING = '''
+class GrowingFold(LedgerFold):
+    """No budget: one line per earlier entry, forever."""
+
+    def build(self, prefix):
+        global BUDGET
+        BUDGET = 10 ** 9
+        return super().build(prefix)
+'''
+
+UNCLOSED = '''
+class UnclosedFold(LedgerFold):
+    """Keeps the newest tool call visible, without its result."""
+
+    def build(self, prefix):
+        transcript = session_transcript(prefix.events)
+        call = next(e for e in reversed(transcript) if e.tool_calls)
+        summary = ReaderMessage(role="user", content=ledger(transcript, transcript))
+        messages = [summary, reader_message(call)]
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages, tools=[],
+                                boundary=BoundaryEvidence(kind="external", verified=True),
+                                pressure=[])
+        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages,
+                          tools=[], receipt=receipt)
+'''
+
+FORGETFUL = '''
+class ForgetfulFold(LedgerFold):
+    """Keeps only the opening's first line: the goal, not what was pinned with it."""
+
+    def build(self, prefix):
+        global OPENING_CHARS
+        first = next(e for e in prefix.events if e.role == "user")
+        OPENING_CHARS = len(first.content.splitlines()[0])
+        return super().build(prefix)
+'''
+
+
+@pytest.mark.parametrize(("source", "attr", "failing"), [
+    (ECHO, "EchoFold", {"poison"}),
+    (GROWING, "GrowingFold", {"summary_bytes", "growth", "maximal"}),
+    (UNCLOSED, "UnclosedFold", {"closure", "fixture:normal"}),
+    (FORGETFUL, "ForgetfulFold", {"constraint", "rare_fact"}),
+], ids=["echoes-the-poison", "grows-without-bound", "breaks-closure", "loses-the-rare-fact"])
+def test_a_sabotaged_fold_fails_with_its_check_named(tmp_path: Path, source: str, attr: str,
+                                                     failing: set[str]) -> None:
+    status, lines, report, _ = certify_plugin(tmp_path, LEDGER + source, attr)
+    assert status == 1, lines
+    assert report is not None and not report["passed"]
+    assert failing <= set(report["failed"]), report["failed"]
+    assert not {"goal", "fold_ok", "round_trip", "context", "prior_offered"} & set(report["failed"])
+    assert lines[-1].startswith("verdict: FAIL (")
+
+
+def test_reading_the_prior_is_observed_and_only_a_declared_fold_is_failed_for_echoing(
+        tmp_path: Path) -> None:
+    _, _, declared, _ = certify_plugin(tmp_path, LEDGER + ECHO, "EchoFold")
+    status, _, honest, _ = certify_plugin(tmp_path, LEDGER + ECHO, "HonestEchoFold")
+    assert declared is not None and honest is not None
+    for report in (declared, honest):
+        assert report["endurance"]["prior"]["read_cycles"] == 100  # every cycle looked
+        assert report["endurance"]["prior"]["echo_cycles"] == 99  # a marker once one exists
+    assert check(declared, "poison")["passed"] is False
+    assert check(declared, "poison")["detail"].startswith("cycle 2: declares derives_from_source")
+    assert honest["endurance"]["prior"]["derives_from_source"] is False
+    assert check(honest, "poison")["passed"] is True and status == 0
+
+
+def test_the_reference_arms_fail_where_their_design_loses(tmp_path: Path) -> None:
+    results = {arm: certify(arm, cwd=tmp_path) for arm in ("native", "cold-rebuild", "compaction")}
+    for status, _, report, _ in results.values():
+        assert status == 1 and report is not None and not report["passed"]
+    native = results["native"][2]
+    cold = results["cold-rebuild"][2]
+    compaction = results["compaction"][2]
+    assert native is not None and cold is not None and compaction is not None
+    # native never folds: nothing stored, nothing offered, nothing to malform.
+    assert check(native, "folded")["failed_cycles"] == 100
+    assert native["endurance"]["sizes"]["stored"] == 0
+    assert native["endurance"]["prior"]["offered"] == 0
+    assert "goal" not in native["failed"]
+    # cold-rebuild keeps the newest 64 text messages: the opening is gone from cycle 1.
+    assert {"goal", "constraint", "rare_fact"} <= set(cold["failed"])
+    assert check(cold, "goal")["first_failed"][0] == 1
+    # compaction keeps the opening, but a result's middle (an error line) and any
+    # address: no citations; its summary budget is 16,384 tokens, over 32 KiB.
+    assert "goal" not in compaction["failed"] and "rare_fact" not in compaction["failed"]
+    assert {"open_errors", "sources", "summary_bytes", "maximal"} <= set(compaction["failed"])
+    assert compaction["endurance"]["prior"]["derives_from_source"] is True
+    assert compaction["endurance"]["prior"]["read_cycles"] == 0
+
+
+def test_an_unknown_fold_is_refused_before_any_child(tmp_path: Path) -> None:
+    status, _, report, stderr = certify("no-such-fold", cwd=tmp_path)
+    assert status == 2 and report is None
+    assert stderr.startswith("refused: fold_unknown")
+
+
+HANGING = '''
+import os, signal, subprocess, sys, time
+
+PIDS = {pids!r}
+
+
+class HangingFold(LedgerFold):
+    """Starts a grandchild that ignores SIGTERM, then never returns."""
+
+    def build(self, prefix):
+        code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+        grandchild = subprocess.Popen([sys.executable, "-c", code])
+        with open(PIDS, "w") as f:
+            f.write(f"{{os.getpid()}} {{grandchild.pid}}\\n")
+        time.sleep(600)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z"
+
+
+def test_a_fold_that_hangs_is_contained_and_nothing_outlives_it(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    status, _, report, stderr = certify_plugin(
+        tmp_path, LEDGER + HANGING.format(pids=str(pids)), "HangingFold", "--timeout", "8")
+    assert status == 2 and report is None
+    assert stderr.startswith("refused: certify_child_failed") and "timed out" in stderr
+    assert time.monotonic() - started < 60
+    child, grandchild = (int(p) for p in pids.read_text().split())
+    deadline = time.monotonic() + 5
+    while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child) and not _alive(grandchild)
