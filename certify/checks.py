@@ -203,8 +203,9 @@ class _Cursor:
 
 
 def check_endurance(out: Path, derives_from_source: bool,
-                    cycles: int = fixture.CYCLES) -> EnduranceReport:
-    """Check the endurance files under ``out`` (module docstring)."""
+                    cycles: int = fixture.CYCLES) -> tuple[EnduranceReport, set[str]]:
+    """Check the endurance files under ``out`` (module docstring); also the distinct
+    record ids the summaries cited (the memory part expands them)."""
     raw_lines = read_bounded(out / "session.jsonl").splitlines(keepends=True)
     entries = read_session(out / "session.jsonl")
     records = read_cycles(out / "cycles.jsonl", cycles)
@@ -219,6 +220,7 @@ def check_endurance(out: Path, derives_from_source: bool,
     latest: CompactionEntry | None = None
     context_after: list[ReaderMessage] | None = None  # the built context after a fold
     poisons: list[str] = []
+    emitted: set[str] = set()
     sizes: dict[int, int] = {}
     prior = {"offered": 0, "exactly": 0, "read": 0, "echo": 0}
     fixtures: dict[str, FixtureResult] = {}
@@ -270,6 +272,7 @@ def check_endurance(out: Path, derives_from_source: bool,
         tally.require("open_errors", c, not missing, f"open errors not named: {missing[:3]}")
         kept_ids = {e.id for e in events[len(events) - kept:]} if kept else set()
         cited = set(CITATION_PATTERN.findall(visible_text(summary)))
+        emitted |= cited
         missing = [s for s in addresses.sources() if s not in kept_ids and s not in cited]
         tally.require("sources", c, not missing,
                       f"{len(missing)} sources neither kept nor cited, e.g. {missing[:1]}")
@@ -329,7 +332,7 @@ def check_endurance(out: Path, derives_from_source: bool,
     passed = (all(c.passed for c in checks) and size_stats.passed
               and all(f.status == "passed" for f in fixture_results))
     return EnduranceReport(cycles=cycles, passed=passed, checks=checks, sizes=size_stats,
-                           prior=prior_stats, fixtures=fixture_results)
+                           prior=prior_stats, fixtures=fixture_results), emitted
 
 
 def _size_stats(sizes: dict[int, int], cycles: int) -> SizeStats:
@@ -347,6 +350,16 @@ def _size_stats(sizes: dict[int, int], cycles: int) -> SizeStats:
                      late_slope_bytes_per_cycle=round(slope, 3), passed=ok,
                      detail=None if ok else f"range must be <= {LATE_RANGE_MAX_BYTES} B and "
                                             f"|slope| <= {LATE_SLOPE_MAX_BYTES:g} B/cycle")
+
+
+def endurance_events(cycles: int = fixture.CYCLES) -> list[Event]:
+    """The endurance session's source events, regenerated."""
+    events = fixture.opening()
+    for seeded in fixture.seed():
+        events += seeded.events
+    for cycle in range(1, cycles + 1):
+        events += fixture.cycle_unit(cycle).events
+    return events
 
 
 def check_maximal(out: Path) -> MaximalReport:

@@ -30,7 +30,7 @@ from efold.certify import fixture
 from efold.certify.session import CompactionEntry, SessionWriter
 from efold.corpus.model import Event
 from efold.errors import EfoldError
-from efold.folds.checkpoint import ReaderMessage
+from efold.folds.checkpoint import Checkpoint, ReaderMessage
 from efold.folds.fold import Fold, PriorSummary, TracePrefix
 from efold.folds.transcript import reader_message
 
@@ -94,15 +94,14 @@ def with_poison(messages: Sequence[ReaderMessage], marker: str) -> list[ReaderMe
     return [*messages[:-1], msgspec.structs.replace(last, content=f"{last.content}\n{marker}")]
 
 
-def _fold_once(fold: Fold, prefix: TracePrefix) -> tuple[list[ReaderMessage] | None, list[str],
-                                                         str | None, str | None]:
+def fold_once(fold: Fold, prefix: TracePrefix) -> tuple[Checkpoint | None, str | None, str | None]:
+    """The checkpoint, or None and the code and detail the fold failed with."""
     try:
-        checkpoint = fold.build(prefix)
+        return fold.build(prefix), None, None
     except EfoldError as exc:
-        return None, [], exc.code.value, exc.detail
+        return None, exc.code.value, exc.detail
     except Exception as exc:  # a built-in's bug or a plugin's fault: recorded, not hidden
-        return None, [], "fold_plugin_failed", f"{type(exc).__name__}: {exc}"
-    return list(checkpoint.messages), list(checkpoint.tools), None, None
+        return None, "fold_plugin_failed", f"{type(exc).__name__}: {exc}"
 
 
 class _Cycles:
@@ -132,9 +131,10 @@ def _inject_malformed(writer: SessionWriter, latest: CompactionEntry, cycle: int
                                     first_kept_id=result.id, poison=marker, injected=True)
 
 
-def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> None:
+def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> Checkpoint | None:
     """Fold the endurance session ``cycles`` times; write ``session.jsonl`` and
-    ``cycles.jsonl`` under ``out`` (module docstring)."""
+    ``cycles.jsonl`` under ``out`` (module docstring). Returns the last checkpoint the
+    fold built (None if it built none)."""
     writer = SessionWriter(out / "session.jsonl")
     log = _Cycles(out / "cycles.jsonl")
     try:
@@ -143,6 +143,7 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> None:
             events += seeded.events
         writer.append_events(events)
         latest: CompactionEntry | None = None
+        last: Checkpoint | None = None
         for cycle in range(1, cycles + 1):
             added = fixture.cycle_unit(cycle).events
             writer.append_events(added)
@@ -155,7 +156,10 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> None:
                                      first_kept_id=latest.first_kept_id)
             prefix = _ObservedPrefix(trace_id=SESSION_ID, events=list(events),
                                      context_overhead_tokens=OVERHEAD_TOKENS, prior=prior)
-            messages, tools, code, detail = _fold_once(fold, prefix)
+            checkpoint, code, detail = fold_once(fold, prefix)
+            last = checkpoint or last
+            messages = None if checkpoint is None else list(checkpoint.messages)
+            tools = [] if checkpoint is None else list(checkpoint.tools)
             read = id(prefix) in _PRIOR_READS
             _PRIOR_READS.discard(id(prefix))
             stored_sha: str | None = None
@@ -176,6 +180,7 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> None:
                 offered_sha256=None if prior is msgspec.UNSET else messages_sha256(prior.messages),
                 prior_read=read, messages=messages, tools=tools, error_code=code, error=detail,
                 stored_line_sha256=stored_sha))
+        return last
     finally:
         writer.close()
         log.close()
@@ -187,7 +192,8 @@ def run_maximal(fold: Fold, out: Path) -> None:
     source_bytes = sum(len(e.content.encode()) for e in events)
     prefix = TracePrefix(trace_id=MAXIMAL_ID, events=events,
                          context_overhead_tokens=OVERHEAD_TOKENS)
-    messages, _tools, code, detail = _fold_once(fold, prefix)
+    checkpoint, code, detail = fold_once(fold, prefix)
+    messages = None if checkpoint is None else list(checkpoint.messages)
     kept = 0 if messages is None else split_checkpoint(messages, events)
     record = MaximalRecord(source_bytes=source_bytes, messages=messages, kept=kept,
                            error_code=code, error=detail)

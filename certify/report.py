@@ -1,9 +1,9 @@
 """The certification report (``efold-certification-v1``) and its human summary.
 
-Every figure in it is computed by the controller from what the contained child wrote
-(``checks``). ``passed`` is true only when every check of every part that ran passed;
-``complete`` says whether every part of the certification ran (parts this build does
-not run are listed with ``status: "not_run"`` and a reason, never counted as passed).
+Every figure in it is computed by the controller from what the contained children
+wrote (``checks``, ``memory``, ``continuation``). ``passed`` is true only when every
+check of every part passed; the memory part of a fold without a retained store is
+``not_applicable`` (and says why), never counted as a pass it did not earn.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Final, Literal
 
 import msgspec
+
+from efold.certify.continuation import TaskResult
+from efold.certify.memory import MemoryReport
 
 REPORT_FORMAT: Final = "efold-certification-v1"
 
@@ -74,9 +77,9 @@ class MaximalReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     detail: str | None = None
 
 
-class PartNotRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    status: Literal["not_run"]
-    reason: str
+class ContinuationReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    passed: bool
+    tasks: list[TaskResult]
 
 
 class CertificationReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -84,12 +87,11 @@ class CertificationReport(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
     fold: str
     kind: str  # "built-in arm" | "installed entry point"
     passed: bool
-    complete: bool
     failed: list[str]  # the names of the failing checks, in report order
     endurance: EnduranceReport
     maximal: MaximalReport
-    memory: PartNotRun
-    continuation: PartNotRun
+    memory: MemoryReport
+    continuation: ContinuationReport
 
 
 def _mark(passed: bool) -> str:
@@ -127,8 +129,30 @@ def human_summary(report: CertificationReport) -> str:
     lines.append(f"maximal source: {_mark(maximal.passed)} {maximal.source_bytes:,} B source -> "
                  f"{size} (want {maximal.min_bytes:,}..{maximal.max_bytes:,})"
                  + (f"; {maximal.detail}" if maximal.detail else ""))
-    lines.append(f"cross-session memory: not run ({report.memory.reason})")
-    lines.append(f"continuation QA: not run ({report.continuation.reason})")
+    lines += _memory_lines(report.memory)
+    lines.append(f"continuation QA: {_mark(report.continuation.passed)}")
+    for task in report.continuation.tasks:
+        how = task.found_via or "not found"
+        if task.address is not None:
+            how += f" {task.address}"
+        lines.append(f"  {task.task:<16} {_mark(task.passed)} plan {how}; files exact "
+                     f"{task.files_exact}, protected intact {task.protected_intact}, resume exit "
+                     f"{task.resume_exit}, check exit {task.check_exit}"
+                     + (f" ({task.reason})" if task.reason else ""))
     verdict = "PASS" if report.passed else "FAIL (" + ", ".join(report.failed) + ")"
-    lines.append(f"verdict: {verdict}" + ("" if report.complete else " - partial certification"))
+    lines.append(f"verdict: {verdict}")
     return "\n".join(lines)
+
+
+def _memory_lines(memory: MemoryReport) -> list[str]:
+    if memory.status == "not_applicable":
+        return [f"cross-session memory: not applicable ({memory.reason})"]
+    lines = [f"cross-session memory: {_mark(memory.passed)} {memory.indexed_sessions}/"
+             f"{memory.eligible_sessions} sessions indexed, {memory.stale_records} stale, "
+             f"{memory.hot_sessions} hot; {memory.expanded_addresses}/{memory.emitted_addresses} "
+             f"cited addresses expanded; store {memory.store_bytes:,} B, source "
+             f"{memory.source_bytes:,} B"]
+    for check in memory.checks:
+        lines.append(f"  {check.name:<20} {_mark(check.passed)}"
+                     + (f" ({check.detail})" if check.detail else ""))
+    return lines

@@ -11,8 +11,10 @@ A cumulative projection of the source, rebuilt from ``prefix.events`` at every f
 
 then the newest turn verbatim, from the newest owner turn whose tail is closed (every
 result after its call, every call followed by its result). Every cited entry is written
-``[record <id>]``. The summary never exceeds ``BUDGET`` bytes of UTF-8, so it stays
-bounded however long the session grows.
+``[record <id>]``, and the reader can expand it: the fold offers the history lookup
+tools over efold's standard retained store (every record, minus tool results that hold
+a credential). The summary never exceeds ``BUDGET`` bytes of UTF-8, so it stays bounded
+however long the session grows.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import re
 from collections.abc import Sequence
 
 from efold.corpus.model import Event
-from efold.folds.checkpoint import BoundaryEvidence, Checkpoint, ReaderMessage, cite
+from efold.folds.checkpoint import LOOKUP_TOOLS, BoundaryEvidence, Checkpoint, ReaderMessage, cite
 from efold.folds.fold import TracePrefix, build_receipt
+from efold.folds.retention import retain
 from efold.folds.transcript import reader_message, session_transcript
 
 BUDGET = 28 * 1024  # bytes of UTF-8 in the summary message
@@ -121,8 +124,10 @@ class LedgerFold:
         cut = kept_from(transcript)
         summary = ReaderMessage(role="user", content=ledger(transcript, transcript[:cut]))
         messages = [summary, *(reader_message(e) for e in transcript[cut:])]
-        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages, tools=[],
+        store = retain(transcript)
+        tools = list(LOOKUP_TOOLS)  # ["history_search", "history_get"], with the store
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages, tools=tools,
                                 boundary=BoundaryEvidence(kind="external", verified=True),
-                                pressure=[])
+                                pressure=[], store=store)
         return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages,
-                          tools=[], receipt=receipt)
+                          tools=tools, receipt=receipt, store=store)

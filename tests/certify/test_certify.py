@@ -68,10 +68,22 @@ def test_the_example_fold_passes_every_threshold(tmp_path: Path) -> None:
     maximal = report["maximal"]
     assert maximal["passed"] and 24 * 1024 <= maximal["summary_bytes"] <= 32 * 1024
     assert maximal["source_bytes"] >= 320 * 1024 and maximal["utf8_valid"] is True
-    # What this build does not run is said, never counted as passed.
-    assert report["complete"] is False
-    assert report["memory"]["status"] == report["continuation"]["status"] == "not_run"
-    assert lines[-1] == "verdict: PASS - partial certification"
+    memory = report["memory"]
+    assert memory["status"] == "checked" and memory["passed"]
+    assert memory["eligible_sessions"] == memory["indexed_sessions"] == 1000
+    assert memory["stale_records"] == 0 and memory["hot_sessions"] < 1000
+    assert memory["emitted_addresses"] == memory["expanded_addresses"] > 100
+    assert memory["store_bytes"] > 0 and memory["source_bytes"] > 0
+    assert {c["name"] for c in memory["checks"]} == {
+        "coverage", "cold", "lexical_recall", "structural_selection", "negative_control",
+        "expansion", "endurance_expansion"}
+    tasks = report["continuation"]["tasks"]
+    assert [t["task"] for t in tasks] == ["rename-timeout", "add-clamp"]
+    for task in tasks:
+        assert task["passed"] and task["resume_exit"] == 0 and task["check_exit"] == 0
+        assert task["found_via"] == "expansion" and task["address"] == "c0000-plan"
+        assert task["address_resolved"] and task["files_exact"] and task["protected_intact"]
+    assert lines[-1] == "verdict: PASS"
 
 
 # Each sabotage breaks one category and nothing else a test relies on.
@@ -88,10 +100,11 @@ class EchoFold(LedgerFold):
         first = checkpoint.messages[0]
         messages = [type(first)(role="user", content=first.content + "\\n" + carried),
                     *checkpoint.messages[1:]]
-        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages, tools=[],
-                                boundary=checkpoint.receipt.boundary, pressure=[])
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages,
+                                tools=checkpoint.tools, boundary=checkpoint.receipt.boundary,
+                                pressure=[], store=checkpoint.store)
         return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages,
-                          tools=[], receipt=receipt)
+                          tools=checkpoint.tools, receipt=receipt, store=checkpoint.store)
 
 
 class HonestEchoFold(EchoFold):
@@ -124,6 +137,21 @@ class UnclosedFold(LedgerFold):
                           tools=[], receipt=receipt)
 '''
 
+DROPS_COLD = '''
+class DropsColdFold(LedgerFold):
+    """A store that loses the old session where the rare fact lives."""
+
+    def build(self, prefix):
+        checkpoint = super().build(prefix)
+        kept = [r for r in checkpoint.store.records if r.session != 17]
+        store = type(checkpoint.store)(records=kept, omitted_credential=0)
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=checkpoint.messages,
+                                tools=checkpoint.tools, boundary=checkpoint.receipt.boundary,
+                                pressure=[], store=store)
+        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=checkpoint.messages,
+                          tools=checkpoint.tools, receipt=receipt, store=store)
+'''
+
 FORGETFUL = '''
 class ForgetfulFold(LedgerFold):
     """Keeps only the opening's first line: the goal, not what was pinned with it."""
@@ -141,7 +169,10 @@ class ForgetfulFold(LedgerFold):
     (GROWING, "GrowingFold", {"summary_bytes", "growth", "maximal"}),
     (UNCLOSED, "UnclosedFold", {"closure", "fixture:normal"}),
     (FORGETFUL, "ForgetfulFold", {"constraint", "rare_fact"}),
-], ids=["echoes-the-poison", "grows-without-bound", "breaks-closure", "loses-the-rare-fact"])
+    (DROPS_COLD, "DropsColdFold", {"memory:coverage", "memory:lexical_recall",
+                                   "memory:expansion"}),
+], ids=["echoes-the-poison", "grows-without-bound", "breaks-closure", "loses-the-rare-fact",
+        "drops-the-cold-session"])
 def test_a_sabotaged_fold_fails_with_its_check_named(tmp_path: Path, source: str, attr: str,
                                                      failing: set[str]) -> None:
     status, lines, report, _ = certify_plugin(tmp_path, LEDGER + source, attr)
@@ -188,6 +219,27 @@ def test_the_reference_arms_fail_where_their_design_loses(tmp_path: Path) -> Non
     assert {"open_errors", "sources", "summary_bytes", "maximal"} <= set(compaction["failed"])
     assert compaction["endurance"]["prior"]["derives_from_source"] is True
     assert compaction["endurance"]["prior"]["read_cycles"] == 0
+    # Continuation: native keeps the plan visible; compaction's head-and-tail summary
+    # cannot carry a plan line of several KiB, and the resume child refuses to invent one.
+    for task in native["continuation"]["tasks"]:
+        assert task["passed"] and task["found_via"] == "context"
+    for task in compaction["continuation"]["tasks"]:
+        assert not task["passed"] and task["resume_exit"] == 3
+        assert task["found_via"] is None and task["reason"].startswith("unavailable:")
+        assert task["protected_intact"] and not task["files_exact"]
+    # Memory applies only to a fold with a retained store.
+    assert native["memory"]["status"] == compaction["memory"]["status"] == "not_applicable"
+
+
+def test_the_store_arm_recalls_the_cold_session_but_cannot_resume(tmp_path: Path) -> None:
+    status, _, report, _ = certify("store", cwd=tmp_path)
+    assert status == 1 and report is not None
+    memory = report["memory"]
+    assert memory["status"] == "checked" and memory["passed"], memory
+    assert memory["hot_sessions"] > 0 and memory["emitted_addresses"] > 0
+    # Its projection cites only the newest 32 tool records: the plan is not among them.
+    assert [t["passed"] for t in report["continuation"]["tasks"]] == [False, False]
+    assert {"continuation:rename-timeout", "continuation:add-clamp", "goal"} <= set(report["failed"])
 
 
 def test_an_unknown_fold_is_refused_before_any_child(tmp_path: Path) -> None:
