@@ -46,7 +46,7 @@ class CycleRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shape: fixture.Shape
     offered_cycle: int | None  # the stored summary offered (None: none yet)
     offered_sha256: str | None  # of the offered messages, canonical JSON
-    prior_read: bool  # the fold read ``prefix.prior`` (attribute access, observed)
+    prior_read: bool | None  # the fold read ``prefix.prior`` (observed); None: unobservable
     messages: list[ReaderMessage] | None  # the checkpoint's; None when the fold failed
     tools: list[str] = []
     error_code: str | None = None
@@ -131,10 +131,14 @@ def _inject_malformed(writer: SessionWriter, latest: CompactionEntry, cycle: int
                                     first_kept_id=result.id, poison=marker, injected=True)
 
 
-def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> Checkpoint | None:
+def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES, *,
+                  settings: dict[str, Any] | None = None,
+                  observable: bool = True) -> Checkpoint | None:
     """Fold the endurance session ``cycles`` times; write ``session.jsonl`` and
-    ``cycles.jsonl`` under ``out`` (module docstring). Returns the last checkpoint the
-    fold built (None if it built none)."""
+    ``cycles.jsonl`` under ``out`` (module docstring). ``settings`` reach every build as
+    ``prefix.settings``; ``observable`` False (an external command, which receives its
+    input whole) records ``prior_read`` as None. Returns the last checkpoint the fold
+    built (None if it built none)."""
     writer = SessionWriter(out / "session.jsonl")
     log = _Cycles(out / "cycles.jsonl")
     try:
@@ -155,7 +159,8 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> Checkp
                 prior = PriorSummary(cycle=latest.cycle, messages=list(latest.messages),
                                      first_kept_id=latest.first_kept_id)
             prefix = _ObservedPrefix(trace_id=SESSION_ID, events=list(events),
-                                     context_overhead_tokens=OVERHEAD_TOKENS, prior=prior)
+                                     context_overhead_tokens=OVERHEAD_TOKENS,
+                                     settings=dict(settings or {}), prior=prior)
             checkpoint, code, detail = fold_once(fold, prefix)
             last = checkpoint or last
             messages = None if checkpoint is None else list(checkpoint.messages)
@@ -178,7 +183,8 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> Checkp
                 cycle=cycle, shape=fixture.shape_of(cycle),
                 offered_cycle=None if prior is msgspec.UNSET else prior.cycle,
                 offered_sha256=None if prior is msgspec.UNSET else messages_sha256(prior.messages),
-                prior_read=read, messages=messages, tools=tools, error_code=code, error=detail,
+                prior_read=read if observable else None, messages=messages, tools=tools,
+                error_code=code, error=detail,
                 stored_line_sha256=stored_sha))
         return last
     finally:
@@ -186,12 +192,12 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES) -> Checkp
         log.close()
 
 
-def run_maximal(fold: Fold, out: Path) -> None:
+def run_maximal(fold: Fold, out: Path, *, settings: dict[str, Any] | None = None) -> None:
     """Fold the maximal source once; write ``maximal.json``."""
     events = fixture.maximal_events()
     source_bytes = sum(len(e.content.encode()) for e in events)
     prefix = TracePrefix(trace_id=MAXIMAL_ID, events=events,
-                         context_overhead_tokens=OVERHEAD_TOKENS)
+                         context_overhead_tokens=OVERHEAD_TOKENS, settings=dict(settings or {}))
     checkpoint, code, detail = fold_once(fold, prefix)
     messages = None if checkpoint is None else list(checkpoint.messages)
     kept = 0 if messages is None else split_checkpoint(messages, events)

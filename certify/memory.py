@@ -36,10 +36,11 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
+from efold.certify.reading import search, whole_record
 from efold.corpus.model import Event, FunctionCall, ToolCall, ToolSource
 from efold.folds.checkpoint import visible_text
 from efold.folds.lookup import LookupTool
@@ -118,41 +119,18 @@ def _sha(text: str) -> str:
 
 
 class _Reader:
-    """The reader's lookup tool over one restored store, pages joined."""
+    """The reader's lookup tool over one restored store (``reading``)."""
 
     def __init__(self, restored: RestoredCheckpoint) -> None:
         tool = restored.lookup_tool(Meter(call_budget=_CALLS, byte_budget=_BYTES))
         assert tool is not None  # a store was restored
         self._tool: LookupTool = tool
 
-    def search(self, query: str) -> list[dict[str, object]]:
-        results: list[dict[str, object]] = []
-        cursor: str | None = None
-        while True:
-            reply = json.loads(self._tool.call("history_search", json.dumps(
-                {"query": query, "limit": 10, "cursor": cursor})))
-            if "error" in reply:
-                return results
-            results += reply["results"]
-            cursor = reply["next_cursor"]
-            if cursor is None or len(results) >= 50:
-                return results
+    def search(self, query: str) -> list[dict[str, Any]]:
+        return search(self._tool, query, at_most=50)
 
     def get(self, record_id: str) -> str | None:
-        """The whole text of ``record_id`` (every page), or None when unknown."""
-        pages: list[str] = []
-        cursor: str | None = None
-        while True:
-            arguments: dict[str, object] = {"id": record_id}
-            if cursor is not None:
-                arguments["cursor"] = cursor
-            reply = json.loads(self._tool.call("history_get", json.dumps(arguments)))
-            if "error" in reply:
-                return None
-            pages.append(reply["text"])
-            cursor = reply["next_cursor"]
-            if cursor is None:
-                return "".join(pages)
+        return whole_record(self._tool, record_id)
 
 
 _HOT: Final = re.compile(r"Session (\d+):")

@@ -46,7 +46,7 @@ class PriorStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     offered: int  # cycles that had a stored summary to offer
     offered_exactly: int  # of those, cycles offered exactly the stored messages
-    read_cycles: int  # cycles whose fold read ``prefix.prior`` (observed)
+    read_cycles: int | None  # cycles whose fold read ``prefix.prior``; None: unobservable
     echo_cycles: int  # cycles whose output carried an earlier cycle's marker
     derives_from_source: bool  # the fold's declaration; echoing then fails it
 
@@ -120,8 +120,10 @@ def human_summary(report: CertificationReport) -> str:
         growth += f" ({sizes.detail})"
     lines.append(growth)
     prior = endurance.prior
+    read = ("read unobservable (an external command receives its input whole)"
+            if prior.read_cycles is None else f"read in {prior.read_cycles} cycles")
     lines.append(f"  {'prior summary':<16} offered exactly {prior.offered_exactly}/{prior.offered}; "
-                 f"read in {prior.read_cycles} cycles; marker echoed in {prior.echo_cycles}")
+                 f"{read}; marker echoed in {prior.echo_cycles}")
     lines.append("  fixtures         " + ", ".join(
         f"{f.shape} {f.status}" for f in endurance.fixtures))
     maximal = report.maximal

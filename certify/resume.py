@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 
 from efold.certify.continuation import PLAN_PREFIX, ResumeClaim
+from efold.certify.reading import whole_record
 from efold.errors import EfoldError
 from efold.folds.checkpoint import CITATION_PATTERN, visible_text
 from efold.folds.meter import Meter
@@ -39,21 +40,7 @@ def _plan_in(text: str) -> str | None:
 
 def _expand(restored: RestoredCheckpoint, record_id: str) -> str | None:
     tool = restored.lookup_tool(Meter(call_budget=64, byte_budget=1 << 24))
-    if tool is None:
-        return None
-    pages: list[str] = []
-    cursor: str | None = None
-    while True:
-        arguments: dict[str, str] = {"id": record_id}
-        if cursor is not None:
-            arguments["cursor"] = cursor
-        reply = json.loads(tool.call("history_get", json.dumps(arguments)))
-        if "error" in reply or reply.get("id") != record_id:
-            return None
-        pages.append(reply["text"])
-        cursor = reply["next_cursor"]
-        if cursor is None:
-            return "".join(pages)
+    return None if tool is None else whole_record(tool, record_id)
 
 
 def find_plan(restored: RestoredCheckpoint) -> tuple[str, str | None, str]:

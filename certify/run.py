@@ -12,7 +12,6 @@ installed entry point may be certified; the name is resolved without loading a p
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Final
@@ -21,7 +20,7 @@ import msgspec
 
 from efold.boundary.runner import run_contained
 from efold.certify.checks import check_endurance, check_maximal, endurance_events, read_bounded
-from efold.certify.child import FoldFacts, Snapshot
+from efold.certify.child import FoldFacts, Snapshot, Target
 from efold.certify.continuation import TASKS, ResumeClaim, Task, TaskResult, score, write_files
 from efold.certify.memory import MemoryReport, check_memory
 from efold.certify.report import REPORT_FORMAT, CertificationReport, ContinuationReport
@@ -39,10 +38,13 @@ class CertifyError(EfoldError):
     read back); no verdict on the fold."""
 
 
-def fold_kind(name: str) -> str:
-    """``built-in arm`` or ``installed entry point``; ``fold_unknown`` otherwise, and
-    ``certify_not_applicable`` for a provider-compaction arm, whose summary is opaque
-    provider items that no check can read."""
+def fold_kind(target: Target) -> str:
+    """``external command``, ``built-in arm`` or ``installed entry point``;
+    ``fold_unknown`` otherwise, and ``certify_not_applicable`` for a provider-compaction
+    arm, whose summary is opaque provider items that no check can read."""
+    name = target.name
+    if target.command is not None:
+        return "external command"
     if makes_opaque(name):
         raise CertifyError(Code.CERTIFY_NOT_APPLICABLE,
                            f"{name} keeps its summary as opaque provider items: certification "
@@ -105,12 +107,20 @@ def _resume(out: Path, task: Task, snapshot: Snapshot | None) -> TaskResult:
     return score(task, workspace, result.exit_code, claim, why)
 
 
-def certify(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> CertificationReport:
-    """Certify the fold ``name`` (module docstring)."""
-    kind = fold_kind(name)
+def certify(target: Target | str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+            ) -> CertificationReport:
+    """Certify the fold ``target`` names (a ``Target``, or an arm's name; module
+    docstring)."""
+    if isinstance(target, str):
+        target = Target(name=target)
+    name = target.name
+    kind = fold_kind(target)
     with tempfile.TemporaryDirectory(prefix="efold-certify-") as tmp:
-        out = Path(tmp)
-        result = run_contained(["python", "-I", "-m", "efold.certify.child", name, str(out)],
+        out = Path(tmp) / "out"
+        out.mkdir(mode=0o700)
+        spec = Path(tmp) / "target.json"
+        spec.write_bytes(msgspec.json.encode(target))
+        result = run_contained(["python", "-I", "-m", "efold.certify.child", str(spec), str(out)],
                                out, timeout_s=timeout_s)
         if result.timed_out or result.exit_code != 0 or not (out / "fold.json").is_file():
             status = "timed out" if result.timed_out else f"exit {result.exit_code}"
@@ -126,7 +136,6 @@ def certify(name: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Certification
         memory = _memory(out, facts, emitted)
         tasks = [_resume(out, task, facts.snapshots.get(f"continuation-{task.id}"))
                  for task in TASKS]
-        shutil.rmtree(out, ignore_errors=True)
     failed = [c.name for c in endurance.checks if not c.passed]
     if not endurance.sizes.passed:
         failed.append("growth")

@@ -7,6 +7,9 @@ carry trace text), writes ONE JSON object to its stdin and closes it::
      "events": [<event>, ...], "settings": {...}}
 
 ``settings`` is the campaign role's settings table, present only when the role has one.
+``prior`` is present only when folds repeat (``efold-controller certify``): the summary
+the previous cycle stored, ``{"cycle": n, "messages": [...], "first_kept_id": id |
+null}`` (``fold.PriorSummary``); a command may ignore it.
 
 Each event is exactly a trace JSONL event line (``corpus/FORMS.md`` §1): ``kind``
 ("message"), ``id``, ``session``, ``day``, ``role``, ``content`` and, when set,
@@ -65,7 +68,7 @@ from efold.corpus.model import Event
 from efold.errors import Code
 from efold.folds.checkpoint import LOOKUP_TOOLS, BoundaryEvidence, Checkpoint, ReaderMessage
 from efold.folds.errors import PluginError
-from efold.folds.fold import TracePrefix, build_checkpoint, checked
+from efold.folds.fold import PriorSummary, TracePrefix, build_checkpoint, checked
 from efold.folds.retention import retain
 from efold.folds.state import DeclaredState
 from efold.folds.transcript import session_transcript
@@ -82,6 +85,7 @@ class _Request(msgspec.Struct, frozen=True, omit_defaults=True):
     trace_id: str
     events: list[Event]
     settings: dict[str, Any] | None = None  # the role's settings; absent when it has none
+    prior: PriorSummary | None = None  # the previous cycle's summary; absent unless repeated
 
 
 class _Response(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -121,7 +125,8 @@ class ExternalCommandFold:
     def build(self, prefix: TracePrefix) -> Checkpoint:
         request = msgspec.json.encode(
             _Request(protocol=PROTOCOL, arm=self._name, trace_id=prefix.trace_id,
-                     events=prefix.events, settings=prefix.settings or None)
+                     events=prefix.events, settings=prefix.settings or None,
+                     prior=None if prefix.prior is msgspec.UNSET else prefix.prior)
         )
         return decode_output(self._name, self._run(request), prefix)
 

@@ -1045,8 +1045,74 @@ def x08() -> CaseDef:
     return CaseDef(sidecar, s)
 
 
+# -- the resume comparison: certification's continuation-QA repositories as cases ----------
+# (X09, X10; docs/boundary.md §10). The plan is read once, as JSON operations; the phrase
+# the faux plan keys on sits in the middle of the plan's longest line, so a summary that
+# keeps a result's head and tail (the compaction arms) cannot show it.
+
+CHECK = ["python", "check.py"]
+
+
+def _check_log(seed: int, rows: int = 16) -> str:
+    lines = ["$ python check.py"]
+    lines += [f"checking module {(seed * 7 + i) % 13:02d} of the service ... pending "
+              f"(round {seed}, step {i + 1} of {rows})" for i in range(rows)]
+    return "\n".join([*lines, "exit status 1: the plan is not applied yet"])
+
+
+def _resume_case(case_id: str, title: str, task_id: str, when: str, recall: str) -> CaseDef:
+    from efold.certify.continuation import TASKS
+
+    task = next(t for t in TASKS if t.id == task_id)
+    s = Session(case_id, title)
+    s.owner(f"{task.goal} The plan document is plans/{task.id}.plan.")
+    plan = s.tool("plan_read", {"path": f"plans/{task.id}.plan"},
+                  f"PLAN {task.id}: apply these operations exactly, in order.\n"
+                  + json.dumps(task.operations, indent=1, ensure_ascii=False),
+                  source=ToolSource.DOCUMENT)
+    s.reply("Plan read; I will apply it after the survey.")
+    readable = sorted(task.initial)
+    for i in range(40):
+        if i % 2:
+            s.owner("Run the check once more.")
+            s.tool("workspace_test", {"command": CHECK}, _check_log(i))
+            s.reply("Still failing, as expected before the plan.")
+        else:
+            path = readable[i // 2 % len(readable)]
+            s.owner(f"Show me {path} again.")
+            s.tool("workspace_read", {"path": path}, task.initial[path])
+            s.reply(f"{path} is unchanged.")
+    actions: list[dict[str, Any]] = []
+    for op in task.operations:
+        actions.append(edit(op["path"], op["old"], op["new"]) if op["op"] == "replace"
+                       else write(op["path"], op["content"]))
+    changed = [name for name in task.expected if task.initial.get(name) != task.expected[name]]
+    sidecar = base(
+        case_id, "exploratory", ["exact-recoverability"], ["plan-not-recovered"],
+        ["Resume and complete the task."],
+        [{"type": "tests-pass", "command": CHECK},
+         *({"type": "file-equals", "path": name, "expected": name} for name in changed),
+         *({"type": "forbidden-path-unchanged", "path": name} for name in task.protected)],
+        {"recall": recall,
+         "plans": [{"when": when, "actions": [*actions, run_tests(CHECK)]},
+                   {"actions": [run_tests(CHECK)]}]},
+        commands=[CHECK], critical=[plan])
+    return CaseDef(sidecar, s, expected={name: task.expected[name] for name in changed},
+                   workspace=dict(task.initial))
+
+
+def x09() -> CaseDef:
+    return _resume_case("X09-resume-rename-timeout", "A rename planned before the fold",
+                        "rename-timeout", "LIMIT_30 = 110  # shard 30", "cutover plan operations")
+
+
+def x10() -> CaseDef:
+    return _resume_case("X10-resume-add-clamp", "A function planned before the fold",
+                        "add-clamp", "def test_clamp_15():", "clamp plan operations")
+
+
 CASES = (b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11, b12,
-         x01, x02, x03, x04, x05, x06, x07, x08)
+         x01, x02, x03, x04, x05, x06, x07, x08, x09, x10)
 
 
 def write_case(definition: CaseDef, out: Path) -> Path:

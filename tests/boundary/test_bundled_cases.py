@@ -63,6 +63,8 @@ EXPECTED: dict[str, tuple[str, list[str]]] = {
     "X06-child-handoff": ("exploratory", ["child-handoff"]),
     "X07-required-recall-ticket": ("exploratory", ["durable-recall"]),
     "X08-required-recall-commit": ("exploratory", ["durable-recall"]),
+    "X09-resume-rename-timeout": ("exploratory", ["exact-recoverability"]),
+    "X10-resume-add-clamp": ("exploratory", ["exact-recoverability"]),
 }
 # Locked at v1 before the size rule; every later session stays under it.
 OVERSIZED_LEGACY = {"B02-supersession"}

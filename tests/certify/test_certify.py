@@ -288,3 +288,44 @@ def test_a_fold_that_hangs_is_contained_and_nothing_outlives_it(tmp_path: Path) 
     while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child) and not _alive(grandchild)
+
+
+COMMAND = """
+import json, sys
+request = json.load(sys.stdin)
+opening = next(e["content"] for e in request["events"] if e["role"] == "user")
+summary = "Carried over: " + opening
+prior = request.get("prior")
+if prior is not None:  # builds on its previous summary: carries its last line forward
+    summary += "\\n" + prior["messages"][-1]["content"].splitlines()[-1]
+json.dump({"protocol": "efold-fold-v1", "boundary_crossed": True, "tools": [],
+           "messages": [{"role": "user", "content": summary}]}, sys.stdout)
+"""
+
+
+def test_an_external_command_is_certified_from_its_campaign_role(tmp_path: Path) -> None:
+    script = tmp_path / "carry.py"
+    script.write_text(COMMAND)
+    campaign = tmp_path / "campaign.toml"
+    campaign.write_text(f"""
+name = "cert"
+suite = "original"
+roles = ["carry"]
+cap_usd = "60.00"
+
+[role.carry]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]
+timeout_seconds = 30
+""")
+    status, lines, report, stderr = certify("carry", "--campaign", str(campaign), cwd=tmp_path)
+    assert status == 1 and report is not None, stderr
+    assert report["kind"] == "external command" and report["fold"] == "carry"
+    prior = report["endurance"]["prior"]
+    # A command receives its input whole: whether it read the prior is unobservable,
+    # what it echoed is not; undeclared, it is not failed for echoing.
+    assert prior["read_cycles"] is None and prior["echo_cycles"] == 99
+    assert prior["offered_exactly"] == 99 and check(report, "poison")["passed"]
+    assert any("read unobservable" in line for line in lines)
+    assert "goal" not in report["failed"] and "files" in report["failed"]
+    status, _, _, stderr = certify("nope", "--campaign", str(campaign), cwd=tmp_path)
+    assert status == 2 and stderr.startswith("refused: campaign_invalid")

@@ -1,0 +1,5 @@
+from app import config
+
+
+def wait():
+    return config.TIMEOUT_SECONDS

@@ -1,0 +1,2 @@
+TIMEOUT = 30
+RETRIES = 3

@@ -1,0 +1,6 @@
+def add(a, b):
+    return a + b
+
+
+def clamp(x, low, high):
+    return max(low, min(high, x))
