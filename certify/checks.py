@@ -202,12 +202,32 @@ class _Cursor:
         return None
 
 
+def _content_checks(tally: _Tally, c: int, text: str, summary_text: str, kept_ids: set[str],
+                    events: Sequence[Event], addresses: _Addresses) -> set[str]:
+    """What a checkpoint must keep visible or addressable (the markers, ``files``,
+    ``open_errors``, ``sources``, ``citations``); returns the records its summary cites."""
+    for name, marker in fixture.MARKERS.items():
+        tally.require(name, c, marker in text, f"{marker!r} is not visible")
+    missing = _missing(addresses.files, text)
+    tally.require("files", c, not missing, f"{len(missing)} files not named, e.g. {missing[:1]}")
+    missing = _missing(addresses.open_errors, text)
+    tally.require("open_errors", c, not missing, f"open errors not named: {missing[:3]}")
+    cited = set(CITATION_PATTERN.findall(summary_text))
+    missing = [s for s in addresses.sources() if s not in kept_ids and s not in cited]
+    tally.require("sources", c, not missing,
+                  f"{len(missing)} sources neither kept nor cited, e.g. {missing[:1]}")
+    unknown = sorted(set(CITATION_PATTERN.findall(text)) - {e.id for e in events})
+    tally.require("citations", c, not unknown, f"cited records that do not exist: {unknown[:3]}")
+    return cited
+
+
 def check_endurance(out: Path, derives_from_source: bool,
                     cycles: int = fixture.CYCLES) -> tuple[EnduranceReport, set[str]]:
     """Check the endurance files under ``out`` (module docstring); also the distinct
     record ids the summaries cited (the memory part expands them)."""
-    raw_lines = read_bounded(out / "session.jsonl").splitlines(keepends=True)
-    entries = read_session(out / "session.jsonl")
+    raw = read_bounded(out / "session.jsonl")
+    raw_lines = raw.splitlines(keepends=True)
+    entries = read_session(raw)
     records = read_cycles(out / "cycles.jsonl", cycles)
     tally = _Tally()
     cursor = _Cursor(entries)
@@ -266,23 +286,11 @@ def check_endurance(out: Path, derives_from_source: bool,
         messages = record.messages or []
         kept = split_checkpoint(messages, events)
         summary = messages[: len(messages) - kept]
-        text = visible_text(messages)
         tally.require("folded", c, bool(summary), "the checkpoint is the newest events verbatim")
-        for name, marker in fixture.MARKERS.items():
-            tally.require(name, c, marker in text, f"{marker!r} is not visible")
-        missing = _missing(addresses.files, text)
-        tally.require("files", c, not missing, f"{len(missing)} files not named, e.g. {missing[:1]}")
-        missing = _missing(addresses.open_errors, text)
-        tally.require("open_errors", c, not missing, f"open errors not named: {missing[:3]}")
         kept_ids = {e.id for e in events[len(events) - kept:]} if kept else set()
-        cited = set(CITATION_PATTERN.findall(visible_text(summary)))
-        emitted |= cited
-        missing = [s for s in addresses.sources() if s not in kept_ids and s not in cited]
-        tally.require("sources", c, not missing,
-                      f"{len(missing)} sources neither kept nor cited, e.g. {missing[:1]}")
-        known = {e.id for e in events}
-        unknown = sorted(set(CITATION_PATTERN.findall(text)) - known)
-        tally.require("citations", c, not unknown, f"cited records that do not exist: {unknown[:3]}")
+        text = visible_text(messages)
+        emitted |= _content_checks(tally, c, text, visible_text(summary), kept_ids, events,
+                                   addresses)
         problem = closure_problem(messages, events)
         tally.require("closure", c, problem is None, problem or "")
         if shape not in fixtures:  # a fixture is judged on its first cycle

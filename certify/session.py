@@ -99,13 +99,12 @@ class SessionWriter:
         self._file.close()
 
 
-def read_session(path: Path) -> list[Entry]:
-    """Every entry of the session file, in order: each line decoded strictly (UTF-8
-    included) and linked to the one before it, or ``certify_session_invalid``."""
+def read_session(raw: bytes, name: str = "session.jsonl") -> list[Entry]:
+    """Every entry of a session file's bytes, in order: each line decoded strictly
+    (UTF-8 included) and linked to the one before it, or ``certify_session_invalid``."""
     entries: list[Entry] = []
-    raw = path.read_bytes()
     if raw and not raw.endswith(b"\n"):
-        raise SessionError(Code.CERTIFY_SESSION_INVALID, f"{path.name}: the last line is torn")
+        raise SessionError(Code.CERTIFY_SESSION_INVALID, f"{name}: the last line is torn")
     previous: str | None = None
     seen: set[str] = set()
     for number, line in enumerate(raw.splitlines(), start=1):
@@ -113,10 +112,10 @@ def read_session(path: Path) -> list[Entry]:
             entry = _DECODER.decode(line)
         except msgspec.DecodeError as exc:
             raise SessionError(Code.CERTIFY_SESSION_INVALID,
-                               f"{path.name} line {number}: {exc}") from exc
+                               f"{name} line {number}: {exc}") from exc
         if entry.parent != previous or entry.id in seen:
             raise SessionError(Code.CERTIFY_SESSION_INVALID,
-                               f"{path.name} line {number}: not linked to the line before")
+                               f"{name} line {number}: not linked to the line before")
         seen.add(entry.id)
         previous = entry.id
         entries.append(entry)

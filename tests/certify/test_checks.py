@@ -18,7 +18,13 @@ from efold.certify.checks import (
 )
 from efold.certify.endurance import run_endurance, run_maximal, split_checkpoint
 from efold.certify.fixture import cycle_unit, opening, seed
-from efold.certify.session import CompactionEntry, SessionError, encode_line, read_session
+from efold.certify.session import (
+    CompactionEntry,
+    EventEntry,
+    SessionError,
+    encode_line,
+    read_session,
+)
 from efold.corpus.model import Event, FunctionCall, ToolCall
 from efold.errors import Code
 from efold.folds.checkpoint import ReaderMessage
@@ -45,7 +51,7 @@ def test_untouched_files_read_back_whole(written: Path) -> None:
                  "poison", "citations"):
         assert result(report, name), name
     assert report.prior.offered == CYCLES - 1 == report.prior.offered_exactly
-    entries = read_session(written / "session.jsonl")
+    entries = read_session((written / "session.jsonl").read_bytes())
     stored = [e for e in entries if isinstance(e, CompactionEntry)]
     assert [e.cycle for e in stored] == list(range(1, CYCLES + 1))
     assert all(e.messages[-1].content.endswith("\n" + e.poison) for e in stored)
@@ -60,6 +66,16 @@ def test_a_torn_line_is_refused(written: Path) -> None:
         check_endurance(written, derives_from_source=True, cycles=CYCLES)
     assert caught.value.code is Code.CERTIFY_SESSION_INVALID
     assert "torn" in caught.value.detail
+
+
+def test_an_unlinked_line_is_refused() -> None:
+    first = encode_line(EventEntry(id="a", parent=None, event=opening()[0]))
+    stray = encode_line(EventEntry(id="b", parent="zzz", event=opening()[1]))
+    assert len(read_session(first)) == 1
+    with pytest.raises(SessionError, match="not linked"):
+        read_session(first + stray)
+    with pytest.raises(SessionError, match="line 1"):
+        read_session(b'{"type": "mystery"}\n')
 
 
 def test_a_changed_source_event_is_refused(written: Path) -> None:
