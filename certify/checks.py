@@ -231,10 +231,9 @@ def check_endurance(out: Path, derives_from_source: bool,
     records = read_cycles(out / "cycles.jsonl", cycles)
     tally = _Tally()
     cursor = _Cursor(entries)
-    events: list[Event] = fixture.opening()
+    events = fixture.seeded_events()
     addresses = _Addresses()
     for seeded in fixture.seed():
-        events += seeded.events
         addresses.add(seeded)
     cursor.take_events(events)
     latest: CompactionEntry | None = None
@@ -363,16 +362,6 @@ def _size_stats(sizes: dict[int, int], cycles: int) -> SizeStats:
                      late_slope_bytes_per_cycle=round(slope, 3), passed=ok,
                      detail=None if ok else f"range must be <= {LATE_RANGE_MAX_BYTES} B and "
                                             f"|slope| <= {LATE_SLOPE_MAX_BYTES:g} B/cycle")
-
-
-def endurance_events(cycles: int = fixture.CYCLES) -> list[Event]:
-    """The endurance session's source events, regenerated."""
-    events = fixture.opening()
-    for seeded in fixture.seed():
-        events += seeded.events
-    for cycle in range(1, cycles + 1):
-        events += fixture.cycle_unit(cycle).events
-    return events
 
 
 def check_maximal(out: Path) -> MaximalReport:

@@ -27,7 +27,7 @@ from typing import Any, Final
 import msgspec
 
 from efold.certify import fixture
-from efold.certify.session import CompactionEntry, SessionWriter
+from efold.certify.session import CompactionEntry, SessionWriter, SyncedAppend, encode_line
 from efold.corpus.model import Event
 from efold.errors import EfoldError
 from efold.folds.checkpoint import Checkpoint, ReaderMessage
@@ -104,19 +104,6 @@ def fold_once(fold: Fold, prefix: TracePrefix) -> tuple[Checkpoint | None, str |
         return None, "fold_plugin_failed", f"{type(exc).__name__}: {exc}"
 
 
-class _Cycles:
-    def __init__(self, path: Path) -> None:
-        self._file = open(path, "xb")  # closed by close()
-
-    def write(self, record: CycleRecord) -> None:
-        self._file.write(msgspec.json.encode(record) + b"\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-
 def _inject_malformed(writer: SessionWriter, latest: CompactionEntry, cycle: int,
                       events: Sequence[Event]) -> CompactionEntry:
     """The closure fixture's stored boundary: the latest summary again, with its first
@@ -140,11 +127,9 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES, *,
     input whole) records ``prior_read`` as None. Returns the last checkpoint the fold
     built (None if it built none)."""
     writer = SessionWriter(out / "session.jsonl")
-    log = _Cycles(out / "cycles.jsonl")
+    log = SyncedAppend(out / "cycles.jsonl")
     try:
-        events: list[Event] = fixture.opening()
-        for seeded in fixture.seed():
-            events += seeded.events
+        events = fixture.seeded_events()
         writer.append_events(events)
         latest: CompactionEntry | None = None
         last: Checkpoint | None = None
@@ -177,15 +162,14 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES, *,
                         entry_id=f"fold-{cycle:03d}", cycle=cycle,
                         messages=with_poison(summary, marker),
                         first_kept_id=events[-kept].id if kept else None, poison=marker)
-                    stored_sha = hashlib.sha256(
-                        msgspec.json.encode(latest) + b"\n").hexdigest()
-            log.write(CycleRecord(
+                    stored_sha = hashlib.sha256(encode_line(latest)).hexdigest()
+            log.append(msgspec.json.encode(CycleRecord(
                 cycle=cycle, shape=fixture.shape_of(cycle),
                 offered_cycle=None if prior is msgspec.UNSET else prior.cycle,
                 offered_sha256=None if prior is msgspec.UNSET else messages_sha256(prior.messages),
                 prior_read=read if observable else None, messages=messages, tools=tools,
                 error_code=code, error=detail,
-                stored_line_sha256=stored_sha))
+                stored_line_sha256=stored_sha)) + b"\n")
         return last
     finally:
         writer.close()

@@ -160,6 +160,22 @@ def cycle_unit(cycle: int) -> Unit:
     return unit(SEED_UNITS + cycle, shape_of(cycle))
 
 
+def seeded_events() -> list[Event]:
+    """The session before cycle 1: the opening and the seed units."""
+    events = opening()
+    for seeded in seed():
+        events += seeded.events
+    return events
+
+
+def endurance_events(cycles: int = CYCLES) -> list[Event]:
+    """The whole source after ``cycles`` cycles."""
+    events = seeded_events()
+    for cycle in range(1, cycles + 1):
+        events += cycle_unit(cycle).events
+    return events
+
+
 def poison(cycle: int, tag: str = "") -> str:
     """The cycle-unique marker appended to the summary stored at ``cycle``."""
     return f"PRIOR_SUMMARY_POISON_991_{cycle:03d}{tag}"

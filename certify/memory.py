@@ -36,7 +36,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -59,6 +59,7 @@ MEMORY_ID: Final = "certify-memory"
 # The reader's meter, widened: certification reads every page it needs, and counts them.
 _CALLS: Final = 1_000_000
 _BYTES: Final = 1 << 40
+_HITS: Final = 50  # search hits read per query
 
 
 def op_ref(session: int) -> str:
@@ -118,19 +119,11 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class _Reader:
-    """The reader's lookup tool over one restored store (``reading``)."""
-
-    def __init__(self, restored: RestoredCheckpoint) -> None:
-        tool = restored.lookup_tool(Meter(call_budget=_CALLS, byte_budget=_BYTES))
-        assert tool is not None  # a store was restored
-        self._tool: LookupTool = tool
-
-    def search(self, query: str) -> list[dict[str, Any]]:
-        return search(self._tool, query, at_most=50)
-
-    def get(self, record_id: str) -> str | None:
-        return whole_record(self._tool, record_id)
+def _reader(restored: RestoredCheckpoint) -> LookupTool:
+    """The reader's lookup tool over one restored store, with the widened meter."""
+    tool = restored.lookup_tool(Meter(call_budget=_CALLS, byte_budget=_BYTES))
+    assert tool is not None  # a store was restored
+    return tool
 
 
 _HOT: Final = re.compile(r"Session (\d+):")
@@ -181,26 +174,26 @@ def check_memory(restored: RestoredCheckpoint, endurance: RestoredCheckpoint | N
     checks.append(MemoryCheck(name="cold", passed=FACT not in visible,
                               detail=None if FACT not in visible else
                               "the fact is visible: recall is not exercised"))
-    reader = _Reader(restored)
-    hits = [h["id"] for h in reader.search(FACT_TOKEN)]
+    reader = _reader(restored)
+    hits = [h["id"] for h in search(reader, FACT_TOKEN, at_most=_HITS)]
     checks.append(MemoryCheck(name="lexical_recall", passed=hits == [FACT_ID],
                               detail=None if hits == [FACT_ID] else f"found {hits[:3]}"))
     ref, result_id = op_ref(OP_SESSION), f"m{OP_SESSION:04d}-result"
     selected = []
-    for hit in reader.search(ref):
+    for hit in search(reader, ref, at_most=_HITS):
         if hit["kind"] != "document":
             continue
-        text = reader.get(str(hit["id"]))
+        text = whole_record(reader, str(hit["id"]))
         if text is not None and text.splitlines()[:2] == [f"ref: {ref}", "outcome: no matches"]:
             selected.append((hit["id"], text))
     source_text = record_text(by_id[result_id])
     ok = [i for i, _ in selected] == [result_id] and _sha(selected[0][1]) == _sha(source_text)
     checks.append(MemoryCheck(name="structural_selection", passed=ok,
                               detail=None if ok else f"selected {[i for i, _ in selected][:3]}"))
-    negative = reader.search(NEGATIVE_REF)
+    negative = search(reader, NEGATIVE_REF, at_most=_HITS)
     checks.append(MemoryCheck(name="negative_control", passed=not negative,
                               detail=None if not negative else f"{len(negative)} results"))
-    expanded = reader.get(FACT_ID)
+    expanded = whole_record(reader, FACT_ID)
     ok = expanded is not None and _sha(expanded) == _sha(record_text(by_id[FACT_ID]))
     checks.append(MemoryCheck(name="expansion", passed=ok,
                               detail=None if ok else "the fact's record does not expand exactly"))
@@ -212,9 +205,9 @@ def check_memory(restored: RestoredCheckpoint, endurance: RestoredCheckpoint | N
                                       detail="the last endurance checkpoint offers no store"))
         else:
             events = {e.id: e for e in endurance_events}
-            expander = _Reader(endurance)
+            expander = _reader(endurance)
             for address in addresses:
-                text = expander.get(address)
+                text = whole_record(expander, address)
                 event = events.get(address)
                 done += (text is not None and event is not None
                          and _sha(text) == _sha(record_text(event)))

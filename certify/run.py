@@ -19,9 +19,10 @@ from typing import Final
 import msgspec
 
 from efold.boundary.runner import run_contained
-from efold.certify.checks import check_endurance, check_maximal, endurance_events, read_bounded
+from efold.certify.checks import check_endurance, check_maximal, read_bounded
 from efold.certify.child import FoldFacts, Snapshot, Target
 from efold.certify.continuation import TASKS, ResumeClaim, Task, TaskResult, score, write_files
+from efold.certify.fixture import endurance_events
 from efold.certify.memory import MemoryReport, check_memory
 from efold.certify.report import REPORT_FORMAT, CertificationReport, ContinuationReport
 from efold.errors import Code, EfoldError

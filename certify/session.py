@@ -61,6 +61,21 @@ def encode_line(entry: Entry) -> bytes:
     return msgspec.json.encode(entry) + b"\n"
 
 
+class SyncedAppend:
+    """A new file written by whole appends, each flushed and fsynced before it returns."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "xb")  # closed by close()
+
+    def append(self, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class SessionWriter:
     """Appends entries to one session file, each line whole and fsynced.
 
@@ -69,16 +84,15 @@ class SessionWriter:
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = path
         self.last_id: str | None = None
-        self._file = open(path, "xb")  # closed by close()
+        self._file = SyncedAppend(path)
 
     def append_events(self, events: Sequence[Event]) -> None:
         lines = []
         for event in events:
             lines.append(encode_line(EventEntry(id=event.id, parent=self.last_id, event=event)))
             self.last_id = event.id
-        self._write(b"".join(lines))
+        self._file.append(b"".join(lines))
 
     def append_compaction(self, *, entry_id: str, cycle: int, messages: list[ReaderMessage],
                           first_kept_id: str | None, poison: str,
@@ -86,14 +100,9 @@ class SessionWriter:
         entry = CompactionEntry(id=entry_id, parent=self.last_id, cycle=cycle,
                                 messages=messages, first_kept_id=first_kept_id, poison=poison,
                                 injected=injected)
-        self._write(encode_line(entry))
+        self._file.append(encode_line(entry))
         self.last_id = entry_id
         return entry
-
-    def _write(self, data: bytes) -> None:
-        self._file.write(data)
-        self._file.flush()
-        os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()
