@@ -328,6 +328,7 @@ async def contain(
         terminated = False  # SIGTERM sent: every later round sends SIGKILL
         stops: list[Code] = []
         for round_no in range(rounds):
+            await DIRECT_CHILDREN.quiet()  # no fresh child of another launch is unregistered
             _, tied = episode.snapshot()
             episode.record_new(tied)
             episode.reap_zombies(tied)
@@ -352,6 +353,7 @@ async def contain(
             finally:
                 for proof in proofs:
                     proof.close()
+        await DIRECT_CHILDREN.quiet()
         survivors = _survivors(episode)
         outcome = ContainmentOutcome.UNRECONCILED if survivors else ContainmentOutcome.CONTAINED
         cid = episode.containment_id

@@ -228,6 +228,7 @@ class WorkerHandle:
         """Journal the worker's live descendants, then send ``DoneAck`` (the reference's
         order: membership is durable before the child may exit)."""
         members = [(self.identity, self.pgid, ROLE_LEADER)]
+        await DIRECT_CHILDREN.quiet()  # then scan at once (``DirectChildren``)
         for entry in self._tied():
             if entry.exited or entry.pid == self.identity.pid:
                 continue
@@ -290,10 +291,11 @@ class WorkerHandle:
             elif not await self.wait_exit(exit_grace):
                 await self.contain(Code.WORKER_TIMEOUT, policy=policy,
                                    survivor_stop=Code.LOOKUP_WORKER_LOST)
-            elif self._leftovers():
-                await self.contain(
-                    Code.LOOKUP_WORKER_LOST, policy=policy, survivor_stop=Code.LOOKUP_WORKER_LOST
-                )
+            else:
+                await DIRECT_CHILDREN.quiet()  # then scan at once (``DirectChildren``)
+                if self._leftovers():
+                    await self.contain(Code.LOOKUP_WORKER_LOST, policy=policy,
+                                       survivor_stop=Code.LOOKUP_WORKER_LOST)
         await self.channel.aclose()
         # The leader is dead unless containment could not kill it: bounded reap.
         with anyio.move_on_after((policy or ContainmentPolicy()).kill_wait):
@@ -346,8 +348,11 @@ async def launch_worker(
     ``env`` None is the allowlisted child environment (``child_environment``)."""
     handoff = CredentialHandoff(credential) if credential is not None else None
     try:
-        return await _launch(journal, assignment, program=program, max_frame=max_frame,
-                             env=env, credential=handoff)
+        # Until the child is registered, no membership scan of another launch in flight
+        # may run (``DirectChildren``): it would take the child for an adopted orphan.
+        with DIRECT_CHILDREN.registering():
+            return await _launch(journal, assignment, program=program, max_frame=max_frame,
+                                 env=env, credential=handoff)
     except BaseException:
         if handoff is not None:
             handoff.discard()  # never written: the child, if it started, reads EOF

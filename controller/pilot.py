@@ -10,8 +10,9 @@ Order (each step completes before the next; nothing is resumed or reused):
    verify each snapshot; learn from it whether the checkpoint is inventory-infeasible;
    compute evaluator-side evidence (availability, exclusions). No fold code ever runs
    in the controller;
-4. one probe child per slot in schedule order, the durable permit source answering;
-   one receipt per visited slot; stop policies after every slot;
+4. one probe child per slot, launched in schedule order with up to ``concurrency``
+   in flight, the durable permit source answering every one of them; one receipt per
+   visited slot; the stop policies read each slot's end in schedule order;
 5. aggregate: results.json, summary.md, report.html; release the lease.
 
 A stop closes admission: every later slot is still visited, in order, and receives an
@@ -27,12 +28,14 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
 import anyio
+import anyio.abc
 
 from efold.boundary.case import Case
 from efold.controller.aggregate import read_run, run_reports
@@ -55,7 +58,8 @@ from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext
 from efold.controller.run_setup import open_run
 from efold.controller.runroot import private_subdir
-from efold.controller.slots import BoundarySlot, run_probe, write_slot_receipt
+from efold.controller.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
+from efold.controller.stops import InScheduleOrder, SlotEnd
 from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
@@ -224,38 +228,81 @@ class Boundary:
 async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                      preps: dict[str, Preparation], evidence: dict[tuple[str, str], Evidence],
                      reg: Registration, tick: Progress, boundary: Boundary) -> list[Receipt]:
-    """One probe child per slot, in schedule order; a slot whose admission is already
-    closed is visited without a launch. The stop policies run after every slot. A
-    boundary case's slot runs the ``boundary`` body (``controller.boundary_slots``)."""
+    """One probe child per slot, launched in schedule order, up to the campaign's
+    ``concurrency`` in flight at once; a slot whose admission is already closed when
+    its turn to launch comes is visited without a launch. The stop policies read every
+    slot's end in schedule order (``stops.InScheduleOrder``). A boundary case's slot
+    runs the ``boundary`` body (``controller.boundary_slots``).
+
+    Admission stays serialized in the single writer: every permit exchange of every
+    child in flight is answered by the one durable permit source, on this one thread,
+    and the cap rule counts every active hold, so T + Rmax <= C holds whatever N is.
+    Returns the receipts in schedule order."""
+    campaign = reg.campaign
+    start_slot = _slot_starter(ctx, items, reg, evidence, boundary)
+    private_subdir(ctx.run_dir, "slots")
+    private_subdir(ctx.run_dir, "receipts")
+    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
+    receipts: dict[int, Receipt] = {}
+    total = len(plan.slots)
+    settled = sum(ctx.source.ledger(key).settled_units for key in preps)
+    in_order = InScheduleOrder(ctx.policy)
+    # Invariant: one token per child in flight; a slot launches only holding one.
+    window = anyio.Semaphore(campaign.concurrency)
+
+    def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
+        nonlocal settled
+        for at, code in in_order.finish(n, end):
+            if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
+                ctx.take_stop(code, plan.slots[at].slot)
+        receipts[n] = receipt
+        settled += receipt.spend.settled_units
+        tick(ProgressEvent("probe", len(receipts), total, settled, receipt=receipt))
+
+    async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> None:
+        try:
+            done = await start_slot(n, planned, snapshot)
+            visited(n, done.receipt, done.end)
+        finally:
+            window.release()
+
+    tick(ProgressEvent("probe", 0, total, settled))
+    async with _task_group() as in_flight:
+        for n, planned in enumerate(plan.slots):
+            await window.acquire()  # in schedule order: a slot waits for a free place
+            snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline,
+                                  campaign)
+            if isinstance(snapshot, Code):  # refused: visited without a launch
+                window.release()
+                receipt = refused_receipt(planned, snapshot)
+                write_slot_receipt(ctx, receipt)
+                visited(n, receipt, None)
+                continue
+            in_flight.start_soon(launched, n, planned, snapshot)
+    ordered = [receipts[n] for n in sorted(receipts)]
+    ended = _admission_ended(ctx, ordered)
+    if ended is not None and ctx.policy.stop_code is None:  # the report's status names it
+        ctx.journal.record_stop(epoch=ctx.epoch, code=ended.value, slot=None, sticky=False)
+    return ordered
+
+
+SlotStarter = Callable[[int, PlannedSlot, SnapshotRef], Awaitable[SlotResult]]
+
+
+def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registration,
+                  evidence: dict[tuple[str, str], Evidence], boundary: Boundary
+                  ) -> SlotStarter:
+    """How the slot at schedule position ``n`` is run once admitted: its task (the
+    probe's question, or its boundary case), its cache key, then ``slots.run_probe``."""
     campaign = reg.campaign
     route = route_of(campaign.reader)
     judge = campaign.judge
     judge_route = route_of(judge) if judge is not None else None
-    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
     cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
     probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
     roles = {r.name: r for r in campaign.roles}
-    private_subdir(ctx.run_dir, "slots")
-    private_subdir(ctx.run_dir, "receipts")
-    receipts: list[Receipt] = []
-    total = len(plan.slots)
-    settled = sum(ctx.source.ledger(key).settled_units for key in preps)
 
-    def visited(receipt: Receipt) -> None:
-        nonlocal settled
-        receipts.append(receipt)
-        settled += receipt.spend.settled_units
-        tick(ProgressEvent("probe", len(receipts), total, settled, receipt=receipt))
-
-    tick(ProgressEvent("probe", 0, total, settled))
-    for n, planned in enumerate(plan.slots):
-        snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline,
-                              campaign)
-        if isinstance(snapshot, Code):  # refused: visited without a launch
-            receipt = refused_receipt(planned, snapshot)
-            write_slot_receipt(ctx, receipt)
-            visited(receipt)
-            continue
+    async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> SlotResult:
         probe = probes[(planned.trace_id, planned.probe_id)]
         case = boundary.cases.get(planned.trace_id)
         task: ProbeTask | BoundaryTask
@@ -270,22 +317,30 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                 route=route, judge=None if judge is None or judge_route is None else
                 JudgeTask(route=judge_route, rubric=list(judge.rubric),
                           pass_threshold=judge.pass_threshold, expected=list(probe.expected)))
-        done = await run_probe(
+        return await run_probe(
             ctx, planned=planned, probe=probe,
             slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
             snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
             boundary=slot_case,
         )
-        if done.end is not None:
-            code = ctx.policy.slot_admitted_end(done.end)
-            if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
-                ctx.take_stop(code, planned.slot)
-        visited(done.receipt)
-    ended = _admission_ended(ctx, receipts)
-    if ended is not None and ctx.policy.stop_code is None:  # the report's status names it
-        ctx.journal.record_stop(epoch=ctx.epoch, code=ended.value, slot=None, sticky=False)
-    return receipts
+
+    return start
+
+
+@asynccontextmanager
+async def _task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    """A task group whose single failure leaves it as itself, not wrapped in an
+    exception group: a journal failure in one slot (``RegistryError``) reaches the
+    command as the refusal it is, after every other child in flight was cancelled
+    and contained on its way out (``launcher.supervise``, shielded)."""
+    try:
+        async with anyio.create_task_group() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        if len(failed.exceptions) == 1:
+            raise failed.exceptions[0] from None
+        raise
 
 
 def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | None:

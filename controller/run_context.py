@@ -113,10 +113,11 @@ class RunContext:
     # Invariant: each sticky code is journaled once per run, however often it is taken.
     _journaled: set[Code] = field(default_factory=set)
     # The signal that interrupted the run (SIGINT/SIGTERM), once; then admission is
-    # closed (an ``interrupted`` sticky stop) and the launch in flight is contained.
+    # closed (an ``interrupted`` sticky stop) and every launch in flight is contained.
     interrupted: int | None = None
-    # The cancel scope of the launch in flight, if any (``launch``).
-    _launch_scope: anyio.CancelScope | None = None
+    # Invariant: the cancel scope of every launch in flight (``launch``), and only
+    # those: up to ``concurrency`` probe children at once (one prep child at a time).
+    _launch_scopes: set[anyio.CancelScope] = field(default_factory=set)
 
     # -- launching --------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ class RunContext:
                     end.failure = self.failure_of(exc, handle, slot)
             finally:
                 self.adopt_containment(handle, slot)
-                self._launch_scope = None
+                self._launch_scopes.discard(scope)
         end.interrupted = scope.cancelled_caught
 
     def welcome(self, seconds: float) -> Welcome:
@@ -188,14 +189,14 @@ class RunContext:
 
     def interrupt(self, signum: int) -> bool:
         """The operator interrupted the run: close admission (a journaled ``interrupted``
-        stop) and cancel the launch in flight. Only the first signal counts; False for a
-        repeat, which changes nothing (containment is never skipped)."""
+        stop) and cancel every launch in flight. Only the first signal counts; False for
+        a repeat, which changes nothing (containment is never skipped)."""
         if self.interrupted is not None:
             return False
         self.interrupted = signum
         self.take_stop(Code.INTERRUPTED, None)
-        if self._launch_scope is not None:
-            self._launch_scope.cancel()
+        for scope in self._launch_scopes:
+            scope.cancel()
         return True
 
     def adopt_containment(self, handle: WorkerHandle | None, slot: str) -> None:

@@ -7,6 +7,15 @@ unreconciled containment outranks everything, docs/architecture.md §9):
 - strictly more than 10% invalid admitted slots (``invalid_slot_rate``);
 - the cap: a request refused ``not_admitted_cap`` ends scheduling (spend never falls, so
   every later slot would be refused too).
+
+With ``concurrency = N`` slots finish out of schedule order; the policy still reads them
+in schedule order (``InScheduleOrder``): "two consecutive admitted losses" are two
+admitted slots with no other admitted slot between them *in the schedule*, whatever
+order they finished in, and the invalid rate is judged over the schedule's prefix of
+finished slots. A rule broken at schedule position k therefore stops the run exactly
+where a concurrency-1 run of the same slot ends would; only its effect can come later,
+once every slot before k has finished (slots launched meanwhile, at most N - 1, run to
+their end: admission is closed for them by the permit source's stop, never by a kill).
 """
 
 from __future__ import annotations
@@ -66,3 +75,36 @@ class StopPolicy:
         elif self.invalid * 100 > INVALID_RATE_LIMIT_PERCENT * self.admitted:
             self.stop(Code.INVALID_SLOT_RATE)
         return self.stop_code
+
+
+class InScheduleOrder:
+    """The stop policy's view of slots that may finish out of order: each finished slot
+    is held until every slot before it in the schedule has finished, then the policy
+    reads them in schedule order (see the module docstring).
+
+    Invariant: ``_finished`` holds exactly the finished slots after position ``_next``
+    (the first slot still in flight, or not yet visited); everything before ``_next``
+    has been read by the policy once, in order."""
+
+    def __init__(self, policy: StopPolicy) -> None:
+        self._policy = policy
+        self._next = 0
+        self._finished: dict[int, SlotEnd | None] = {}
+
+    def finish(self, position: int, end: SlotEnd | None) -> list[tuple[int, Code]]:
+        """Record the slot at schedule ``position`` as finished (``end`` None: it was
+        never admitted, which the policy does not see). Returns, for every admitted
+        slot the policy reads now, in schedule order, its position and the stop code
+        the run has after it, when it has one."""
+        if position < self._next or position in self._finished:
+            raise ValueError(f"slot {position} finished twice")
+        self._finished[position] = end
+        read: list[tuple[int, Code]] = []
+        while self._next in self._finished:
+            ended, at = self._finished.pop(self._next), self._next
+            self._next += 1
+            if ended is not None:
+                code = self._policy.slot_admitted_end(ended)
+                if code is not None:
+                    read.append((at, code))
+        return read

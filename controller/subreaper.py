@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
+
+import anyio
 
 from efold.controller.errors import ControllerError
 from efold.controller.proctable import read_entry
@@ -57,11 +61,43 @@ def is_subreaper() -> bool:
 
 
 class DirectChildren:
-    """Children this process started on purpose and not yet reaped, by pid."""
+    """Children this process started on purpose and not yet reaped, by pid; and the
+    launches under way whose child may already exist but is not registered yet.
+
+    Why the second: with several launches in flight, one launch's membership scan can
+    run while another launch's spawn is awaited (trio forks in a worker thread). The
+    fresh child is then parented to us and unregistered, so rule 4 of
+    ``controller.membership`` would take it for an adopted orphan of the launch being
+    scanned, and contain it. So a scan that may attribute adopted orphans first awaits
+    ``quiet()`` and reads /proc before its next checkpoint."""
 
     def __init__(self) -> None:
         # Invariant: a pid is here from spawn until its owner has reaped it.
         self._children: dict[int, ProcessIdentity] = {}
+        # Invariant: the number of ``registering()`` blocks open: launches between the
+        # start of their spawn and the registration of its child (or its failure).
+        self._registering = 0
+        self._quiet: anyio.Event | None = None  # set when ``_registering`` drops to 0
+
+    @contextmanager
+    def registering(self) -> Iterator[None]:
+        """Around a spawn, up to and including ``add`` of the child it made."""
+        self._registering += 1
+        try:
+            yield
+        finally:
+            self._registering -= 1
+            if self._registering == 0 and self._quiet is not None:
+                self._quiet.set()
+                self._quiet = None
+
+    async def quiet(self) -> None:
+        """Return at a moment when every child this process made on purpose is
+        registered. Only until the caller's next checkpoint: scan before awaiting."""
+        while self._registering:
+            if self._quiet is None:
+                self._quiet = anyio.Event()
+            await self._quiet.wait()
 
     def add(self, identity: ProcessIdentity) -> None:
         self._children[identity.pid] = identity

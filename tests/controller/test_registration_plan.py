@@ -41,7 +41,8 @@ def reg_of(text: str = BASE):  # type: ignore[no-untyped-def]
     ('roles = ["telepathy"]', "unknown arm"),
     ("repeats = 0", "repeats"),
     ('cap_usd = "-1"', "cap_usd"),
-    ("concurrency = 2", "concurrency"),
+    ("concurrency = 0", "concurrency"),
+    ("concurrency = 33", "concurrency"),
     ("surprise = 1", "surprise"),
 ])
 def test_invalid_campaigns_refuse_with_a_named_field(edit: str, needle: str) -> None:
@@ -51,6 +52,16 @@ def test_invalid_campaigns_refuse_with_a_named_field(edit: str, needle: str) -> 
         parse_campaign("\n".join([*lines, edit]))
     assert err.value.code is Code.CAMPAIGN_INVALID
     assert needle in err.value.detail
+
+
+@pytest.mark.parametrize("n", [1, 32])
+def test_concurrency_accepts_one_to_thirty_two_and_binds_the_policy(n: int) -> None:
+    lines = [line for line in BASE.strip().splitlines() if not line.startswith("concurrency =")]
+    text = "\n".join([*lines, f"concurrency = {n}"])
+    reg = compute_registration(parse_campaign(text), text.encode())
+    assert reg.campaign.concurrency == n
+    # The approver signs the policy, concurrency included; the schedule never moves.
+    assert (reg.digests.policy == reg_of().digests.policy) is (n == 1)
 
 
 def test_registration_is_deterministic_and_binds_every_digest(tmp_path: Path) -> None:

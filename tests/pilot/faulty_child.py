@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+from typing import Any
 
 from efold.errors import Code
 from efold.guard import rmax_for_reader
@@ -69,6 +70,17 @@ class HangAfterConsume(ReaderProbe):
             import time
 
             time.sleep(600)
+        return super().run(session)
+
+
+class HangAll(ReaderProbe):
+    """Every probe child takes a hold, consumes it, then hangs (N requests in flight)."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        import time
+
+        take_hold(session)
+        time.sleep(600)
         return super().run(session)
 
 
@@ -198,7 +210,7 @@ FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
     "absurd-usage": ("probe", AbsurdUsage), "halt": ("probe", HaltThenAdmit),
     "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
-    "hang-through-sigterm": ("probe", HangThroughSigterm),
+    "hang-through-sigterm": ("probe", HangThroughSigterm), "hang-all": ("probe", HangAll),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "prep-survivor": ("prep", PrepLeavesSurvivor),
     "prep-hostile": ("prep", PrepPlantsHostileTree),
@@ -302,6 +314,50 @@ def die_writing(name: str) -> None:
     snapshot._write_new = write_new
 
 
+class RaceAtBarrier(ReaderProbe):
+    """Mode ``race:<K>``: the first K probe children of the run (each claims
+    ``MARKER.<i>``, i < K) wait, after Ready, until all K have arrived, so their first
+    Admits reach the controller together; each then waits again, its reply in hand,
+    until all K have their replies (``MARKER.reply.<i>``), so no hold is consumed or
+    settled before every racer was answered. Then they read as usual. Later children
+    read at once."""
+
+    def __init__(self, parties: int) -> None:
+        super().__init__()
+        self._parties = parties
+
+    def _wait_for_all(self, prefix: str) -> None:
+        import time
+
+        deadline = time.monotonic() + 60
+        while not all(os.path.exists(f"{prefix}{j}") for j in range(self._parties)):
+            if time.monotonic() > deadline:
+                raise SystemExit("the barrier never filled")
+            time.sleep(0.005)
+
+    def run(self, session: ProbeSession) -> Terminal:
+        for i in range(self._parties):
+            try:
+                os.close(os.open(f"{MARKER}.{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                continue
+            self._wait_for_all(f"{MARKER}.")
+            session.admit = self._first_admit(session, session.admit, i)  # type: ignore[method-assign]
+            break
+        return super().run(session)
+
+    def _first_admit(self, session: ProbeSession, admit: Any, party: int) -> Any:
+        def first_admit(**kwargs: object) -> object:
+            reply = admit(**kwargs)
+            session.admit = admit  # type: ignore[method-assign]
+            with open(f"{MARKER}.reply.{party}", "w") as f:
+                f.write("granted" if isinstance(reply, Granted) else reply.code.value)
+            self._wait_for_all(f"{MARKER}.reply.")
+            return reply
+
+        return first_admit
+
+
 def parametrized(mode: str, kind: str) -> object | None:
     """The body for a parametrized mode (None: not one), installing its hooks."""
     name, _, arg = mode.partition(":")
@@ -314,6 +370,8 @@ def parametrized(mode: str, kind: str) -> object | None:
             entry.ChildChannel = dying_channel(arg)
             return ReaderProbe()
         return FoldPrep()
+    if name == "race":
+        return RaceAtBarrier(int(arg)) if kind == "probe" else FoldPrep()
     if name == "tamper-snapshot":
         return TamperSnapshot(arg) if kind == "probe" else FoldPrep()
     if name == "prep-die-writing":
