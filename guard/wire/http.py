@@ -22,6 +22,13 @@ head, a chunk line that never ends) keeps them alive for ever. So a watchdog shu
 connection down at the deadline, and whatever the blocked read then reports (an error,
 or the end of a close-delimited body) is read as the deadline abort.
 
+A child pays for this module at every send, so two costs are cut (benchmarks/
+bench_concurrency.py): httpx's command-line client (``httpx._main``, which imports rich
+and click when they are installed) is never imported, and a plain ``http://`` route
+(a local server) never loads the CA bundle: its client gets a TLS context that trusts
+nothing, which no connection of that route uses (redirects are not followed) and which
+would fail any certificate if one did. An ``https://`` route verifies as httpx does.
+
 Failures are mapped once, here: nothing left (connect failed) → ``SendFailed``; the
 guard's deadline passed or the response grew past its limit → ``OwnAbort``; anything
 else after the request went out → ``StreamLost``. Name resolution is not covered by
@@ -31,6 +38,7 @@ the watchdog (no socket exists yet): routes are expected to resolve promptly.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -41,11 +49,69 @@ from efold.guard.errors import OwnAbort, SendFailed, StreamLost
 from efold.guard.transport import SendTicket, WireRequest, WireResponse, require_ticket
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 MAX_RESPONSE_BYTES: Final = 64 * 1024 * 1024
 # httpcore's trace event once the TCP connection exists (the httpx ``trace`` extension).
 _CONNECTED: Final = "connection.connect_tcp.complete"
+
+
+# What httpx would load for nothing in a sync client: its command-line client (rich,
+# click) and httpcore's async backends (trio, anyio), ~250 ms a child. Absent while
+# httpx and httpcore's sync transport are imported (``preload``); a later import of any
+# of them works.
+_NOT_FOR_A_SYNC_CLIENT: Final = ("httpx._main", "trio", "anyio")
+# Invariant: built at most once per process, and only from httpx's own defaults
+# (``preload``); holds a CA store, nothing secret. A fork-server template builds it
+# before forking, so its workers share the loaded store instead of each loading it.
+_https_context: ssl.SSLContext | None = None
+
+
+def preload(*, https: bool = True) -> None:
+    """Import what a send needs, without what a sync client needs not (above); with
+    ``https``, build the verified TLS context an https route uses (httpx's default,
+    ~200 ms: the CA bundle). Idempotent. A ``None`` in ``sys.modules`` makes that
+    module's import fail; httpx and httpcore both take that as the optional dependency
+    being absent (a stub ``main``, no async backend). Starts no thread."""
+    global _https_context
+    blocked = [name for name in _NOT_FOR_A_SYNC_CLIENT if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # the import system's own rule
+    try:
+        import httpcore._sync.connection_pool  # noqa: F401  (httpx imports it lazily)
+        import httpx
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    if https and _https_context is None:
+        _https_context = httpx.create_ssl_context()  # verifies, with certifi's CA store
+
+
+def _sync_client(route: str) -> httpx.Client:
+    """The one-shot client of ``route`` (see the module docstring). Its TLS context: for
+    https, the verified default (``preload``); for plain http, one with an empty trust
+    store, which no connection of the route uses (no TLS is made, redirects are not
+    followed) and which no certificate could pass."""
+    import ssl
+
+    https = route.startswith("https://")
+    preload(https=https)
+    import httpx
+
+    verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, with nothing to trust
+    if https:
+        assert _https_context is not None  # preload built it
+        verify = _https_context
+    return httpx.Client(
+        follow_redirects=False,
+        trust_env=False,
+        transport=httpx.HTTPTransport(
+            verify=verify, retries=0, trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0)),
+    )
 
 
 def _deadline_abort(why: str) -> OwnAbort:
@@ -148,15 +214,7 @@ class HttpTransport:
 
     def _http(self) -> httpx.Client:
         if self._client is None:
-            import httpx
-
-            self._client = httpx.Client(
-                follow_redirects=False,
-                trust_env=False,
-                transport=httpx.HTTPTransport(
-                    retries=0, trust_env=False,
-                    limits=httpx.Limits(max_keepalive_connections=0)),
-            )
+            self._client = _sync_client(self.route)
         return self._client
 
     def close(self) -> None:
@@ -167,9 +225,9 @@ class HttpTransport:
     def open(self, ticket: SendTicket, request: WireRequest) -> WireResponse:
         require_ticket(ticket)
         started = time.monotonic()  # the deadline counts from open, setup included
+        client = self._http()  # first: it imports httpx (``_sync_client``)
         import httpx
 
-        client = self._http()
         headers = dict(request.headers)  # none reserved (WireRequest); ours set after
         headers.update({
             "content-type": "application/json",
