@@ -10,8 +10,11 @@ membership journaled, DoneAck, exit reaped and journaled. The baseline spawns
 ``python -I -c pass`` through the same anyio/trio process API and waits for it; two
 more spawns show where the time goes: an interpreter that only imports msgspec (the
 floor of any child sharing the msgspec codec) and one that only imports the child's
-modules. All are interleaved so that machine load hits them alike; medians are printed
-with the ratio (target: <= 1.5x), then the child's import tree.
+modules. The same worker launch is also measured through the fork-server template
+(``efold.controller.template``: forked from a pre-imported template, adopted by the
+controller, same protocol), which pays no interpreter start or import. All are
+interleaved so that machine load hits them alike; medians are printed with the ratio
+(target: <= 1.5x), then the child's import tree.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from pathlib import Path
 import anyio
 from bench_kit import parse_runs
 
+from efold.controller.adopted import AdoptedProcess
 from efold.controller.launcher import supervise
+from efold.controller.template import Template, running_template
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant, DeadlineGrant, Prepared, Welcome
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment
@@ -40,7 +45,8 @@ WELCOME = Welcome(deadlines=DeadlineGrant(run_ms=10_000, exchange_ms=10_000),
                   budgets=BudgetGrant(max_requests=10, meter_calls=8, meter_bytes=126_976))
 
 
-async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int) -> float:
+async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int,
+                    template: Template | None = None) -> float:
     slot_dir = os.path.join(run_dir, f"slot-{n}")
     os.mkdir(slot_dir, 0o700)
     assignment = Assignment(
@@ -50,7 +56,7 @@ async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int) ->
         snapshot=None, hello_timeout_ms=10_000,
     )
     start = time.perf_counter()
-    async with supervise(journal, assignment) as handle:
+    async with supervise(journal, assignment, template=template) as handle:
         await handle.accept_hello(WELCOME, timeout=10)
         msg = await handle.channel.receive(timeout=10)
         assert isinstance(msg, Prepared)
@@ -58,6 +64,7 @@ async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int) ->
     exit_ = await handle.close()
     elapsed = time.perf_counter() - start
     assert exit_.status == 0 and exit_.containment is None, exit_
+    assert template is None or isinstance(handle.process, AdoptedProcess)  # no fallback
     return elapsed
 
 
@@ -78,7 +85,10 @@ BASELINES = {
 }
 
 
-async def measure(runs: int, warmups: int = 3) -> tuple[list[float], dict[str, list[float]]]:
+async def measure(
+    runs: int, warmups: int = 3,
+) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    """(spawned children, templated children, baselines), wall seconds each."""
     with tempfile.TemporaryDirectory() as root:
         run_dir = os.path.join(root, "run")
         os.mkdir(run_dir, 0o700)
@@ -87,18 +97,22 @@ async def measure(runs: int, warmups: int = 3) -> tuple[list[float], dict[str, l
         epoch = journal.record_epoch(current_identity())
         lease.set_epoch(epoch)
         children: list[float] = []
+        templated: list[float] = []
         baselines: dict[str, list[float]] = {name: [] for name in BASELINES}
-        for n in range(warmups):  # warm caches (pyc, page cache) for all
-            await one_child(journal, run_dir, epoch, 1000 + n)
-            for code in BASELINES.values():
-                await spawn(code)
-        for n in range(runs):  # interleaved, so machine load hits all alike
-            children.append(await one_child(journal, run_dir, epoch, n))
-            for name, code in BASELINES.items():
-                baselines[name].append(await spawn(code))
+        async with running_template(journal, epoch) as template:
+            for n in range(warmups):  # warm caches (pyc, page cache) for all
+                await one_child(journal, run_dir, epoch, 1000 + n)
+                await one_child(journal, run_dir, epoch, 2000 + n, template)
+                for code in BASELINES.values():
+                    await spawn(code)
+            for n in range(runs):  # interleaved, so machine load hits all alike
+                children.append(await one_child(journal, run_dir, epoch, n))
+                templated.append(await one_child(journal, run_dir, epoch, 3000 + n, template))
+                for name, code in BASELINES.items():
+                    baselines[name].append(await spawn(code))
         journal.close()
         lease.release()
-    return children, baselines
+    return children, templated, baselines
 
 
 def import_breakdown() -> list[str]:
@@ -121,8 +135,9 @@ def main() -> None:
     args = parse_runs(parser, runs=25, quick_runs=3,
                       quick_help="one warm-up, 3 runs (CI); overrides --runs")
     warmups = 1 if args.quick else 3
-    children, baselines = anyio.run(measure, args.runs, warmups, backend="trio")
+    children, templated, baselines = anyio.run(measure, args.runs, warmups, backend="trio")
     child_ms = statistics.median(children) * 1000
+    templated_ms = statistics.median(templated) * 1000
     medians = {name: statistics.median(xs) * 1000 for name, xs in baselines.items()}
     bare_ms = medians["bare `python -I -c pass`"]
     msgspec_ms = medians["`python -I -c 'import msgspec'`"]
@@ -130,7 +145,9 @@ def main() -> None:
     for name, ms in medians.items():
         print(f"  {name:42s} {ms:7.2f} ms  ({ms / bare_ms:4.2f}x bare)")
     print(f"  {'worker launch->handshake->DoneAck->exit':42s} {child_ms:7.2f} ms")
-    print(f"ratio worker / bare           : {child_ms / bare_ms:5.2f}x (target <= 1.5x)")
+    print(f"  {'same, forked by the template':42s} {templated_ms:7.2f} ms")
+    print(f"ratio worker / bare           : {child_ms / bare_ms:5.2f}x")
+    print(f"ratio template worker / bare  : {templated_ms / bare_ms:5.2f}x (target <= 1.5x)")
     print(f"ratio worker / msgspec floor  : {child_ms / msgspec_ms:5.2f}x")
     print("child imports >= 1 ms (cumulative, -X importtime, in-process):")
     for line in import_breakdown():

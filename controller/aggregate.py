@@ -25,6 +25,7 @@ from typing import Any, cast
 import msgspec
 
 from efold.controller.registration import REGISTRATION_NAME, Registration
+from efold.controller.template import TEMPLATE_KIND
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.registry import calls_summariser
@@ -147,8 +148,14 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
         seen[slot] = _in_flight_receipt(by_slot[slot], [h for h in holds if h["slot"] == slot])
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
-    facts = _run_facts(controller, sticky, stops, launches, containments, in_flight,
-                       started_ns, ended_ns)
+    # The fork-server template is the controller's own machinery, not a slot's launch,
+    # and the report's launch facts are the slots' (prep, probe). Whatever containing it
+    # decided reaches the report through the stops it journaled (unreconciled: sticky).
+    template_ids = {r["launch_id"] for r in launches if r["kind"] == TEMPLATE_KIND}
+    facts = _run_facts(controller, sticky, stops,
+                       [r for r in launches if r["launch_id"] not in template_ids],
+                       [r for r in containments if r["launch_id"] not in template_ids],
+                       in_flight, started_ns, ended_ns)
     reader = reg.campaign.reader
     # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned

@@ -19,8 +19,15 @@ error, a cancelled exchange, a timeout, any exception) contains the worker, shie
 a normal exit closes it (``WorkerHandle.close``): wait for the exit, contain leftovers,
 reap the leader, journal the exit.
 
-The leader is reaped only by its trio ``Process`` (``await process.wait()``), and only
-at the very end: until then its zombie pins the process group number for containment.
+With ``template=`` (``efold.controller.template``) the child is forked by a running
+template instead of spawned: same descriptors (relayed over the template's socket, never
+read by it), same fresh session and group, adopted as the controller's child and
+registered before anything reads from it; the rest is identical. A template that is
+unusable falls back to the spawn above.
+
+The leader is reaped only by its process object (trio's ``Process``, or an
+``AdoptedProcess``: ``await process.wait()``), and only at the very end: until then its
+zombie pins the process group number for containment.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Final
 import anyio
 import anyio.abc
 
+from efold.controller.adopted import WorkerProcess
 from efold.controller.childenv import child_environment
 from efold.controller.containment import (
     ContainmentPolicy,
@@ -58,6 +66,7 @@ from efold.controller.proof import (
     signal_pidfd,
 )
 from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper, reap_adopted
+from efold.controller.template import AdoptedChild, Template
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.ipc.controller_channel import ControllerChannel
@@ -66,6 +75,7 @@ from efold.ipc.framing import DEFAULT_MAX_FRAME, KEY_SIZE
 from efold.ipc.messages import Binding, DoneAck, Hello, Ready, Stop, Welcome
 from efold.protocol.assignment import Assignment, encode_key_pipe
 from efold.protocol.exit_codes import code_for_exit_status
+from efold.protocol.template_wire import Role
 from efold.registry.files import write_all
 from efold.registry.journal import JournalWriter
 from efold.worker.credential import credential_problem
@@ -143,7 +153,8 @@ class CredentialHandoff:
 
 
 class WorkerHandle:
-    """One launched child. Owns its pidfd, channel and trio process until ``close``."""
+    """One launched child. Owns its pidfd, channel and process (a trio ``Process`` when
+    spawned, an ``AdoptedProcess`` when forked by a template) until ``close``."""
 
     def __init__(
         self,
@@ -154,7 +165,7 @@ class WorkerHandle:
         identity: ProcessIdentity,
         pgid: int,
         pidfd: int,
-        process: anyio.abc.Process,
+        process: WorkerProcess,
         channel: ControllerChannel,
         marker: str | None = None,
         credential: CredentialHandoff | None = None,
@@ -341,18 +352,23 @@ async def launch_worker(
     max_frame: int = DEFAULT_MAX_FRAME,
     env: dict[str, str] | None = None,
     credential: bytes | None = None,
+    template: Template | None = None,
 ) -> WorkerHandle:
     """Start one child for ``assignment``; see the module docstring for the order.
     ``credential`` (at most 8 KiB of ASCII, no NUL, CR or LF: ``campaign_invalid``
     otherwise, before anything starts) is handed over after the accepted Hello;
-    ``env`` None is the allowlisted child environment (``child_environment``)."""
+    ``env`` None is the allowlisted child environment (``child_environment``).
+    ``template``: fork the child from that running template (``efold.controller.template``)
+    instead of spawning ``program`` (``program`` and ``env`` then apply only if the
+    template is unusable and the launch falls back to a spawn); None spawns."""
     handoff = CredentialHandoff(credential) if credential is not None else None
     try:
         # Until the child is registered, no membership scan of another launch in flight
         # may run (``DirectChildren``): it would take the child for an adopted orphan.
         with DIRECT_CHILDREN.registering():
-            return await _launch(journal, assignment, program=program, max_frame=max_frame,
-                                 env=env, credential=handoff)
+            return await _launch(journal, assignment, program=program,
+                                 max_frame=max_frame, env=env, credential=handoff,
+                                 template=template)
     except BaseException:
         if handoff is not None:
             handoff.discard()  # never written: the child, if it started, reads EOF
@@ -367,6 +383,7 @@ async def _launch(
     max_frame: int,
     env: dict[str, str] | None,
     credential: CredentialHandoff | None,
+    template: Template | None,
 ) -> WorkerHandle:
     become_subreaper()
     key = secrets.token_bytes(KEY_SIZE)
@@ -385,11 +402,20 @@ async def _launch(
         if credential is not None and credential.read_fd is not None:
             argv += ["--credential-fd", str(credential.read_fd)]  # the number, never the value
             pass_fds.append(credential.read_fd)
-        process = await anyio.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-            pass_fds=pass_fds, env=env,
-        )
+        adopted: AdoptedChild | None = None
+        if template is not None:
+            relayed: list[tuple[Role, int]] = [("ipc", theirs.fileno()), ("key", key_read)]
+            if credential is not None and credential.read_fd is not None:
+                relayed.append(("credential", credential.read_fd))
+            # None: the template is (or just became) unusable and no child ran: spawn.
+            adopted = await template.fork_child(kind=assignment.kind, marker=marker,
+                                                fds=relayed)
+        if adopted is None:
+            spawned = await anyio.open_process(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=pass_fds, env=env,
+            )
     except BaseException as exc:
         ours.close()
         if isinstance(exc, OSError):
@@ -400,17 +426,23 @@ async def _launch(
         os.close(key_read)
         if credential is not None:
             credential.close_read_end()
-    pid = process.pid
-    try:
-        pidfd = os.pidfd_open(pid)  # our unreaped child: the pid cannot be recycled yet
-        identity = identity_of(pid)
-        pgid = process_group(pid)
-    except OSError as exc:
-        ours.close()
-        process.kill()  # by pid, but safe: an unreaped child's pid is still its own
-        with anyio.CancelScope(shield=True):
-            await process.wait()
-        raise ControllerError(Code.LAUNCH_FAILED, "child vanished before its identity") from exc
+    process: WorkerProcess
+    if adopted is not None:
+        process, pidfd = adopted.process, adopted.pidfd
+        identity, pgid, pid = adopted.identity, adopted.pgid, adopted.identity.pid
+    else:
+        process, pid = spawned, spawned.pid
+        try:
+            pidfd = os.pidfd_open(pid)  # our unreaped child: the pid cannot be recycled yet
+            identity = identity_of(pid)
+            pgid = process_group(pid)
+        except OSError as exc:
+            ours.close()
+            spawned.kill()  # by pid, but safe: an unreaped child's pid is still its own
+            with anyio.CancelScope(shield=True):
+                await spawned.wait()
+            raise ControllerError(Code.LAUNCH_FAILED, "child vanished before its identity") \
+                from exc
     DIRECT_CHILDREN.add(identity)
     try:
         if pgid != pid:
@@ -469,6 +501,7 @@ async def supervise(
     max_frame: int = DEFAULT_MAX_FRAME,
     env: dict[str, str] | None = None,
     credential: bytes | None = None,
+    template: Template | None = None,
 ) -> AsyncIterator[WorkerHandle]:
     """Launch a worker for the block; contain it if anything escapes the block, close
     it otherwise. The handle's ``containment`` and ``close()`` result say what happened.
@@ -476,7 +509,7 @@ async def supervise(
     accepts the Hello; never if the block fails first)."""
     handle = await launch_worker(
         journal, assignment, program=program, max_frame=max_frame, env=env,
-        credential=credential,
+        credential=credential, template=template,
     )
     try:
         yield handle

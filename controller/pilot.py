@@ -60,6 +60,7 @@ from efold.controller.run_setup import open_run
 from efold.controller.runroot import private_subdir
 from efold.controller.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.stops import InScheduleOrder, SlotEnd
+from efold.controller.template import Launcher
 from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
@@ -87,11 +88,14 @@ class Dispatch:
     """How a run reaches its reader: offline (no grant) or on the real route with the
     operator's grant; ``smoke``: the configured-process smoke (one slot per role, its
     own cap); ``keep_answers``: a real run's answers are kept in an owner-only private
-    artifact of the run (``answers.jsonl``), outside every report."""
+    artifact of the run (``answers.jsonl``), outside every report; ``launcher``: how its
+    children start (``controller.template``: forked from a fork-server template, or
+    each spawned)."""
 
     grant: RealGrant | None = None
     smoke: bool = False
     keep_answers: bool = False
+    launcher: Launcher = "template"
 
 
 OFFLINE: Final = Dispatch()  # the faux route
@@ -143,7 +147,8 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
     tick = progress or _ignore
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
-                        keep_answers=dispatch.keep_answers) as opened:
+                        keep_answers=dispatch.keep_answers,
+                        launcher=dispatch.launcher) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}

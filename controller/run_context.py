@@ -20,6 +20,7 @@ from efold.controller.containment import ContainmentPolicy
 from efold.controller.launcher import DEFAULT_PROGRAM, WorkerHandle, supervise
 from efold.controller.permits import DurablePermitSource
 from efold.controller.stops import StopPolicy
+from efold.controller.template import Template
 from efold.errors import Code, EfoldError
 from efold.guard.ledger import CallerTerms
 from efold.identity import ProcessIdentity
@@ -99,6 +100,10 @@ class RunContext:
     # The child command line (the launcher's default: ``python -I -m efold.worker``).
     # Tests substitute a program that embeds the same entry point with a faulty body.
     program: Sequence[str] = DEFAULT_PROGRAM
+    # The fork-server template the run's children are forked from (the same program
+    # with ``--control-fd``: ``controller.template``), or None: each child is spawned.
+    # A template that fails is dead for the rest of the run and launches spawn.
+    template: Template | None = None
     # The real route. Invariant: a credential is handed only to a launch that sends on
     # its route (probe children: the reader's; prep children of a summarising arm: the
     # summariser's), and only ever over the launch's credential pipe.
@@ -138,13 +143,13 @@ class RunContext:
         slot = assignment.slot
         handle: WorkerHandle | None = None
         with anyio.CancelScope() as scope:
-            self._launch_scope = scope
+            self._launch_scopes.add(scope)
             try:
                 if self.interrupted is not None:
                     scope.cancel()
                 async with supervise(self.journal, assignment, policy=self.containment,
                                      env=child_environment(), program=self.program,
-                                     credential=credential) as handle:
+                                     credential=credential, template=self.template) as handle:
                     yield handle
             except RegistryError:
                 raise  # the journal failed: nothing more may be recorded; the run stops

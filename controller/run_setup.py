@@ -45,6 +45,7 @@ from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
 from efold.controller.stops import StopPolicy
+from efold.controller.template import Launcher, running_template
 from efold.corpus import corpus_digest
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
@@ -68,7 +69,8 @@ class OpenRun:
 @asynccontextmanager
 async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting: bool,
                    program: Sequence[str] | None = None, grant: RealGrant | None = None,
-                   smoke: bool = False, keep_answers: bool = False) -> AsyncIterator[OpenRun]:
+                   smoke: bool = False, keep_answers: bool = False,
+                   launcher: Launcher = "template") -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -81,7 +83,9 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     authorization is consumed instead of a faux one, and its credentials go to the
     children that send. ``smoke``: the configured-process smoke (``plan.smoke_plan``)
     under its own cap. ``keep_answers``: the reader's answers are kept in the run's
-    owner-only ``answers.jsonl``."""
+    owner-only ``answers.jsonl``. ``launcher``: ``template`` forks the run's children from
+    a fork-server template started here (the same program, ``controller.template``),
+    contained when the block ends; ``spawn`` starts each child as its own program."""
     campaign = reg.campaign
     if admitting and (grant is None) != campaign.reader.is_faux:
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
@@ -143,8 +147,26 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                 != reg.digests.corpus:
             raise ControllerError(Code.REGISTRATION_DIGEST_MISMATCH,
                                   "a boundary case changed since registration")
-        yield OpenRun(ctx, plan, items, {case_item(c).trace.header.trace_id: c for c in cases})
+        async with _children_from(ctx, launcher):
+            yield OpenRun(ctx, plan, items,
+                          {case_item(c).trace.header.trace_id: c for c in cases})
         journal.close()
+
+
+@asynccontextmanager
+async def _children_from(ctx: RunContext, launcher: Launcher) -> AsyncIterator[None]:
+    """The block with the run's launcher set: a running template (``ctx.template``),
+    contained and journaled at the end, or none (``spawn``)."""
+    if launcher == "spawn":
+        yield
+        return
+    async with running_template(ctx.journal, ctx.epoch, program=ctx.program,
+                                policy=ctx.containment) as template:
+        ctx.template = template
+        try:
+            yield
+        finally:
+            ctx.template = None
 
 
 def _real_route(reg: Registration, grant: RealGrant | None,

@@ -61,11 +61,11 @@ def verify_digests(assignment: Assignment) -> None:
     """``worker_digest_mismatch`` unless ``registration.json`` and ``plan.json`` in the
     run directory, and the code this child runs, hash to the assigned digests: a child
     never works for a run, plan or build other than the one it was launched for."""
-    from efold.digests import build_digest
+    from efold.digests import running_build_digest
 
     if _file_sha256(assignment.run_dir, "registration.json") != assignment.registration_digest:
         raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "registration digest differs")
     if _file_sha256(assignment.run_dir, "plan.json") != assignment.plan_digest:
         raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "plan digest differs")
-    if build_digest() != assignment.build_digest:
+    if running_build_digest() != assignment.build_digest:
         raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "build digest differs")

@@ -32,6 +32,7 @@ from efold.controller.registration import REGISTRATION_NAME
 from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.controller.smoke import require_smoke
 from efold.controller.subset import Subset
+from efold.controller.template import Launcher
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 
@@ -51,6 +52,11 @@ from efold.errors import Code, EfoldError
 @click.option("--keep-answers", is_flag=True,
               help="--real: keep the reader's answers in the run's owner-only answers.jsonl "
                    "(reports never carry them; without it only their hashes are kept).")
+@click.option("--launcher", type=click.Choice(["template", "spawn"]), default="template",
+              show_default=True,
+              help="How children start: forked from a pre-imported fork-server template "
+                   "(each still a fresh, contained, verified process), or each spawned "
+                   "as a new interpreter.")
 @output_options
 @click.option("--json", "as_json", is_flag=True,
               help="End with one machine-readable line: a JSON object with the run "
@@ -58,8 +64,8 @@ from efold.errors import Code, EfoldError
 def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
             campaign: str | None, subset: Subset | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
-            trust: tuple[str, ...], keep_answers: bool, quiet: bool, verbose: bool,
-            no_progress: bool, as_json: bool) -> None:
+            trust: tuple[str, ...], keep_answers: bool, launcher: Launcher, quiet: bool,
+            verbose: bool, no_progress: bool, as_json: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
     Every run gets a new directory (printed first); nothing is resumed or reused.
@@ -100,7 +106,7 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     if keep_answers and not real:
         raise click.UsageError("--keep-answers applies to --real runs")
     verbosity = verbosity_of(quiet, verbose)
-    dispatch = Dispatch()
+    dispatch = Dispatch(launcher=launcher)
     try:
         made = pilot_registration(campaign=campaign, registration=registration,
                                   sha256=sha256, subset=subset, real=real)
@@ -113,7 +119,7 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
             grant = load_grant(reg, authorization=authorization, trusted=trust,
                                environ=os.environ)
             require_smoke(reg, str(sha256), Path(run_dir))
-            dispatch = Dispatch(grant=grant, keep_answers=keep_answers)
+            dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher)
         elif not reg.campaign.reader.is_faux:
             fail("lookup_pilot_real_route_unavailable",
                  "--faux needs a faux reader (this registration's reader is real: --real)")

@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from proc_harness import (
     welcome,
 )
 
+from efold.controller.adopted import AdoptedProcess
 from efold.controller.containment import (
     ContainmentOutcome,
     ContainmentPolicy,
@@ -31,6 +34,7 @@ from efold.controller.containment import (
 from efold.controller.launcher import WorkerHandle, launch_worker
 from efold.controller.proctable import read_entry, scan
 from efold.controller.subreaper import DIRECT_CHILDREN, is_subreaper
+from efold.controller.template import Template, running_template
 from efold.errors import Code
 from efold.identity import ProcessIdentity, identity_of
 from efold.ipc import Prepared
@@ -42,17 +46,33 @@ PER_MEMBER = ContainmentPolicy(term_grace=0.3, kill_wait=1.0, kill_rounds=3,
                                use_group_signal=False)
 
 
-async def start_tree(run: Run, mode: str) -> tuple[WorkerHandle, dict[str, ProcessIdentity]]:
-    """Launch a prep child that builds the ``mode`` tree; returns once it is built."""
+async def start_tree(
+    run: Run, mode: str, template: Template | None = None,
+) -> tuple[WorkerHandle, dict[str, ProcessIdentity]]:
+    """Launch a prep child that builds the ``mode`` tree (forked by ``template`` if
+    given: one started by ``tree_template`` for that mode); returns once it is built."""
     assignment = make_assignment(run, kind="prep")
     handle = await launch_worker(run.journal, assignment,
-                                 program=program("body_child.py", mode))
+                                 program=program("body_child.py", mode), template=template)
+    if template is not None:
+        assert isinstance(handle.process, AdoptedProcess)  # not a fallback spawn
     await handle.accept_hello(welcome(), timeout=10)
     msg = await handle.channel.receive(timeout=10)
     assert isinstance(msg, Prepared)
     with open(os.path.join(assignment.slot_dir, "tree.pids")) as f:
         pids = json.load(f)
     return handle, {role: identity_of(pid) for role, pid in pids.items()}
+
+
+@asynccontextmanager
+async def tree_template(run: Run, launcher: str, mode: str) -> AsyncIterator[Template | None]:
+    """None for the spawn launcher; else a running template whose workers build ``mode``."""
+    if launcher == "spawn":
+        yield None
+        return
+    async with running_template(run.journal, run.epoch, policy=FAST,
+                                program=program("template_child.py", mode)) as template:
+        yield template
 
 
 def journal(run: Run, table: str, launch_id: int) -> list[dict]:  # type: ignore[type-arg]
@@ -69,9 +89,23 @@ def cleanup(*idents: ProcessIdentity) -> None:
         kill_proven(ident.pid, ident.start_time)
 
 
+@pytest.mark.parametrize("launcher", ["spawn", "template"])
 @pytest.mark.parametrize("policy", [FAST, PER_MEMBER], ids=["group", "per_member"])
-async def test_a_grandchild_ignoring_sigterm_is_killed(run: Run, policy: ContainmentPolicy) -> None:
-    handle, tree = await start_tree(run, "grandchild_ignores_term")
+async def test_a_grandchild_ignoring_sigterm_is_killed(
+    run: Run, policy: ContainmentPolicy, launcher: str,
+) -> None:
+    async with tree_template(run, launcher, "grandchild_ignores_term") as template:
+        await _grandchild_ignoring_sigterm_is_killed(run, policy, template)
+    if template is not None:  # the template itself ended on its own, nothing left
+        with JournalReader(run.run_dir) as reader:
+            (row,) = reader.rows("launches", "kind = ?", ("template",))
+        assert row["exit_status"] == 0 and journal(run, "containments", row["launch_id"]) == []
+
+
+async def _grandchild_ignoring_sigterm_is_killed(
+    run: Run, policy: ContainmentPolicy, template: Template | None,
+) -> None:
+    handle, tree = await start_tree(run, "grandchild_ignores_term", template)
     grandchild = tree["grandchild"]
     try:
         result = await handle.contain(Code.LOOKUP_STOPPED, policy=policy)
@@ -175,11 +209,19 @@ async def test_d_a_zombie_member_is_dead_never_signalled_and_reaped(run: Run) ->
         cleanup(grandchild)
 
 
+@pytest.mark.parametrize("launcher", ["spawn", "template"])
 @pytest.mark.parametrize("mode", ["setsid_child", "setsid_orphan"])
-async def test_g_a_descendant_escaping_with_setsid_is_contained(run: Run, mode: str) -> None:
+async def test_g_a_descendant_escaping_with_setsid_is_contained(
+    run: Run, mode: str, launcher: str,
+) -> None:
     """Documented behaviour: contained through the recorded identity, the parent links
     or (orphaned) its adoption by the subreaper controller; never silently missed."""
-    handle, tree = await start_tree(run, mode)
+    async with tree_template(run, launcher, mode) as template:
+        await _escaping_descendant_is_contained(run, mode, template)
+
+
+async def _escaping_descendant_is_contained(run: Run, mode: str, template: Template | None) -> None:
+    handle, tree = await start_tree(run, mode, template)
     escaped = tree["escaped"]
     try:
         entry = read_entry(escaped.pid)

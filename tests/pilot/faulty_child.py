@@ -1,5 +1,7 @@
 """A real child program for the pilot's fault tests: the production entry point with a
-faulty body. ``python -I faulty_child.py MODE MARKER KIND --ipc-fd N --key-fd M``.
+faulty body. ``python -I faulty_child.py MODE MARKER KIND --ipc-fd N --key-fd M``; with
+``--control-fd N`` instead of KIND..., the production fork-server template forking
+such children (each one's body and hooks installed right after its fork).
 
 MARKER is a file path: a fault fires only when the marker does not exist yet (the child
 creates it first), so exactly one slot of a run is hit and the run can be seen going on.
@@ -382,10 +384,20 @@ def parametrized(mode: str, kind: str) -> object | None:
     return None
 
 
-if __name__ == "__main__":
-    kind = sys.argv[3]
+def body_for(kind: str) -> object:
+    """The body a child of ``kind`` runs in MODE, its hooks installed: at a spawned
+    child's start, or in a forked one right after the fork."""
     body = parametrized(MODE, kind)
     if body is None:
         fault_kind, fault = FAULTS[MODE]
         body = fault() if kind == fault_kind else (ReaderProbe() if kind == "probe" else FoldPrep())
-    sys.exit(main(sys.argv[3:], body=body))
+    return body
+
+
+if __name__ == "__main__":
+    if sys.argv[3] == "--control-fd":  # the run's fork-server template, forking MODE's children
+        from efold.worker import template
+
+        sys.exit(template.main(sys.argv[3:], bodies=body_for))  # type: ignore[arg-type]
+    kind = sys.argv[3]
+    sys.exit(main(sys.argv[3:], body=body_for(kind)))  # type: ignore[arg-type]

@@ -59,8 +59,9 @@ def _journal(run: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple
         return list(conn.execute(sql, params))
 
 
-def _pilot(tmp: Path, mode: str, roles: str = NATIVE) -> tuple[Registration, Path, PilotOutcome]:
-    reg, raw = small_registration(roles=roles)
+def _pilot(tmp: Path, mode: str, roles: str = NATIVE,
+           concurrency: int = 1) -> tuple[Registration, Path, PilotOutcome]:
+    reg, raw = small_registration(roles=roles, extra=f"concurrency = {concurrency}\n")
     run = claim_run_dir(tmp / "run")
     out = run_pilot(reg, raw, run, program=faulty_program(mode, tmp / "marker"))
     return reg, run, out
@@ -147,15 +148,22 @@ REPEATS = budget(1, 2)
 
 
 @pytest.mark.parametrize("repeat", range(REPEATS))
+@pytest.mark.parametrize("concurrency", [1, 3])
 @pytest.mark.parametrize("step", DIE_STEPS)
 def test_a_probe_child_killed_at_each_protocol_step(tmp_path: Path, step: str,
-                                                    repeat: int) -> None:
-    reg, run, out = _pilot(tmp_path, f"die-at:{step}")
+                                                    concurrency: int, repeat: int) -> None:
+    # Forked from the run's template (the default launcher); at concurrency 3 the killed
+    # child has two others in flight beside it, which must not notice.
+    reg, run, out = _pilot(tmp_path, f"die-at:{step}", concurrency=concurrency)
     assert (tmp_path / "marker").read_text() == step  # it died exactly there
     assert out.stop_code is None  # a lost worker is not a stop: the run went on
-    killed, *rest = out.receipts  # the first probe child of the run is the one killed
-    assert _journal(run, "SELECT exit_status FROM launches WHERE kind = 'probe' AND slot = ?",
-                    (killed.slot,)) == [(-9,)]
+    assert _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'template'") == [(1,)]
+    (dead,), = _journal(run, "SELECT slot FROM launches WHERE kind = 'probe' "
+                             "AND exit_status = -9")
+    killed, = (r for r in out.receipts if r.slot == dead)  # the first child to get there
+    if concurrency == 1:
+        assert killed is out.receipts[0]
+    rest = [r for r in out.receipts if r is not killed]
     assert rest and all(r.status is SlotStatus.COMPLETED for r in rest)
     assert _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'") == [
         (len(out.plan.slots),)]  # every later slot launched its own child

@@ -69,7 +69,8 @@ def test_an_interrupt_contains_the_child_in_flight_and_writes_the_reports(
         # The hanging probe child has consumed a hold: a request is "in flight".
         _wait_for(lambda: _journal(run, "SELECT 1 FROM holds WHERE state = 'consumed'"),
                   controller)
-        (child,) = _journal(run, "SELECT pid FROM launches WHERE exited_ns IS NULL")[0:1]
+        (child,) = _journal(run, "SELECT pid FROM launches WHERE exited_ns IS NULL "
+                                 "AND kind = 'probe'")[0:1]
         for signum in signals:
             controller.send_signal(signum)
             time.sleep(0.05)

@@ -1,0 +1,43 @@
+"""The real fork-server template with a test body for every worker it forks.
+
+    python template_child.py MODE --control-fd N
+
+MODE is a ``body_child.py`` mode (a tree mode, or crash/hang/session), or
+``credential_read``: ``credential_child.py``'s body that reports the credential's sha256,
+or ``exec_sleeper``: a prep body that starts ``sleep`` (an exec'd descendant) and writes
+its pid to ``tree.pids`` as ``sleeper``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from body_child import BODIES, TreeBody
+from credential_child import Body as CredentialBody
+
+from efold.ipc.messages import Prepared, Welcome
+from efold.protocol.assignment import Assignment
+from efold.worker.template import main
+
+
+class ExecSleeper:
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        sleeper = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(os.path.join(assignment.slot_dir, "tree.pids"), "w") as f:
+            json.dump({"leader": os.getpid(), "sleeper": sleeper.pid}, f)
+        return Prepared(snapshot_digest="d" * 64, files=0, bytes=0, rejected={})
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "credential_read":
+        body: object = CredentialBody(read=True)
+    elif mode == "exec_sleeper":
+        body = ExecSleeper()
+    else:
+        body = BODIES[mode]() if mode in BODIES else TreeBody(mode)
+    sys.exit(main(sys.argv[2:], bodies=lambda kind: body))  # type: ignore[arg-type,return-value]

@@ -1,0 +1,313 @@
+"""``python -I -m efold.worker --control-fd N``: the fork-server template.
+
+The same program as a worker's (``efold.worker.__main__`` dispatches on the first
+argument), so a program that embeds the worker entry point can embed the template too.
+
+A child costs mostly interpreter start and imports (``benchmarks/bench_spawn.py``). The
+template pays them once: it imports the worker entry point and the registered bodies,
+says ``TemplateReady``, then forks one worker per ``ForkRequest`` on its control socket
+(wire: ``efold.protocol.template_wire``). Per request:
+
+1. the template forks an *intermediate*, which forks the *grandchild* (the worker);
+2. the grandchild at once leads its own session and group (``setsid``: pgid == pid),
+   re-seeds ``random``, puts the launch marker in ``os.environ``, moves the relayed
+   descriptors to 3 (ipc), 4 (key) and 5 (credential), closes every other descriptor
+   (the control socket among them), and tells the intermediate;
+3. the intermediate hands the grandchild's pid to the template, which replies
+   ``Forked{pid}``; the controller registers the pid as its direct child and answers
+   ``Release``; the template lets the intermediate go (it writes the grandchild's "go"
+   byte and exits), reaps it, and replies ``Released``. The grandchild is now an
+   orphan, reparented to the nearest child subreaper: the controller;
+4. the grandchild waits until its parent is the controller, then runs the ordinary
+   worker protocol (``efold.worker.entry.main``: key pipe, ``verify_parent`` and the
+   rest, unchanged) and ``os._exit``\\ s with its status: it never returns here.
+
+Invariants:
+
+* the template holds no run secret: it never reads a relayed descriptor (the key pipe,
+  the credential pipe, the IPC socket) and closes its copies right after the fork;
+* a grandchild without its "go" byte (the template or the controller failed before
+  ``Release``) exits at once, before touching any relayed descriptor: so when a launch
+  fails before ``Release`` no worker ran, and the controller may spawn instead;
+* no thread is ever started here (``fork`` of a threaded process is unsafe).
+
+The launch marker: ``/proc/PID/environ`` shows the environment block a process was
+*exec*'d with, and the grandchild was only forked, so /proc shows it the template's
+block (with the template's own marker). The launch marker set in ``os.environ`` reaches
+what the worker execs (fold commands); the grandchild itself is tied to its launch by
+its identity and its own process group, journaled at launch like any leader's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import importlib
+import os
+import pkgutil
+import random
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import msgspec
+
+from efold.errors import Code
+from efold.protocol.exit_codes import EXIT_OK, exit_status_for
+from efold.protocol.template_wire import (
+    ENCODER,
+    LAUNCH_MARKER_VAR,
+    MAX_PACKET,
+    TO_TEMPLATE,
+    Forked,
+    ForkRequest,
+    Release,
+    Released,
+    TemplateReady,
+    TemplateRefused,
+    request_problem,
+)
+from efold.worker import entry
+from efold.worker.bodies import PREP_BODIES, PROBE_BODIES, PrepBody, ProbeBody
+
+# For programs that embed the template (test children): called in each grandchild,
+# right after the fork, with its kind; returns the body that overrides the registered
+# one (None: the registered body), and may install its hooks first, as the spawned
+# program would at its start.
+BodyFactory = Callable[[str], ProbeBody | PrepBody | None]
+
+USAGE: Final = "usage: python -m efold.worker --control-fd N"
+FIRST_FD: Final = 3  # ipc, then key, then credential: the grandchild's fixed numbers
+_HIGH_FD: Final = 16  # scratch numbers above the fixed ones while descriptors move
+_REPARENT_WAIT: Final = 5.0  # seconds for the grandchild to see the controller as parent
+_GO: Final = b"g"
+_RELEASE: Final = b"r"
+_READY: Final = b"x"
+
+
+# The packages a worker's code comes from (``tests/test_layers.py``: a child imports
+# nothing above them), every module of which the template imports before it forks.
+CHILD_PACKAGES: Final = ("worker", "boundary", "folds", "guard", "corpus", "ipc", "registry",
+                         "protocol")
+
+
+def preload() -> None:
+    """Pay once what every worker would: import every module of the child's packages and
+    every registered body's (one that fails to import is left to the worker, which
+    refuses as usual), and the real route's HTTP client with its verified TLS context
+    (``guard.wire.http.preload``); then pin the build digest of the code now loaded
+    (``digests.pin_running_build``): a worker imports nothing of efold's from disk
+    after the fork, so the pinned digest is the code it runs."""
+    from efold.digests import pin_running_build
+    from efold.guard.wire import http
+
+    http.preload()
+    names = [f"efold.{name}" for name in CHILD_PACKAGES]
+    for package in names[:]:
+        path = importlib.import_module(package).__path__
+        names += [m.name for m in pkgutil.walk_packages(path, f"{package}.")
+                  if not m.name.endswith(".__main__")]  # a __main__ runs on import
+    names += [target.partition(":")[0] for target in (*PROBE_BODIES.values(),
+                                                        *PREP_BODIES.values())]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the worker meets it again and refuses with its fixed code
+            continue
+    pin_running_build()
+
+
+def _reply(sock: socket.socket, msg: msgspec.Struct) -> None:
+    sock.send(ENCODER.encode(msg))
+
+
+def _close(fds: Sequence[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _close_all_but(keep: Sequence[int]) -> None:
+    """Close every descriptor from 3 up, except ``keep``."""
+    low = FIRST_FD
+    for fd in sorted(set(keep)):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _grandchild(request: ForkRequest, fds: Sequence[int], ready_w: int, go_r: int,
+                controller_pid: int, bodies: BodyFactory | None) -> None:
+    os.setsid()
+    random.seed()
+    os.environ[LAUNCH_MARKER_VAR] = request.marker
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _HIGH_FD) for fd in (*fds, ready_w, go_r)]
+    *relayed, ready_w, go_r = high
+    placed = list(range(FIRST_FD, FIRST_FD + len(relayed)))
+    for source, target in zip(relayed, placed, strict=True):
+        os.dup2(source, target, inheritable=False)
+    _close_all_but([*placed, ready_w, go_r])  # the control socket and the scratch copies
+    os.write(ready_w, _READY)
+    os.close(ready_w)
+    go = os.read(go_r, 1)
+    os.close(go_r)
+    if go != _GO:
+        os._exit(exit_status_for(Code.LAUNCH_FAILED))  # never released: touch nothing
+    deadline = time.monotonic() + _REPARENT_WAIT
+    while os.getppid() != controller_pid and time.monotonic() < deadline:
+        time.sleep(0.0002)  # the intermediate is exiting; verify_parent decides anyway
+    argv = [request.kind, "--ipc-fd", str(placed[0]), "--key-fd", str(placed[1])]
+    if len(placed) == 3:
+        argv += ["--credential-fd", str(placed[2])]
+    os._exit(entry.main(argv, body=bodies(request.kind) if bodies is not None else None))
+
+
+def _intermediate(request: ForkRequest, fds: Sequence[int], pid_w: int, release_r: int,
+                  controller_pid: int, bodies: BodyFactory | None) -> None:
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _grandchild(request, fds, ready_w, go_r, controller_pid, bodies)
+        finally:
+            os._exit(exit_status_for(Code.LAUNCH_FAILED))
+    _close([ready_w, go_r, *fds])
+    if os.read(ready_r, 1) != _READY:
+        os._exit(1)  # the grandchild died before it was set up
+    os.write(pid_w, pid.to_bytes(8, "big"))
+    os.close(pid_w)
+    if os.read(release_r, 1) == _RELEASE:
+        try:
+            os.write(go_w, _GO)
+        except OSError:
+            pass  # killed by the controller meanwhile
+    os._exit(0)  # the grandchild is orphaned here and goes to the subreaper
+
+
+def _read_pid(fd: int) -> int | None:
+    data = b""
+    while len(data) < 8:
+        chunk = os.read(fd, 8 - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return int.from_bytes(data, "big")
+
+
+def _serve_one(sock: socket.socket, request: ForkRequest, fds: Sequence[int],
+               controller_pid: int, bodies: BodyFactory | None) -> bool:
+    """One fork exchange. False once the controller is gone or misbehaves."""
+    pid_r, pid_w = os.pipe()
+    release_r, release_w = os.pipe()
+    try:
+        intermediate = os.fork()
+    except OSError:
+        _close([pid_r, pid_w, release_r, release_w, *fds])
+        _reply(sock, TemplateRefused(reason="fork_failed"))
+        return True
+    if intermediate == 0:
+        try:
+            _close([sock.detach(), pid_r, release_w])
+            _intermediate(request, fds, pid_w, release_r, controller_pid, bodies)
+        finally:
+            os._exit(1)
+    # Invariant: the template keeps no relayed descriptor past the fork.
+    _close([pid_w, release_r, *fds])
+    pid = _read_pid(pid_r)
+    os.close(pid_r)
+    if pid is None:
+        os.close(release_w)
+        os.waitpid(intermediate, 0)
+        _reply(sock, TemplateRefused(reason="fork_failed"))
+        return True
+    _reply(sock, Forked(pid=pid))
+    answer = _receive(sock)
+    released = isinstance(answer, Release)
+    if released:
+        os.write(release_w, _RELEASE)
+    os.close(release_w)  # without the byte: the grandchild exits unreleased
+    os.waitpid(intermediate, 0)
+    if released:
+        _reply(sock, Released())
+    return released
+
+
+def _receive(sock: socket.socket) -> object:
+    """The next message with no descriptors (any that came are closed), None on EOF or
+    garbage."""
+    try:
+        data, fds, flags, _ = socket.recv_fds(sock, MAX_PACKET, 0)
+    except OSError:
+        return None
+    _close(fds)
+    if not data or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        return None
+    try:
+        return TO_TEMPLATE.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
+def serve(sock: socket.socket, controller_pid: int,
+          bodies: BodyFactory | None = None) -> None:
+    """Answer fork requests until EOF or a malformed exchange."""
+    while True:
+        try:
+            data, fds, flags, _ = socket.recv_fds(sock, MAX_PACKET, 3)
+        except OSError:
+            return
+        if not data or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            _close(fds)
+            return
+        try:
+            request = TO_TEMPLATE.decode(data)
+        except msgspec.DecodeError:
+            request = None
+        if not isinstance(request, ForkRequest) or request_problem(request, len(fds)):
+            _close(fds)
+            _reply(sock, TemplateRefused(reason="bad_request"))
+            continue
+        if not _serve_one(sock, request, fds, controller_pid, bodies):
+            return
+
+
+def main(argv: Sequence[str] | None = None, *, bodies: BodyFactory | None = None) -> int:
+    """Run the template until its control socket closes. ``bodies``: see
+    ``BodyFactory``; never set from anything the template reads."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "--control-fd" or not args[1].isdigit():
+        return exit_status_for(Code.WORKER_USAGE)
+    controller_pid = os.getppid()
+    preload()
+    if threading.active_count() != 1:
+        # A fork copies only the forking thread: a lock another thread held would stay
+        # held in every worker. The controller reads the exit as a dead template and
+        # spawns instead.
+        return exit_status_for(Code.LAUNCH_FAILED)
+    # Everything imported so far moves to the collector's permanent generation: a
+    # worker's collections then never touch (and copy-on-write fault in) the pages of
+    # the objects it shares with the template.
+    gc.freeze()
+    try:
+        sock = socket.socket(fileno=int(args[1]))
+    except OSError:
+        return exit_status_for(Code.WORKER_USAGE)
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_SEQPACKET:
+        return exit_status_for(Code.WORKER_USAGE)
+    try:
+        _reply(sock, TemplateReady())
+        serve(sock, controller_pid, bodies)
+    except OSError:
+        pass  # the controller went away mid-reply: nothing to do but leave
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
