@@ -180,6 +180,10 @@ class WorkerHandle:
         self.channel = channel
         self.marker = marker  # the launch's environment marker (controller/marker.py)
         self.containment: ContainmentResult | None = None
+        # Invariant: True once a look after the leader's exit saw any other process tied
+        # to the launch, live or a zombie. While False (and no containment ran), nothing
+        # can die after that look: an exited leader starts nothing, and it left nothing.
+        self._left_any = False
         # Written only from ``accept_hello``, once the Hello is accepted; else discarded.
         self.credential = credential
         self._closed = False
@@ -315,7 +319,8 @@ class WorkerHandle:
         if status is not None:
             DIRECT_CHILDREN.discard(self.identity.pid)
             os.close(self.pidfd)
-        self._leftovers()  # reap any orphan that died after the last look
+        if self.containment is not None or self._left_any:
+            self._leftovers()  # reap any orphan that died after the last look
         try:
             self.journal.record_exit(self.launch_id, status)
         except (EfoldError, sqlite3.Error):
@@ -337,6 +342,7 @@ class WorkerHandle:
         for entry in self._tied():
             if entry.pid == self.identity.pid:
                 continue
+            self._left_any = True
             if entry.exited:
                 reap_adopted(entry.pid, entry.start_time)
             else:
@@ -365,7 +371,7 @@ async def launch_worker(
     try:
         # Until the child is registered, no membership scan of another launch in flight
         # may run (``DirectChildren``): it would take the child for an adopted orphan.
-        with DIRECT_CHILDREN.registering():
+        with DIRECT_CHILDREN.spawning():
             return await _launch(journal, assignment, program=program,
                                  max_frame=max_frame, env=env, credential=handoff,
                                  template=template)

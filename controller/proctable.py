@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
+_STAT_READ = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class ProcEntry:
     pid: int
@@ -32,11 +35,19 @@ class ProcEntry:
 
 def read_entry(pid: int) -> ProcEntry | None:
     """The entry for ``pid``, or None if it is gone (or unreadable)."""
+    # Raw descriptors, one read: every launch scans /proc more than once, and a Python
+    # file object per process costs three times as much. A stat line is a few hundred
+    # bytes (its one variable field, comm, at most 64), so 4 KiB holds it whole.
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        raw = os.read(fd, _STAT_READ)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     try:
         # comm (field 2) may hold spaces and parentheses: split after the last ')'.
         fields = raw[raw.rindex(b")") + 2 :].split()

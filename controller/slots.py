@@ -37,6 +37,7 @@ from efold.controller.receipts import write_receipt
 from efold.controller.run_context import LaunchEnd, RunContext
 from efold.controller.runroot import Removal, remove_at
 from efold.controller.stops import SlotEnd
+from efold.controller.subreaper import DIRECT_CHILDREN
 from efold.corpus.model import Probe
 from efold.errors import Code, EfoldError
 from efold.ipc.messages import Terminal, TerminalStatus
@@ -122,9 +123,13 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         if boundary is not None and terminal is not None \
                 and terminal.status is TerminalStatus.ANSWERED:
             b = boundary
-            record = await anyio.to_thread.run_sync(
-                lambda: judge_boundary(b.case, slot_dir, terminal.work_sha256, b.facts,
-                                       b.route, real=b.real))
+            # The oracles may run a contained command (``tests-pass``) as this process's
+            # own, unregistered child: no other launch in flight may scan for orphans
+            # until it is over (``DirectChildren.spawning``).
+            with DIRECT_CHILDREN.spawning():
+                record = await anyio.to_thread.run_sync(
+                    lambda: judge_boundary(b.case, slot_dir, terminal.work_sha256, b.facts,
+                                           b.route, real=b.real))
         receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started,
                             boundary=record)
     cleanup = discard_restored_copy(ctx.journal, slot, slot_dir)

@@ -62,7 +62,7 @@ def is_subreaper() -> bool:
 
 class DirectChildren:
     """Children this process started on purpose and not yet reaped, by pid; and the
-    launches under way whose child may already exist but is not registered yet.
+    work under way whose child may exist but is not registered (``spawning``).
 
     Why the second: with several launches in flight, one launch's membership scan can
     run while another launch's spawn is awaited (trio forks in a worker thread). The
@@ -74,27 +74,30 @@ class DirectChildren:
     def __init__(self) -> None:
         # Invariant: a pid is here from spawn until its owner has reaped it.
         self._children: dict[int, ProcessIdentity] = {}
-        # Invariant: the number of ``registering()`` blocks open: launches between the
-        # start of their spawn and the registration of its child (or its failure).
-        self._registering = 0
-        self._quiet: anyio.Event | None = None  # set when ``_registering`` drops to 0
+        # Invariant: the number of ``spawning()`` blocks open: launches between the
+        # start of their spawn and the registration of its child (or its failure), and
+        # work that runs children of this process it does not register (a boundary
+        # slot's oracles: ``controller.slots``).
+        self._spawning = 0
+        self._quiet: anyio.Event | None = None  # set when ``_spawning`` drops to 0
 
     @contextmanager
-    def registering(self) -> Iterator[None]:
-        """Around a spawn, up to and including ``add`` of the child it made."""
-        self._registering += 1
+    def spawning(self) -> Iterator[None]:
+        """Around a spawn, up to and including ``add`` of the child it made; or around
+        work that runs unregistered children of this process (they end within it)."""
+        self._spawning += 1
         try:
             yield
         finally:
-            self._registering -= 1
-            if self._registering == 0 and self._quiet is not None:
+            self._spawning -= 1
+            if self._spawning == 0 and self._quiet is not None:
                 self._quiet.set()
                 self._quiet = None
 
     async def quiet(self) -> None:
         """Return at a moment when every child this process made on purpose is
         registered. Only until the caller's next checkpoint: scan before awaiting."""
-        while self._registering:
+        while self._spawning:
             if self._quiet is None:
                 self._quiet = anyio.Event()
             await self._quiet.wait()

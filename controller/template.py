@@ -98,7 +98,7 @@ class Template:
     identity read, ``DIRECT_CHILDREN.add``) while it is still the intermediate's child,
     and only then released (``Release``): it is reparented to the controller only after
     it is registered, so no containment can ever see it as an unregistered child. (The
-    launcher's ``DIRECT_CHILDREN.registering()`` around every launch holds scans off
+    launcher's ``DIRECT_CHILDREN.spawning()`` around every launch holds scans off
     meanwhile as well; this ordering does not depend on it.)
     """
 

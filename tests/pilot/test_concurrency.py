@@ -3,8 +3,9 @@ the real controller, the real journal.
 
 - N children racing for the last Rmax of the cap: the cap rule, replayed from the
   journal at every admission, holds (T + Rmax <= C with every active hold counted);
-- a run at N > 1 writes the same receipts and results as the same registration at
-  concurrency 1 (the faux reader is deterministic), whatever order slots finish in;
+- a run at N > 1, its children forked from the template, writes the same receipts and
+  results as the same registration at concurrency 1 with every child spawned (the faux
+  reader is deterministic), whatever order slots finish in;
 - an interruption contains every child in flight, not only one.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import msgspec
 from efold_pilot_kit import HERE, faulty_program, small_registration
 
-from efold.controller.pilot import run_pilot
+from efold.controller.pilot import Dispatch, run_pilot
 from efold.controller.recovery import observe
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code
@@ -93,12 +94,17 @@ def _timeless(receipt: Receipt) -> Receipt:
 
 
 def test_a_concurrent_run_writes_what_a_serial_run_writes(tmp_path: Path) -> None:
+    # The serial run spawns each child; the concurrent one forks them from the template:
+    # neither the launcher nor N changes a result.
     outs = {}
-    for n in (1, 4):
+    for n, launcher in ((1, "spawn"), (4, "template")):
         reg, raw = small_registration(extra=f"concurrency = {n}\n")
         run = claim_run_dir(tmp_path / f"run-{n}")
-        outs[n] = run_pilot(reg, raw, run)
+        outs[n] = run_pilot(reg, raw, run, dispatch=Dispatch(launcher=launcher))  # type: ignore[arg-type]
         assert outs[n].stop_code is None
+        kinds = _journal(run, "SELECT DISTINCT kind FROM launches ORDER BY kind")
+        assert kinds == ([("prep",), ("probe",)] if launcher == "spawn" else
+                         [("prep",), ("probe",), ("template",)])
     serial, concurrent = outs[1], outs[4]
     assert serial.plan.schedule_sha256 == concurrent.plan.schedule_sha256
     assert [r.slot for r in concurrent.receipts] == [s.slot for s in concurrent.plan.slots]
@@ -127,7 +133,7 @@ CONTROLLER = """
 import sys
 sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
-from efold.controller.pilot import run_pilot
+from efold.controller.pilot import Dispatch, run_pilot
 from efold.controller.runroot import claim_run_dir
 reg, raw = small_registration(extra="concurrency = 3\\n")
 out = run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang-all", {marker!r}))

@@ -1,7 +1,7 @@
 """With several launches in flight, a launch's fresh child must never be taken for an
 adopted orphan of another launch being scanned (rule 4 of ``controller.membership``):
 scans wait until every child the controller made on purpose is registered
-(``DirectChildren.registering``/``quiet``). Real processes, the real /proc scan."""
+(``DirectChildren.spawning``/``quiet``). Real processes, the real /proc scan."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def test_quiet_waits_for_every_registration_under_way() -> None:
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            with children.registering():
-                with children.registering():
+            with children.spawning():
+                with children.spawning():
                     tg.start_soon(scanner)
                     await anyio.sleep(0.05)
                     assert seen == []  # two launches under way
@@ -68,7 +68,7 @@ def test_a_fresh_child_is_no_orphan_of_a_launch_scanned_at_quiet() -> None:
 
     async def main() -> subprocess.Popen[bytes]:
         async with anyio.create_task_group() as tg:
-            with DIRECT_CHILDREN.registering():
+            with DIRECT_CHILDREN.spawning():
                 child = _sleeper()
                 assert child.pid in tied_to_a()  # unregistered: it would be adopted
                 tg.start_soon(scan_a)
