@@ -3,8 +3,9 @@
 While a run executes, both signals are received by a watcher task instead of raising
 ``KeyboardInterrupt`` at an arbitrary point. The first one interrupts the run
 (``RunContext.interrupt``): admission closes with a journaled ``interrupted`` stop, the
-launch in flight is cancelled and its child contained (shielded: nothing interrupts a
-containment), its slot is recorded with the code ``interrupted``, every later slot is
+launches in flight (one per place of ``concurrency``) are cancelled and their children
+contained (shielded: nothing interrupts a containment), their slots are recorded with
+the code ``interrupted``, every later slot is
 visited without a launch, and the reports are written with an "interrupted" banner. A
 repeated signal only says that the shutdown is under way: it never skips containment.
 
@@ -42,10 +43,10 @@ async def _watch(ctx: RunContext, *,
         task_status.started()
         async for signum in received:
             if ctx.interrupt(signum):
-                _say(f"{signal.Signals(signum).name}: admission closed; containing the child "
-                     "in flight, then writing the reports")
+                _say(f"{signal.Signals(signum).name}: admission closed; containing every "
+                     "child in flight, then writing the reports")
             else:
-                _say("still shutting down: the child in flight is being contained")
+                _say("still shutting down: the children in flight are being contained")
 
 
 def _late(signum: int, frame: object) -> None:

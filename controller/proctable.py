@@ -14,7 +14,6 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-
 _STAT_READ = 4096
 
 

@@ -69,7 +69,7 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
     Every run gets a new directory (printed first); nothing is resumed or reused.
-    Ctrl-C (or SIGTERM) closes admission, contains the child in flight, writes the
+    Ctrl-C (or SIGTERM) closes admission, contains every child in flight, writes the
     reports with an "interrupted" banner and exits 130 (143).
 
     --campaign NAME|FILE registers a campaign and runs it in one step; --roles,
