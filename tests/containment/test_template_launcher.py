@@ -147,8 +147,9 @@ async def test_launches_fall_back_to_spawns_once_the_template_is_killed(run: Run
         ("template", -signal.SIGKILL), ("prep", 0), ("prep", 0)]
 
 
-async def test_a_template_that_never_gets_ready_means_spawns(run: Run) -> None:
-    program = [sys.executable, "-I", "-c", "import sys; sys.exit(3)"]  # ignores its argv
+async def _a_dead_template_means_a_spawn(run: Run, program: list[str]) -> list[int]:
+    """Start a template with ``program``, which must never become ready; one prep launch
+    through it must spawn and complete. Returns the exit statuses of both launches."""
     async with running_template(run.journal, run.epoch, program=program, policy=FAST) as template:
         assert not template.alive
         a = make_assignment(run, kind="prep")
@@ -158,8 +159,14 @@ async def test_a_template_that_never_gets_ready_means_spawns(run: Run) -> None:
             assert isinstance(await handle.channel.receive(timeout=10), Prepared)
             await handle.acknowledge_done()
         assert (await handle.close()).status == 0
-    assert [(r["kind"], r["exit_status"]) for r in launches(run)] == [
-        ("template", 3), ("prep", 0)]
+    rows = [(r["kind"], r["exit_status"]) for r in launches(run)]
+    assert [kind for kind, _ in rows] == ["template", "prep"]
+    return [status for _, status in rows]
+
+
+async def test_a_template_that_never_gets_ready_means_spawns(run: Run) -> None:
+    program = [sys.executable, "-I", "-c", "import sys; sys.exit(3)"]  # ignores its argv
+    assert await _a_dead_template_means_a_spawn(run, program) == [3, 0]
 
 
 async def test_a_template_with_a_thread_refuses_to_fork(run: Run) -> None:
@@ -170,17 +177,8 @@ async def test_a_template_with_a_thread_refuses_to_fork(run: Run) -> None:
                "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
                "from efold.worker import template\n"
                "sys.exit(template.main(sys.argv[1:]))"]
-    async with running_template(run.journal, run.epoch, program=program, policy=FAST) as template:
-        assert not template.alive
-        a = make_assignment(run, kind="prep")
-        async with supervise(run.journal, a, policy=FAST, template=template) as handle:
-            assert not isinstance(handle.process, AdoptedProcess)
-            await handle.accept_hello(welcome(), timeout=10)
-            assert isinstance(await handle.channel.receive(timeout=10), Prepared)
-            await handle.acknowledge_done()
-        assert (await handle.close()).status == 0
-    assert [(r["kind"], r["exit_status"]) for r in launches(run)] == [
-        ("template", exit_status_for(Code.LAUNCH_FAILED)), ("prep", 0)]
+    assert await _a_dead_template_means_a_spawn(run, program) == [
+        exit_status_for(Code.LAUNCH_FAILED), 0]
 
 
 def _pending(fd: int) -> int:

@@ -50,6 +50,27 @@ run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {mark
 """
 
 
+def journal_rows(run: Path, sql: str) -> list[tuple[object, ...]]:
+    """The rows of ``sql`` over the run's journal, read-only; [] while it cannot be read
+    (not yet created, or its schema not yet committed)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+            return list(conn.execute(sql))
+    except sqlite3.Error:
+        return []
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` names a live process (a zombie is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
 def hold_consumed(run: Path) -> bool:
     """Whether the run's journal shows a consumed hold (a request in flight)."""
     import sqlite3

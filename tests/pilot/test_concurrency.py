@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import msgspec
-from efold_pilot_kit import HERE, faulty_program, small_registration
+from efold_pilot_kit import HERE, alive, faulty_program, journal_rows, small_registration
 
 from efold.controller.pilot import Dispatch, run_pilot
 from efold.controller.recovery import observe
@@ -31,20 +30,13 @@ from efold.protocol.records import Receipt, SlotStatus
 RMAX_USD = "3.92"  # the faux reader's Rmax
 
 
-def _journal(run: Path, sql: str) -> list[tuple[object, ...]]:
-    try:
-        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
-            return list(conn.execute(sql))
-    except sqlite3.Error:
-        return []
-
 
 def _cap_rule_at_every_admission(run: Path, cap_units: int, rmax_units: int) -> int:
     """Replay the journal's holds: at each admission, what was already committed (every
     hold still open then, at its hold; every hold settled before it, at its settled
     cost; lost and stopped holds at their hold) plus Rmax must fit under the cap.
     Returns the most holds open at once."""
-    holds = _journal(run, "SELECT admitted_ns, settled_ns, hold_units, settled_units "
+    holds = journal_rows(run, "SELECT admitted_ns, settled_ns, hold_units, settled_units "
                           "FROM holds ORDER BY admitted_ns")
     most = 0
     for admitted, *_ in holds:
@@ -74,10 +66,10 @@ def test_children_racing_for_the_last_rmax_never_pass_the_cap(tmp_path: Path) ->
     # Every racer was answered before any hold was consumed: exactly two granted.
     replies = sorted((tmp_path / f"barrier.reply.{i}").read_text() for i in range(4))
     assert replies == ["granted", "granted", "not_admitted_cap", "not_admitted_cap"]
-    assert _journal(run, "SELECT COUNT(*) FROM holds")[0][0] == 2
+    assert journal_rows(run, "SELECT COUNT(*) FROM holds")[0][0] == 2
     assert _cap_rule_at_every_admission(run, reg.cap_units, reg.rmax_units) == 2
     assert out.stop_code is Code.NOT_ADMITTED_CAP
-    launches = _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'")[0][0]
+    launches = journal_rows(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'")[0][0]
     assert launches == 4  # the racers; after the refusal nothing more was launched
     racers, later = out.receipts[:4], out.receipts[4:]
     assert sorted(r.status for r in racers).count(SlotStatus.COMPLETED) == 2
@@ -102,7 +94,7 @@ def test_a_concurrent_run_writes_what_a_serial_run_writes(tmp_path: Path) -> Non
         run = claim_run_dir(tmp_path / f"run-{n}")
         outs[n] = run_pilot(reg, raw, run, dispatch=Dispatch(launcher=launcher))  # type: ignore[arg-type]
         assert outs[n].stop_code is None
-        kinds = _journal(run, "SELECT DISTINCT kind FROM launches ORDER BY kind")
+        kinds = journal_rows(run, "SELECT DISTINCT kind FROM launches ORDER BY kind")
         assert kinds == ([("prep",), ("probe",)] if launcher == "spawn" else
                          [("prep",), ("probe",), ("template",)])
     serial, concurrent = outs[1], outs[4]
@@ -110,7 +102,7 @@ def test_a_concurrent_run_writes_what_a_serial_run_writes(tmp_path: Path) -> Non
     assert [r.slot for r in concurrent.receipts] == [s.slot for s in concurrent.plan.slots]
     assert [_timeless(r) for r in concurrent.receipts] == [_timeless(r) for r in serial.receipts]
     # Four children were in flight at once at some point (launch/exit intervals overlap).
-    spans = _journal(concurrent.run_dir, "SELECT launched_ns, exited_ns FROM launches "
+    spans = journal_rows(concurrent.run_dir, "SELECT launched_ns, exited_ns FROM launches "
                                          "WHERE kind = 'probe'")
     assert max(sum(1 for a, b in spans if a <= t < b)  # type: ignore[operator]
                for t, _ in spans) > 1
@@ -141,13 +133,6 @@ print("interrupted", out.interrupted, flush=True)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
 
 def test_an_interrupt_contains_every_child_in_flight(tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -156,11 +141,11 @@ def test_an_interrupt_contains_every_child_in_flight(tmp_path: Path) -> None:
                                   stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 90
-        while len(_journal(run, "SELECT 1 FROM holds WHERE state = 'consumed'")) < 3:
+        while len(journal_rows(run, "SELECT 1 FROM holds WHERE state = 'consumed'")) < 3:
             assert controller.poll() is None, "the controller ended before the fault point"
             assert time.monotonic() < deadline, "three requests never were in flight"
             time.sleep(0.05)
-        children = [int(pid) for (pid,) in _journal(  # type: ignore[call-overload]
+        children = [int(pid) for (pid,) in journal_rows(  # type: ignore[call-overload]
             run, "SELECT pid FROM launches WHERE kind = 'probe' AND exited_ns IS NULL")]
         assert len(children) == 3
         controller.send_signal(signal.SIGINT)
@@ -171,7 +156,7 @@ def test_an_interrupt_contains_every_child_in_flight(tmp_path: Path) -> None:
             controller.wait()
     assert controller.returncode == 0, err.decode()
     assert out.decode().split() == ["interrupted", str(int(signal.SIGINT))]
-    assert not any(_alive(pid) for pid in children)
+    assert not any(alive(pid) for pid in children)
     receipts = [json.loads(p.read_bytes()) for p in sorted((run / "receipts").iterdir())]
     assert len(receipts) == 16
     flying = [r for r in receipts if r["status"] == "incomplete"]

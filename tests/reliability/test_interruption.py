@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from efold_pilot_kit import HERE
+from efold_pilot_kit import HERE, alive, journal_rows
 
 from efold.controller.recovery import observe
 from efold.errors import Code
@@ -32,13 +31,6 @@ print("interrupted", out.interrupted, flush=True)
 """
 
 
-def _journal(run: Path, sql: str) -> list[tuple[object, ...]]:
-    try:
-        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
-            return list(conn.execute(sql))
-    except sqlite3.Error:
-        return []
-
 
 def _wait_for(predicate, process: subprocess.Popen[bytes], seconds: float = 90) -> None:
     deadline = time.monotonic() + seconds
@@ -47,13 +39,6 @@ def _wait_for(predicate, process: subprocess.Popen[bytes], seconds: float = 90) 
         assert time.monotonic() < deadline, "timed out waiting for the fault point"
         time.sleep(0.05)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT),
@@ -67,9 +52,9 @@ def test_an_interrupt_contains_the_child_in_flight_and_writes_the_reports(
                                   stderr=subprocess.PIPE)
     try:
         # The hanging probe child has consumed a hold: a request is "in flight".
-        _wait_for(lambda: _journal(run, "SELECT 1 FROM holds WHERE state = 'consumed'"),
+        _wait_for(lambda: journal_rows(run, "SELECT 1 FROM holds WHERE state = 'consumed'"),
                   controller)
-        (child,) = _journal(run, "SELECT pid FROM launches WHERE exited_ns IS NULL "
+        (child,) = journal_rows(run, "SELECT pid FROM launches WHERE exited_ns IS NULL "
                                  "AND kind = 'probe'")[0:1]
         for signum in signals:
             controller.send_signal(signum)
@@ -81,10 +66,10 @@ def test_an_interrupt_contains_the_child_in_flight_and_writes_the_reports(
             controller.wait()
     assert controller.returncode == 0, err.decode()
     assert out.decode().split() == ["interrupted", str(signals[0])]
-    assert not _alive(int(child[0]))  # type: ignore[arg-type]
-    stops = _journal(run, "SELECT code FROM stops WHERE sticky = 1")
+    assert not alive(int(child[0]))  # type: ignore[arg-type]
+    stops = journal_rows(run, "SELECT code FROM stops WHERE sticky = 1")
     assert (Code.INTERRUPTED.value,) in stops
-    statuses = dict(_journal(run, "SELECT slot, code FROM slot_status"))  # type: ignore[arg-type]
+    statuses = dict(journal_rows(run, "SELECT slot, code FROM slot_status"))  # type: ignore[arg-type]
     receipts = [json.loads(p.read_bytes()) for p in sorted((run / "receipts").iterdir())]
     assert len(receipts) == 16 == len(statuses)  # every slot visited, none launched after
     flying = [r for r in receipts if r["status"] == "incomplete"]
@@ -106,7 +91,7 @@ def test_the_pilot_command_exits_130_and_says_what_to_do_next(tmp_path: Path) ->
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
     )
     try:
-        _wait_for(lambda: len(_journal(run, "SELECT slot FROM receipts")) >= 3, controller)
+        _wait_for(lambda: len(journal_rows(run, "SELECT slot FROM receipts")) >= 3, controller)
         controller.send_signal(signal.SIGINT)
         out, err = controller.communicate(timeout=60)
     finally:
