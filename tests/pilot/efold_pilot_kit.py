@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,9 +27,17 @@ cap_usd = "{cap}"
 """
 
 
+# The concurrency of every small campaign that does not set its own: 1, or N under
+# ``EFOLD_TEST_CONCURRENCY=N`` (the reliability suite's second pass runs the same faults
+# with N probe children in flight: docs/reliability.md).
+TEST_CONCURRENCY = int(os.environ.get("EFOLD_TEST_CONCURRENCY", "1"))
+
+
 def small_registration(cap: str = "60.00", roles: str | None = None, *, extra: str = "",
                        ) -> tuple[Registration, bytes]:
     """The small campaign; ``extra`` is TOML appended to it (e.g. a ``[deadlines]`` table)."""
+    if TEST_CONCURRENCY != 1 and "concurrency =" not in extra:
+        extra = f"concurrency = {TEST_CONCURRENCY}\n" + extra
     text = SMALL.format(cap=cap) + extra
     if roles is not None:
         text = text.replace('roles = ["native", "store"]', f"roles = {roles}")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from efold_pilot_kit import HERE, alive, journal_rows
+from efold_pilot_kit import HERE, TEST_CONCURRENCY, alive, journal_rows
 
 from efold.controller.recovery import observe
 from efold.errors import Code
@@ -72,9 +72,11 @@ def test_an_interrupt_contains_the_child_in_flight_and_writes_the_reports(
     statuses = dict(journal_rows(run, "SELECT slot, code FROM slot_status"))  # type: ignore[arg-type]
     receipts = [json.loads(p.read_bytes()) for p in sorted((run / "receipts").iterdir())]
     assert len(receipts) == 16 == len(statuses)  # every slot visited, none launched after
+    # The hung child, and (at EFOLD_TEST_CONCURRENCY > 1) any other admitted one in flight.
     flying = [r for r in receipts if r["status"] == "incomplete"]
-    assert len(flying) == 1 and flying[0]["code"] == Code.INTERRUPTED.value
-    assert flying[0]["spend"]["retained_units"] > 0  # the consumed hold stays counted
+    assert 1 <= len(flying) <= TEST_CONCURRENCY
+    assert all(r["code"] == Code.INTERRUPTED.value for r in flying)
+    assert any(r["spend"]["retained_units"] > 0 for r in flying)  # the consumed hold counts
     later = [r for r in receipts if r["status"] == "unadmitted"]
     assert later and all(r["code"] == Code.INTERRUPTED.value for r in later)
     for name in ("results.json", "summary.md", "report.html"):
