@@ -57,15 +57,14 @@ from efold.controller.containment import (
 )
 from efold.controller.errors import ControllerError
 from efold.controller.marker import MARKER_VAR, new_marker
-from efold.controller.membership import tied_processes
-from efold.controller.proctable import ProcEntry, scan
+from efold.controller.membership import left_behind, tied_now
 from efold.controller.proof import (
     ROLE_DESCENDANT,
     ROLE_LEADER,
     group_signal_supported,
     signal_pidfd,
 )
-from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper, reap_adopted
+from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper
 from efold.controller.template import AdoptedChild, Template
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
@@ -244,7 +243,7 @@ class WorkerHandle:
         order: membership is durable before the child may exit)."""
         members = [(self.identity, self.pgid, ROLE_LEADER)]
         await DIRECT_CHILDREN.quiet()  # then scan at once (``DirectChildren``)
-        for entry in self._tied():
+        for entry in tied_now(self.identity, self.pgid, self.marker):
             if entry.exited or entry.pid == self.identity.pid:
                 continue
             ident = ProcessIdentity(
@@ -326,28 +325,11 @@ class WorkerHandle:
         except (EfoldError, sqlite3.Error):
             pass  # the exit row is bookkeeping; the containment episode is the record
 
-    def _tied(self) -> list[ProcEntry]:
-        """Processes tied to this launch now (``efold.controller.membership``)."""
-        return tied_processes(
-            scan(), leader=self.identity, pgid=self.pgid, recorded=(),
-            controller_pid=os.getpid(),
-            direct_children=DIRECT_CHILDREN.pids() - {self.identity.pid},
-            marker=self.marker,
-        )
-
     def _leftovers(self) -> bool:
-        """Whether the exited leader left live processes behind. Exited ones that are
-        now our adopted zombies are reaped on the way (nobody else ever will)."""
-        leftovers = False
-        for entry in self._tied():
-            if entry.pid == self.identity.pid:
-                continue
-            self._left_any = True
-            if entry.exited:
-                reap_adopted(entry.pid, entry.start_time)
-            else:
-                leftovers = True
-        return leftovers
+        """Whether the exited leader left live processes behind (``left_behind``)."""
+        alive, seen = left_behind(self.identity, self.pgid, self.marker)
+        self._left_any = self._left_any or seen
+        return alive
 
 
 async def launch_worker(

@@ -28,10 +28,12 @@ worker's orphan either way.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 from efold.controller.marker import marked_processes
-from efold.controller.proctable import ProcEntry, descendants
+from efold.controller.proctable import ProcEntry, descendants, scan
+from efold.controller.subreaper import DIRECT_CHILDREN, reap_adopted
 from efold.identity import ProcessIdentity
 
 
@@ -94,3 +96,29 @@ def live_in_groups(
     """Live (non-zombie) processes whose process group is one of ``groups``."""
     wanted = set(groups)
     return [e for pid, e in sorted(table.items()) if e.pgid in wanted and not e.exited]
+
+
+def tied_now(leader: ProcessIdentity, pgid: int, marker: str | None) -> list[ProcEntry]:
+    """Processes tied now (one /proc scan) to a launch of this controller: its own
+    other direct children are not orphans of it. Callers that may see adopted orphans
+    await ``DIRECT_CHILDREN.quiet()`` first."""
+    return tied_processes(
+        scan(), leader=leader, pgid=pgid, recorded=(), controller_pid=os.getpid(),
+        direct_children=DIRECT_CHILDREN.pids() - {leader.pid}, marker=marker,
+    )
+
+
+def left_behind(leader: ProcessIdentity, pgid: int, marker: str | None) -> tuple[bool, bool]:
+    """After the leader's exit: whether a process tied to the launch is still alive, and
+    whether any process besides the leader was seen at all. Exited ones, our adopted
+    zombies, are reaped on the way (nobody else ever will)."""
+    alive = seen = False
+    for entry in tied_now(leader, pgid, marker):
+        if entry.pid == leader.pid:
+            continue
+        seen = True
+        if entry.exited:
+            reap_adopted(entry.pid, entry.start_time)
+        else:
+            alive = True
+    return alive, seen

@@ -41,9 +41,9 @@ from efold.controller.childenv import child_environment
 from efold.controller.containment import ContainmentPolicy, LaunchTarget, contain
 from efold.controller.errors import ControllerError
 from efold.controller.marker import MARKER_VAR, new_marker
-from efold.controller.membership import tied_processes
-from efold.controller.proctable import read_entry, scan
-from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper, reap_adopted
+from efold.controller.membership import left_behind
+from efold.controller.proctable import read_entry
+from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.protocol.template_wire import (
@@ -287,22 +287,8 @@ class _TemplateLaunch:
                             marker=self.marker)
 
     def leftovers(self) -> bool:
-        """Whether processes tied to the template outlive it (its exited adopted
-        orphans are reaped on the way)."""
-        found = False
-        tied = tied_processes(
-            scan(), leader=self.identity, pgid=self.pgid, recorded=(),
-            controller_pid=os.getpid(),
-            direct_children=DIRECT_CHILDREN.pids() - {self.identity.pid}, marker=self.marker,
-        )
-        for entry in tied:
-            if entry.pid == self.identity.pid:
-                continue
-            if entry.exited:
-                reap_adopted(entry.pid, entry.start_time)
-            else:
-                found = True
-        return found
+        """Whether processes tied to the template outlive it (``left_behind``)."""
+        return left_behind(self.identity, self.pgid, self.marker)[0]
 
 
 async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
