@@ -216,6 +216,11 @@ class Code(enum.StrEnum):
     PRUNE_RUN_LIVE = "prune_run_live"  # `prune`: a controller (or reap) holds the run lease
     PRUNE_NOT_CONFIRMED = "prune_not_confirmed"  # `prune`: no --yes, no terminal, or declined
     PRUNE_INCOMPLETE = "prune_incomplete"  # `prune`: entries of a run could not be removed
+    CLUSTER_UNAVAILABLE = "cluster_unavailable"  # `cluster`: no Ray, or no cluster there
+    CLUSTER_SHARDS_INVALID = "cluster_shards_invalid"  # more shards than traces or nodes
+    CLUSTER_CAP_TOO_SMALL = "cluster_cap_too_small"  # the cap holds no Rmax per shard
+    CLUSTER_SHARD_MISPLACED = "cluster_shard_misplaced"  # a shard on a node it is not bound to
+    CLUSTER_RECORDS_INVALID = "cluster_records_invalid"  # a shard's records disagree with the run
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"
@@ -237,3 +242,8 @@ class EfoldError(Exception):
         super().__init__(f"{code.value}: {detail}" if detail else code.value)
         self.code = code
         self.detail = detail
+
+    def __reduce__(self) -> tuple[type[EfoldError], tuple[Code, str]]:
+        # Pickled as its own arguments, so that it crosses a process boundary (a Ray
+        # task's error) as itself.
+        return type(self), (self.code, self.detail)

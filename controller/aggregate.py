@@ -80,7 +80,7 @@ def receipt_name(slot: str) -> str:
     return f"{slot}.json"
 
 
-def _run_records(run: Path) -> tuple[Plan, Registration]:
+def run_records(run: Path) -> tuple[Plan, Registration]:
     """plan.json, checked against registration.json (the plan names its registration's
     sha256, and its schedule digest covers its own slots), and the registered reader."""
     try:
@@ -97,7 +97,7 @@ def _run_records(run: Path) -> tuple[Plan, Registration]:
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunView:
     run = Path(run_dir)
-    plan, reg = _run_records(run)
+    plan, reg = run_records(run)
     # The lease before the journal: if the controller is gone now, the journal read
     # after this is its final state.
     controller = probe_lease(run).state.value
@@ -156,18 +156,25 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
                        [r for r in launches if r["launch_id"] not in template_ids],
                        [r for r in containments if r["launch_id"] not in template_ids],
                        in_flight, started_ns, ended_ns)
-    reader = reg.campaign.reader
     # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned
                                     and not h["slot"].endswith(JUDGE_RUN_SUFFIX)])
+    return registered_view(reg, plan, receipts, missing, in_flight, summaries, facts)
+
+
+def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
+                    journaled_missing: list[str], in_flight: list[str],
+                    summariser_spends: dict[str, SlotSpend], facts: RunFacts) -> RunView:
+    """A run's view, with what the registration says of its routes."""
+    reader = reg.campaign.reader
     summariser = reg.campaign.summariser
     summarisers = {} if summariser is None else {
         role.name: f"{summariser.provider}/{summariser.model}"
         for role in reg.campaign.roles if calls_summariser(role)}
     judge = reg.campaign.judge
-    return RunView(plan, receipts, missing, in_flight, reader.is_faux,
-                   f"{reader.provider}/{reader.model}", summaries, summarisers, facts,
-                   None if judge is None else f"{judge.provider}/{judge.model}",
+    return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
+                   f"{reader.provider}/{reader.model}", summariser_spends, summarisers,
+                   facts, None if judge is None else f"{judge.provider}/{judge.model}",
                    reg.digests.build)
 
 

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from efold.controller.campaign import prep_seconds, probe_seconds
 from efold.controller.errors import ControllerError
 from efold.controller.profiles import Profile, is_loopback_url
 from efold.controller.registration import Registration
+from efold.controller.shards import ShardTicket
 from efold.digests import canonical_json, runtime_digest, sha256_hex
 from efold.errors import Code
 from efold.registry.approver_keys import load_public_key
@@ -75,6 +77,34 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
         output_root=os.path.realpath(output_root),
         credential_env_var=credential_env_var,
     )
+
+
+def mint_shard(reg: Registration, reg_bytes: bytes, schedule_sha256: str, run_dir: Path, *,
+               authorization_id: str, cap_units: int) -> tuple[bytes, bytes]:
+    """A cluster run's authorization for one shard (its own domain, ``SHARD``): its
+    bindings are the shard's (schedule, cap, the shard's run directory on its node).
+    Returns the artifact and the raw public key that verifies it."""
+    bindings = run_bindings(reg, reg_bytes, schedule_sha256, run_dir, FAUX_CREDENTIAL_ENV,
+                            cap_units=cap_units)
+    mint = mint_faux_authorization(bindings, authorization_id=authorization_id,
+                                   domain=AuthorizationDomain.SHARD)
+    return mint.artifact, mint.trusted_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def consume_shard(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,
+                  run_id: str, ticket: ShardTicket) -> str:
+    """Consume a shard's authorization for this shard run (the shard burn registry
+    beside its run root) and verify the pair before any child starts; returns its id.
+    Its bindings must be this run's: this registration, the shard's schedule and cap,
+    this run directory; a second use refuses (``authorization_consumed``)."""
+    bindings = run_bindings(reg, reg_bytes, schedule_sha256, Path(lease.run_dir),
+                            FAUX_CREDENTIAL_ENV, cap_units=ticket.spec.cap_units)
+    record = consume_authorization(
+        ticket.artifact, domain=AuthorizationDomain.SHARD,
+        trusted_keys=[Ed25519PublicKey.from_public_bytes(ticket.trusted_key)],
+        expected=bindings, account_id=FAUX_ACCOUNT_ID, lease=lease, run_id=run_id,
+    )
+    return record.authorization_id
 
 
 def consume_faux(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,

@@ -17,6 +17,7 @@ from typing import Final
 import click
 
 from efold import __version__
+from efold.errors import Code
 
 # Command name -> (module under efold.controller.commands, one-line help).
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
@@ -30,6 +31,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "certify": ("certify", "Certify a fold offline: 100 fold cycles with a poisoned "
                 "previous summary, closure fixtures and a maximal source, in a contained "
                 "child."),
+    "cluster": ("cluster", "Run a campaign over a Ray cluster: one ordinary efold "
+                "controller per shard."),
     "compare": ("compare", "Compare two runs slot by slot: what changed, paired accuracy, "
                 "flips."),
     "corpus": ("corpus", "Generate, validate and inspect traces and their probes."),
@@ -59,11 +62,32 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
+# Commands that need an optional extra: command -> (the module it imports, the extra).
+OPTIONAL: Final[dict[str, tuple[str, str]]] = {"cluster": ("ray", "ray")}
+
+
 def load_command(name: str) -> click.Command:
-    """The command ``name`` (a key of ``COMMANDS``), imported now."""
-    module = importlib.import_module(f"efold.controller.commands.{COMMANDS[name][0]}")
+    """The command ``name`` (a key of ``COMMANDS``), imported now. A command whose
+    optional extra is not installed loads as one that refuses (exit 2)."""
+    try:
+        module = importlib.import_module(f"efold.controller.commands.{COMMANDS[name][0]}")
+    except ModuleNotFoundError as exc:
+        needs, extra = OPTIONAL.get(name, (None, None))
+        if needs is None or exc.name != needs:
+            raise
+        return _unavailable(name, f"{needs} is not installed: pip install 'efold[{extra}]'")
     command: click.Command = module.command
     return command
+
+
+def _unavailable(name: str, why: str) -> click.Command:
+    @click.command(name, context_settings={"ignore_unknown_options": True,
+                                           "allow_extra_args": True,
+                                           "help_option_names": []})
+    def refused() -> None:
+        click.echo(f"refused: {Code.CLUSTER_UNAVAILABLE.value} ({why})", err=True)
+        raise SystemExit(2)
+    return refused
 
 
 class _LazyGroup(click.Group):

@@ -58,6 +58,7 @@ from efold.controller.registration import Registration
 from efold.controller.run_context import RunContext
 from efold.controller.run_setup import open_run
 from efold.controller.runroot import private_subdir
+from efold.controller.shards import ShardTicket
 from efold.controller.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.stops import InScheduleOrder, SlotEnd
 from efold.controller.template import Launcher
@@ -90,12 +91,13 @@ class Dispatch:
     own cap); ``keep_answers``: a real run's answers are kept in an owner-only private
     artifact of the run (``answers.jsonl``), outside every report; ``launcher``: how its
     children start (``controller.template``: forked from a fork-server template, or
-    each spawned)."""
+    each spawned); ``shard``: one shard of a cluster run (``controller.shards``)."""
 
     grant: RealGrant | None = None
     smoke: bool = False
     keep_answers: bool = False
     launcher: Launcher = "template"
+    shard: ShardTicket | None = None
 
 
 OFFLINE: Final = Dispatch()  # the faux route
@@ -148,7 +150,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
                         keep_answers=dispatch.keep_answers,
-                        launcher=dispatch.launcher) as opened:
+                        launcher=dispatch.launcher, shard=dispatch.shard) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}

@@ -47,6 +47,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from efold.controller.interrupt import exit_status
 from efold.controller.pilot import OFFLINE, Dispatch, PilotOutcome, ProgressEvent, run_pilot
 from efold.controller.registration import Registration
 from efold.controller.run_log import RunLog
@@ -410,6 +411,29 @@ def _boundary_table(b: BoundaryResults) -> Table:
         table.add_row(s.arm, passed, f"{s.not_applicable:,}", f"{s.actions:,}", recall,
                       f"{incidents[s.arm]:,}")
     return table
+
+
+def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> int:
+    """What ``pilot`` prints once its run ended (the summary, the report paths, how it
+    ended and the next step, then the ``--json`` line), and its exit status: 0
+    complete, 3 stopped, 130/143 interrupted."""
+    print_summary(outcome, verbosity)
+    status = 0
+    run = outcome.run_dir
+    to_err = verbosity is Verbosity.QUIET  # --quiet: stdout holds only what scripts read
+    if outcome.interrupted is not None:
+        visited = len(outcome.receipts)
+        click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
+                   f"are in {run}", err=to_err)
+        click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
+                   "new `pilot` run; runs are never resumed", err=to_err)
+        status = exit_status(outcome.interrupted)
+    elif outcome.stop_code is not None:
+        click.echo(f"stopped: {outcome.stop_code.value}", err=to_err)
+        status = 3
+    if as_json:  # always the very last line
+        click.echo(outcome_line(outcome))
+    return status
 
 
 def outcome_line(outcome: PilotOutcome) -> str:

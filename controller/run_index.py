@@ -20,7 +20,8 @@ from typing import Literal
 
 import msgspec
 
-from efold.controller.aggregate import build_run_results, read_run
+from efold.controller.aggregate import build_run_results
+from efold.controller.cluster_run import read_any_run
 from efold.controller.errors import ControllerError
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
@@ -145,7 +146,7 @@ def _entry(found: FoundRun, results: Results) -> RunEntry:
 
 def _results(path: str) -> Results:
     try:
-        return build_run_results(read_run(path))
+        return build_run_results(read_any_run(path))
     except OSError as exc:  # a receipt that vanished or cannot be read meanwhile
         raise ControllerError(Code.RUN_RECORDS_INVALID,
                               exc.strerror or "unreadable") from exc

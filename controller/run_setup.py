@@ -44,6 +44,7 @@ from efold.controller.plan import plan_for, smoke_cap_units, smoke_plan
 from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
+from efold.controller.shards import ShardTicket, shard_plan
 from efold.controller.stops import StopPolicy
 from efold.controller.template import Launcher, running_template
 from efold.corpus import corpus_digest
@@ -70,7 +71,8 @@ class OpenRun:
 async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting: bool,
                    program: Sequence[str] | None = None, grant: RealGrant | None = None,
                    smoke: bool = False, keep_answers: bool = False,
-                   launcher: Launcher = "template") -> AsyncIterator[OpenRun]:
+                   launcher: Launcher = "template",
+                   shard: ShardTicket | None = None) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -85,7 +87,10 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     under its own cap. ``keep_answers``: the reader's answers are kept in the run's
     owner-only ``answers.jsonl``. ``launcher``: ``template`` forks the run's children from
     a fork-server template started here (the same program, ``controller.template``),
-    contained when the block ends; ``spawn`` starts each child as its own program."""
+    contained when the block ends; ``spawn`` starts each child as its own program.
+    ``shard``: one shard of a cluster run (``controller.shards``): the plan narrowed to
+    the shard's traces under the shard's part of the cap, and the shard's authorization
+    consumed instead of a faux one."""
     campaign = reg.campaign
     if admitting and (grant is None) != campaign.reader.is_faux:
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
@@ -101,6 +106,11 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     if smoke:
         cap = smoke_cap_units(reg)
         plan = smoke_plan(plan, cap)
+    if shard is not None:
+        if grant is not None or smoke or not admitting:
+            raise ValueError("a shard runs offline, admitting, and is never a smoke")
+        cap = shard.spec.cap_units
+        plan = shard_plan(plan, shard.spec.mark, shard.spec.traces, cap)
     plan_bytes = canonical_json(plan) + b"\n"
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
@@ -108,7 +118,10 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         lease.set_epoch(epoch)
         if admitting:
             # Through its module, so that whatever ``consume_*`` is at this moment runs.
-            if grant is not None:
+            if shard is not None:
+                authorize_run.consume_shard(reg, reg_bytes, plan.schedule_sha256, lease,
+                                            run_id=run.name, ticket=shard)
+            elif grant is not None:
                 authorize_run.consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
                                            run_id=run.name, grant=grant, cap_units=cap)
             else:

@@ -37,6 +37,9 @@ class IpcError(EfoldError):
     def __init__(self, detail: str = "") -> None:
         super().__init__(self.CODE, detail)
 
+    def __reduce__(self) -> tuple[type[IpcError], tuple[str]]:  # type: ignore[override]
+        return type(self), (self.detail,)
+
 
 class IpcPeerError(IpcError):
     """The peer broke the protocol, sent garbage, or went away: its fault, not ours."""

@@ -176,6 +176,15 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     boundary: BoundaryRecord | None = None
 
 
+class ShardMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Which shard of which cluster run a plan is: ``index`` of ``count`` (from 1), in
+    the cluster run ``cluster`` (its directory's name)."""
+
+    cluster: str
+    index: int
+    count: int
+
+
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     registration_sha256: str
     campaign: str
@@ -187,14 +196,24 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schedule_sha256: str  # ``schedule_digest(slots, smoke)``
     version: int = PLAN_VERSION
     smoke: bool = False  # the configured-process smoke of a registration (one slot per role)
+    # A cluster run's shard (``controller.shards``): its slots are the whole plan's slots
+    # of the shard's traces, its cap the shard's part of the campaign's cap. Null for a
+    # one-machine run.
+    shard: ShardMark | None = None
 
     def schedule_matches(self) -> bool:
         return self.schedule_sha256 == schedule_digest([s.slot for s in self.slots],
-                                                       smoke=self.smoke)
+                                                       smoke=self.smoke, shard=self.shard)
 
 
-def schedule_digest(slot_ids: list[str], *, smoke: bool = False) -> str:
+def schedule_digest(slot_ids: list[str], *, smoke: bool = False,
+                    shard: ShardMark | None = None) -> str:
     """The digest an authorization binds: the slot ids in schedule order, marked when
     they are a smoke's, so that a smoke's authorization can never be consumed by a
-    campaign run (or the reverse), even when the smoke has every slot of the plan."""
-    return digest_of(["smoke", *slot_ids] if smoke else slot_ids)
+    campaign run (or the reverse), even when the smoke has every slot of the plan, and
+    marked with the shard of a cluster run, so that a shard's authorization binds that
+    one shard of that one cluster run."""
+    marked: list[object] = list(slot_ids)
+    if shard is not None:
+        marked = ["shard", shard.cluster, shard.index, shard.count, *marked]
+    return digest_of(["smoke", *marked] if smoke else marked)

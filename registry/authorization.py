@@ -85,6 +85,9 @@ _COMMITMENT_LABEL = b"efold-account-commitment-v1"
 class AuthorizationDomain(enum.StrEnum):
     REAL = "efold-real-authorization-v1"
     FAUX = "efold-faux-authorization-v1"
+    # A cluster run's part for one shard (``efold.controller.shards``), minted by the
+    # cluster controller after it consumed the campaign's own authorization.
+    SHARD = "efold-shard-authorization-v1"
 
 
 Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -334,20 +337,24 @@ def mint_faux_authorization(
     now: float | None = None,
     lifetime_s: int = 3600,
     authorization_id: str | None = None,
+    domain: AuthorizationDomain = AuthorizationDomain.FAUX,
 ) -> FauxMint:
-    """Sign a faux authorization with a fresh key whose private half is then dropped.
-    Pass ``trusted_key`` to ``verify_faux_authorization``; nothing else can verify it,
-    and no validator of the real domain accepts it."""
+    """Sign a faux (or shard) authorization with a fresh key whose private half is then
+    dropped. Pass ``trusted_key`` to ``verify_faux_authorization``; nothing else can
+    verify it, and no validator of the real domain accepts it. ``domain``: FAUX, or
+    SHARD for a cluster run's part (never REAL)."""
+    if domain is AuthorizationDomain.REAL:
+        raise ValueError("a real authorization is signed by an approver, never minted")
     issued = int(time.time() if now is None else now)
     key = Ed25519PrivateKey.generate()
     attestation = Attestation(
         version=AUTHORIZATION_VERSION,
-        domain=AuthorizationDomain.FAUX,
+        domain=domain,
         authorization_id=authorization_id or new_authorization_id(),
         bindings=bindings,
-        account=commit_account(account_id, domain=AuthorizationDomain.FAUX),
-        approver="efold-faux-pilot",
-        approval_reference="faux",
+        account=commit_account(account_id, domain=domain),
+        approver=f"efold-{domain.name.lower()}-pilot",
+        approval_reference=domain.name.lower(),
         issued_at=issued,
         expires_at=issued + lifetime_s,
     )

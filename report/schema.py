@@ -435,6 +435,29 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     missing_slots: int  # eligible slots the controller never visited (no receipt)
     missing_slot_ids: list[str]  # those slots, in schedule order
     in_flight: list[str]  # slots launched and never closed (no receipt written)
+    # A cluster run's shards, in index order (``efold-controller cluster``); null for a
+    # run on one machine. Launch and containment ids above are then shard k's id plus
+    # k x 1,000,000.
+    shards: list[ShardState] | None = None
+
+
+ShardOutcomeName = Literal["complete", "stopped", "interrupted", "refused", "failed", "lost",
+                           "running"]
+
+
+class ShardState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One shard of a cluster run: how it ended (``running``: no end yet while the
+    cluster controller holds its lease; ``lost``: its node, actor or controller died
+    and none of its records came back, so its slots are missing), its planned and
+    visited slots, the Ray node it was bound to, and its controller's stop or refusal
+    code when it printed one."""
+
+    index: int
+    node: str
+    outcome: ShardOutcomeName
+    planned: int
+    visited: int
+    code: str | None = None
 
 
 # -- boundary cases (``report.boundary_results``) -----------------------------------------

@@ -20,6 +20,7 @@ interrupted, never as crashed, whatever it left unvisited.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import get_args
 
@@ -34,6 +35,8 @@ from efold.report.schema import (
     EpisodeOutcome,
     LaunchKind,
     RunStatus,
+    ShardOutcomeName,
+    ShardState,
     Verdict,
 )
 
@@ -50,6 +53,8 @@ CONTROLLER_STATES: frozenset[str] = frozenset(get_args(ControllerState))
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 _OUTCOMES: frozenset[str] = frozenset(get_args(EpisodeOutcome))
 _LAUNCH_KINDS: frozenset[str] = frozenset(get_args(LaunchKind))
+_SHARD_OUTCOMES: frozenset[str] = frozenset(get_args(ShardOutcomeName))
+_NODE_ID = re.compile(r"[0-9a-f]{1,128}")
 # Listed by id in the rendered banner; results.json always holds every id.
 _BANNER_IDS = 10
 
@@ -99,6 +104,7 @@ class RunFacts(msgspec.Struct, frozen=True):
     controller: ControllerState
     started_ns: int | None = None
     ended_ns: int | None = None
+    shards: list[ShardState] | None = None  # a cluster run's shards (``ShardState``)
 
 
 def _refuse(detail: str) -> ReportError:
@@ -143,6 +149,14 @@ def _check_facts(facts: RunFacts, planned: set[str]) -> None:
     for slot in facts.in_flight:
         if slot not in planned:
             raise _refuse("an in-flight slot the plan does not hold")
+    for index, shard in enumerate(facts.shards or [], start=1):
+        if shard.index != index or shard.outcome not in _SHARD_OUTCOMES \
+                or not _NODE_ID.fullmatch(shard.node):
+            raise _refuse("a shard out of order, with an unknown outcome or node id")
+        _check_count("shard slots", shard.planned)
+        _check_count("shard slots", shard.visited)
+        if shard.code is not None:
+            _check_code("shard code", shard.code)
     check_span(facts)
 
 
@@ -219,6 +233,7 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         unreconciled=unreconciled, controller=facts.controller, containments=episodes,
         unexited_launches=unexited, missing_slots=len(missing), missing_slot_ids=missing,
         in_flight=list(facts.in_flight),
+        shards=None if facts.shards is None else list(facts.shards),
     )
 
 
@@ -291,6 +306,10 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
             if status.unexited_launches else "0"),
         f"Containment episodes: {len(status.containments)}",
     ]
+    for shard in status.shards or []:
+        code = f" (`{shard.code}`)" if shard.code else ""
+        details.append(f"Shard {shard.index}: {shard.outcome}{code}, {shard.visited} of "
+                       f"{shard.planned} slots visited, node {shard.node[:12]}")
     for e in status.containments:
         details.append(
             f"Containment {e.containment_id}: launch {e.launch_id} ({e.kind} {e.slot}), "

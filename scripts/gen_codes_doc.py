@@ -415,6 +415,18 @@ MEANINGS: dict[str, str] = {
     "prune_incomplete": "`prune`: some entries of a run could not be removed (counted, "
         "never followed through a link); the run's records are kept so that it stays a "
         "run directory.",
+    "cluster_unavailable": "`cluster`: Ray is not installed (`pip install 'efold[ray]'`), "
+        "or no Ray cluster answers at `--ray ADDRESS`.",
+    "cluster_shards_invalid": "`cluster pilot`: fewer than 1 or more than 64 shards, more "
+        "shards than the plan has traces (a shard is whole traces), or no alive node has "
+        "a shard's resources.",
+    "cluster_cap_too_small": "`cluster pilot`: the cap cannot give every shard one maximum "
+        "reservation Rmax (C < shards x Rmax): use fewer shards.",
+    "cluster_shard_misplaced": "A shard's Ray actor runs on a node its ticket is not bound "
+        "to: refused before its controller starts (Ray never moves a shard).",
+    "cluster_records_invalid": "A cluster run's records disagree: `cluster.json` is not "
+        "the shards its plan derives, a shard's copy holds another registration or plan, "
+        "or a shard's ticket is unreadable or for another registration.",
 }
 
 # An optional sentence under a section heading, keyed by the heading.

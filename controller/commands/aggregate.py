@@ -13,7 +13,8 @@ import os
 
 import click
 
-from efold.controller.aggregate import build_run_results, publish_reports, read_run
+from efold.controller.aggregate import build_run_results, publish_reports
+from efold.controller.cluster_run import read_any_run
 from efold.controller.commands._options import latest_options, refusal_for, resolve_run
 from efold.controller.errors import ControllerError
 from efold.controller.runroot import claim_run_dir
@@ -52,7 +53,7 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
     refuse_ = refusal_for(as_json)
     run = resolve_run(run, latest, root, refuse_)
     try:
-        results = build_run_results(read_run(run))
+        results = build_run_results(read_any_run(run))
         reports = render_reports(results)
         if output is not None:
             if os.path.lexists(output):

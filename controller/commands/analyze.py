@@ -14,7 +14,7 @@ import click
 import msgspec
 
 from efold import __version__
-from efold.controller.aggregate import read_run
+from efold.controller.cluster_run import read_any_run
 from efold.controller.commands._options import echo_report, refusal_for, resolve_run
 from efold.errors import EfoldError
 from efold.registry.files import publish_exclusive
@@ -39,7 +39,7 @@ def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
     names = [a.strip() for a in arms.split(",")]
     if len(names) != 2 or not all(names):
         raise click.UsageError("--arms takes two roles: REFERENCE,CANDIDATE")
-    view = read_run(run)
+    view = read_any_run(run)
     models = sorted({view.reader, *view.summarisers.values()})
     provenance = Provenance(source="efold-run", efold_version=__version__, models=models,
                             registration_sha256=view.plan.registration_sha256, faux=view.faux)

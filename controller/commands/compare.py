@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 import msgspec
 
-from efold.controller.aggregate import build_run_results, read_run
+from efold.controller.aggregate import build_run_results
+from efold.controller.cluster_run import read_any_run
 from efold.controller.commands._options import latest_options, refusal_for, resolve_run
 from efold.controller.errors import ControllerError
 from efold.controller.registration import REGISTRATION_NAME, Registration
@@ -38,7 +39,7 @@ def _run(path: str) -> tuple[Results, RegistrationFacts]:
         raise ControllerError(Code.JOURNAL_INVALID,
                               f"{path} is not a run directory: no {JOURNAL_NAME}")
     try:
-        results = build_run_results(read_run(path))
+        results = build_run_results(read_any_run(path))
         data = (Path(path) / REGISTRATION_NAME).read_bytes()
     except OSError as exc:  # a record that vanished or cannot be read meanwhile
         raise ControllerError(Code.RUN_RECORDS_INVALID,

@@ -18,13 +18,10 @@ from efold.controller.commands._options import (
     subset_options,
 )
 from efold.controller.errors import ControllerError
-from efold.controller.interrupt import exit_status
 from efold.controller.pilot import Dispatch
 from efold.controller.pilot_view import (
-    Verbosity,
-    outcome_line,
+    end_of_run,
     output_options,
-    print_summary,
     run_with_progress,
     verbosity_of,
 )
@@ -142,20 +139,6 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
         click.echo(f"interrupted: {run} is incomplete; "
                    f"`efold-controller recover {run}` shows what it left", err=True)
         raise SystemExit(130) from None
-    print_summary(outcome, verbosity)
-    status = 0
-    to_err = verbosity is Verbosity.QUIET  # --quiet: stdout holds only what scripts read
-    if outcome.interrupted is not None:
-        visited = len(outcome.receipts)
-        click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
-                   f"are in {run}", err=to_err)
-        click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
-                   "new `pilot` run; runs are never resumed", err=to_err)
-        status = exit_status(outcome.interrupted)
-    elif outcome.stop_code is not None:
-        click.echo(f"stopped: {outcome.stop_code.value}", err=to_err)
-        status = 3
-    if as_json:  # always the very last line
-        click.echo(outcome_line(outcome))
+    status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)

@@ -1,0 +1,203 @@
+"""``efold-controller cluster``: a campaign over a Ray cluster (``pip install 'efold[ray]'``).
+
+``cluster pilot`` is the cluster controller (``controller.cluster``); ``cluster shard``
+is what each node runs for its shard: an ordinary efold controller, started by the
+shard's Ray actor, never by hand. Only this command imports Ray, so without the extra
+every other command is unchanged and ``cluster`` refuses with ``cluster_unavailable``
+(``controller.cli``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+import msgspec
+
+from efold.controller.aggregate import publish_reports, run_reports
+from efold.controller.cluster import (
+    ClusterOutcome,
+    ShardResources,
+    connect,
+    default_program,
+    disconnect,
+    run_cluster,
+)
+from efold.controller.cluster_run import ShardOutcome, read_shards
+from efold.controller.commands._options import (
+    campaign_option,
+    fail,
+    pilot_registration,
+    refuse,
+    registration_options,
+    subset_options,
+)
+from efold.controller.interrupt import exit_status
+from efold.controller.pilot import Dispatch
+from efold.controller.pilot_view import end_of_run, output_options, run_with_progress, verbosity_of
+from efold.controller.registration import load_registration
+from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
+from efold.controller.shards import ShardTicket
+from efold.controller.subset import Subset
+from efold.errors import EfoldError
+from efold.report import decode_results
+
+
+@click.group("cluster")
+def command() -> None:
+    """Run a campaign over a Ray cluster: one ordinary efold controller per shard.
+
+    Without Ray installed (pip install 'efold[ray]') it refuses with
+    cluster_unavailable. Exit status: each subcommand's (`cluster pilot --help`); 2 for a
+    usage error or a refusal."""
+
+
+def _resource(ctx: click.Context, param: click.Parameter,
+              values: tuple[str, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for value in values:
+        name, sep, amount = value.partition("=")
+        try:
+            out[name] = float(amount) if sep else 1.0
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not NAME or NAME=AMOUNT") from None
+        if not name or out[name] <= 0:
+            raise click.BadParameter(f"{value!r} is not NAME or NAME=AMOUNT (AMOUNT > 0)")
+    return out
+
+
+@command.command("pilot")
+@click.option("--faux", is_flag=True, required=True,
+              help="Offline: the faux extractive reader on every shard (the only route a "
+                   "cluster run takes in this build).")
+@click.option("--ray", "address", required=True, metavar="ADDRESS",
+              help="The Ray cluster: `auto`, HOST:PORT of its head, or ray://HOST:PORT.")
+@click.option("--shards", type=click.IntRange(1, 64), default=None,
+              help="How many shards (default: one per node with the resources, at most "
+                   "one per trace).")
+@registration_options(required=False)
+@campaign_option
+@subset_options
+@click.option("--runs", "runs_root", default=None, type=click.Path(file_okay=False),
+              help="Parent of the new cluster run directory (default: ./efold-runs).")
+@click.option("--run-dir", "run_dir", default=None, type=click.Path(file_okay=False),
+              help="Exact new cluster run directory (must not exist).")
+@click.option("--node-runs", "node_runs", default=None, type=click.Path(file_okay=False),
+              help="Absolute directory where each node makes its shard's run directory "
+                   "(default: the cluster run's parent, the same path on every node).")
+@click.option("--cpus", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="CPUs each shard reserves on its node.")
+@click.option("--gpus", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="GPUs each shard reserves on its node.")
+@click.option("--resource", "resources", multiple=True, callback=_resource,
+              metavar="NAME[=AMOUNT]",
+              help="A custom Ray resource each shard reserves (repeatable), e.g. "
+                   "`--resource llama-server` for nodes that host a local model server.")
+@click.option("--json", "as_json", is_flag=True,
+              help="End with one JSON line: the run, its status, per-shard outcomes.")
+def pilot(faux: bool, address: str, shards: int | None, registration: str | None,
+          sha256: str | None, campaign: str | None, subset: Subset | None,
+          runs_root: str | None, run_dir: str | None, node_runs: str | None, cpus: float,
+          gpus: float, resources: dict[str, float], as_json: bool) -> None:
+    """Run a campaign sharded over a Ray cluster.
+
+    The campaign's authorization is consumed once, here; the cap is split into one part
+    per shard before anything is dispatched (each part at least one maximum
+    reservation, the parts summing to the cap); each shard runs on the node it is bound
+    to, as an ordinary efold controller with its own lease, journal, children and
+    containment. A shard whose node dies is reported lost, its slots missing; it is
+    never re-run elsewhere. The cluster run's directory gets the merged
+    results.json, summary.md and report.html.
+
+    Exit status: 0 every shard complete, 2 refused, 3 a shard stopped, failed or was
+    lost, 130/143 interrupted.
+    """
+    if (registration is None) != (sha256 is None):
+        raise click.UsageError("--registration and --sha256 go together")
+    if run_dir is not None and runs_root is not None:
+        raise click.UsageError("--run-dir and --runs are exclusive")
+    if node_runs is not None and not os.path.isabs(node_runs):
+        raise click.UsageError("--node-runs must be an absolute path (it is a path on "
+                               "every node)")
+    try:
+        made = pilot_registration(campaign=campaign, registration=registration,
+                                  sha256=sha256, subset=subset, real=False)
+        if not made.registration.campaign.reader.is_faux:
+            fail("lookup_pilot_real_route_unavailable",
+                 "a cluster run takes a faux reader in this build")
+        connect(address)
+        try:
+            outcome = run_cluster(
+                made.registration, made.data, shards=shards,
+                runs_root=Path(runs_root or DEFAULT_RUNS_ROOT),
+                run_dir=Path(run_dir) if run_dir else None,
+                node_root=Path(node_runs) if node_runs else None,
+                resources=ShardResources(cpus=cpus, gpus=gpus, custom=resources),
+                program=default_program(), echo=click.echo)
+        finally:
+            disconnect()
+    except EfoldError as exc:
+        refuse(exc)
+    raise SystemExit(_report(outcome, as_json))
+
+
+def _report(outcome: ClusterOutcome, as_json: bool) -> int:
+    """Aggregate the cluster run, print its headline and report paths; the exit status."""
+    view, _ = read_shards(outcome.run)
+    reports = run_reports(view)
+    publish_reports(reports, outcome.run)
+    results = decode_results(reports["results.json"])
+    status = results.status
+    run = outcome.run
+    click.echo(f"status: {status.verdict if status else 'unknown'}; "
+               f"{len(view.receipts)} of {len(view.plan.slots)} slots visited")
+    click.echo(f"results: {run / 'results.json'}\nsummary: {run / 'summary.md'}\n"
+               f"report:  {run / 'report.html'}")
+    code = 0
+    if outcome.interrupted is not None:
+        code = exit_status(outcome.interrupted)
+    elif any(e.outcome is not ShardOutcome.COMPLETE for e in outcome.ends.values()) \
+            or status is None or status.verdict != "complete":
+        code = 3
+    if as_json:
+        click.echo(msgspec.json.encode({
+            "run": str(run), "status": status.verdict if status else None,
+            "planned": len(view.plan.slots), "visited": len(view.receipts),
+            "shards": {str(i): e.outcome.value for i, e in sorted(outcome.ends.items())},
+        }).decode())
+    return code
+
+
+@command.command("shard")
+@registration_options(required=True)
+@click.option("--ticket", "ticket_path", required=True, type=click.Path(dir_okay=False),
+              help="The shard's ticket (written by its Ray actor).")
+@output_options
+@click.option("--json", "as_json", is_flag=True, help="End with pilot's JSON line.")
+def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose: bool,
+          no_progress: bool, as_json: bool) -> None:
+    """One shard of a cluster run, on its node (started by its Ray actor, never by
+    hand): an ordinary pilot of the shard's slots under the shard's part of the cap,
+    consuming the shard's single-use authorization. Exit status as `pilot`'s."""
+    verbosity = verbosity_of(quiet, verbose)
+    try:
+        loaded = load_registration(registration, sha256)
+        ticket = msgspec.json.decode(Path(ticket_path).read_bytes(), type=ShardTicket)
+        if ticket.registration_sha256 != sha256:
+            fail("cluster_records_invalid", "the ticket is for another registration")
+        run = claim_run_dir(ticket.run_dir)
+    except (OSError, msgspec.DecodeError) as exc:
+        fail("cluster_records_invalid", f"the ticket is unreadable: {exc}")
+    except EfoldError as exc:
+        refuse(exc)
+    click.echo(f"run: {run}")
+    try:
+        outcome = run_with_progress(loaded.registration, loaded.data, run,
+                                    show=not no_progress, dispatch=Dispatch(shard=ticket),
+                                    verbosity=verbosity)
+    except EfoldError as exc:
+        refuse(exc)
+    status = end_of_run(outcome, verbosity, as_json)
+    if status:
+        raise SystemExit(status)

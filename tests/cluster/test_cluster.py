@@ -1,0 +1,306 @@
+"""Campaigns over a real local Ray cluster (a head and two worker nodes, ``conftest``),
+each run the real ``efold-controller cluster pilot`` in a subprocess:
+
+- a faux campaign sharded three ways writes the same per-slot receipts and the same
+  results as the same registration on one machine;
+- shards racing for the last Rmax of their parts keep the whole campaign's cap: the
+  holds of every shard's journal, replayed together in time order, never pass it;
+- a shard's ticket bound to another node refuses in its actor (``test_shard_ticket``:
+  a ticket is single use);
+- a worker node killed mid-run (its shard controller SIGKILLed, its raylet removed)
+  leaves that shard lost with its slots missing, the other shards finish, the merged
+  report says crashed, and ``reap`` on the node's shard run leaves nothing alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from efold_pilot_kit import alive, journal_rows
+from efold_shard_kit import mint_ticket
+
+from efold.controller.aggregate import read_run
+from efold.controller.cluster_run import (
+    CLUSTER_NAME,
+    SHARDS_DIR,
+    ClusterManifest,
+    read_shards,
+    shard_copy_path,
+)
+from efold.errors import Code, EfoldError
+from efold.protocol.records import Receipt
+
+CAMPAIGN = """
+name = "cluster-small"
+suite = "original"
+roles = ["native", "store"]
+probe_limit = {probes}
+selection_seed = 7
+schedule_seed = 7
+cap_usd = "{cap}"
+{extra}
+"""
+RMAX_UNITS = 78_400_000  # the faux reader's Rmax (3.92 USD)
+CLI = [sys.executable, "-m", "efold.controller"]
+
+
+def _campaign(tmp: Path, *, probes: int = 2, cap: str = "60.00", extra: str = "") -> Path:
+    path = tmp / "campaign.toml"
+    path.write_text(CAMPAIGN.format(probes=probes, cap=cap, extra=extra))
+    return path
+
+
+def _cluster_pilot(cluster: Any, campaign: Path, runs: Path, *args: str,
+                   check_status: int | None = 0) -> tuple[Path, dict[str, Any]]:
+    done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", cluster.address,
+                           "--campaign", str(campaign), "--runs", str(runs), "--json", *args],
+                          capture_output=True, text=True, timeout=600)
+    if check_status is not None:
+        assert done.returncode == check_status, done.stdout + done.stderr
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    return Path(line["run"]), line
+
+
+def _timeless(receipt: Receipt) -> Receipt:
+    return msgspec.structs.replace(receipt, elapsed_ms=0)
+
+
+def _without_clocks(results: dict[str, Any]) -> dict[str, Any]:
+    for name in ("run", "latency"):
+        results.pop(name)
+    for row in results["results"]:
+        row.pop("latency")
+    # Who held the lease when the reports were written: a one-machine pilot writes its
+    # own while it holds it; the cluster's are written after it released its lease.
+    results["status"].pop("shards"), results["status"].pop("controller")
+    return results
+
+
+def _manifest(run: Path) -> ClusterManifest:
+    return msgspec.json.decode((run / CLUSTER_NAME).read_bytes(), type=ClusterManifest)
+
+
+def test_a_sharded_run_writes_what_one_machine_writes(ray_cluster: Any, tmp_path: Path) -> None:
+    campaign = _campaign(tmp_path)
+    alone = subprocess.run([*CLI, "pilot", "--faux", "--campaign", str(campaign), "--runs",
+                            str(tmp_path / "one"), "--json", "--quiet"],
+                           capture_output=True, text=True, timeout=600, check=True)
+    one = Path(json.loads(alone.stdout.strip().splitlines()[-1])["run"])
+    run, line = _cluster_pilot(ray_cluster, campaign, tmp_path / "cluster", "--shards", "3")
+    assert line["status"] == "complete" and line["planned"] == line["visited"] == 16
+    assert line["shards"] == {"1": "complete", "2": "complete", "3": "complete"}
+
+    manifest = _manifest(run)
+    caps = [p.spec.cap_units for p in manifest.shards]
+    assert sum(caps) == 60 * 20_000_000 and min(caps) >= RMAX_UNITS
+    # Three shards on three nodes, each shard's run in its own directory on its node.
+    assert len({p.node for p in manifest.shards}) == 3
+    traces = [t for p in manifest.shards for t in p.spec.traces]
+    assert sorted(traces) == sorted(set(traces)) and len(traces) == 4
+
+    single = read_run(one)
+    merged, shards = read_shards(run)
+    assert merged.plan == single.plan  # the whole plan, one schedule
+    assert [_timeless(r) for r in merged.receipts] == [_timeless(r) for r in single.receipts]
+    # The receipts on disk, shard by shard, are the one machine's receipts of its slots.
+    for shard in shards:
+        assert shard.view is not None
+        for receipt in shard.view.receipts:
+            ours = json.loads((one / "receipts" / f"{receipt.slot}.json").read_bytes())
+            theirs = json.loads((shard_copy_path(run, shard.placed.spec.mark.index)
+                                 / "receipts" / f"{receipt.slot}.json").read_bytes())
+            ours.pop("elapsed_ms"), theirs.pop("elapsed_ms")
+            assert ours == theirs
+    a, b = (_without_clocks(json.loads((r / "results.json").read_bytes())) for r in (one, run))
+    assert a == b
+    states = json.loads((run / "results.json").read_bytes())["status"]["shards"]
+    assert [(s["index"], s["outcome"], s["visited"]) for s in states] == [
+        (p.spec.mark.index, "complete", s["planned"]) for p, s in zip(manifest.shards, states, strict=True)]
+    assert "Shard 2: complete" in (run / "summary.md").read_text()
+
+    # aggregate reads the cluster run as one run; a tampered record refuses.
+    agg = subprocess.run([*CLI, "aggregate", str(run), "--json"], capture_output=True,
+                         text=True, timeout=120)
+    assert agg.returncode == 0, agg.stderr
+    _refusals_of_tampered_copies(run, tmp_path)
+
+
+def _refusals_of_tampered_copies(run: Path, tmp_path: Path) -> None:
+    def copy(name: str) -> Path:
+        # A copy keeps the directory's name: the manifest names its cluster run.
+        target = tmp_path / name / run.name
+        shutil.copytree(run, target, symlinks=True)
+        return target
+
+    moved = copy("moved")  # a trace moved from one shard to another in the manifest
+    manifest = _manifest(moved)
+    first, second = manifest.shards[0], manifest.shards[1]
+    changed = msgspec.structs.replace(manifest, shards=[
+        msgspec.structs.replace(first, spec=msgspec.structs.replace(
+            first.spec, traces=first.spec.traces[:-1])),
+        msgspec.structs.replace(second, spec=msgspec.structs.replace(
+            second.spec, traces=second.spec.traces + first.spec.traces[-1:])),
+        *manifest.shards[2:]])
+    (moved / CLUSTER_NAME).write_bytes(msgspec.json.encode(changed))
+    with pytest.raises(EfoldError) as err:
+        read_shards(moved)
+    assert err.value.code is Code.CLUSTER_RECORDS_INVALID
+
+    stray = copy("stray")  # shard 1's receipt dropped into shard 2's copy
+    one = next((shard_copy_path(stray, 1) / "receipts").glob("*.json"))
+    shutil.copy(one, shard_copy_path(stray, 2) / "receipts" / one.name)
+    with pytest.raises(EfoldError) as err:
+        read_shards(stray)
+    assert err.value.code is Code.RECEIPT_UNPLANNED
+
+    gone = copy("gone")  # shard 3's records never came back
+    shutil.rmtree(shard_copy_path(gone, 3))
+    (gone / SHARDS_DIR / "3.json").unlink()
+    view, shards = read_shards(gone)
+    lost = shards[2].placed.spec
+    assert {r.slot for r in view.receipts}.isdisjoint(
+        {s.slot for s in view.plan.slots if s.trace_id in lost.traces})
+    agg = subprocess.run([*CLI, "aggregate", str(gone), "--json"], capture_output=True,
+                         text=True, timeout=120)
+    status = json.loads(agg.stdout)["status"]
+    assert status["verdict"] == "crashed" and status["shards"][2]["outcome"] == "lost"
+    assert status["missing_slots"] == status["shards"][2]["planned"] > 0
+
+
+def _global_cap_rule(runs: list[Path], cap_units: int) -> int:
+    """The holds of ``runs``' journals replayed together in time order (one machine: one
+    clock): at each admission on any of them, what they had all committed by then
+    (settled at its cost, else at its hold) plus Rmax fits under ``cap_units``. Returns
+    the number of admissions checked."""
+    holds = sorted(row for run in runs for row in journal_rows(
+        run, "SELECT admitted_ns, settled_ns, hold_units, settled_units FROM holds"))
+    for admitted, *_ in holds:
+        committed = sum(
+            settled if settled_ns is not None and settled_ns < admitted else hold
+            for other, settled_ns, hold, settled in holds if other < admitted)
+        assert committed + RMAX_UNITS <= cap_units, (admitted, committed)
+    return len(holds)
+
+
+def test_shards_racing_for_the_last_rmax_keep_the_campaign_cap(ray_cluster: Any,
+                                                                tmp_path: Path) -> None:
+    # C = 3 Rmax + 0.06 USD: each shard's part is one Rmax and a sliver, so every shard
+    # races its children (concurrency 2) for its last Rmax at once.
+    campaign = _campaign(tmp_path, probes=4, cap="11.82", extra="concurrency = 2")
+    run, line = _cluster_pilot(ray_cluster, campaign, tmp_path / "runs", "--shards", "3",
+                               check_status=3)
+    manifest = _manifest(run)
+    cap = 1182 * 200_000
+    assert sum(p.spec.cap_units for p in manifest.shards) == cap
+    runs = [Path(p.run_dir) for p in manifest.shards]
+    admitted = _global_cap_rule(runs, cap)
+    # Each shard kept its own part (its children raced for its last Rmax).
+    assert admitted == sum(_global_cap_rule([shard_run], placed.spec.cap_units)
+                           for placed, shard_run in zip(manifest.shards, runs, strict=True))
+    stops = {row[0] for r in runs for row in journal_rows(r, "SELECT code FROM stops")}
+    assert Code.NOT_ADMITTED_CAP.value in stops
+    assert set(line["shards"].values()) == {"stopped"}
+    view, _ = read_shards(run)
+    settled = sum(r.spend.settled_units for r in view.receipts)
+    assert 0 < settled <= cap
+    refused = [r for r in view.receipts if r.code == Code.NOT_ADMITTED_CAP.value]
+    assert len(refused) == len(view.receipts) - admitted > 0
+
+
+def test_a_shard_ticket_bound_to_another_node_refuses(ray_cluster: Any, tmp_path: Path) -> None:
+    import ray
+
+    from efold.controller.cluster import ShardHost, default_program
+
+    reg_bytes, ticket = mint_ticket(tmp_path, node="0" * 56)
+    ray.init(address=ray_cluster.address, log_to_driver=False)
+    try:
+        host = ray.remote(max_restarts=0, max_task_retries=0)(ShardHost).remote()
+        with pytest.raises(ray.exceptions.RayTaskError) as err:
+            ray.get(host.start.remote(msgspec.json.encode(ticket), reg_bytes,
+                                      default_program()))
+        assert isinstance(err.value.cause, EfoldError)
+        assert err.value.cause.code is Code.CLUSTER_SHARD_MISPLACED
+    finally:
+        ray.shutdown()
+    assert not Path(ticket.run_dir).exists()  # refused before any process started
+
+
+def _marker_alive(run: Path) -> list[int]:
+    """Pids of live processes carrying the run's launch marker (``recover``'s search)."""
+    marker = journal_rows(run, "SELECT marker FROM launches")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if any(m and f"EFOLD_LAUNCH_MARKER={m}".encode() in environ for (m,) in marker) \
+                and alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def test_a_node_killed_mid_run_leaves_its_shard_lost(ray_cluster: Any, tmp_path: Path) -> None:
+    # Last in this module: it removes a node from the module's cluster.
+    campaign = _campaign(tmp_path, probes=13, extra="concurrency = 2")
+    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                            "--campaign", str(campaign), "--runs", str(tmp_path / "runs"),
+                            "--shards", "3", "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        runs = tmp_path / "runs"
+        deadline = time.monotonic() + 120
+        while not list(runs.glob("*-cluster-*/cluster.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        run = next(runs.glob("*-cluster-*/cluster.json")).parent
+        manifest = _manifest(run)
+        workers = {n.node_id: n for n in ray_cluster.worker_nodes}
+        victim = next(p for p in manifest.shards if p.node in workers)
+        victim_run = Path(victim.run_dir)
+        while not list(victim_run.glob("receipts/*.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(victim_run.glob("receipts/*.json")), "the victim shard never started"
+        # The node dies: its shard controller first (SIGKILL: no containment), then the
+        # raylet and every Ray worker of the node.
+        (pid,) = journal_rows(victim_run, "SELECT pid FROM epochs")[0]
+        os.kill(int(pid), signal.SIGKILL)  # type: ignore[call-overload]
+        ray_cluster.remove_node(workers[victim.node], allow_graceful=False)
+        out, err = cli.communicate(timeout=600)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 3, out + err
+    line = json.loads(out.strip().splitlines()[-1])
+    index = str(victim.spec.mark.index)
+    assert line["shards"][index] == "lost"
+    assert all(v == "complete" for k, v in line["shards"].items() if k != index)
+    results = json.loads((run / "results.json").read_bytes())
+    status = results["status"]
+    assert status["verdict"] == "crashed"
+    lost = status["shards"][victim.spec.mark.index - 1]
+    assert lost["outcome"] == "lost" and lost["visited"] == 0
+    assert status["missing_slots"] == lost["planned"]
+    assert f"Shard {index}: lost" in (run / "summary.md").read_text()
+    # On the dead node's shard run (its controller died with children in flight):
+    # reap contains whatever is left, and then recover says reconciled.
+    reap = subprocess.run([*CLI, "reap", str(victim_run)], capture_output=True, text=True,
+                          timeout=300)
+    assert reap.returncode == 0, reap.stdout + reap.stderr
+    recover = subprocess.run([*CLI, "recover", str(victim_run)], capture_output=True,
+                             text=True, timeout=120)
+    assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), recover.stdout
+    assert _marker_alive(victim_run) == []
+    ray_cluster.add_node(num_cpus=1)  # the module's cluster as it was, for any test after
