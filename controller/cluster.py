@@ -86,6 +86,7 @@ POLL_SECONDS: Final = 0.5
 # trees; ``aggregate`` never reads them, ``prune --slots-only`` removes them).
 _NOT_COPIED: Final = frozenset({"slots"})
 _PR_SET_PDEATHSIG: Final = 1
+_FIXED_CODES: Final = frozenset(code.value for code in Code)
 
 
 @dataclass(frozen=True)
@@ -105,10 +106,16 @@ class ClusterOutcome:
     interrupted: int | None = None  # the signal that interrupted the cluster run
 
 
-def _die_with_parent() -> None:
-    """In the shard controller before it runs: SIGTERM when the actor process that
-    started it dies, so a killed actor leaves no controller running unwatched (the
-    controller then contains its children as on an operator's SIGTERM)."""
+def _as_from_a_shell() -> None:
+    """In the shard controller before it runs. Signals as a shell would leave them: a
+    Ray worker's thread blocks SIGINT and its process ignores SIGHUP and SIGQUIT, and a
+    blocked or ignored disposition survives exec (the controller would never hear an
+    interrupt). Then SIGTERM when the actor process that started it dies, so a killed
+    actor leaves no controller running unwatched (it contains its children as on an
+    operator's SIGTERM)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
@@ -144,7 +151,7 @@ class ShardHost:
                 "--json", "--no-progress"]
         with open(scratch / "out", "wb") as out, open(scratch / "err", "wb") as err:
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=err, preexec_fn=_die_with_parent)
+                                          stderr=err, preexec_fn=_as_from_a_shell)
         self._ticket, self._scratch, self._started = ticket, scratch, time.monotonic()
         return self._proc.pid
 
@@ -166,7 +173,8 @@ class ShardHost:
 
     def collect(self) -> tuple[bytes, bytes, float]:
         """After the controller exited: its run directory's records (a tar without
-        ``slots/``), the last line it printed (its ``--json`` line) and its wall time."""
+        ``slots/``), the last line it printed (its ``--json`` line; a refusal's
+        ``refused: CODE`` line when it refused) and its wall time."""
         assert self._proc is not None and self._ticket is not None and self._scratch
         seconds = time.monotonic() - self._started
         run = Path(self._ticket.run_dir)
@@ -177,8 +185,12 @@ class ShardHost:
                     if name not in _NOT_COPIED:
                         tar.add(run / name, arcname=name)
         lines = (self._scratch / "out").read_bytes().strip().splitlines()
+        refusals = [line for line in (self._scratch / "err").read_bytes().splitlines()
+                    if line.startswith(b"refused: ")]
         shutil.rmtree(self._scratch)  # the ticket is spent; its copy goes with it
-        return buffer.getvalue(), lines[-1] if lines else b"", seconds
+        # The --json line (a run's end), else its refusal's line (nothing ran).
+        return buffer.getvalue(), lines[-1] if lines else refusals[0] if refusals else b"", \
+            seconds
 
 
 _Host: Any = ray.remote(max_restarts=0, max_task_retries=0)(ShardHost)
@@ -353,11 +365,16 @@ def _watch(running: list[_Shard], run: Path, echo: Callable[[str], None],
 
 
 def _code_of(line: bytes) -> str | None:
-    try:
-        code = msgspec.json.decode(line).get("code")
-    except (msgspec.DecodeError, AttributeError):
-        return None
-    return code if isinstance(code, str) else None
+    """The fixed code a shard controller's last line names: its ``--json`` line's
+    ``code``, or the code of its ``refused: CODE (...)`` line."""
+    if line.startswith(b"refused: "):
+        code: object = line.split()[1].decode("ascii", "replace")
+    else:
+        try:
+            code = msgspec.json.decode(line).get("code")
+        except (msgspec.DecodeError, AttributeError):
+            return None
+    return code if isinstance(code, str) and code in _FIXED_CODES else None
 
 
 def _publish_copy(run: Path, index: int, tar: bytes) -> None:

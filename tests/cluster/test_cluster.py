@@ -7,6 +7,8 @@ each run the real ``efold-controller cluster pilot`` in a subprocess:
   holds of every shard's journal, replayed together in time order, never pass it;
 - a shard's ticket bound to another node refuses in its actor (``test_shard_ticket``:
   a ticket is single use);
+- Ctrl-C on the cluster run interrupts every shard's controller, which contains its
+  children: exit 130, every shard interrupted, each shard run reconciled;
 - a worker node killed mid-run (its shard controller SIGKILLed, its raylet removed)
   leaves that shard lost with its slots missing, the other shards finish, the merged
   report says crashed, and ``reap`` on the node's shard run leaves nothing alive.
@@ -236,6 +238,51 @@ def test_a_shard_ticket_bound_to_another_node_refuses(ray_cluster: Any, tmp_path
     assert not Path(ticket.run_dir).exists()  # refused before any process started
 
 
+def _started(runs: Path, deadline: float) -> tuple[Path, ClusterManifest]:
+    """The cluster run under ``runs`` once its manifest is published, and the manifest."""
+    while not list(runs.glob("*-cluster-*/cluster.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = next(runs.glob("*-cluster-*/cluster.json")).parent
+    return run, _manifest(run)
+
+
+def _first_receipt(shard_run: Path, deadline: float) -> None:
+    while not list(shard_run.glob("receipts/*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(shard_run.glob("receipts/*.json")), f"{shard_run} never started"
+
+
+def test_ctrl_c_interrupts_and_contains_every_shard(ray_cluster: Any, tmp_path: Path) -> None:
+    campaign = _campaign(tmp_path, probes=13)
+    runs = tmp_path / "runs"
+    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                            "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
+                            "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 120
+        run, manifest = _started(runs, deadline)
+        _first_receipt(Path(manifest.shards[0].run_dir), deadline)
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, out + err
+    line = json.loads(out.strip().splitlines()[-1])
+    assert line["status"] == "interrupted"
+    assert set(line["shards"].values()) == {"interrupted"}
+    assert line["planned"] == 104
+    # Every slot is accounted for; those the interruption reached say so.
+    view, _ = read_shards(run)
+    assert sum(r.code == Code.INTERRUPTED.value for r in view.receipts) > 0
+    for placed in manifest.shards:
+        recover = subprocess.run([*CLI, "recover", placed.run_dir], capture_output=True,
+                                 text=True, timeout=120)
+        assert recover.stdout.startswith("reconciled"), recover.stdout
+    assert "Interrupted by the operator" in (run / "summary.md").read_text()
+
+
 def _marker_alive(run: Path) -> list[int]:
     """Pids of live processes carrying the run's launch marker (``recover``'s search)."""
     marker = journal_rows(run, "SELECT marker FROM launches")
@@ -261,18 +308,12 @@ def test_a_node_killed_mid_run_leaves_its_shard_lost(ray_cluster: Any, tmp_path:
                             "--shards", "3", "--json"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        runs = tmp_path / "runs"
         deadline = time.monotonic() + 120
-        while not list(runs.glob("*-cluster-*/cluster.json")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        run = next(runs.glob("*-cluster-*/cluster.json")).parent
-        manifest = _manifest(run)
+        run, manifest = _started(tmp_path / "runs", deadline)
         workers = {n.node_id: n for n in ray_cluster.worker_nodes}
         victim = next(p for p in manifest.shards if p.node in workers)
         victim_run = Path(victim.run_dir)
-        while not list(victim_run.glob("receipts/*.json")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert list(victim_run.glob("receipts/*.json")), "the victim shard never started"
+        _first_receipt(victim_run, deadline)
         # The node dies: its shard controller first (SIGKILL: no containment), then the
         # raylet and every Ray worker of the node.
         (pid,) = journal_rows(victim_run, "SELECT pid FROM epochs")[0]
