@@ -217,7 +217,7 @@ class Code(enum.StrEnum):
     PRUNE_NOT_CONFIRMED = "prune_not_confirmed"  # `prune`: no --yes, no terminal, or declined
     PRUNE_INCOMPLETE = "prune_incomplete"  # `prune`: entries of a run could not be removed
     CLUSTER_UNAVAILABLE = "cluster_unavailable"  # `cluster`: no Ray, or no cluster there
-    CLUSTER_SHARDS_INVALID = "cluster_shards_invalid"  # more shards than traces or nodes
+    CLUSTER_SHARDS_INVALID = "cluster_shards_invalid"  # more shards than checkpoints, no node
     CLUSTER_CAP_TOO_SMALL = "cluster_cap_too_small"  # the cap holds no Rmax per shard
     CLUSTER_SHARD_MISPLACED = "cluster_shard_misplaced"  # a shard on a node it is not bound to
     CLUSTER_RECORDS_INVALID = "cluster_records_invalid"  # a shard's records disagree with the run

@@ -8,7 +8,7 @@ each step complete before the next:
 2. claim the cluster run's directory, take its lease, open its journal and consume
    the campaign's authorization there, once, before anything is dispatched
    (``cluster_run``'s module docstring has the directory's layout);
-3. fix the shards (``shards.plan_shards``: whole traces, the cap partitioned), bind
+3. fix the shards (``shards.plan_shards``: whole checkpoints, the cap partitioned), bind
    each to one node (round robin over the nodes sorted by id), mint each its own
    single-use shard authorization and publish ``cluster.json``;
 4. start one ``ShardHost`` actor per shard, pinned to its node (hard node affinity,
@@ -70,7 +70,7 @@ from efold.controller.errors import ControllerError
 from efold.controller.plan import plan_for
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.runroot import claim_run_dir, new_run_dir, private_subdir
-from efold.controller.shards import ShardTicket, plan_shards, shard_plan
+from efold.controller.shards import ShardTicket, checkpoint_keys, plan_shards, shard_plan
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
@@ -188,9 +188,10 @@ class ShardHost:
         refusals = [line for line in (self._scratch / "err").read_bytes().splitlines()
                     if line.startswith(b"refused: ")]
         shutil.rmtree(self._scratch)  # the ticket is spent; its copy goes with it
-        # The --json line (a run's end), else its refusal's line (nothing ran).
-        return buffer.getvalue(), lines[-1] if lines else refusals[0] if refusals else b"", \
-            seconds
+        # Its refusal's line when it refused (then it printed no --json line), else the
+        # --json line that ends a run.
+        last = refusals[0] if refusals else lines[-1] if lines else b""
+        return buffer.getvalue(), last, seconds
 
 
 _Host: Any = ray.remote(max_restarts=0, max_task_retries=0)(ShardHost)
@@ -253,15 +254,14 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
                 echo: Callable[[str], None]) -> ClusterOutcome:
     """Run the registration's campaign over the connected cluster (the module
     docstring has the order). ``shards`` None: one per eligible node, at most one per
-    trace. ``node_root``: where each node makes its shard's run directory (None: the
+    checkpoint. ``node_root``: where each node makes its shard's run directory (None: the
     cluster run's own parent, the same path on every node)."""
     nodes = eligible_nodes(resources)
     if not nodes:
         raise ControllerError(Code.CLUSTER_SHARDS_INVALID,
                               "no alive node of the cluster has a shard's resources")
     plan = plan_for(reg)
-    count = shards if shards is not None else min(
-        len(nodes), len({s.trace_id for s in plan.slots}))
+    count = shards if shards is not None else min(len(nodes), len(checkpoint_keys(plan)))
     plan_shards(reg, plan, "check", count)  # refuses before any directory is made
     run = claim_run_dir(run_dir) if run_dir else new_run_dir(
         runs_root, f"{reg.campaign.name}-cluster")
@@ -280,7 +280,7 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
         for i, spec in enumerate(plan_shards(reg, plan, run.name, count)):
             node = nodes[i % len(nodes)]
             shard_dir = str(root / f"{run.name}-s{spec.mark.index}")
-            part = shard_plan(plan, spec.mark, spec.traces, spec.cap_units)
+            part = shard_plan(plan, spec.mark, spec.checkpoints, spec.cap_units)
             shard_auth = f"{auth_id}.shard-{spec.mark.index}"
             artifact, key = mint_shard(reg, reg_bytes, part.schedule_sha256, Path(shard_dir),
                                        authorization_id=shard_auth, cap_units=spec.cap_units)
@@ -329,7 +329,7 @@ def _start(running: list[_Shard], tickets: list[bytes], reg_bytes: bytes,
                 code=code), echo)
             continue
         echo(f"shard {spec.mark.index}/{spec.mark.count}: node {shard.placed.node[:12]}, "
-             f"{shard.slots} slots, {len(spec.traces)} traces, cap {spec.cap_units} units, "
+             f"{shard.slots} slots, {len(spec.checkpoints)} checkpoints, cap {spec.cap_units} units, "
              f"run {shard.placed.run_dir}")
 
 

@@ -164,7 +164,7 @@ def read_shards(run: Path) -> tuple[RunView, list[ShardView]]:
         if copy.is_dir():
             view = read_run(copy)
             if (copy / REGISTRATION_NAME).read_bytes() != reg_bytes or view.plan != shard_plan(
-                    plan, spec.mark, spec.traces, spec.cap_units):
+                    plan, spec.mark, spec.checkpoints, spec.cap_units):
                 raise AggregateError(Code.CLUSTER_RECORDS_INVALID,
                                      f"shard {spec.mark.index}: not this run's shard")
         shards.append(ShardView(placed, ends.get(spec.mark.index), view))
@@ -229,12 +229,12 @@ def _state(plan: Plan, shard: ShardView, live: bool) -> ShardState:
     """A shard as the report shows it. Without an end record it is ``running`` while
     the cluster controller holds its lease, else ``lost``."""
     spec = shard.placed.spec
-    kept = set(spec.traces)
+    kept = set(spec.checkpoints)
     end = shard.end
     outcome = end.outcome.value if end else "running" if live else ShardOutcome.LOST.value
     return ShardState(index=spec.mark.index, node=shard.placed.node,
                       outcome=cast(ShardOutcomeName, outcome),
-                      planned=sum(1 for s in plan.slots if s.trace_id in kept),
+                      planned=sum(1 for s in plan.slots if s.checkpoint in kept),
                       visited=len(shard.view.receipts) if shard.view else 0,
                       code=end.code if end else None)
 

@@ -89,7 +89,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     a fork-server template started here (the same program, ``controller.template``),
     contained when the block ends; ``spawn`` starts each child as its own program.
     ``shard``: one shard of a cluster run (``controller.shards``): the plan narrowed to
-    the shard's traces under the shard's part of the cap, and the shard's authorization
+    the shard's checkpoints under the shard's part of the cap, and the shard's authorization
     consumed instead of a faux one."""
     campaign = reg.campaign
     if admitting and (grant is None) != campaign.reader.is_faux:
@@ -110,7 +110,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         if grant is not None or smoke or not admitting:
             raise ValueError("a shard runs offline, admitting, and is never a smoke")
         cap = shard.spec.cap_units
-        plan = shard_plan(plan, shard.spec.mark, shard.spec.traces, cap)
+        plan = shard_plan(plan, shard.spec.mark, shard.spec.checkpoints, cap)
     plan_bytes = canonical_json(plan) + b"\n"
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)

@@ -2,11 +2,13 @@
 cap it may spend. Pure functions of the registration and its plan; nothing here knows
 Ray (``controller.cluster`` does the transport).
 
-**Which slots.** A shard is a set of whole traces. A checkpoint is (role, trace,
-repeat), so every checkpoint is built and probed inside one shard, and a shard's plan is
-the whole plan's slots of its traces in the whole plan's schedule order (``shard_plan``).
-Traces go to shards by expected cost, largest first, each to the shard with the least
-so far (``assign_traces``).
+**Which slots.** A shard is a set of whole checkpoints (role x trace x repeat): every
+checkpoint is built and probed inside one shard, and a shard's plan is the whole plan's
+slots of its checkpoints in the whole plan's schedule order (``shard_plan``).
+Checkpoints go to shards by expected cost, largest first, each to the shard with the
+least so far (``deal``). A checkpoint, not a trace, is the unit: the default campaign
+has 4 traces but 20 checkpoints, so three shards get 91, 91 and 78 slots, not 130, 65
+and 65.
 
 **The cap (the design choice).** The campaign's cap C is partitioned *before dispatch*
 into per-shard caps C_1..C_n, each C_i >= Rmax and sum C_i <= C (``split_cap``): every
@@ -50,10 +52,10 @@ MAX_SHARDS = 64
 
 class ShardSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One shard as the plan fixes it before dispatch: which cluster run and index, its
-    traces (in the selection's order) and its part of the cap."""
+    checkpoints (keys, in schedule order) and its part of the cap."""
 
     mark: ShardMark
-    traces: list[str]
+    checkpoints: list[str]
     cap_units: int
     expected_units: int  # E_i: the plan's estimate of this shard's slots
 
@@ -71,13 +73,17 @@ class ShardTicket(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     trusted_key: bytes
 
 
-def shard_plan(plan: Plan, mark: ShardMark, traces: Sequence[str], cap_units: int) -> Plan:
-    """The whole plan narrowed to ``traces``' slots (schedule order kept), under the
-    shard's cap, its schedule digest marked with the shard (``schedule_digest``)."""
-    kept = set(traces)
-    slots = [s for s in plan.slots if s.trace_id in kept]
+def shard_plan(plan: Plan, mark: ShardMark, checkpoints: Sequence[str],
+               cap_units: int) -> Plan:
+    """The whole plan narrowed to the slots of ``checkpoints`` (schedule order kept) and
+    to their roles (campaign order kept), under the shard's cap, its schedule digest
+    marked with the shard (``schedule_digest``)."""
+    kept = set(checkpoints)
+    slots = [s for s in plan.slots if s.checkpoint in kept]
+    roles = {s.role for s in slots}
     return msgspec.structs.replace(
         plan, slots=slots, cap_units=cap_units, shard=mark,
+        roles=[r for r in plan.roles if r in roles],  # a shard may hold some roles only
         schedule_sha256=schedule_digest([s.slot for s in slots], shard=mark))
 
 
@@ -103,44 +109,51 @@ def split_cap(cap_units: int, rmax_units: int, weights: Sequence[int]) -> list[i
     return [rmax_units + s for s in shares]
 
 
-def assign_traces(costs: Sequence[tuple[str, int]], n: int) -> list[list[str]]:
-    """``costs`` (trace id, expected units) in the selection's order, dealt to ``n``
-    shards: largest cost first (ties: selection order), each to the shard with the
-    least expected cost so far (ties: fewer traces, then the lower index), so with at
-    least ``n`` traces no shard is left empty, even where costs are zero. Each shard's
-    traces come back in the selection's order."""
-    rank = {trace: i for i, (trace, _) in enumerate(costs)}
+def deal(costs: Sequence[tuple[str, int]], n: int) -> list[list[str]]:
+    """``costs`` (key, expected units) in their order, dealt to ``n`` shards: largest
+    cost first (ties: the given order), each to the shard with the least expected cost
+    so far (ties: fewer keys, then the lower index), so with at least ``n`` keys no
+    shard is left empty, even where costs are zero. Each shard's keys come back in the
+    given order."""
+    rank = {key: i for i, (key, _) in enumerate(costs)}
     loads = [0] * n
     dealt: list[list[str]] = [[] for _ in range(n)]
-    for trace, cost in sorted(costs, key=lambda tc: (-tc[1], rank[tc[0]])):
+    for key, cost in sorted(costs, key=lambda kc: (-kc[1], rank[kc[0]])):
         i = min(range(n), key=lambda k: (loads[k], len(dealt[k]), k))
         loads[i] += cost
-        dealt[i].append(trace)
-    return [sorted(traces, key=rank.__getitem__) for traces in dealt]
+        dealt[i].append(key)
+    return [sorted(keys, key=rank.__getitem__) for keys in dealt]
 
 
 def plan_shards(reg: Registration, plan: Plan, cluster: str, count: int) -> list[ShardSpec]:
     """The shards of one cluster run of ``plan`` (the registration's whole plan).
 
     Refuses ``cluster_shards_invalid`` for fewer than 1 or more than ``MAX_SHARDS``
-    shards, or more shards than the plan has traces (a shard is whole traces), and
-    ``cluster_cap_too_small`` when the cap cannot give each shard an Rmax."""
-    traces = list(dict.fromkeys(s.trace_id for s in plan.slots))
-    if not 1 <= count <= MAX_SHARDS or count > len(traces):
+    shards, or more shards than the plan has checkpoints (a shard is whole
+    checkpoints), and ``cluster_cap_too_small`` when the cap cannot give each shard an
+    Rmax."""
+    keys = checkpoint_keys(plan)
+    if not 1 <= count <= MAX_SHARDS or count > len(keys):
         raise ControllerError(Code.CLUSTER_SHARDS_INVALID,
                               f"{count} shards: a cluster run has 1 to {MAX_SHARDS} shards "
-                              f"and no more than its plan's traces ({len(traces)})")
-    costs = [(t, _expected(reg, plan, [t])) for t in traces]
-    dealt = assign_traces(costs, count)
+                              f"and no more than its plan's checkpoints ({len(keys)})")
+    costs = [(k, _expected(reg, plan, [k])) for k in keys]
+    dealt = deal(costs, count)
     expected = [_expected(reg, plan, shard) for shard in dealt]
     caps = split_cap(plan.cap_units, plan.rmax_units, expected)
     return [ShardSpec(mark=ShardMark(cluster=cluster, index=i + 1, count=count),
-                      traces=shard, cap_units=cap, expected_units=e)
+                      checkpoints=shard, cap_units=cap, expected_units=e)
             for i, (shard, cap, e) in enumerate(zip(dealt, caps, expected, strict=True))]
 
 
-def _expected(reg: Registration, plan: Plan, traces: Sequence[str]) -> int:
-    """E of the plan's slots of ``traces``: the plan's own estimate (every line: reader,
-    summariser, judge), in exact integer units."""
+def checkpoint_keys(plan: Plan) -> list[str]:
+    """The plan's checkpoints, in the order their first slot is scheduled."""
+    return list(dict.fromkeys(s.checkpoint for s in plan.slots))
+
+
+def _expected(reg: Registration, plan: Plan, checkpoints: Sequence[str]) -> int:
+    """E of the plan's slots of ``checkpoints``: the plan's own estimate (every line:
+    reader, summariser, judge), in exact integer units."""
     mark = ShardMark(cluster="estimate", index=1, count=1)
-    return plan_estimate(reg, shard_plan(plan, mark, traces, plan.cap_units)).expected_units
+    part = shard_plan(plan, mark, checkpoints, plan.cap_units)
+    return plan_estimate(reg, part).expected_units

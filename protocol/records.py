@@ -197,8 +197,8 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     version: int = PLAN_VERSION
     smoke: bool = False  # the configured-process smoke of a registration (one slot per role)
     # A cluster run's shard (``controller.shards``): its slots are the whole plan's slots
-    # of the shard's traces, its cap the shard's part of the campaign's cap. Null for a
-    # one-machine run.
+    # of the shard's checkpoints, its cap the shard's part of the campaign's cap. Null
+    # for a one-machine run.
     shard: ShardMark | None = None
 
     def schedule_matches(self) -> bool:

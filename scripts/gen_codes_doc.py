@@ -418,8 +418,8 @@ MEANINGS: dict[str, str] = {
     "cluster_unavailable": "`cluster`: Ray is not installed (`pip install 'efold[ray]'`), "
         "or no Ray cluster answers at `--ray ADDRESS`.",
     "cluster_shards_invalid": "`cluster pilot`: fewer than 1 or more than 64 shards, more "
-        "shards than the plan has traces (a shard is whole traces), or no alive node has "
-        "a shard's resources.",
+        "shards than the plan has checkpoints (a shard is whole checkpoints), or no alive "
+        "node has a shard's resources.",
     "cluster_cap_too_small": "`cluster pilot`: the cap cannot give every shard one maximum "
         "reservation Rmax (C < shards x Rmax): use fewer shards.",
     "cluster_shard_misplaced": "A shard's Ray actor runs on a node its ticket is not bound "

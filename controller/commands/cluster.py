@@ -75,7 +75,7 @@ def _resource(ctx: click.Context, param: click.Parameter,
               help="The Ray cluster: `auto`, HOST:PORT of its head, or ray://HOST:PORT.")
 @click.option("--shards", type=click.IntRange(1, 64), default=None,
               help="How many shards (default: one per node with the resources, at most "
-                   "one per trace).")
+                   "one per checkpoint).")
 @registration_options(required=False)
 @campaign_option
 @subset_options

@@ -107,8 +107,8 @@ def test_a_sharded_run_writes_what_one_machine_writes(ray_cluster: Any, tmp_path
     assert sum(caps) == 60 * 20_000_000 and min(caps) >= RMAX_UNITS
     # Three shards on three nodes, each shard's run in its own directory on its node.
     assert len({p.node for p in manifest.shards}) == 3
-    traces = [t for p in manifest.shards for t in p.spec.traces]
-    assert sorted(traces) == sorted(set(traces)) and len(traces) == 4
+    keys = [k for p in manifest.shards for k in p.spec.checkpoints]
+    assert sorted(keys) == sorted(set(keys)) and len(keys) == 8  # 4 traces x 2 roles
 
     single = read_run(one)
     merged, shards = read_shards(run)
@@ -144,14 +144,14 @@ def _refusals_of_tampered_copies(run: Path, tmp_path: Path) -> None:
         shutil.copytree(run, target, symlinks=True)
         return target
 
-    moved = copy("moved")  # a trace moved from one shard to another in the manifest
+    moved = copy("moved")  # a checkpoint moved from one shard to another in the manifest
     manifest = _manifest(moved)
     first, second = manifest.shards[0], manifest.shards[1]
     changed = msgspec.structs.replace(manifest, shards=[
         msgspec.structs.replace(first, spec=msgspec.structs.replace(
-            first.spec, traces=first.spec.traces[:-1])),
+            first.spec, checkpoints=first.spec.checkpoints[:-1])),
         msgspec.structs.replace(second, spec=msgspec.structs.replace(
-            second.spec, traces=second.spec.traces + first.spec.traces[-1:])),
+            second.spec, checkpoints=second.spec.checkpoints + first.spec.checkpoints[-1:])),
         *manifest.shards[2:]])
     (moved / CLUSTER_NAME).write_bytes(msgspec.json.encode(changed))
     with pytest.raises(EfoldError) as err:
@@ -171,7 +171,7 @@ def _refusals_of_tampered_copies(run: Path, tmp_path: Path) -> None:
     view, shards = read_shards(gone)
     lost = shards[2].placed.spec
     assert {r.slot for r in view.receipts}.isdisjoint(
-        {s.slot for s in view.plan.slots if s.trace_id in lost.traces})
+        {s.slot for s in view.plan.slots if s.checkpoint in lost.checkpoints})
     agg = subprocess.run([*CLI, "aggregate", str(gone), "--json"], capture_output=True,
                          text=True, timeout=120)
     status = json.loads(agg.stdout)["status"]

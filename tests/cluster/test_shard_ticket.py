@@ -36,7 +36,7 @@ def test_a_ticket_runs_its_shard_once(tmp_path: Path) -> None:
     plan = msgspec.json.decode((run / "plan.json").read_bytes())
     assert plan["shard"] == {"cluster": "ticket-cluster", "index": 1, "count": 2}
     assert plan["cap_units"] == ticket.spec.cap_units < 60 * 20_000_000
-    assert {s["trace_id"] for s in plan["slots"]} == set(ticket.spec.traces)
+    assert {s["checkpoint"] for s in plan["slots"]} == set(ticket.spec.checkpoints)
     receipts = sorted(p.name for p in (run / "receipts").glob("*.json"))
     assert len(receipts) == len(plan["slots"]) > 0
 

@@ -2,7 +2,7 @@
 
 - the cap split: every part at least Rmax, the parts summing to C exactly, for any
   expected costs; refused when C cannot hold an Rmax per shard;
-- the traces dealt: every trace in exactly one shard, whole checkpoints per shard;
+- the checkpoints dealt: every checkpoint in exactly one shard;
 - the shard plans partition the whole plan, schedule order kept, each with its own
   schedule digest;
 - the cluster command without Ray installed refuses, and ``pilot`` never imports Ray.
@@ -21,7 +21,7 @@ from efold.controller.campaign import parse_campaign
 from efold.controller.errors import ControllerError
 from efold.controller.plan import plan_for
 from efold.controller.registration import compute_registration
-from efold.controller.shards import assign_traces, plan_shards, shard_plan, split_cap
+from efold.controller.shards import deal, plan_shards, shard_plan, split_cap
 from efold.errors import Code
 from efold.protocol.records import ShardMark
 
@@ -60,12 +60,12 @@ def test_a_cap_below_one_rmax_per_shard_refuses() -> None:
     assert split_cap(300, 100, [5, 0, 9]) == [100, 100, 100]
 
 
-def test_traces_are_dealt_largest_first_to_the_lightest_shard() -> None:
-    dealt = assign_traces([("a", 5), ("b", 9), ("c", 4), ("d", 4)], 2)
+def test_checkpoints_are_dealt_largest_first_to_the_lightest_shard() -> None:
+    dealt = deal([("a", 5), ("b", 9), ("c", 4), ("d", 4)], 2)
     assert dealt == [["b", "d"], ["a", "c"]]  # 9 + 4 against 5 + 4 (a tie: the lower index)
-    # Costs of zero (a trace with no eligible slot) still leave no shard empty.
-    assert assign_traces([("a", 0), ("b", 0), ("c", 0)], 3) == [["a"], ["b"], ["c"]]
-    assert assign_traces([("a", 7), ("b", 0), ("c", 0), ("d", 0)], 3) == [
+    # Costs of zero (a checkpoint with no eligible slot) still leave no shard empty.
+    assert deal([("a", 0), ("b", 0), ("c", 0)], 3) == [["a"], ["b"], ["c"]]
+    assert deal([("a", 7), ("b", 0), ("c", 0), ("d", 0)], 3) == [
         ["a"], ["b", "d"], ["c"]]
 
 
@@ -74,8 +74,10 @@ def test_the_shards_partition_the_plan() -> None:
     plan = plan_for(reg)
     specs = plan_shards(reg, plan, "c1", 3)
     assert [s.mark for s in specs] == [ShardMark("c1", i, 3) for i in (1, 2, 3)]
+    # 12 checkpoints of 3 slots each, dealt 4 to a shard.
+    assert [len(s.checkpoints) for s in specs] == [4, 4, 4]
     assert sum(s.cap_units for s in specs) == plan.cap_units
-    parts = [shard_plan(plan, s.mark, s.traces, s.cap_units) for s in specs]
+    parts = [shard_plan(plan, s.mark, s.checkpoints, s.cap_units) for s in specs]
     slots = [slot.slot for part in parts for slot in part.slots]
     assert sorted(slots) == sorted(s.slot for s in plan.slots) and len(set(slots)) == len(slots)
     order = [s.slot for s in plan.slots]
@@ -85,19 +87,21 @@ def test_the_shards_partition_the_plan() -> None:
         assert {s.checkpoint for s in part.slots}.isdisjoint(
             {s.checkpoint for other in parts if other is not part for s in other.slots})
         assert part.schedule_matches() and part.cap_units == spec.cap_units
+        # Only the roles it holds (a report refuses a planned role without a slot).
+        assert part.roles == [r for r in plan.roles if r in {s.role for s in part.slots}]
     digests = {p.schedule_sha256 for p in parts} | {plan.schedule_sha256}
     assert len(digests) == 4
     # The same shard of another cluster run has another schedule digest.
     other = plan_shards(reg, plan, "c2", 3)[0]
-    assert shard_plan(plan, other.mark, other.traces, other.cap_units).schedule_sha256 \
+    assert shard_plan(plan, other.mark, other.checkpoints, other.cap_units).schedule_sha256 \
         != parts[0].schedule_sha256
 
 
-@pytest.mark.parametrize("count", [0, 5, 65])
-def test_shard_counts_outside_one_to_the_traces_refuse(count: int) -> None:
+@pytest.mark.parametrize("count", [0, 13, 65])
+def test_shard_counts_outside_one_to_the_checkpoints_refuse(count: int) -> None:
     reg = compute_registration(parse_campaign(CAMPAIGN), CAMPAIGN.encode())
     with pytest.raises(ControllerError) as err:
-        plan_shards(reg, plan_for(reg), "c", count)  # the original suite has 4 traces
+        plan_shards(reg, plan_for(reg), "c", count)  # 4 traces x 3 roles: 12 checkpoints
     assert err.value.code is Code.CLUSTER_SHARDS_INVALID
 
 
