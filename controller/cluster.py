@@ -361,7 +361,8 @@ def _watch(running: list[_Shard], run: Path, echo: Callable[[str], None],
             _end(shard, run, ShardEnd(index=index, outcome=outcome_of(status),
                                       exit_status=status, code=_code_of(line),
                                       seconds=round(seconds, 3)), echo)
-        time.sleep(POLL_SECONDS)
+        if any(s.end is None for s in running):
+            time.sleep(POLL_SECONDS)
 
 
 def _code_of(line: bytes) -> str | None:

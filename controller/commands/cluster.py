@@ -139,6 +139,10 @@ def pilot(faux: bool, address: str, shards: int | None, registration: str | None
             disconnect()
     except EfoldError as exc:
         refuse(exc)
+    except KeyboardInterrupt:
+        # Only before the shards started (or after they all ended): nothing to contain.
+        click.echo("interrupted: no shard was running", err=True)
+        raise SystemExit(130) from None
     raise SystemExit(_report(outcome, as_json))
 
 
