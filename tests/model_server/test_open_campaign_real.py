@@ -48,10 +48,13 @@ max_tokens_field = "max_tokens"
 def test_an_open_campaign_on_the_real_route(tmp_path: Path, model_server_url: str) -> None:
     env = {**os.environ, "EFOLD_ACCOUNT_ID": ACCOUNT, "CI": "1"}  # CI: loopback only
     efold = efold_env(env)
-    build_suite(tmp_path, filler=10)
+    # CI time: the server reads the native role's whole conversation (about 6k tokens
+    # at filler 9) at about 80 tokens a second, and writes 10-30 tokens a second; filler
+    # 9 is the least that still compacts (7.0k estimated tokens, the trigger 6.4k).
+    build_suite(tmp_path, filler=9)
     (tmp_path / "catalog.toml").write_bytes(CATALOG)
-    extra = (_profile("reader", model_server_url, 64)
-             + _profile("summariser", model_server_url, 256) + "max_requests = 4\n")
+    extra = (_profile("reader", model_server_url, 32)
+             + _profile("summariser", model_server_url, 128) + "max_requests = 4\n")
     (tmp_path / "campaign.toml").write_text(campaign_toml(
         suite="suite", **guide_scripts(tmp_path), roles=ROLES, cap_usd="1.00",
         top=f'traces = ["{TRACE_ID}"]\nprobe_limit = 2', extra=extra, trigger_chars=12000,
