@@ -75,6 +75,7 @@ from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
 from efold.registry import publish_exclusive
+from efold.registry.files import fsync_dir, fsync_fd
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 
@@ -145,7 +146,6 @@ class ShardHost:
         scratch = Path(tempfile.mkdtemp(prefix="efold-shard-"))
         (scratch / REGISTRATION_NAME).write_bytes(registration)
         (scratch / "ticket.json").write_bytes(ticket_json)
-        os.makedirs(os.path.dirname(ticket.run_dir), mode=0o700, exist_ok=True)
         argv = [*program, "cluster", "shard", "--registration", str(scratch / REGISTRATION_NAME),
                 "--sha256", ticket.registration_sha256, "--ticket", str(scratch / "ticket.json"),
                 "--json", "--no-progress"]
@@ -385,12 +385,17 @@ def _publish_copy(run: Path, index: int, tar: bytes) -> None:
     partial = private_subdir(run, SHARDS_DIR, f".{index}.partial")
     with tarfile.open(fileobj=io.BytesIO(tar), mode="r") as archive:
         archive.extractall(partial, filter="data")
+    # Every byte durable before the name is: a crash leaves the whole copy or none.
+    for directory, _, files in os.walk(partial):
+        for name in files:
+            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+            try:
+                fsync_fd(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(directory)
     os.rename(partial, final)
-    fd = os.open(run / SHARDS_DIR, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(run / SHARDS_DIR)
 
 
 def _end(shard: _Shard, run: Path, end: ShardEnd, echo: Callable[[str], None]) -> None:
