@@ -3,12 +3,14 @@
 Read-only (``efold.controller.run_index``): one line per run directory directly under
 ROOT (default ``./efold-runs``, where ``pilot`` puts runs): name, start (UTC), campaign,
 status, slots visited/planned and settled spend. A run that cannot be read is listed
-with its refusal code. Exit status: 0 listed (also when ROOT holds no run), 2 refused
-(``runs_root_invalid``: ROOT missing or not a directory).
+with its refusal code. Exit status: 0 listed (also when ROOT holds no run, and when
+ROOT is not given and ``./efold-runs`` does not exist yet: no run was made here), 2
+refused (``runs_root_invalid``: a ROOT given that is missing or not a directory).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import click
@@ -43,9 +45,9 @@ def _table(entries: list[RunEntry]) -> Iterator[str]:
 
 
 @click.command("runs")
-@click.argument("root", default=DEFAULT_RUNS_ROOT, type=click.Path())
+@click.argument("root", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array of runs.")
-def command(root: str, as_json: bool) -> None:
+def command(root: str | None, as_json: bool) -> None:
     """List the runs under ROOT (default ./efold-runs), newest first.
 
     One line per run directory (one holding journal.sqlite, directly under ROOT): its
@@ -56,17 +58,27 @@ def command(root: str, as_json: bool) -> None:
 
     \b
     Exit status:
-      0  listed (also when ROOT holds no run)
-      2  refused: runs_root_invalid (ROOT missing or not a directory)
+      0  listed (also when ROOT holds no run, or ROOT is not given and
+         ./efold-runs does not exist yet)
+      2  refused: runs_root_invalid (a ROOT given is missing or not a directory)
     """
-    try:
-        entries = list_runs(root)
-    except EfoldError as exc:
-        refuse(exc)
+    entries: list[RunEntry] = []
+    # No ROOT and no ./efold-runs: nothing was ever run here, which is no error (a ROOT
+    # the operator names and that is missing is: likely a typo).
+    missing_default = root is None and not os.path.lexists(DEFAULT_RUNS_ROOT)
+    where = DEFAULT_RUNS_ROOT if root is None else root
+    if not missing_default:
+        try:
+            entries = list_runs(where)
+        except EfoldError as exc:
+            refuse(exc)
     if as_json:
         click.echo(msgspec.json.encode(entries).decode())
+    elif missing_default:
+        click.echo(f"No runs: {where} does not exist here yet (`efold-controller pilot "
+                   "--faux` makes it).")
     elif not entries:
-        click.echo(f"No runs under {root} (a run directory holds journal.sqlite).")
+        click.echo(f"No runs under {where} (a run directory holds journal.sqlite).")
     else:
         for line in _table(entries):
             click.echo(line)

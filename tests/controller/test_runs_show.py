@@ -108,6 +108,21 @@ def test_a_missing_or_file_root_is_refused(tmp_path: Path) -> None:
         assert done.stderr.startswith("refused: runs_root_invalid (") and why in done.stderr
 
 
+def test_runs_where_no_run_was_ever_made_says_so_and_exits_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README: `runs` exits 0 also when there are none; a fresh directory has no
+    # ./efold-runs at all.
+    monkeypatch.chdir(tmp_path)
+    done = invoke("runs")
+    assert done.exit_code == 0 and done.stderr == ""
+    assert done.stdout.startswith("No runs: efold-runs does not exist here yet")
+    as_json = invoke("runs", "--json")
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == []
+    # The same root named explicitly is the operator's own path: a typo is refused.
+    named = invoke("runs", "efold-runs")
+    assert named.exit_code == 2 and named.stderr.startswith("refused: runs_root_invalid")
+
+
 def test_the_default_root_is_efold_runs(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(root.parent)
     done = invoke("runs", "--json")
