@@ -12,6 +12,7 @@ declares.
 from __future__ import annotations
 
 import importlib
+import textwrap
 from typing import Final
 
 import click
@@ -103,17 +104,37 @@ class _LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-EXIT_STATUSES: Final = """\b
-Exit status (each command's --help says which it uses):
-  0        done
-  1        a check found a problem: preflight (a checkpoint failed), fold check
-           (failed or unusable), recover (not reconciled), reap (incomplete),
-           analyze (the evidence gate is not met)
-  2        usage error ("Usage: ... Error: ...") or refusal ("refused: CODE
-           (detail)") on stderr; nothing was done
-  3        pilot/smoke stopped (its code is printed) or the smoke did not pass
-  4        aggregate: reports printed, but the run is unreconciled
-  130/143  interrupted by SIGINT/SIGTERM, after containment"""
+# The commands that exit 1 (a check ran and found a problem) and what it means for each:
+# the one place the top-level help's exit-1 line is made from (each command's own --help
+# states it too; tests/controller/test_cli.py checks both agree).
+EXIT_ONE: Final[dict[str, str]] = {
+    "analyze": "the evidence gate is not met",
+    "certify": "a threshold failed",
+    "fold": "fold check failed or unusable",
+    "preflight": "a checkpoint failed",
+    "prune": "a candidate was kept or not removed entirely",
+    "reap": "incomplete",
+    "recover": "not reconciled",
+}
+
+
+def _exit_statuses() -> str:
+    one = textwrap.wrap("a check found a problem: " + ", ".join(
+        f"{name} ({why})" for name, why in EXIT_ONE.items()), width=70)
+    return "\n".join([
+        "\b",
+        "Exit status (each command's --help says which it uses):",
+        "  0        done",
+        *(f"  {'1' if i == 0 else ' '}        {line}" for i, line in enumerate(one)),
+        '  2        usage error ("Usage: ... Error: ...") or refusal ("refused: CODE',
+        '           (detail)") on stderr; nothing was done',
+        "  3        pilot/smoke stopped (its code is printed) or the smoke did not pass",
+        "  4        aggregate: reports printed, but the run is unreconciled",
+        "  130/143  interrupted by SIGINT/SIGTERM, after containment",
+    ])
+
+
+EXIT_STATUSES: Final = _exit_statuses()
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},

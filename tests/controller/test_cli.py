@@ -7,6 +7,7 @@ import pkgutil
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 from click.testing import CliRunner
@@ -58,3 +59,28 @@ def test_every_command_states_its_exit_statuses() -> None:
     for name in COMMANDS:
         help_text = CliRunner().invoke(main, [name, "--help"], terminal_width=200).output
         assert re.search(r"Exit status|Exits? \d|exits \d", help_text), name
+
+
+def _declares_exit_one(help_text: str) -> bool:
+    """Whether a command's own --help lists exit status 1 (``1  meaning``, ``Exits 1``,
+    ``1 not reconciled``...), read after its first exit-status phrase."""
+    found = re.search(r"Exit status|Exits? \d", help_text)
+    if found is None:
+        return False
+    tail = help_text[found.start():].split("Options:")[0]
+    return re.search(r"(?<![\w.$-])1(?:\s+|,\s*)[a-z]", tail) is not None
+
+
+def test_the_top_level_exit_one_line_names_exactly_the_commands_that_exit_1() -> None:
+    declaring = {name for name in COMMANDS
+                 if _declares_exit_one(CliRunner().invoke(main, [name, "--help"],
+                                                          terminal_width=200).output)}
+    assert {"certify", "prune", "recover"} <= declaring  # the reader itself works
+    top = CliRunner().invoke(main, ["--help"], terminal_width=200).output
+    exit_one = re.search(r"\n\s+1\s+(a check found a problem:.*?)\n\s+2\s", top, re.S)
+    assert exit_one is not None
+    named = " ".join(exit_one.group(1).split())
+    assert {name for name in COMMANDS if re.search(rf"\b{name} \(", named)} == declaring
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| 1 |"))
+    assert {name for name in COMMANDS if f"`{name}" in row} == declaring
