@@ -3,7 +3,8 @@
 Deterministic, no model call, writes nothing but ``--write``'s new file. FILE is a
 comparison set (``report.comparison_set``: strict, at most 8 MiB and 10,000 runs);
 ``--run`` makes one from a run's receipts (``report.comparison_export``), and
-``--write`` keeps it. The analysis is ``report.analyze``. Without either: ``SKIP``.
+``--write`` keeps it. The analysis is ``report.analyze``. Without either: a usage
+error, or with ``--skip-if-empty`` ``SKIP`` (exit 0).
 """
 
 from __future__ import annotations
@@ -63,9 +64,12 @@ def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
 @click.option("--attest-representative", is_flag=True,
               help="With --run: attest, as the operator, that the run's tasks represent "
                    "the decision at hand. Recorded as an attestation; efold cannot verify it.")
+@click.option("--skip-if-empty", is_flag=True,
+              help="Without FILE or --run, print SKIP and exit 0 (a script's optional "
+                   "step); without this flag no input is a usage error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as one JSON object.")
 def command(file: Path | None, run: str | None, arms: str | None, write: Path | None,
-            attest_representative: bool, as_json: bool) -> None:
+            attest_representative: bool, skip_if_empty: bool, as_json: bool) -> None:
     """The paired comparison analyzer: a candidate arm against a reference arm over the
     same tasks, with a minimum evidence gate of 20 paired tasks (never lower).
 
@@ -74,11 +78,12 @@ def command(file: Path | None, run: str | None, arms: str | None, write: Path | 
     trace, probe and repeat). It prints the verdict (comparison_ready only when the gate
     is met), each arm's full acceptance with its Wilson 95% interval, checks, missed
     constraints, unsupported claims, tokens, cost and latency, and the paired wins, ties
-    and losses on each. Without FILE or --run it prints SKIP.
+    and losses on each. Without FILE or --run it is a usage error (a forgotten argument
+    must not pass in a script), unless --skip-if-empty is given: then it prints SKIP.
 
     \b
     Exit status:
-      0  comparison_ready, or SKIP (nothing given)
+      0  comparison_ready, or SKIP (nothing given, with --skip-if-empty)
       1  analyzed, but the evidence gate is not met (insufficient_evidence)
       2  usage error or refused: comparison_invalid, comparison_too_large, a RUN that
          is no run or whose records refuse
@@ -90,6 +95,9 @@ def command(file: Path | None, run: str | None, arms: str | None, write: Path | 
         raise click.UsageError("--arms, --write and --attest-representative go with --run "
                                "(a FILE carries its own attestation)")
     if file is None and run is None:
+        if not skip_if_empty:
+            raise click.UsageError("give FILE, or --run RUN --arms REF,CAND (or "
+                                   "--skip-if-empty to print SKIP and exit 0 without one)")
         click.echo(msgspec.json.encode({"skip": "no comparison set given"}).decode()
                    if as_json else "SKIP: no comparison set given (analyze FILE, or "
                    "--run RUN --arms REF,CAND)")

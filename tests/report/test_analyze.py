@@ -167,8 +167,17 @@ def efold(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_skips_analyzes_and_gates(tmp_path: Path) -> None:
-    skipped = efold(cwd=tmp_path)
+    # No input is a usage error (a forgotten argument must not pass in a script)...
+    forgotten = efold(cwd=tmp_path)
+    assert forgotten.returncode == 2 and forgotten.stdout == ""
+    assert "Error: give FILE, or --run RUN --arms REF,CAND" in forgotten.stderr
+    assert efold("--json", cwd=tmp_path).returncode == 2
+    # ...unless the caller says an empty input is fine.
+    skipped = efold("--skip-if-empty", cwd=tmp_path)
     assert skipped.returncode == 0 and skipped.stdout.startswith("SKIP")
+    as_json = efold("--skip-if-empty", "--json", cwd=tmp_path)
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == {
+        "skip": "no comparison set given"}
     (tmp_path / "ready.json").write_bytes(encoded(hand_set()))
     ready = efold("ready.json", cwd=tmp_path)
     assert ready.returncode == 0, ready.stderr
