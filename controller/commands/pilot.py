@@ -20,6 +20,7 @@ from efold.controller.commands._options import (
 from efold.controller.errors import ControllerError
 from efold.controller.pilot import Dispatch
 from efold.controller.pilot_view import (
+    Verbosity,
     end_of_run,
     output_options,
     run_with_progress,
@@ -72,7 +73,7 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     --campaign NAME|FILE registers a campaign and runs it in one step; --roles,
     --traces, --probes and --limit run a subset of it (or of --registration) as a new
     registration. Either way the registration made is printed after the run: line
-    (registration: RUN/registration.json, sha256: SHA).
+    (registration: RUN/registration.json, sha256: SHA; not with --quiet).
 
     Output: in a terminal a progress bar per phase (rate, ETA, running accuracy and
     settled spend); otherwise (a pipe, CI) or with --no-progress plain lines, one when a
@@ -102,6 +103,12 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
                                "--runs the root a new run is made in)")
     if keep_answers and not real:
         raise click.UsageError("--keep-answers applies to --real runs")
+    if faux and (authorization is not None or trust):
+        # A faux run mints its own faux authorization: an operator's would be ignored.
+        given = [name for name, on in (("--authorization", authorization is not None),
+                                       ("--trust", bool(trust))) if on]
+        raise click.UsageError(f"{' and '.join(given)} apply to --real runs (a --faux run "
+                               "authorizes itself)")
     verbosity = verbosity_of(quiet, verbose)
     dispatch = Dispatch(launcher=launcher)
     try:
@@ -125,7 +132,9 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     except EfoldError as exc:
         refuse(exc)
     click.echo(f"run: {run}")
-    if made.made:  # the run publishes these bytes as its registration.json
+    # The run publishes these bytes as its registration.json. --quiet prints only the
+    # result: the registration stays in the run directory.
+    if made.made and verbosity is not Verbosity.QUIET:
         click.echo(f"registration: {run / REGISTRATION_NAME}")
         click.echo(f"sha256: {sha256_hex(reg_bytes)}")
     try:

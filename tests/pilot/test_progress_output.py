@@ -28,6 +28,7 @@ from efold.controller.pilot_view import accuracy_text, next_mark, spend_text
 from efold.controller.registration import Registration, write_registration
 from efold.controller.run_log import LOG_NAME, RunLog
 from efold.controller.runroot import claim_run_dir
+from efold.digests import sha256_hex
 from efold.guard import units_to_usd
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -185,6 +186,37 @@ def test_quiet_says_a_stop_on_stderr_only(registered: Registered) -> None:
     assert [line.split(":")[0] for line in lines[:-1]] == ["run", "results", "summary",
                                                            "report"]
     assert re.fullmatch(r"stopped: [a-z_]+\n", done.stderr), done.stderr
+
+
+def test_quiet_prints_no_registration_lines_for_a_registration_it_made(
+        registered: Registered) -> None:
+    # A subset flag makes a new registration: without --quiet its two lines follow the
+    # run: line; --quiet means only the result (it stays in RUN/registration.json).
+    quiet = piped(registered, "quiet-subset", "--limit", "1", "--quiet")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    lines = quiet.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["run", "results", "summary", "report"]
+    assert not any(line.startswith(("registration:", "sha256:")) for line in lines)
+    assert (quiet.run / "registration.json").is_file()
+    shown = piped(registered, "shown-subset", "--limit", "1", "--no-progress")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.splitlines()[1:3] == [
+        f"registration: {shown.run / 'registration.json'}",
+        f"sha256: {sha256_hex((shown.run / 'registration.json').read_bytes())}"]
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--authorization", "auth.json"], "--authorization apply to --real runs"),
+    (["--trust", "approver.pub"], "--trust apply to --real runs"),
+    (["--authorization", "auth.json", "--trust", "approver.pub"],
+     "--authorization and --trust apply to --real runs"),
+])
+def test_faux_with_real_route_options_is_a_usage_error(
+        registered: Registered, extra: list[str], named: str) -> None:
+    done = piped(registered, "faux-auth", *extra)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Usage:" in done.stderr and named in done.stderr
+    assert not done.run.exists()
 
 
 def test_quiet_and_verbose_together_are_a_usage_error(registered: Registered) -> None:
