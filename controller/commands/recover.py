@@ -35,14 +35,16 @@ from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME
 
 
-def _text(report: RecoveryReport) -> Iterator[str]:
+def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
+    """The verdict, the counts and what needs the operator (survivors, launches never
+    seen to end); with ``verbose`` also one line per launch (a large run has thousands)."""
     yield report.verdict
     yield f"lease: {report.lease}"
     yield f"sticky stop: {report.sticky_stop or '-'}"
     yield (f"launches: {len(report.launches)}  members: {len(report.members)}  "
            f"containments: {len(report.containments)} "
            f"(unfinished {report.unfinished_containments})")
-    for launch in report.launches:
+    for launch in report.launches if verbose else ():
         yield (f"  launch {launch.launch_id} {launch.kind} slot={launch.slot} "
                f"pid={launch.pid} start={launch.start_time} pgid={launch.pgid} "
                f"proof={launch.proof.value}")
@@ -59,10 +61,15 @@ def _text(report: RecoveryReport) -> Iterator[str]:
 @click.command("recover")
 @click.argument("run_dir", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Also one line per launch (id, kind, slot, pid, start, group, proof).")
 @latest_options
-def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool) -> None:
+def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool,
+            verbose: bool) -> None:
     """Report the processes a run left behind. Never signals, never launches.
     `--latest` takes the newest run under --root (./efold-runs) instead of RUN_DIR.
+    Prints the verdict, the counts, every survivor and every launch never seen to end;
+    --verbose adds one line per launch (--json always holds them all).
 
     Exit status: 0 reconciled, 1 not reconciled, 2 usage error or refused (RUN_DIR is
     not a readable run, or --latest found none; under --json the refusal is also one
@@ -75,5 +82,5 @@ def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool) 
         where = (os.path.join(run_dir, JOURNAL_NAME) if exc.code is Code.JOURNAL_INVALID
                  else run_dir)
         refuse_(exc.code.value, f"{where}: {exc.detail or 'refused'}")
-    echo_report(report, as_json=as_json, text=_text(report))
+    echo_report(report, as_json=as_json, text=_text(report, verbose))
     raise SystemExit(0 if report.reconciled else 1)

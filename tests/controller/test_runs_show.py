@@ -123,6 +123,20 @@ def test_runs_where_no_run_was_ever_made_says_so_and_exits_0(
     assert named.exit_code == 2 and named.stderr.startswith("refused: runs_root_invalid")
 
 
+def test_recover_prints_a_summary_and_each_launch_only_with_verbose(root: Path) -> None:
+    summary = invoke("recover", str(root / "older"))
+    verbose = invoke("recover", str(root / "older"), "--verbose")
+    launches = json.loads(invoke("recover", str(root / "older"), "--json").stdout)["launches"]
+    assert summary.exit_code == verbose.exit_code == 0 and len(launches) > 1
+    lines = summary.stdout.splitlines()
+    assert lines[0] == lines[-1] and lines[0].startswith("reconciled")
+    assert f"launches: {len(launches)}  " in summary.stdout
+    assert not [line for line in lines if line.startswith("  launch ")]
+    detail = [line for line in verbose.stdout.splitlines() if line.startswith("  launch ")]
+    assert len(detail) == len(launches)
+    assert len(verbose.stdout.splitlines()) == len(lines) + len(launches)
+
+
 def test_the_default_root_is_efold_runs(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(root.parent)
     done = invoke("runs", "--json")
