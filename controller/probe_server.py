@@ -24,6 +24,7 @@ from efold.controller.run_context import RunContext
 from efold.errors import Code
 from efold.guard.ledger import PermitIntegrityError, SettleKind
 from efold.guard.permits import Permit, child_code
+from efold.guard.transport import ABORT_BOUND_S
 from efold.ipc.controller_channel import ControllerChannel
 from efold.ipc.messages import (
     Admit,
@@ -42,6 +43,15 @@ from efold.ipc.messages import (
 
 _Last = TypeVar("_Last", bound=ChildMessage)
 
+# After ``Consumed`` the child's request is in flight: its guard ends it within the
+# request's deadline (the same seconds as ``timeout``, counted from the child's send,
+# which starts after our reply) plus the transport's ``ABORT_BOUND_S``, then closes the
+# connection and sends ``Settle``. Waiting only ``timeout`` would give up first on a
+# silent provider (``ipc_timeout``, the child contained) instead of hearing its own
+# abort (``lookup_request_deadline``, settled). This is that wait's allowance: the abort
+# bound and a second to settle it.
+IN_FLIGHT_ALLOWANCE_S = ABORT_BOUND_S + 1.0
+
 
 @dataclass
 class PermitLog:
@@ -57,7 +67,9 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                         judge_key: str | None = None) -> _Last | Code:
     """Answer the child's permit exchanges on ``slot`` until it sends one of ``until``
     (returned, unanswered) or a permit integrity violation (answered ``Stop``, its stop
-    taken, its code returned). ``timeout``: the longest wait for any one message.
+    taken, its code returned). ``timeout``: the longest wait for any one message, and
+    the deadline of each of the child's requests: the wait for the ``Settle`` of a
+    request in flight is longer by ``IN_FLIGHT_ALLOWANCE_S``.
 
     ``admitting=False``: the child was given no route to send on, so an ``Admit`` is a
     paid request nobody assigned (``lookup_preparation_forbidden``: a violation, as
@@ -68,8 +80,10 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
     judge's terms, and that permit's ``Consume``/``Settle`` too."""
     source = ctx.source
     keys: dict[str, str] = {}  # permit id -> the ledger key it was granted on
+    wait = timeout  # Invariant: longer only while a consumed request is in flight
     while True:
-        msg = await channel.receive(timeout=timeout)
+        msg = await channel.receive(timeout=wait)
+        wait = timeout
         try:
             if isinstance(msg, until):
                 return msg
@@ -93,6 +107,7 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                 source.consume(slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
                                body_digest=msg.body_digest)
                 await channel.reply(Consumed())
+                wait = timeout + IN_FLIGHT_ALLOWANCE_S
             elif isinstance(msg, Settle):
                 integrity = source.settle(
                     slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
