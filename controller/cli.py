@@ -44,8 +44,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
               "campaign."),
     "plan": ("plan", "Show the slots, schedule digest, workload and cost estimate."),
     "preflight": ("preflight", "Run only the prep children in a private temporary root "
-                  "(removed afterwards), dry-restore every snapshot and print a JSON "
-                  "report per slot."),
+                  "(removed afterwards), dry-restore every snapshot and print a summary "
+                  "(--json: the report per slot)."),
     "prune": ("prune", "Remove old run directories under ROOT (default ./efold-runs) that "
               "are over."),
     "smoke": ("smoke", "Smoke a registration's real route: one slot per role through the "

@@ -61,7 +61,8 @@ echo "== 2/5 plan"
 efold-controller plan --registration "$reg_file" --sha256 "$sha"
 
 echo "== 3/5 preflight"
-efold-controller preflight --registration "$reg_file" --sha256 "$sha" > "$out/preflight.json"
+efold-controller preflight --registration "$reg_file" --sha256 "$sha" --json \
+  > "$out/preflight.json"
 echo "preflight report: $out/preflight.json"
 
 echo "== 4/5 pilot"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from efold_pilot_kit import faulty_program, small_registration
@@ -52,7 +53,24 @@ def test_preflight_cli_exits_nonzero_on_failure(tmp_path: Path) -> None:
          "--sha256", sha], capture_output=True, text=True, timeout=300,
     )
     assert ok.returncode == 0, ok.stderr
-    assert '"ok": true' in ok.stdout
+    # A summary, not a JSON object per slot: the report itself only with --json.
+    full = subprocess.run(
+        [sys.executable, "-m", "efold.controller", "preflight", "--registration", str(path),
+         "--sha256", sha, "--json"], capture_output=True, text=True, timeout=300,
+    )
+    assert full.returncode == 0, full.stderr
+    doc = json.loads(full.stdout)
+    slots = len(doc["slots"])
+    assert doc["ok"] is True and slots > 1
+    lines = ok.stdout.splitlines()
+    assert lines[:4] == ["preflight: ok",
+                         f"slots: {slots} (eligible {slots}), "
+                         f"checkpoints: {doc['checkpoints']}",
+                         "failures: none", "inventory-infeasible checkpoints: 0"]
+    snapshots = sum({s["checkpoint"]: s["bytes"] for s in doc["slots"]}.values())
+    largest = max(s["largest_bytes"] for s in doc["slots"])
+    assert lines[4].startswith(f"bytes: {snapshots:,} in snapshots, largest file {largest:,} (")
+    assert len(lines) == 5
     wrong = subprocess.run(
         [sys.executable, "-m", "efold.controller", "preflight", "--registration", str(path),
          "--sha256", "0" * 64], capture_output=True, text=True, timeout=60,
