@@ -151,6 +151,7 @@ class Code(enum.StrEnum):
     BOUNDARY_LOCK_STALE = "boundary_lock_stale"  # boundary.lock and the cases disagree (version, missing, unlocked)
     BOUNDARY_ACTION_INVALID = "boundary_action_invalid"  # a tool call's arguments or an oracle path cannot be normalized
     BOUNDARY_WORK_INVALID = "boundary_work_invalid"  # a boundary child's work record is missing, too large, altered or malformed
+    BOUNDARY_RUNNER_UNAVAILABLE = "boundary_runner_unavailable"  # a command a case's checks run cannot run here (its program or module is missing)
 
     # -- folds/ --------------------------------------------------------------------
     FOLD_UNKNOWN = "fold_unknown"

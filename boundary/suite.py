@@ -25,6 +25,7 @@ from typing import Final
 from efold.boundary.case import Case, load_cases
 from efold.boundary.errors import BoundaryError
 from efold.boundary.lock import lock_problems
+from efold.boundary.runner_check import require_runners
 from efold.corpus.model import Category, Probe, ProbeFile, SuiteItem, Trace
 from efold.digests import digest_of, package_root
 from efold.errors import Code
@@ -60,7 +61,8 @@ def is_case(item: SuiteItem) -> bool:
 def select_cases(root: Path, names: Sequence[str]) -> list[Case]:
     """The cases of ``root`` that ``names`` name, in the order of the root (sorted by
     id), each loaded whole and locked. An unknown name, a name given twice, a case that
-    does not load or a lock problem refuses (``boundary_case_invalid``)."""
+    does not load or a lock problem refuses (``boundary_case_invalid``), and so does a
+    case whose commands cannot run here (``boundary_runner_unavailable``)."""
     if not names:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID, "[boundary] names no case")
     if len(set(names)) != len(names):
@@ -81,6 +83,9 @@ def select_cases(root: Path, names: Sequence[str]) -> list[Case]:
     if problems:
         case_id, problem = problems[0]
         raise BoundaryError(problem.code, f"{case_id}: {problem.detail}")
+    # A case whose checks cannot run here would be scored as a loss of every fold:
+    # refused now, at registration, before any slot (boundary.runner_check).
+    require_runners(cases)
     return cases
 
 

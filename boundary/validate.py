@@ -6,6 +6,8 @@ workspace into a private directory, runs the continuation with the faux agent (t
 checkpoint's declared state (``folds.state.declared_state``: for a built-in arm, the
 last ``handoff_state`` record its checkpoint keeps visible, or none). Built-in arms
 only: a plugin or command fold runs only in a contained child, never here.
+A case whose commands cannot run here (``boundary.runner_check``: the test runner is
+not installed) refuses (``boundary_runner_unavailable``) before it is run, never judged.
 
 ``ablation`` runs it three times on the native arm, and a case is valid only when the
 history decides the outcome:
@@ -35,6 +37,7 @@ from efold.boundary.errors import BoundaryError
 from efold.boundary.faux_agent import faux_agent
 from efold.boundary.oracles import Evidence, OracleResult, evaluate_all, passed
 from efold.boundary.runner import run_contained
+from efold.boundary.runner_check import require_runners
 from efold.boundary.workspace import Workspace, copy_fixture
 from efold.corpus.model import Event
 from efold.errors import Code
@@ -87,6 +90,7 @@ class Ablation:
 def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOutcome:
     """Fold ``events`` with the built-in ``arm``, run the faux agent, judge (module
     docstring). Everything it writes is in a temporary directory, removed after."""
+    require_runners([case])  # a verdict of a check that cannot run is no verdict
     if arm not in BUILTIN_ARMS:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
                             f"{arm!r} is not a built-in arm (offline runs use those only)")

@@ -273,6 +273,12 @@ MEANINGS: dict[str, str] = {
         "differs from the digest the child's terminal named, or does not decode. The slot "
         "is judged on nothing the child claimed: its receipt carries this code and no "
         "verdict.",
+    "boundary_runner_unavailable": "A command a boundary case's checks run (its test tool, "
+        "its `tests-pass` oracle) cannot run here: `python -m MODULE` on an interpreter "
+        "without the module (e.g. pytest), or a program not on the contained PATH. "
+        "`boundary validate` marks the case not valid, `boundary run` and a campaign's "
+        "registration refuse before anything is run or judged: a check that cannot run "
+        "never scores a fold.",
     # -- folds/
     "fold_unknown": "No fold arm of this name.",
     "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "

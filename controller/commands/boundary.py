@@ -25,6 +25,7 @@ import msgspec
 from efold.boundary.case import Case, case_dirs, check_unique, load_case, load_cases
 from efold.boundary.identity import fixture_identity
 from efold.boundary.lock import LOCK_NAME, lock_problems, write_lock
+from efold.boundary.runner_check import require_runners, runner_problems
 from efold.boundary.validate import ablation as run_ablation
 from efold.boundary.validate import run_offline
 from efold.boundary.variant_checks import STABILITY_ARMS, VariantReport, check_variants
@@ -138,6 +139,9 @@ def validate(root: Path | None, ablation: bool, variants: bool, arms: str | None
     """Load every case under ROOT and check boundary.lock; one line per case (and, with
     --variants, one per variant).
 
+    A case whose test commands cannot run here (the test runner, e.g. pytest, is not
+    installed for this interpreter) is not valid: boundary_runner_unavailable.
+
     Exit 0 when every case is valid and locked (and, with --ablation, proven; with
     --variants, unbroken by every variant), 2 otherwise."""
     refuse_ = refusal_for(as_json)
@@ -178,6 +182,11 @@ def validate(root: Path | None, ablation: bool, variants: bool, arms: str | None
         base = lines.get(case_id, _Line(id=case_id))
         lines[case_id] = msgspec.structs.replace(base, code=problem.code.value,
                                                  detail=problem.detail)
+    for case in cases:  # a case whose checks cannot run here is not valid here
+        if lines[case.id].ok and (runner := runner_problems(case)):
+            lines[case.id] = msgspec.structs.replace(
+                lines[case.id], code=Code.BOUNDARY_RUNNER_UNAVAILABLE.value,
+                detail="; ".join(runner))
     if ablation:
         for case in cases:
             if lines[case.id].ok:
@@ -337,7 +346,9 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
     """Run every case under ROOT on each arm with the faux agent: each case's verdict
     per arm, then per arm the pass rate (Wilson 95%), actions and duplicates, the
     Recall Trigger Rate on required-recall cases, the contrasts against the first arm
-    and the incidents (an arm failing a case the first arm passes).
+    and the incidents (an arm failing a case the first arm passes). A case whose test
+    commands cannot run here refuses the whole run before any case runs
+    (boundary_runner_unavailable).
 
     Exit 0 done, 2 refused."""
     del faux  # required: the real route runs cases in campaigns (not yet)
@@ -348,6 +359,7 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
         refuse_(Code.BOUNDARY_CASE_INVALID.value, "--arms names no arm")
     try:
         cases = load_cases(chosen)
+        require_runners(cases)  # before any case runs: nothing judged by a missing runner
         judged = [judged_offline(case, run_offline(case, case.prefix, arm))
                   for case in cases for arm in names]
         results = boundary_results(judged, names, build=build_digest())
