@@ -118,6 +118,9 @@ class Code(enum.StrEnum):
     LOOKUP_USAGE_OUTPUT_ABOVE_MAX = "lookup_usage_output_above_max"
     LOOKUP_USAGE_REASONING_ABOVE_OUTPUT = "lookup_usage_reasoning_above_output"
     LOOKUP_USAGE_CACHE_ABOVE_INPUT = "lookup_usage_cache_above_input"
+    LOOKUP_USAGE_INPUT_BELOW_PAYLOAD = "lookup_usage_input_below_payload"  # fewer input tokens than the sent bytes allow
+    LOOKUP_RESPONSE_DUPLICATE_KEY = "lookup_response_duplicate_key"  # a reply's object repeats a key
+    LOOKUP_MODEL_UNREPORTED = "lookup_model_unreported"  # a completed reply names no model where its format always does
     LOOKUP_REQUEST_DEADLINE = "lookup_request_deadline"
     LOOKUP_RESPONSE_TOO_LARGE = "lookup_response_too_large"
     LOOKUP_SEND_FAILED = "lookup_send_failed"

@@ -25,6 +25,13 @@ does not know them refuses them as unknown keys, which fails closed):
 - ``context_window``: the most input tokens the model (or the server hosting it) takes.
   It may only *tighten* the input envelope I of a route (``CatalogEntry.input_envelope``),
   never widen it: a positive integer; the envelope is ``min(I, context_window)``.
+- ``service_tiers``: whether the provider has service tiers (a boolean). Absent means
+  ``true``, the conservative reading and what every catalog written before the key
+  existed meant (so such a catalog, its digest unchanged, prices exactly as before):
+  a response that reports no tier is priced at the dearest multiplier (x2). ``false``
+  (a local server, which has no tiers and never reports one): an absent tier is the
+  base rate (x1). A reported tier is priced as reported either way, and Rmax keeps the
+  factor 2 (``pricing``).
 """
 
 from __future__ import annotations
@@ -41,11 +48,13 @@ from typing import Final
 from efold.errors import Code
 from efold.guard.errors import CatalogError, GuardError
 from efold.guard.money import TOKEN_CLASSES, parse_decimal, rate_units_per_token
+from efold.input_files import CATALOG_LIMIT, InputFileError, read_input
 
 CATALOG_VERSION: Final = 1
 RATE_EXPONENT_LIMIT: Final = 64  # far past any price; keeps every exact rate small
 _ENTRY_KEYS: Final = frozenset({"provider", "model", *TOKEN_CLASSES})
-_OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots", "context_window"})
+_OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots", "context_window",
+                                         "service_tiers"})
 _TIER_KEYS: Final = frozenset({"above_tokens", *TOKEN_CLASSES})
 _INPUT_CLASSES: Final = ("input", "cache_read", "cache_write")
 
@@ -79,6 +88,7 @@ class CatalogEntry:
     input_tiers: tuple[InputTier, ...] = ()
     snapshots: frozenset[str] = frozenset()
     context_window: int | None = None  # None: the model takes at least I
+    service_tiers: bool = True  # False: an absent reported tier is x1 (module docstring)
 
     def input_envelope(self, registered: int) -> int:
         """The envelope of a route to this model: the registered I, tightened (never
@@ -181,7 +191,14 @@ def _parse_entry(item: object) -> CatalogEntry:
                    else frozenset()),
         context_window=(_parse_context_window(item["context_window"], model)
                         if "context_window" in item else None),
+        service_tiers=_parse_service_tiers(item.get("service_tiers", True), model),
     )
+
+
+def _parse_service_tiers(raw: object, model: str) -> bool:
+    if not isinstance(raw, bool):
+        raise CatalogError(Code.CATALOG_INVALID, f"{model}: service_tiers must be true or false")
+    return raw
 
 
 def _parse_context_window(raw: object, model: str) -> int:
@@ -260,11 +277,13 @@ def _check_snapshots_are_unambiguous(entries: Iterable[CatalogEntry]) -> None:
 
 
 def load_catalog(path: str | os.PathLike[str]) -> Catalog:
-    """An operator's catalog, by path."""
+    """An operator's catalog, by path: a regular file of at most ``CATALOG_LIMIT`` bytes
+    (``input_files.read_input``: a device or a FIFO refuses with its own code)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
+        data = read_input(path, what="catalog", limit=CATALOG_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise
         raise CatalogError(Code.CATALOG_INVALID, "catalog file unreadable") from exc
     return parse_catalog(data)
 

@@ -116,7 +116,7 @@ def expected_cost_units(
         total += (r.input - r.cached) * rates["input"]
         total += r.cached * rates["cache_read"]
         total += r.output * rates["output"]
-    return ceil_units(total * tier_multiplier(scenario.tier))
+    return ceil_units(total * tier_multiplier(scenario.tier, service_tiers=entry.service_tiers))
 
 
 def expected_slot_units(

@@ -277,8 +277,10 @@ class PermitLedger:
         cost: int | None = None
         terms = self.terms(permit.slot)
         if usage is not None:
+            # The ledger holds the payload's digest, not its size: the lower bound on
+            # input is the guard's (settlement), which sent the bytes.
             problem = usage_problem(usage, input_limit=terms.input_envelope,
-                                    max_output=self._max_output,
+                                    max_output=self._max_output, payload_bytes=None,
                                     settling=kind is SettleKind.SETTLED)
             if problem is not None:
                 integrity = integrity or problem

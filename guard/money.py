@@ -32,13 +32,16 @@ UNITS_PER_USD: Final = 20_000_000
 _UNITS_PER_TOKEN_PER_USD_PER_MILLION: Final = Fraction(UNITS_PER_USD, 1_000_000)
 
 # Service tiers the provider may report. Invariant: closed; an unknown tier is an
-# integrity stop, never priced. Absent (None) is priced at the maximum multiplier.
+# integrity stop, never priced. Absent (None) is priced at the maximum multiplier when
+# the catalog entry's provider has service tiers (the default), at the base rate (x1)
+# when the entry says it has none (``service_tiers = false``: a local server).
 TIER_MULTIPLIERS: Final[Mapping[str, Fraction]] = {
     "default": Fraction(1),
     "flex": Fraction(1, 2),
     "priority": Fraction(2),
 }
 ABSENT_TIER_MULTIPLIER: Final = Fraction(2)
+TIERLESS_ABSENT_TIER_MULTIPLIER: Final = Fraction(1)
 MAX_TIER_MULTIPLIER: Final = max(*TIER_MULTIPLIERS.values(), ABSENT_TIER_MULTIPLIER)
 
 TOKEN_CLASSES: Final = ("input", "cache_read", "cache_write", "output")
@@ -85,11 +88,13 @@ def ceil_units(amount: Fraction) -> int:
     return -((-amount.numerator) // amount.denominator)
 
 
-def tier_multiplier(tier: str | None) -> Fraction:
-    """The multiplier for a reported tier; ``None`` (absent) prices at the maximum.
-    An unknown tier raises ``lookup_unknown_tier``: it is never priced."""
+def tier_multiplier(tier: str | None, *, service_tiers: bool) -> Fraction:
+    """The multiplier for a reported tier; ``None`` (absent) prices at the maximum when
+    the provider has ``service_tiers``, else at x1 (a reported tier is priced as
+    reported either way). An unknown tier raises ``lookup_unknown_tier``: it is never
+    priced."""
     if tier is None:
-        return ABSENT_TIER_MULTIPLIER
+        return ABSENT_TIER_MULTIPLIER if service_tiers else TIERLESS_ABSENT_TIER_MULTIPLIER
     found = TIER_MULTIPLIERS.get(tier)
     if found is None:
         raise GuardError(Code.LOOKUP_UNKNOWN_TIER, "unknown service tier")

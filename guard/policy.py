@@ -54,6 +54,7 @@ def contract_policy() -> dict[str, Any]:
             "rounding": "cost rounded up to a whole unit once per request",
             "tiers": dict(money.TIER_MULTIPLIERS),
             "absent_tier": money.ABSENT_TIER_MULTIPLIER,
+            "absent_tier_without_service_tiers": money.TIERLESS_ABSENT_TIER_MULTIPLIER,
             "input_tiers": (
                 "each call is priced at the highest catalog input-size tier whose "
                 "above_tokens is strictly exceeded by its reported input, cached input "

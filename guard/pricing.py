@@ -13,7 +13,9 @@ Reported input *includes* cache reads and writes, so uncached input is
 again. With the faux rates (2 / 10 / 0.1 / 2.5 USD/M) Rmax is exactly $3.92 =
 78,400,000 units. The factor 2 in Rmax is the largest tier multiplier (priority, and
 an absent tier), so any usage that passes settlement's checks (input <= U <= I,
-output <= O) costs at most Rmax.
+output <= O) costs at most Rmax. It stays 2 for an entry without service tiers
+(``service_tiers = false``, where an absent tier is x1): such a server may still
+*report* ``priority``, which is priced as reported, so the hold must cover it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def exact_cost(entry: CatalogEntry, counts: Mapping[str, int], tier: str | None)
     """The exact (unrounded) cost of usage counts, in units. Counts use the keys
     ``input``, ``output``, ``cache_read``, ``cache_write`` (``reasoning`` is ignored:
     it is inside ``output``). Raises ``lookup_unknown_tier`` / ``lookup_invalid_usage``."""
-    multiplier = tier_multiplier(tier)
+    multiplier = tier_multiplier(tier, service_tiers=entry.service_tiers)
     inp = _count(counts.get("input"))
     out = _count(counts.get("output"))
     cache_read = _count(counts.get("cache_read") or 0)

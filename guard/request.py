@@ -307,7 +307,8 @@ class Guard:
         finally:
             response.close()
         decision = settle_wire(wire, hold_units=permit.hold_units, input_budget=budget,
-                               contract=self.contract, entry=self._entry_rates)
+                               payload_bytes=len(request.body), contract=self.contract,
+                               entry=self._entry_rates)
         return decision, wire.terminal.value, wire.output_items
 
     def _close(self, permit: Permit, decision: Decision, facts: dict[str, Any]) -> GuardResult:

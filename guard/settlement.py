@@ -4,14 +4,21 @@ Pure functions, no I/O. The rules, in order (every integrity outcome is a sticky
 of the run with the hold retained):
 
 1. Integrity, on *every* outcome that reports it, failed and cut streams included:
+   - a body or event in which an object repeats a key: ``lookup_response_duplicate_key``
+     (nothing of it was read: no usage, no cost);
    - a tier outside {default, flex, priority}: ``lookup_unknown_tier`` (the tier is
-     redacted to ``None`` in the record); an absent tier prices at ×2;
-   - usage that is malformed, conflicting, out of range (not an int in [0, 2^53)) or
-     breaks the registered assumptions (input > U_k, output > O, reasoning > output,
-     cache read + write > input): ``lookup_invalid_usage`` or the specific
-     ``lookup_usage_*`` code, decided *before* anything is priced;
+     redacted to ``None`` in the record); an absent tier prices at ×2 when the catalog
+     entry has service tiers, ×1 when it says it has none;
+   - usage that is malformed, conflicting (a ``total_tokens`` that is not the sum of
+     its parts included), out of range (not an int in [0, 2^53)) or breaks the
+     registered assumptions (input > U_k, input × 64 < the admitted payload's bytes,
+     output > O, reasoning > output, cache read + write > input):
+     ``lookup_invalid_usage`` or the specific ``lookup_usage_*`` code, decided *before*
+     anything is priced;
    - a model other than the contracted one or a dated snapshot the catalog lists for
-     it, or two differing model readings: ``lookup_model_switch_forbidden``;
+     it, or two differing model readings: ``lookup_model_switch_forbidden``; a
+     completed or incomplete response that names no model where its wire format always
+     does: ``lookup_model_unreported``;
    - a catalog cost above the hold: ``lookup_cost_exceeds_hold``.
 2. A failed response / error event: lost (``lookup_response_failed``). No terminal
    event (stream cut, unreadable stream): lost (``lookup_stream_lost``).
@@ -60,17 +67,22 @@ def settle_wire(
     *,
     hold_units: int,
     input_budget: int,
+    payload_bytes: int,
     contract: Contract,
     entry: CatalogEntry,
 ) -> Decision:
-    """Decide the outcome of a response that arrived with a 2xx status."""
+    """Decide the outcome of a response that arrived with a 2xx status to a request
+    whose admitted payload was ``payload_bytes`` long."""
+    if outcome.duplicate_key:
+        return Decision(OutcomeKind.INTEGRITY_STOP, Code.LOOKUP_RESPONSE_DUPLICATE_KEY)
     usage = outcome.usage
     settling = outcome.terminal in (StreamEnd.COMPLETED, StreamEnd.INCOMPLETE)
     tier = outcome.tier if outcome.tier is None or outcome.tier in TIER_MULTIPLIERS else None
     problem: Code | None = Code.LOOKUP_INVALID_USAGE if outcome.usage_invalid else None
     if problem is None and usage is not None:
         problem = usage_problem(usage.counts(), input_limit=input_budget,
-                                max_output=contract.max_output, settling=settling)
+                                max_output=contract.max_output, payload_bytes=payload_bytes,
+                                settling=settling)
     cost = price_units(entry, usage.counts(), tier) if usage is not None and not problem \
         else None
     checked = usage if problem is None else None
@@ -82,6 +94,8 @@ def settle_wire(
     elif outcome.model_conflict or (outcome.model is not None
                                     and not entry.accepts_model(outcome.model)):
         integrity = Code.LOOKUP_MODEL_SWITCH_FORBIDDEN
+    elif settling and outcome.model is None and outcome.model_required:
+        integrity = Code.LOOKUP_MODEL_UNREPORTED
     elif cost is not None and cost > hold_units:
         integrity = Code.LOOKUP_COST_EXCEEDS_HOLD
     if integrity is not None:

@@ -105,6 +105,10 @@ STOP_MEANINGS: Mapping[str, str] = _frozen({
     Code.LOOKUP_USAGE_OUTPUT_ABOVE_MAX: _USAGE,
     Code.LOOKUP_USAGE_REASONING_ABOVE_OUTPUT: _USAGE,
     Code.LOOKUP_USAGE_CACHE_ABOVE_INPUT: _USAGE,
+    Code.LOOKUP_USAGE_INPUT_BELOW_PAYLOAD: _USAGE,
+    Code.LOOKUP_RESPONSE_DUPLICATE_KEY: "the provider's reply repeated a key, two readings "
+                                        "of one field; " + _STICKY,
+    Code.LOOKUP_MODEL_UNREPORTED: "the provider's reply named no model; " + _STICKY,
     Code.LOOKUP_COST_EXCEEDS_HOLD: "the cost of the reported usage exceeds its hold; "
                                    + _STICKY,
     # Losses a child claimed as a stop (a refusal that may not continue).

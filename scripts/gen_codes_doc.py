@@ -208,6 +208,15 @@ MEANINGS: dict[str, str] = {
         "output; sticky stop, hold retained.",
     "lookup_usage_cache_above_input": "Reported cache-read plus cache-write tokens exceed "
         "reported input; sticky stop, hold retained.",
+    "lookup_usage_input_below_payload": "Reported input tokens are implausibly few for "
+        "the request sent: input tokens x 64 is below the admitted payload's UTF-8 bytes "
+        "(no tokenizer packs 64 bytes into one token); sticky stop, hold retained.",
+    "lookup_response_duplicate_key": "An object of a provider's reply (a body or one "
+        "event, at any depth, keys compared after unescaping) repeats a key: two readings "
+        "of one field, nothing of the reply is read; sticky stop, hold retained.",
+    "lookup_model_unreported": "A completed or incomplete reply names no model where its "
+        "wire format always does (Chat Completions, Responses, Messages); sticky stop, "
+        "hold retained.",
     "lookup_request_deadline": "The guard aborted a sent request at its deadline (own "
         "abort): hold retained, slot terminal.",
     "lookup_response_too_large": "The guard aborted a response above its size limit (own "

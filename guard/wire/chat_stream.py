@@ -29,10 +29,11 @@ from efold.guard.wire.outcome import (
     ModelReading,
     StreamEnd,
     WireOutcome,
+    duplicate_key_outcome,
     read_tier,
     read_usage,
 )
-from efold.guard.wire.sse import JsonEvents, decode_object
+from efold.guard.wire.sse import DuplicateKey, JsonEvents, decode_object
 
 _INCOMPLETE_REASONS = frozenset({"length", "content_filter"})
 
@@ -133,6 +134,8 @@ class ChatStreamParser:
                     acc["arguments"] += fn["arguments"]
 
     def finish(self) -> WireOutcome:
+        if self._stream.duplicate_key:
+            return duplicate_key_outcome()
         usage, invalid = read_usage(self._usage, chat=True)
         if self._usage_conflict:
             usage, invalid = None, True
@@ -155,7 +158,10 @@ class ChatBodyParser(BufferedBody):
     """Non-streaming: buffer the JSON body, decode it at the end."""
 
     def finish(self) -> WireOutcome:
-        data = decode_object(bytes(self._body))
+        try:
+            data = decode_object(bytes(self._body))
+        except DuplicateKey:
+            return duplicate_key_outcome()
         if data is None:
             return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         model = ModelReading()

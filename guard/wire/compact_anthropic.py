@@ -56,8 +56,9 @@ from efold.guard.wire.outcome import (
     StreamEnd,
     WireOutcome,
     WireParser,
+    duplicate_key_outcome,
 )
-from efold.guard.wire.sse import decode_object
+from efold.guard.wire.sse import DuplicateKey, decode_object
 
 COMPACT_MESSAGES_PATH: Final = "/messages"
 COMPACTION_KEYS: Final = frozenset({"type", "instructions"})
@@ -138,7 +139,10 @@ class CompactMessagesBodyParser(BufferedBody):
     """One JSON message: buffered until ``finish`` (the request does not stream)."""
 
     def finish(self) -> WireOutcome:
-        reply = decode_object(bytes(self._body))
+        try:
+            reply = decode_object(bytes(self._body))
+        except DuplicateKey:
+            return duplicate_key_outcome()
         if reply is None:
             return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         if reply.get("type") == "error":

@@ -44,8 +44,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-import msgspec
-
 from efold.errors import Code
 from efold.guard.accounting import PayloadShape
 from efold.guard.contract import Contract, WireApi
@@ -58,10 +56,12 @@ from efold.guard.wire.outcome import (
     StreamEnd,
     WireOutcome,
     WireParser,
+    duplicate_key_outcome,
     read_tier,
     read_usage,
 )
 from efold.guard.wire.responses_payload import check_responses_payload
+from efold.guard.wire.sse import DuplicateKey, decode_object
 
 COMPACT_PATH: Final = "/responses/compact"
 COMPACT_OBJECT: Final = "response.compaction"
@@ -136,10 +136,10 @@ class CompactBodyParser(BufferedBody):
 
     def finish(self) -> WireOutcome:
         try:
-            reply = msgspec.json.decode(bytes(self._body))
-        except msgspec.DecodeError:
-            return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
-        if not isinstance(reply, dict):
+            reply = decode_object(bytes(self._body))
+        except DuplicateKey:
+            return duplicate_key_outcome()
+        if reply is None:
             return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         if "error" in reply and reply["error"] is not None:
             return WireOutcome(terminal=StreamEnd.FAILED)
@@ -149,9 +149,10 @@ class CompactBodyParser(BufferedBody):
         usage, invalid = read_usage(reply.get("usage"), chat=False)
         reading = ModelReading()
         reading.see(reply)
+        # The documented reply has no ``model``: read when present, not required.
         return WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, usage_invalid=invalid,
                            tier=read_tier(reply), output_items=items, model=reading.model,
-                           model_conflict=reading.conflict)
+                           model_conflict=reading.conflict, model_required=False)
 
 
 def _reply_items(reply: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -70,8 +70,9 @@ from efold.guard.wire.outcome import (
     ModelReading,
     StreamEnd,
     WireOutcome,
+    duplicate_key_outcome,
 )
-from efold.guard.wire.sse import JsonEvents, decode_object
+from efold.guard.wire.sse import DuplicateKey, JsonEvents, decode_object
 
 COUNT_KEYS: Final = ("input_tokens", "cache_creation_input_tokens",
                      "cache_read_input_tokens", "output_tokens")
@@ -182,7 +183,12 @@ def _call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 
 
 def _object_json(text: str) -> bool:
-    return isinstance(decode_object(text), dict)
+    try:
+        return isinstance(decode_object(text), dict)
+    except DuplicateKey:
+        # Tool arguments are the model's output for the reader, not a provider reading
+        # of money: a repeated key there is the reader's to decode, as it decodes it.
+        return True
 
 
 def body_items(content: Any) -> list[dict[str, Any]] | None:
@@ -392,6 +398,8 @@ class MessagesStreamParser:
         return read_messages_usage(raw)
 
     def finish(self) -> WireOutcome:
+        if self._stream.duplicate_key:
+            return duplicate_key_outcome()
         usage, invalid = self._read_usage()
         items = self._items()
         malformed = self._stream.malformed or self._malformed or items is None
@@ -408,7 +416,10 @@ class MessagesBodyParser(BufferedBody):
     before: only the end of the body completes it)."""
 
     def finish(self) -> WireOutcome:
-        data = decode_object(bytes(self._body))
+        try:
+            data = decode_object(bytes(self._body))
+        except DuplicateKey:
+            return duplicate_key_outcome()
         if data is None:
             return WireOutcome(terminal=StreamEnd.NONE, malformed=True)
         model = ModelReading()

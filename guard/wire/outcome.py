@@ -9,11 +9,19 @@ Only the allowlisted counts are read; nothing else of a raw usage object survive
 
 Conflicting readings are read conservatively, never as the cheaper one: two differing
 usage objects, or a second terminal event, make the usage invalid (each parser says
-which applies to its wire format).
+which applies to its wire format). A body or event in which any object repeats a key
+(``sse.decode_object``) is ``duplicate_key``: two readings of one field, nothing of it
+is read (settlement stops the run on it).
+
+A ``total_tokens``, where the format defines one, must equal its parts, or the usage is
+invalid (the parts are priced, so a total that disagrees means the parser cannot tell
+which figure was billed): Chat ``prompt_tokens + completion_tokens``, Responses
+``input_tokens + output_tokens``. An absent (or null) total is allowed.
 
 The response's model is read, never judged: ``ModelReading`` keeps the first reported
 model and notes a conflict when a later reading differs or a reported model is not a
-string. Settlement compares it with the contract.
+string. Settlement compares it with the contract; ``model_required`` says whether the
+wire format always names the model (then a settling response that names none stops).
 """
 
 from __future__ import annotations
@@ -49,6 +57,17 @@ class WireOutcome:
     malformed: bool = False  # an unreadable event or body: read as a lost stream
     model: str | None = None  # the first model the response reported; None if none did
     model_conflict: bool = False  # readings differed, or a reported model was not a string
+    # The wire format always names the model in a completed response (every format but
+    # the OpenAI compaction endpoint, whose documented reply has no ``model``).
+    model_required: bool = True
+    # Invariant: duplicate_key implies usage is None (nothing of such a reply is read).
+    duplicate_key: bool = False
+
+
+def duplicate_key_outcome() -> WireOutcome:
+    """What every parser makes of a reply in which some object repeats a key: nothing
+    read, no usage, no model (settlement stops the run: ``duplicate_key``)."""
+    return WireOutcome(terminal=StreamEnd.NONE, malformed=True, duplicate_key=True)
 
 
 class WireParser(Protocol):
@@ -121,8 +140,11 @@ def read_usage(raw: Any, *, chat: bool) -> tuple[UsageRecord | None, bool]:
             cache_write=_detail(in_details, "cache_write_tokens"),
             reasoning=_detail(out_details, "reasoning_tokens"),
         )
+        total = _count(raw.get("total_tokens"), required=False)
     except _Invalid:
         return None, True
+    if total is not None and total != usage.input + usage.output:
+        return None, True  # the total disagrees with its parts (module docstring)
     return usage, False
 
 

@@ -28,6 +28,7 @@ from efold.guard.wire.outcome import (
     ModelReading,
     StreamEnd,
     WireOutcome,
+    duplicate_key_outcome,
     read_tier,
     read_usage,
 )
@@ -94,6 +95,8 @@ class ResponsesStreamParser:
         )
 
     def finish(self) -> WireOutcome:
+        if self._stream.duplicate_key:
+            return duplicate_key_outcome()
         if self._outcome is None:
             outcome = WireOutcome(terminal=StreamEnd.NONE, output_items=self._items,
                                   malformed=self._stream.malformed)

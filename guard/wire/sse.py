@@ -10,8 +10,15 @@ Per the SSE specification an event is dispatched at a blank line; an event still
 when the stream ends is discarded (so a stream cut just after a terminal event's
 ``data:`` line, before its blank line, has not delivered that event).
 
-``JsonEvents`` is what both streaming wire parsers read through: events whose data must
+``JsonEvents`` is what every streaming wire parser reads through: events whose data must
 be a JSON object, where the first fault marks the stream malformed for good.
+
+``decode_object`` is the one JSON decoder of the money path (every event and body a
+wire parser reads). JSON leaves a repeated key undefined, and msgspec (like most
+decoders) keeps the last one: ``{"usage": {...100...}, "usage": {...1...}}`` would read
+as the cheaper usage. So a value in which *any* object repeats a key (after unescaping:
+``"usag\u0065"`` is ``"usage"``), at any depth, is refused with ``DuplicateKey``: two
+readings of one field, of which the parser cannot tell the billed one.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ import msgspec
 _EOL: Final = re.compile(rb"\r\n|\r|\n")
 _BOM: Final = b"\xef\xbb\xbf"
 _JSON: Final = msgspec.json.Decoder()
+# A JSON string token (escapes included), unrolled so long strings scan in C.
+_STRING_TEXT: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STRING_BYTES: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 class SseEvent(NamedTuple):
@@ -97,24 +107,71 @@ class SseDecoder:
         # "id", "retry" and unknown fields carry nothing the guard uses.
 
 
+class DuplicateKey(ValueError):
+    """An object of a decoded JSON value repeats a key (two readings of one field)."""
+
+
+def _members(value: Any) -> int:
+    """The number of members of every object in a decoded value (iteratively: the
+    decoder has already bounded the depth, this walk must not recurse past it)."""
+    count = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            count += len(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
+
+
+def _colons_outside_strings(data: str | bytes) -> int:
+    if isinstance(data, str):
+        return _STRING_TEXT.sub("", data).count(":")
+    return _STRING_BYTES.sub(b"", data).count(b":")
+
+
+def repeats_a_key(data: str | bytes, value: Any) -> bool:
+    """Whether valid JSON ``data``, decoded as ``value``, repeats a key in some object.
+
+    Outside strings a colon appears in JSON only between a member's key and its value,
+    so the text's structural colons count every member written, while the decoded
+    objects (one entry per distinct key) count each key once: they differ exactly when
+    an object repeats a key. The text's colons are counted first with those inside
+    strings (``count`` in C): when even that equals the members, there are none to
+    strip and no repeat; only otherwise are the strings cut out and the colons counted
+    again."""
+    members = _members(value)
+    if (data.count(":") if isinstance(data, str) else data.count(b":")) == members:
+        return False
+    return _colons_outside_strings(data) != members
+
+
 def decode_object(data: str | bytes) -> dict[str, Any] | None:
     """``data`` as a JSON object; ``None`` if it does not decode (too deeply nested
-    counts as undecodable) or is any other JSON value."""
+    counts as undecodable) or is any other JSON value. Raises ``DuplicateKey`` when any
+    object in it repeats a key (module docstring)."""
     try:
         value = _JSON.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    if repeats_a_key(data, value):
+        raise DuplicateKey("an object repeats a key")
+    return value
 
 
 class JsonEvents:
     """SSE events whose data is a JSON object, from raw chunks. The first fault (invalid
     UTF-8, or an event whose data is not a JSON object) sets ``malformed``; from then on
-    nothing more is read."""
+    nothing more is read. An event that repeats a key also sets ``duplicate_key``."""
 
     def __init__(self) -> None:
         self._sse = SseDecoder()
         self.malformed = False
+        self.duplicate_key = False  # sticky: an event repeated a key (implies malformed)
 
     def events(self, chunk: bytes) -> list[SseEvent]:
         """The events ``chunk`` completes (none once malformed)."""
@@ -129,7 +186,11 @@ class JsonEvents:
     def decode(self, event: SseEvent) -> dict[str, Any] | None:
         """The event's data as a JSON object, or ``None`` (and ``malformed``): the caller
         stops reading the chunk there."""
-        data = decode_object(event.data)
+        try:
+            data = decode_object(event.data)
+        except DuplicateKey:
+            self.duplicate_key = True
+            data = None
         if data is None:
             self.malformed = True
         return data

@@ -47,7 +47,11 @@ USAGE_OK = {
 
 
 def _usage(**changes: Any) -> dict[str, Any]:
+    """``USAGE_OK`` changed as given; its ``total_tokens`` follows the parts it totals
+    (input + output) unless a change sets it."""
     usage = json.loads(json.dumps(USAGE_OK))
+    changes = {"total_tokens": changes.get("input_tokens", USAGE_OK["input_tokens"])
+               + changes.get("output_tokens", USAGE_OK["output_tokens"]), **changes}
     for key, value in changes.items():
         if key == "cached":
             usage["input_tokens_details"]["cached_tokens"] = value
@@ -281,6 +285,72 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def _completed_with(response_json: str) -> bytes:
+    """A Responses stream whose terminal ``response`` object is ``response_json``,
+    written by hand (a JSON encoder cannot repeat a key)."""
+    head = sse(responses_events(terminal=None))
+    return head + (f'event: response.completed\ndata: {{"type":"response.completed",'
+                   f'"sequence_number":5,"response":{response_json}}}\n\n').encode()
+
+
+_USAGE_JSON = json.dumps(USAGE_OK)
+_CHEAP_USAGE_JSON = '{"input_tokens":1,"output_tokens":1}'
+# Two readings of one field; the last (which msgspec, like most decoders, would keep)
+# is always the cheaper one.
+DUPLICATE_KEY_BODIES: dict[str, str] = {
+    "dup_usage": f'{{"id":"resp_1","status":"completed","model":"gpt-5",'
+                 f'"service_tier":"default","usage":{_USAGE_JSON},"usage":{_CHEAP_USAGE_JSON}}}',
+    # The repeat spelled with an escape: the same key once unescaped.
+    "dup_usage_escaped": f'{{"id":"resp_1","status":"completed","model":"gpt-5",'
+                         f'"service_tier":"default","usage":{_USAGE_JSON},'
+                         f'"usag\\u0065":{_CHEAP_USAGE_JSON}}}',
+    # Deep in the usage object: two cached counts.
+    "dup_nested": '{"id":"resp_1","status":"completed","model":"gpt-5","service_tier":"default",'
+                  '"usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":0,'
+                  '"cached_tokens":20},"output_tokens":50}}',
+    # A repeat that is not usage at all (the id) is still two readings of the reply.
+    "dup_id": '{"id":"resp_1","id":"resp_2","status":"completed","model":"gpt-5",'
+              f'"service_tier":"default","usage":{_USAGE_JSON}}}',
+    # A colon inside a string is no member: this one settles.
+    "colons_in_strings": '{"id":"resp:1","status":"completed","model":"gpt-5",'
+                         f'"service_tier":"default","note":"a: b\\":c","usage":{_USAGE_JSON}}}',
+}
+
+CHAT_BODY_DUP_USAGE = (
+    b'{"id":"chatcmpl-2","object":"chat.completion","model":"gpt-5","service_tier":"default",'
+    b'"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant",'
+    b'"content":"ok"}}],'
+    b'"usage":{"prompt_tokens":120,"completion_tokens":50,"total_tokens":170},'
+    b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}')
+
+
+def chat_stream_dup_usage() -> bytes:
+    """The usage chunk repeats ``usage`` (expensive, then cheap)."""
+    chunks = chat_chunks(usage=False)
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+    last = ('{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-5",'
+            '"service_tier":"default","choices":[],'
+            '"usage":{"prompt_tokens":120,"completion_tokens":50,"total_tokens":170},'
+            '"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}')
+    return (body + f"data: {last}\n\ndata: [DONE]\n\n").encode()
+
+
+def chat_body_with(usage: dict[str, Any] | None, *, model: str | None = "gpt-5") -> bytes:
+    doc = json.loads(chat_body(usage=False))
+    if usage is not None:
+        doc["usage"] = usage
+    if model is None:
+        del doc["model"]
+    return json.dumps(doc).encode()
+
+
+def floor_usage(body: bytes, below: int) -> dict[str, Any]:
+    """Usage whose input is the least the rule allows for ``body`` (``ceil(bytes / 64)``),
+    minus ``below``."""
+    inp = -(-len(body) // 64) - below
+    return {"input_tokens": inp, "output_tokens": 50, "total_tokens": inp + 50}
+
+
 Script = Callable[[_Handler, bytes], None]
 
 
@@ -333,6 +403,27 @@ CASES: dict[str, Script] = {
         + b"%x\r\n%s\r\n" % (len(_EARLY), _EARLY) + b"1;x="),
     "chat_body": lambda h, body: h._status(200, body=chat_body(usage=True)),
     "chat_body_no_usage": lambda h, body: h._status(200, body=chat_body(usage=False)),
+    # -- money parsing: duplicate keys, totals, the input floor, the model --------------
+    **{name: (lambda h, body, text=text: h.stream(_completed_with(text)))
+       for name, text in DUPLICATE_KEY_BODIES.items()},
+    "chat_body_dup_usage": lambda h, body: h._status(200, body=CHAT_BODY_DUP_USAGE),
+    "chat_stream_dup_usage": lambda h, body: h.stream(chat_stream_dup_usage()),
+    "total_above_parts": _responses(usage=_usage(total_tokens=150_000)),
+    "total_below_parts": _responses(usage=_usage(total_tokens=3)),
+    "chat_total_above_parts": lambda h, body: h._status(200, body=chat_body_with(
+        {"prompt_tokens": 120, "completion_tokens": 50, "total_tokens": 150_000})),
+    "chat_total_below_parts": lambda h, body: h._status(200, body=chat_body_with(
+        {"prompt_tokens": 120, "completion_tokens": 50, "total_tokens": 3})),
+    "chat_total_absent": lambda h, body: h._status(200, body=chat_body_with(
+        {"prompt_tokens": 120, "completion_tokens": 50})),
+    "input_at_floor": lambda h, body: h.stream(sse(responses_events(
+        usage=floor_usage(body, 0)))),
+    "input_below_floor": lambda h, body: h.stream(sse(responses_events(
+        usage=floor_usage(body, 1)))),
+    "no_model": _responses(model=None),
+    "no_model_failed": _responses(model=None, terminal="response.failed"),
+    "chat_body_no_model": lambda h, body: h._status(200, body=chat_body_with(
+        CHAT_USAGE, model=None)),
 }
 
 

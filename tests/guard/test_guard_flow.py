@@ -149,7 +149,7 @@ def test_loss_makes_the_probe_run_terminal_without_stopping() -> None:
      Code.LOOKUP_INVALID_USAGE),
     (FauxReply(kit.ANSWER_ITEMS, usage={"input_tokens": -1, "output_tokens": 1}),
      OutcomeKind.INTEGRITY_STOP, Code.LOOKUP_INVALID_USAGE),
-    (FauxReply(kit.ANSWER_ITEMS, usage={"input_tokens": 9, "output_tokens": 3,
+    (FauxReply(kit.ANSWER_ITEMS, usage={"input_tokens": 400, "output_tokens": 3,
                                         "output_tokens_details": None}),
      OutcomeKind.SETTLED, None),
     (FauxReply(kit.ANSWER_ITEMS, tier="flex"), OutcomeKind.SETTLED, None),

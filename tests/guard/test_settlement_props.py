@@ -32,9 +32,12 @@ rates = st.decimals(min_value=0, max_value=100, places=4, allow_nan=False,
 tiers = st.sampled_from(["default", "flex", "priority", None])
 
 
-def _entry(r: tuple[decimal.Decimal, ...]):  # type: ignore[no-untyped-def]
+def _entry(r: tuple[decimal.Decimal, ...],  # type: ignore[no-untyped-def]
+           service_tiers: bool | None = None):
     text = (f'version = 1\n[[model]]\nprovider = "p"\nmodel = "m"\ninput = "{r[0]}"\n'
             f'output = "{r[1]}"\ncache_read = "{r[2]}"\ncache_write = "{r[3]}"\n')
+    if service_tiers is not None:
+        text += f"service_tiers = {str(service_tiers).lower()}\n"
     return parse_catalog(text.encode()).entry("p", "m")
 
 
@@ -54,13 +57,16 @@ def usages(draw: st.DrawFn) -> UsageRecord:
 @settings(max_examples=300, deadline=None)
 @given(r=st.tuples(rates, rates, rates, rates), usage=usages(), tier=tiers,
        budget=st.integers(min_value=1, max_value=INPUT_ENVELOPE),
-       hold=st.integers(min_value=0, max_value=200_000_000))
+       hold=st.integers(min_value=0, max_value=200_000_000),
+       payload=st.integers(min_value=0, max_value=INPUT_ENVELOPE),
+       service_tiers=st.sampled_from([None, True, False]))
 def test_settled_cost_never_exceeds_the_hold(r: tuple[decimal.Decimal, ...], usage: UsageRecord,
-                                             tier: str | None, budget: int, hold: int) -> None:
-    entry = _entry(r)
-    outcome = WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, tier=tier)
-    decision = settle_wire(outcome, hold_units=hold, input_budget=budget, contract=CONTRACT,
-                           entry=entry)
+                                             tier: str | None, budget: int, hold: int,
+                                             payload: int, service_tiers: bool | None) -> None:
+    entry = _entry(r, service_tiers)
+    outcome = WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, tier=tier, model="m")
+    decision = settle_wire(outcome, hold_units=hold, input_budget=budget, payload_bytes=payload,
+                           contract=CONTRACT, entry=entry)
     if decision.kind is OutcomeKind.SETTLED:
         assert decision.cost_units is not None and decision.cost_units <= hold
         assert decision.cost_units == price_units(entry, usage.counts(), tier)
@@ -69,16 +75,19 @@ def test_settled_cost_never_exceeds_the_hold(r: tuple[decimal.Decimal, ...], usa
 
 
 @settings(max_examples=300, deadline=None)
-@given(r=st.tuples(rates, rates, rates, rates), usage=usages(), tier=tiers)
+@given(r=st.tuples(rates, rates, rates, rates), usage=usages(), tier=tiers,
+       service_tiers=st.sampled_from([None, True, False]))
 def test_usage_passing_its_checks_fits_within_rmax(r: tuple[decimal.Decimal, ...],
-                                                   usage: UsageRecord, tier: str | None) -> None:
-    entry = _entry(r)
+                                                   usage: UsageRecord, tier: str | None,
+                                                   service_tiers: bool | None) -> None:
+    entry = _entry(r, service_tiers)
     assume(usage_problem(usage.counts(), input_limit=INPUT_ENVELOPE, max_output=MAX_OUTPUT,
-                         settling=True) is None)
+                         payload_bytes=1, settling=True) is None)
     hold = rmax_units(entry)
-    decision = settle_wire(WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, tier=tier),
-                           hold_units=hold, input_budget=INPUT_ENVELOPE, contract=CONTRACT,
-                           entry=entry)
+    decision = settle_wire(WireOutcome(terminal=StreamEnd.COMPLETED, usage=usage, tier=tier,
+                                       model="m"),
+                           hold_units=hold, input_budget=INPUT_ENVELOPE, payload_bytes=1,
+                           contract=CONTRACT, entry=entry)
     # The registered assumptions imply the reservation suffices: never cost > hold.
     assert decision.kind is OutcomeKind.SETTLED
     assert decision.code is not Code.LOOKUP_COST_EXCEEDS_HOLD

@@ -28,11 +28,13 @@ from efold.guard import CatalogEntry, parse_catalog
 MODEL = "smollm2"
 PROVIDER = "llama-cpp"
 # An operator catalog for the local model: made-up rates, so that money is accounted
-# exactly as on a paid route (nothing is billed by a local server).
+# exactly as on a paid route (nothing is billed by a local server). A local server has
+# no service tiers and reports none: its absent tier is the base rate.
 CATALOG = b"""version = 1
 [[model]]
 provider = "llama-cpp"
 model = "smollm2"
+service_tiers = false
 input = "0.01"
 output = "0.02"
 cache_read = "0.001"

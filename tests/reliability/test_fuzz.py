@@ -806,7 +806,8 @@ def parse_and_settle(kind: str, data: bytes, cuts: list[int], stop_at_done: bool
     event(f"outcome: {outcome.terminal.value}{' malformed' if outcome.malformed else ''}")
     decision = named(lambda: settle_wire(outcome, hold_units=rmax_units(ENTRY),
                                          input_budget=CONTRACTS[kind].input_envelope,
-                                         contract=CONTRACTS[kind], entry=ENTRY), "settle")
+                                         payload_bytes=len(data), contract=CONTRACTS[kind],
+                                         entry=ENTRY), "settle")
     assert isinstance(decision, Decision | EfoldError)
 
 
