@@ -30,6 +30,7 @@ from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.registry import calls_summariser
 from efold.protocol.records import (
+    OPAQUE_ID,
     Plan,
     PlannedSlot,
     Receipt,
@@ -38,23 +39,29 @@ from efold.protocol.records import (
     TokenCounts,
 )
 from efold.registry import publish_exclusive
-from efold.registry.journal import HOLD_SETTLED, JournalReader
+from efold.registry.journal import HOLD_ACTIVE, HOLD_CONSUMED, HOLD_SETTLED, JournalReader
 from efold.registry.lease import probe_lease
 from efold.report import (
     REPORT_FILES,
     EpisodeFact,
     LaunchFact,
+    MoneyFact,
     Results,
     RunFacts,
     StopFact,
     build_results,
+    decode_results,
     render_reports,
 )
+from efold.report.errors import ReportError
 from efold.report.schema import ControllerState
 from efold.worker.judge import JUDGE_RUN_SUFFIX
 
 PLAN_NAME = "plan.json"
 RECEIPTS_DIR = "receipts"
+RESULTS_NAME = "results.json"
+_RECEIPTS_PREFIX = f"{RECEIPTS_DIR}/"
+_UNNAMED_RECEIPT = "?.json"  # stands for a receipt file whose name is no slot id
 
 
 class AggregateError(EfoldError):
@@ -95,7 +102,12 @@ def run_records(run: Path) -> tuple[Plan, Registration]:
     return plan, reg
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> RunView:
+def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) -> RunView:
+    """The run as its records say. A receipt that fails a check refuses with its code;
+    with ``allow_damaged`` it is named among the damaged files instead (its slot, when
+    the journal recorded it, then counts as a missing copy) and the rest is read: one
+    bad file never hides a whole run. A journaled receipt that is gone, and a
+    ``results.json`` that does not parse, are damage in either mode."""
     run = Path(run_dir)
     plan, reg = run_records(run)
     # The lease before the journal: if the controller is gone now, the journal read
@@ -112,34 +124,20 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
         started_ns, ended_ns = _journal_span(journal)
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
+    damaged: set[str] = set()
     rdir = run / RECEIPTS_DIR
     # Only published receipts: a crash inside an exclusive publish can leave a hidden
     # temporary file (".<name>.tmp-..."), which is never a receipt.
     names = sorted(n for n in os.listdir(rdir) if n.endswith(".json") and not n.startswith(".")) \
         if rdir.is_dir() else []
     for name in names:
-        data = (rdir / name).read_bytes()
         try:
-            receipt = msgspec.json.decode(data, type=Receipt)
-        except msgspec.DecodeError as exc:
-            raise AggregateError(Code.RECEIPT_CHANGED, f"{name}: not a receipt") from exc
-        if receipt.slot in seen:
-            raise AggregateError(Code.RECEIPT_DUPLICATE, receipt.slot)
-        if receipt.slot not in planned:
-            raise AggregateError(Code.RECEIPT_UNPLANNED, receipt.slot)
-        if receipt.slot not in journaled:
-            raise AggregateError(Code.RECEIPT_UNVISITED, receipt.slot)
-        if name != receipt_name(receipt.slot):
-            # Published under its own slot's name only. Another file claiming a slot
-            # whose own file exists is a duplicate; else a file named for another
-            # planned slot was changed, and a name no slot has is unplanned.
-            if (rdir / receipt_name(receipt.slot)).exists():
-                raise AggregateError(Code.RECEIPT_DUPLICATE, receipt.slot)
-            named = name.removesuffix(".json")
-            raise AggregateError(
-                Code.RECEIPT_CHANGED if named in planned else Code.RECEIPT_UNPLANNED, name)
-        if sha256_hex(data) != journaled[receipt.slot]:
-            raise AggregateError(Code.RECEIPT_CHANGED, receipt.slot)
+            receipt = _verified_receipt(rdir, name, planned, journaled, seen)
+        except AggregateError:
+            if not allow_damaged:
+                raise
+            damaged.add(_damaged_name(name))
+            continue
         seen[receipt.slot] = receipt
     order = {s.slot: i for i, s in enumerate(plan.slots)}
     by_slot = {s.slot: s for s in plan.slots}
@@ -148,6 +146,10 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
         seen[slot] = _in_flight_receipt(by_slot[slot], [h for h in holds if h["slot"] == slot])
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
+    damaged.update(_RECEIPTS_PREFIX + receipt_name(slot) for slot in missing
+                   if not (rdir / receipt_name(slot)).exists())
+    if not _results_parse(run):
+        damaged.add(RESULTS_NAME)
     # The fork-server template is the controller's own machinery, not a slot's launch,
     # and the report's launch facts are the slots' (prep, probe). Whatever containing it
     # decided reaches the report through the stops it journaled (unreconciled: sticky).
@@ -156,10 +158,87 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunView:
                        [r for r in launches if r["launch_id"] not in template_ids],
                        [r for r in containments if r["launch_id"] not in template_ids],
                        in_flight, started_ns, ended_ns)
+    facts = msgspec.structs.replace(facts, money=journal_money(holds),
+                                    damaged_files=sorted(damaged))
     # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned
                                     and not h["slot"].endswith(JUDGE_RUN_SUFFIX)])
     return registered_view(reg, plan, receipts, missing, in_flight, summaries, facts)
+
+
+def _verified_receipt(rdir: Path, name: str, planned: set[str], journaled: dict[str, str],
+                      seen: dict[str, Receipt]) -> Receipt:
+    """The receipt in ``rdir/name`` if every check holds; else ``AggregateError`` with
+    the check's code (module docstring)."""
+    try:
+        data = (rdir / name).read_bytes()
+    except OSError as exc:  # gone or unreadable since it was listed
+        raise AggregateError(Code.RECEIPT_CHANGED, f"{name}: unreadable") from exc
+    try:
+        receipt = msgspec.json.decode(data, type=Receipt)
+    except msgspec.DecodeError as exc:
+        raise AggregateError(Code.RECEIPT_CHANGED, f"{name}: not a receipt") from exc
+    if receipt.slot in seen:
+        raise AggregateError(Code.RECEIPT_DUPLICATE, receipt.slot)
+    if receipt.slot not in planned:
+        raise AggregateError(Code.RECEIPT_UNPLANNED, receipt.slot)
+    if receipt.slot not in journaled:
+        raise AggregateError(Code.RECEIPT_UNVISITED, receipt.slot)
+    if name != receipt_name(receipt.slot):
+        # Published under its own slot's name only. Another file claiming a slot
+        # whose own file exists is a duplicate; else a file named for another
+        # planned slot was changed, and a name no slot has is unplanned.
+        if (rdir / receipt_name(receipt.slot)).exists():
+            raise AggregateError(Code.RECEIPT_DUPLICATE, receipt.slot)
+        named = name.removesuffix(".json")
+        raise AggregateError(
+            Code.RECEIPT_CHANGED if named in planned else Code.RECEIPT_UNPLANNED, name)
+    if sha256_hex(data) != journaled[receipt.slot]:
+        raise AggregateError(Code.RECEIPT_CHANGED, receipt.slot)
+    return receipt
+
+
+def _damaged_name(name: str) -> str:
+    """A damaged receipt file as the reports may name it: by its name when that is a
+    slot id's, else as a file that is not (the reports never carry an arbitrary name)."""
+    stem = name.removesuffix(".json")
+    return _RECEIPTS_PREFIX + (name if OPAQUE_ID.fullmatch(stem) else _UNNAMED_RECEIPT)
+
+
+def _results_parse(run: Path) -> bool:
+    """False when the run holds a ``results.json`` that does not parse as results (an
+    absent one is not damage: ``aggregate --output`` makes reports elsewhere)."""
+    try:
+        data = (run / RESULTS_NAME).read_bytes()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        decode_results(data)
+    except ReportError:  # not a results-v1 document
+        return False
+    return True
+
+
+def hold_charge(hold: dict[str, Any]) -> tuple[int, int, int]:
+    """One journaled hold as (settled, retained, open) units: what the cap counts for
+    it (``guard.ledger``: a settled hold its cost; a hold closed otherwise its amount or
+    its known partial cost if larger; an open hold its full amount)."""
+    if hold["state"] == HOLD_SETTLED:
+        return hold["settled_units"], 0, 0
+    if hold["state"] in (HOLD_ACTIVE, HOLD_CONSUMED):
+        return 0, 0, hold["hold_units"]
+    return 0, max(hold["hold_units"], hold["partial_units"] or 0), 0
+
+
+def journal_money(holds: list[dict[str, Any]]) -> MoneyFact:
+    """The run's money from its journal: every caller's holds (reader, summariser,
+    judge), never the receipts'."""
+    charges = [hold_charge(h) for h in holds]
+    return MoneyFact(settled_units=sum(c[0] for c in charges),
+                     retained_units=sum(c[1] for c in charges),
+                     open_units=sum(c[2] for c in charges))
 
 
 def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
@@ -230,11 +309,10 @@ def _checkpoint_spends(holds: list[dict[str, Any]]) -> dict[str, SlotSpend]:
         mine = [h for h in holds if h["slot"] == key]
         usages = [json.loads(h["usage"]) if h["usage"] else None for h in mine]
         known = [u for u in usages if u is not None]
+        spent = journal_money(mine)
         out[key] = SlotSpend(
-            requests=len(mine), admitted=len(mine),
-            settled_units=sum(h["settled_units"] for h in mine if h["state"] == HOLD_SETTLED),
-            retained_units=sum(max(h["hold_units"], h["partial_units"] or 0)
-                               for h in mine if h["state"] != HOLD_SETTLED),
+            requests=len(mine), admitted=len(mine), settled_units=spent.settled_units,
+            retained_units=spent.retained_units + spent.open_units,
             usage=TokenCounts(**{k: sum(u.get(k, 0) for u in known)
                                  for k in TokenCounts.__struct_fields__}),
             usage_known=len(known) == len(mine),
@@ -246,16 +324,16 @@ def _in_flight_receipt(planned: PlannedSlot, holds: list[dict[str, Any]]) -> Rec
     """A slot the controller launched but never closed (it died mid-slot): visited,
     unadmitted before its first hold, incomplete after it; every hold not settled is
     counted at its full amount (or its known partial, if larger). Never scored."""
-    settled = sum(h["settled_units"] for h in holds if h["state"] == HOLD_SETTLED)
-    retained = sum(max(h["hold_units"], h["partial_units"] or 0)
-                   for h in holds if h["state"] != HOLD_SETTLED)
+    spent = journal_money(holds)
     return Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
         status=SlotStatus.INCOMPLETE if holds else SlotStatus.UNADMITTED,
         code=Code.LOOKUP_WORKER_LOST.value,
-        spend=SlotSpend(requests=len(holds), admitted=len(holds), settled_units=settled,
-                    retained_units=retained, usage_known=not holds),
+        spend=SlotSpend(requests=len(holds), admitted=len(holds),
+                        settled_units=spent.settled_units,
+                        retained_units=spent.retained_units + spent.open_units,
+                        usage_known=not holds),
     )
 
 

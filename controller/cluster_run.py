@@ -44,7 +44,7 @@ from efold.controller.shards import ShardSpec, plan_shards, shard_plan
 from efold.errors import Code
 from efold.protocol.records import Plan, Receipt, SlotSpend
 from efold.registry.lease import probe_lease
-from efold.report import EpisodeFact, LaunchFact, RunFacts, StopFact
+from efold.report import EpisodeFact, LaunchFact, MoneyFact, RunFacts, StopFact
 from efold.report.schema import ControllerState, ShardOutcomeName, ShardState
 
 CLUSTER_NAME = "cluster.json"
@@ -140,7 +140,8 @@ class ShardView:
     view: RunView | None  # None: no copy came back (lost, or not ended yet)
 
 
-def read_shards(run: Path) -> tuple[RunView, list[ShardView]]:
+def read_shards(run: Path, *, allow_damaged: bool = False
+                ) -> tuple[RunView, list[ShardView]]:
     """The cluster run as one ``RunView`` (the whole plan, every shard's receipts and
     facts merged), and each shard as read. Refuses as the module docstring says."""
     plan, reg = run_records(run)
@@ -162,7 +163,7 @@ def read_shards(run: Path) -> tuple[RunView, list[ShardView]]:
         copy = shard_copy_path(run, spec.mark.index)
         view = None
         if copy.is_dir():
-            view = read_run(copy)
+            view = read_run(copy, allow_damaged=allow_damaged)
             if (copy / REGISTRATION_NAME).read_bytes() != reg_bytes or view.plan != shard_plan(
                     plan, spec.mark, spec.checkpoints, spec.cap_units):
                 raise AggregateError(Code.CLUSTER_RECORDS_INVALID,
@@ -186,9 +187,13 @@ def _merged(reg: Registration, plan: Plan, controller: str, shards: list[ShardVi
     sticky: str | None = None
     spans: list[tuple[int, int]] = []
     states: list[str] = []
+    damaged: list[str] = []
+    # The shards' journal money; a shard whose records never came back leaves it unknown.
+    moneys: list[MoneyFact | None] = []
     for shard in shards:
         if shard.view is None:
             states.append("holder_dead")
+            moneys.append(None)
             continue
         view, facts = shard.view, shard.view.facts
         offset = shard.placed.spec.mark.index * SHARD_ID_STRIDE
@@ -197,6 +202,9 @@ def _merged(reg: Registration, plan: Plan, controller: str, shards: list[ShardVi
                 raise AggregateError(Code.RECEIPT_DUPLICATE, r.slot)
             receipts[r.slot] = r
         missing += view.journaled_missing
+        prefix = f"{SHARDS_DIR}/{shard.placed.spec.mark.index}/"
+        damaged += [prefix + name for name in facts.damaged_files]
+        moneys.append(facts.money)
         spends.update(view.summariser_spends)
         sticky = sticky or facts.sticky_stop
         stops += facts.stops
@@ -220,9 +228,20 @@ def _merged(reg: Registration, plan: Plan, controller: str, shards: list[ShardVi
         in_flight=in_flight, controller=cast(ControllerState, controller),
         started_ns=min(a for a, _ in spans) if spans else None,
         ended_ns=max(b for _, b in spans) if spans else None,
-        shards=[_state(plan, shard, live) for shard in shards])
+        shards=[_state(plan, shard, live) for shard in shards],
+        money=_summed(moneys), damaged_files=sorted(damaged))
     return registered_view(reg, plan, sorted(receipts.values(), key=lambda r: order[r.slot]),
                            sorted(missing, key=order.__getitem__), in_flight, spends, facts)
+
+
+def _summed(moneys: list[MoneyFact | None]) -> MoneyFact | None:
+    """The shards' journal money summed; None when one shard's is unknown."""
+    known = [m for m in moneys if m is not None]
+    if len(known) != len(moneys):
+        return None
+    return MoneyFact(settled_units=sum(m.settled_units for m in known),
+                     retained_units=sum(m.retained_units for m in known),
+                     open_units=sum(m.open_units for m in known))
 
 
 def _state(plan: Plan, shard: ShardView, live: bool) -> ShardState:
@@ -239,10 +258,12 @@ def _state(plan: Plan, shard: ShardView, live: bool) -> ShardState:
                       code=end.code if end else None)
 
 
-def read_any_run(run_dir: str | os.PathLike[str]) -> RunView:
-    """A run's view, one machine's (``aggregate.read_run``) or a cluster run's, merged."""
+def read_any_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) -> RunView:
+    """A run's view, one machine's (``aggregate.read_run``) or a cluster run's, merged;
+    ``allow_damaged`` as ``read_run`` takes it."""
     run = Path(run_dir)
-    return read_shards(run)[0] if is_cluster_run(run) else read_run(run)
+    return read_shards(run, allow_damaged=allow_damaged)[0] if is_cluster_run(run) \
+        else read_run(run, allow_damaged=allow_damaged)
 
 
 def shard_copy_path(run: Path, index: int) -> Path:

@@ -55,7 +55,7 @@ from efold.errors import EfoldError
 from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
-from efold.report.numbers import FAUX_MONEY
+from efold.report.numbers import spend_line
 from efold.report.schema import BoundaryResults
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -196,7 +196,7 @@ class RunView:
         if event.checkpoint is not None:
             c = event.checkpoint
             self.log.write("checkpoint", key=c.key, role=c.role, ready=c.ready,
-                           elapsed_ms=c.elapsed_ms, settled_units=event.settled_units)
+                           elapsed_ms=c.elapsed_ms, run_settled_units=event.settled_units)
             self._detail(f"checkpoint {c.key} ({c.role}): "
                          f"{'ready' if c.ready else 'not ready'}, {c.elapsed_ms} ms")
         if event.receipt is not None:
@@ -208,7 +208,7 @@ class RunView:
                            outcome=r.outcome.value if r.outcome else None, code=r.code,
                            excluded=r.excluded.value if r.excluded else None,
                            lookup_calls=r.lookup_calls, elapsed_ms=r.elapsed_ms,
-                           settled_units=r.spend.settled_units)
+                           slot_settled_units=r.spend.settled_units)
             self._detail(slot_line(r))
         if self.bar is not None and phase.task is not None:
             acc, spend = self._fields(event.phase)
@@ -220,7 +220,7 @@ class RunView:
                            total=event.total, seconds=self._seconds(phase),
                            scored=self.scored if event.phase == "probe" else None,
                            correct=self.correct if event.phase == "probe" else None,
-                           settled_units=self.settled_units)
+                           run_settled_units=self.settled_units)
             self._plain(f"{self._count(event)} in {self._seconds(phase):.1f} s"
                         + self._figures(event, phase))
         elif phase.mark is not None and event.done >= phase.mark:
@@ -322,7 +322,9 @@ def log_outcome(log: RunLog, outcome: PilotOutcome) -> None:
     log.write("run", state="end", status=_status(outcome),
               verdict=status.verdict if status is not None else None,
               planned=len(outcome.plan.slots), visited=len(outcome.receipts),
-              settled_units=results.spend.settled.units if results is not None else None)
+              run_settled_units=spent.settled.units if spent is not None else None,
+              run_retained_units=spent.retained.units if spent is not None else None,
+              run_open_units=spent.open.units if spent is not None else None)
 
 
 def _status(outcome: PilotOutcome) -> str:
@@ -334,6 +336,7 @@ def print_summary(outcome: PilotOutcome, verbosity: Verbosity = Verbosity.NORMAL
     """The summary table per role and the counts (not ``--quiet``), then the report
     paths (always)."""
     if verbosity >= Verbosity.NORMAL:
+    spent = results.money if results is not None else None
         _print_table(outcome)
     run = outcome.run_dir
     # Paths go out unwrapped (rich would fold them at the terminal width): scripts read them.
@@ -379,13 +382,15 @@ def _print_table(outcome: PilotOutcome) -> None:
     if results.boundary is not None:
         console.print(_boundary_table(results.boundary))
     ex = results.execution
-    total, cap = (units_to_usd(results.spend.settled.units), units_to_usd(results.cap.units))
     console.print(
         f"planned {ex.planned:,} · eligible {ex.eligible:,} · visited {ex.visited:,} · "
         f"completed {ex.completed:,} · missing {ex.missing:,}"
     )
-    console.print(f"settled {total} of a {cap} cap ({FAUX_MONEY})" if faux
-                  else f"settled ${total} of a ${cap} cap")
+    # The run's money from its journal, every caller's (the table above: each role's
+    # probe slots only).
+    console.print("spend unknown (results built without the run's journal)"
+                  if results.money is None else spend_line(results.money, results.cap, faux),
+                  markup=False, highlight=False)
     if faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
     for key, cause in sorted(outcome.causes.items()):
@@ -439,7 +444,8 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
 def outcome_line(outcome: PilotOutcome) -> str:
     """The run as one line of JSON, the last line ``pilot --json`` prints: where it is,
     how it ended (``complete``, ``stopped`` with its code, ``interrupted`` with the
-    signal), its slot counts and settled spend (faux money when the reader is faux)."""
+    signal), its slot counts and its journal's spend, every caller's: settled, retained
+    and open against the cap (faux money when the reader is faux)."""
     results = decode_results(outcome.reports["results.json"]) \
         if "results.json" in outcome.reports else None
     status = ("interrupted" if outcome.interrupted is not None
@@ -453,7 +459,10 @@ def outcome_line(outcome: PilotOutcome) -> str:
     if results is not None:
         ex = results.execution
         line.update(completed=ex.completed, missing=ex.missing,
-                    settled_usd=units_to_usd(results.spend.settled.units),
+                    settled_usd=None if spent is None else units_to_usd(spent.settled.units),
+                    retained_usd=None if spent is None else units_to_usd(spent.retained.units),
+                    open_usd=None if spent is None else units_to_usd(spent.open.units),
                     cap_usd=units_to_usd(results.cap.units), faux=results.reader_faux,
                     results=str(outcome.run_dir / "results.json"))
     return msgspec.json.encode(line).decode()
+        spent = results.money

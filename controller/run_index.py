@@ -8,8 +8,11 @@ be read, is it the directory's mtime, and the entry says so (``started_from``).
 
 Campaign, status, counts and spend come from ``efold.controller.aggregate``
 (``read_run`` + ``build_run_results``): the status is ``efold.report.status``'s verdict,
-never recomputed here. A run whose records refuse is listed with the refusal's fixed
-code instead of failing the whole listing.
+never recomputed here; the spend is the journal's (every caller, settled and retained,
+against the cap), never the receipts'. A receipt that fails its checks does not hide
+the run: it is read with ``allow_damaged``, so the run shows as ``damaged`` with the
+file named. A run whose records refuse is listed with the refusal's fixed code instead
+of failing the whole listing.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from efold.controller.errors import ControllerError
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.report import REPORT_FILES, Results
-from efold.report.numbers import usd
-from efold.report.schema import Execution
+from efold.report.numbers import spend_line
+from efold.report.schema import Execution, Money, RunMoney
 from efold.report.status import status_banner
 
 StartSource = Literal["journal", "mtime"]
@@ -55,8 +58,14 @@ class RunEntry(msgspec.Struct, frozen=True):
     visited: int | None = None
     planned: int | None = None
     reader_faux: bool | None = None
+    # The journal's money (every caller: settled, retained, open, charged) and the cap;
+    # null when the run refused or its journal money is unknown (a cluster shard that
+    # never came back). ``settled_*`` repeat ``money.settled`` for older readers.
     settled_units: int | None = None
     settled_usd: str | None = None
+    money: RunMoney | None = None
+    cap: Money | None = None
+    damaged_files: list[str] = []  # names inside the run directory (status ``damaged``)
     refused: str | None = None
     detail: str | None = None
 
@@ -133,20 +142,24 @@ def _iso(ns: int) -> str:
 
 def _entry(found: FoundRun, results: Results) -> RunEntry:
     status = results.status
+    spent = results.money
     return RunEntry(
         name=os.path.basename(found.path), path=found.path, started=_iso(found.started_ns),
         started_from=found.started_from, campaign=results.campaign,
         status=status.verdict if status is not None else None,
         stop=status.stop if status is not None else None,
         visited=results.execution.visited, planned=results.execution.planned,
-        reader_faux=results.reader_faux, settled_units=results.spend.settled.units,
-        settled_usd=results.spend.settled.usd,
+        reader_faux=results.reader_faux,
+        settled_units=None if spent is None else spent.settled.units,
+        settled_usd=None if spent is None else spent.settled.usd,
+        money=spent, cap=results.cap,
+        damaged_files=[] if status is None else list(status.damaged_files),
     )
 
 
 def _results(path: str) -> Results:
     try:
-        return build_run_results(read_any_run(path))
+        return build_run_results(read_any_run(path, allow_damaged=True))
     except OSError as exc:  # a receipt that vanished or cannot be read meanwhile
         raise ControllerError(Code.RUN_RECORDS_INVALID,
                               exc.strerror or "unreadable") from exc
@@ -182,21 +195,25 @@ def show_run(run: str | os.PathLike[str]) -> RunDetails:
 
 
 def status_text(entry: RunEntry) -> str:
-    """``complete``, ``stopped (CODE)``, ``interrupted``, ``crashed``, ``running``,
-    ``unreconciled``; ``refused: CODE`` for a run that cannot be read."""
+    """``complete``, ``stopped (CODE)``, ``damaged``, ``interrupted``, ``crashed``,
+    ``running``, ``unreconciled`` (``, damaged`` after a verdict that outranks damage);
+    ``refused: CODE`` for a run that cannot be read."""
     if entry.refused is not None:
         return f"refused: {entry.refused}"
-    if entry.status == "stopped":
-        return f"stopped ({entry.stop or 'no code'})"
-    return entry.status or "unknown"
+    text = f"stopped ({entry.stop or 'no code'})" if entry.status == "stopped" \
+        else entry.status or "unknown"
+    if entry.damaged_files and entry.status != "damaged":  # a verdict above it leads
+        text += ", damaged"
+    return text
 
 
 def spend_text(entry: RunEntry) -> str:
-    """Settled spend, the exact amount with separators: ``1,234.5 USD`` for a real
-    reader; a faux reader's is the same figure in faux units (nobody paid it)."""
-    if entry.settled_usd is None:
+    """The journal's spend against the cap (``report.numbers.spend_line``: settled +
+    retained [+ open] of the cap, exact amounts; a faux reader's labelled as faux units,
+    nobody paid it); ``-`` when unknown."""
+    if entry.money is None or entry.cap is None:
         return "-"
-    return f"{usd(entry.settled_usd)} {'faux units' if entry.reader_faux else 'USD'}"
+    return spend_line(entry.money, entry.cap, entry.reader_faux is True)
 
 
 def started_text(entry: RunEntry) -> str:

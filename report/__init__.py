@@ -33,6 +33,7 @@ from efold.report.stats import repeat_spread as repeat_spread
 from efold.report.stats import wilson_interval as wilson_interval
 from efold.report.status import EpisodeFact as EpisodeFact
 from efold.report.status import LaunchFact as LaunchFact
+from efold.report.status import MoneyFact as MoneyFact
 from efold.report.status import RunFacts as RunFacts
 from efold.report.status import StopFact as StopFact
 from efold.report.status import status_banner as status_banner

@@ -5,7 +5,8 @@ reader needs beside them at a glance: the verdict as a word (the HTML page also 
 it, never relying on colour alone), the meaning of the stop code (``report.terms``), the
 run's identity in one line (campaign, reader, faux or not, registration sha256 short),
 and what ran when in a second line (``run_facts``: efold version, start and end in UTC,
-duration, reader model, summariser models by role). Fixed sentences, codes, ids, model
+duration, reader model, summariser models by role, and the run's spend from its
+journal: settled and retained against the cap). Fixed sentences, codes, ids, model
 ids, times and counts only: never a host name or a path.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from efold.report.numbers import FAUX_MONEY, duration_text, utc_text
+from efold.report.numbers import FAUX_MONEY, duration_text, spend_line, utc_text
 from efold.report.results import reader_label
 from efold.report.schema import Results
 from efold.report.status import status_banner
@@ -28,6 +29,7 @@ SHORT_SHA = 12  # hex digits of the registration sha256 shown in the banner
 _WORDS = {
     "complete": "COMPLETE", "stopped": "STOPPED", "running": "RUNNING",
     "interrupted": "INTERRUPTED", "crashed": "CRASHED", "unreconciled": "UNRECONCILED",
+    "damaged": "DAMAGED",
     "unknown": "STATUS UNKNOWN",
 }
 
@@ -92,4 +94,6 @@ def run_facts(results: Results) -> list[tuple[str, str]]:
             roles_of.setdefault(info.summarisers[role], []).append(role)
     facts += [("summariser", f"{model} ({', '.join(roles)})")
               for model, roles in roles_of.items()]
+    if results.money is not None:  # every caller's, from the journal
+        facts.append(("spend", spend_line(results.money, results.cap, results.reader_faux)))
     return facts

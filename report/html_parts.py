@@ -32,6 +32,7 @@ _VERDICT_STYLE = {
     "running": ("\u25b6", "#1f5fa8", "#eaf2fb"),
     "interrupted": ("\u2016", "#6a4c93", "#f3eefa"),
     "crashed": ("\u2717", "#b71c1c", "#fdecea"),
+    "damaged": ("\u2702", "#8d3b00", "#fbe9dc"),
     "unreconciled": ("\u26a0", "#7f0000", "#fbdcdc"),
     "unknown": ("\u2022", "#616161", "#f2f2f2"),
 }

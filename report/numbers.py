@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 
-from efold.report.schema import Money
+from efold.report.schema import Money, RunMoney
 
 __all__ = [
     "FAUX_MONEY", "MINUS", "count", "duration_text", "milliseconds_text", "money_text", "signed",
-    "usd", "utc_text",
+    "spend_line", "usd", "utc_text",
 ]
 
 FAUX_MONEY = "faux units, no money spent"
@@ -45,6 +45,21 @@ def money_text(value: Money, faux: bool) -> str:
     """``1,234.50000000 USD (24,690,000,000 units)``, labelled when the reader is faux."""
     text = f"{usd(value.usd)} USD ({count(value.units)} units)"
     return f"{text}, {FAUX_MONEY}" if faux else text
+
+
+def spend_line(spent: RunMoney, cap: Money, faux: bool) -> str:
+    """The run's money against its cap, every caller's, as its journal holds it:
+    ``settled $0.00002570 + retained $0.02112000 of a $5.00000000 cap`` (``+ open $X``
+    while holds are open); a faux reader's without the dollar sign and labelled. The
+    one wording of spend wherever a run's spend is printed (reports, ``show``, ``runs``,
+    the pilot's last lines)."""
+    sign = "" if faux else "$"
+    parts = [f"settled {sign}{usd(spent.settled.usd)}",
+             f"retained {sign}{usd(spent.retained.usd)}"]
+    if spent.open.units:
+        parts.append(f"open {sign}{usd(spent.open.usd)}")
+    text = f"{' + '.join(parts)} of a {sign}{usd(cap.usd)} cap"
+    return f"{text} ({FAUX_MONEY})" if faux else text
 
 
 MINUS = "\u2212"  # a signed figure's minus sign (never a hyphen)

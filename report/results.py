@@ -60,6 +60,7 @@ from efold.report.schema import (
     RoleResult,
     RunInfo,
     SlotRow,
+    RunMoney,
     Spend,
     Tally,
     Tokens,
@@ -548,6 +549,7 @@ def _judge_spend(observations: Sequence[Observation], judge: str | None) -> Spen
     """19-C: the judge's own spend line, when any receipt carries a judge record
     (``report.judge``); ``judge``, its ``provider/model``, is checked like the reader's."""
     if judge is not None:
+        money=None if run_facts is None else _run_money(run_facts),
         check_model("judge", judge)
     spends = judge_spends(observations)
     return spend_of(spends) if spends else None
@@ -555,6 +557,16 @@ def _judge_spend(observations: Sequence[Observation], judge: str | None) -> Spen
 
 def reader_label(results: Results) -> str:
     """How the reports name the reader: the faux extractive reader, or the real model
+def _run_money(facts: RunFacts) -> RunMoney | None:
+    """The journal's money as the results show it (null when it was not read)."""
+    m = facts.money
+    if m is None:
+        return None
+    return RunMoney(settled=money(m.settled_units), retained=money(m.retained_units),
+                    open=money(m.open_units),
+                    charged=money(m.settled_units + m.retained_units + m.open_units))
+
+
     the registration names."""
     if results.reader_faux:
         return "faux extractive"

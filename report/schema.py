@@ -20,7 +20,8 @@ from efold.boundary.incidents import CompressionIncident
 RESULTS_SCHEMA: Literal["results-v1"] = "results-v1"
 
 # The run status's closed sets (``report.status``).
-Verdict = Literal["unreconciled", "interrupted", "running", "crashed", "stopped", "complete"]
+Verdict = Literal["unreconciled", "interrupted", "running", "crashed", "damaged", "stopped",
+                  "complete"]
 ControllerState = Literal["live", "released", "holder_dead", "absent"]  # the run lease
 EpisodeOutcome = Literal["contained", "unreconciled"]
 LaunchKind = Literal["prep", "probe"]
@@ -82,6 +83,23 @@ class Spend(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     settled: Money  # settled actual cost
     retained: Money  # holds kept (lost / aborted / integrity): an upper bound, not a cost
     total: Money  # settled + retained: what the cap was charged
+
+
+class RunMoney(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The whole run's money as its journal holds it: every hold of every caller (the
+    reader's probe requests, the summariser's, the judge's), never a sum of receipts.
+
+    ``settled``: the settled actual cost. ``retained``: holds closed without a
+    settlement (lost, own abort, integrity stop), each at its hold or its known partial
+    cost if larger: an upper bound, not a cost. ``open``: holds not closed yet (a
+    request in flight; after a crash, a request nobody settled), at their full amount.
+    ``charged``: their sum, what the cap was charged (T).
+    """
+
+    settled: Money
+    retained: Money
+    open: Money
+    charged: Money
 
 
 class Execution(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -405,8 +423,8 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """How the run ended, read from the journal and the run lease (``report.status``).
 
     ``verdict`` is the one line a reader must see first, by precedence:
-    ``unreconciled`` > ``interrupted`` > ``running`` > ``crashed`` > ``stopped`` >
-    ``complete``. The flags are independent facts:
+    ``unreconciled`` > ``interrupted`` > ``running`` > ``crashed`` > ``damaged`` >
+    ``stopped`` > ``complete``. The flags are independent facts:
 
     - ``stop``: the run's stop code (the first sticky stop, ``unreconciled_containment``
       outranking every other; else the first non-sticky stop such as
@@ -436,6 +454,9 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     missing_slot_ids: list[str]  # those slots, in schedule order
     in_flight: list[str]  # slots launched and never closed (no receipt written)
     # A cluster run's shards, in index order (``efold-controller cluster``); null for a
+    - ``damaged_files``: files the run should hold that are gone or unreadable (a
+      receipt the journal expects, a ``results.json`` that does not parse); a run with
+      any is never ``complete``.
     # run on one machine. Launch and containment ids above are then shard k's id plus
     # k x 1,000,000.
     shards: list[ShardState] | None = None
@@ -451,6 +472,11 @@ class ShardState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     and none of its records came back, so its slots are missing), its planned and
     visited slots, the Ray node it was bound to, and its controller's stop or refusal
     code when it printed one."""
+    # Files of the run that its journal expects or its readers need but that are gone or
+    # unreadable, by their names inside the run directory (``receipts/s0003.json``,
+    # ``results.json``), sorted. Non-empty: the run is damaged (verdict ``damaged``
+    # unless a verdict above it holds). Defaulted: older documents decode with none.
+    damaged_files: list[str] = []
 
     index: int
     node: str
@@ -575,3 +601,6 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Defaulted (issue 15): the boundary cases' results (per case and role, per role,
     # the paired contrasts and the compression incidents); null when none ran.
     boundary: BoundaryResults | None = None
+    # Defaulted (issue 35): the whole run's money from its journal (every caller, settled
+    # and retained); null when built without the journal.
+    money: RunMoney | None = None

@@ -27,6 +27,7 @@ from typing import get_args
 import msgspec
 
 from efold.errors import Code
+from efold.protocol.records import OPAQUE_ID
 from efold.report.errors import ReportError
 from efold.report.join import Observation, check_id
 from efold.report.schema import (
@@ -41,7 +42,8 @@ from efold.report.schema import (
 )
 
 __all__ = [
-    "CONTROLLER_STATES", "VERDICTS", "EpisodeFact", "LaunchFact", "RunFacts", "StopFact",
+    "CONTROLLER_STATES", "VERDICTS", "EpisodeFact", "LaunchFact", "MoneyFact", "RunFacts",
+    "StopFact",
     "check_span", "run_status", "status_banner",
 ]
 
@@ -55,6 +57,11 @@ _OUTCOMES: frozenset[str] = frozenset(get_args(EpisodeOutcome))
 _LAUNCH_KINDS: frozenset[str] = frozenset(get_args(LaunchKind))
 _SHARD_OUTCOMES: frozenset[str] = frozenset(get_args(ShardOutcomeName))
 _NODE_ID = re.compile(r"[0-9a-f]{1,128}")
+# A damaged file as the reports may name it: a run file by its fixed name, or a receipt
+# by its slot id, optionally inside a cluster run's shard copy (``shards/<k>/``).
+# ``receipts/?.json`` stands for a receipt file whose own name is no slot id.
+_DAMAGED_NAME = re.compile(r"(shards/[0-9]{1,6}/)?(results\.json|receipts/(\?|"
+                           + OPAQUE_ID.pattern + r")\.json)")
 # Listed by id in the rendered banner; results.json always holds every id.
 _BANNER_IDS = 10
 
@@ -85,6 +92,16 @@ class EpisodeFact(msgspec.Struct, frozen=True):
     result: EpisodeOutcome | None
 
 
+class MoneyFact(msgspec.Struct, frozen=True):
+    """The journal's holds summed (``efold.controller.aggregate.journal_money``): settled
+    units, retained units (closed unsettled holds at their charge) and open units
+    (holds not closed yet, at their full amount). Every caller's holds."""
+
+    settled_units: int
+    retained_units: int
+    open_units: int
+
+
 class RunFacts(msgspec.Struct, frozen=True):
     """What the journal and the lease say about how the run went (read-only).
 
@@ -105,6 +122,10 @@ class RunFacts(msgspec.Struct, frozen=True):
     started_ns: int | None = None
     ended_ns: int | None = None
     shards: list[ShardState] | None = None  # a cluster run's shards (``ShardState``)
+    money: MoneyFact | None = None  # the journal's money; None: not read
+    # Files the run should hold that are gone or unreadable, by their names inside the
+    # run directory (``receipts/<slot>.json``, ``results.json``): the run is damaged.
+    damaged_files: list[str] = []
 
 
 def _refuse(detail: str) -> ReportError:
@@ -157,6 +178,13 @@ def _check_facts(facts: RunFacts, planned: set[str]) -> None:
         _check_count("shard slots", shard.visited)
         if shard.code is not None:
             _check_code("shard code", shard.code)
+    if facts.money is not None:
+        _check_count("settled units", facts.money.settled_units)
+        _check_count("retained units", facts.money.retained_units)
+        _check_count("open units", facts.money.open_units)
+    for name in facts.damaged_files:
+        if _DAMAGED_NAME.fullmatch(name) is None:
+            raise _refuse("a damaged file is not named as a run file")
     check_span(facts)
 
 
@@ -224,6 +252,8 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         verdict = "running"
     elif crashed:
         verdict = "crashed"
+    elif facts.damaged_files:
+        verdict = "damaged"
     elif stop is not None:
         verdict = "stopped"
     else:
@@ -234,6 +264,7 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         unexited_launches=unexited, missing_slots=len(missing), missing_slot_ids=missing,
         in_flight=list(facts.in_flight),
         shards=None if facts.shards is None else list(facts.shards),
+        damaged_files=sorted(facts.damaged_files),
     )
 
 
@@ -260,7 +291,22 @@ def _gaps(status: RunStatus) -> str:
     return ", ".join(parts)
 
 
+def _damage(status: RunStatus) -> str:
+    """What is damaged, named: the files, by their names inside the run directory."""
+    files = status.damaged_files
+    return (f"{_count(len(files), 'file')} gone or unreadable ({_ids(files)}); the "
+            "figures above them count what could be read")
+
+
 def _headline(status: RunStatus) -> str:
+    headline = _verdict_headline(status)
+    if status.damaged_files and status.verdict != "damaged":
+        # A higher verdict leads, and the damage is never left to the details.
+        headline += f"; DAMAGED: {_count(len(status.damaged_files), 'file')}"
+    return headline
+
+
+def _verdict_headline(status: RunStatus) -> str:
     verdict = status.verdict
     if verdict == "unreconciled":
         return f"UNRECONCILED: processes of this run may be alive \u2014 {RECOVER_COMMANDS}"
@@ -272,6 +318,8 @@ def _headline(status: RunStatus) -> str:
         how = ("controller died" if status.controller == "holder_dead"
                else "controller ended before the run did")
         return f"Crashed: {how}; {_gaps(status)}"
+    if verdict == "damaged":
+        return f"Damaged: {_damage(status)}"
     if verdict == "stopped":
         return f"Stopped: {status.stop or 'no code'}"
     return "Complete"
@@ -305,6 +353,9 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
             f"{len(status.unexited_launches)} (launch {_ids(status.unexited_launches)})"
             if status.unexited_launches else "0"),
         f"Containment episodes: {len(status.containments)}",
+        "Damaged files (gone or unreadable): " + (
+            f"{len(status.damaged_files)} ({_ids(status.damaged_files)})"
+            if status.damaged_files else "0"),
     ]
     for shard in status.shards or []:
         code = f" (`{shard.code}`)" if shard.code else ""

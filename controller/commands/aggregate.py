@@ -30,20 +30,27 @@ EXIT_UNRECONCILED = 4
 @click.option("--output", default=None, type=click.Path(file_okay=False),
               help="Write results.json, summary.md and report.html into this new directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print results.json instead of summary.md.")
+@click.option("--allow-damaged", is_flag=True,
+              help="Report a run with receipts that fail their checks: each is named as a "
+                   "damaged file and left out, instead of refusing the run.")
 def command(run: str | None, latest: bool, root: str | None, output: str | None,
-            as_json: bool) -> None:
+            as_json: bool, allow_damaged: bool) -> None:
     """Aggregate RUN's receipts (it changes nothing in RUN). Refuses duplicate, changed,
     unplanned and unvisited receipts and a plan that does not match the run's
     registration; a slot the controller left in flight counts as visited, never scored.
+    With `--allow-damaged` such receipts are named as damaged files and left out, and
+    the rest is reported (status DAMAGED). A receipt the journal expects that is gone,
+    or a results.json in RUN that does not parse, is reported as damage either way.
     `--latest` takes the newest run under --root (./efold-runs) instead of RUN.
     Every report opens with the run's status: complete, stopped (with its code),
-    interrupted, crashed, running, or UNRECONCILED.
+    damaged, interrupted, crashed, running, or UNRECONCILED.
 
     \b
     Exit status:
-      0  reports printed: the run is complete, stopped, interrupted, still running,
-         or crashed with every process it started accounted for
-      2  refused: a fixed code on stderr, no report
+      0  reports printed: the run is complete, stopped, damaged, interrupted, still
+         running, or crashed with every process it started accounted for
+      2  refused: a fixed code on stderr, no report (a receipt failing its checks,
+         without --allow-damaged)
       4  run_unreconciled: reports printed (and written with --output), but processes
          of the run may be alive: a containment episode ended unreconciled, or, with
          no controller holding the run lease, one never finished or a launch has no
@@ -53,13 +60,13 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
     refuse_ = refusal_for(as_json)
     run = resolve_run(run, latest, root, refuse_)
     try:
-        results = build_run_results(read_any_run(run))
+        results = build_run_results(read_any_run(run, allow_damaged=allow_damaged))
         reports = render_reports(results)
         if output is not None:
             if os.path.lexists(output):
                 raise ControllerError(Code.OUTPUT_EXISTS, f"{output} exists: aggregate writes "
                                       "its reports into a new directory")
-            publish_reports(reports, claim_run_dir(output))
+            publish_reports(reports, claim_run_dir(output, parent_is="--output's parent"))
     except EfoldError as exc:
         refuse_(exc.code.value, exc.detail)
     click.echo(reports["results.json" if as_json else "summary.md"].decode())

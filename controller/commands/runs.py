@@ -2,9 +2,9 @@
 
 Read-only (``efold.controller.run_index``): one line per run directory directly under
 ROOT (default ``./efold-runs``, where ``pilot`` puts runs): name, start (UTC), campaign,
-status, slots visited/planned and settled spend. A run that cannot be read is listed
-with its refusal code. Exit status: 0 listed (also when ROOT holds no run, and when
-ROOT is not given and ``./efold-runs`` does not exist yet: no run was made here), 2
+status, slots visited/planned and spend (settled + retained of the cap, from the
+journal). A run that cannot be read is listed with its refusal code. Exit status: 0
+listed (also when ROOT holds no run, and when ROOT is not given and ``./efold-runs`` does not exist yet: no run was made here), 2
 refused (``runs_root_invalid``: a ROOT given that is missing or not a directory).
 """
 
@@ -27,7 +27,7 @@ from efold.controller.run_index import (
 from efold.controller.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import EfoldError
 
-_HEADER = ("RUN", "STARTED (UTC)", "CAMPAIGN", "STATUS", "SLOTS", "SETTLED")
+_HEADER = ("RUN", "STARTED (UTC)", "CAMPAIGN", "STATUS", "SLOTS", "SPEND")
 
 
 def _row(entry: RunEntry) -> tuple[str, ...]:
@@ -52,9 +52,10 @@ def command(root: str | None, as_json: bool) -> None:
 
     One line per run directory (one holding journal.sqlite, directly under ROOT): its
     start (UTC, from the journal; "(dir mtime)" when the journal records none), campaign,
-    status (complete, stopped with its code, interrupted, crashed, running,
-    unreconciled), slots visited/planned, and settled spend (faux units for a faux
-    reader). A run that cannot be read shows its refusal code. Read-only.
+    status (complete, stopped with its code, damaged, interrupted, crashed, running,
+    unreconciled), slots visited/planned, and spend from the journal: settled + retained
+    of the cap, every caller's (faux units for a faux reader). A run that cannot be read
+    shows its refusal code. Read-only.
 
     \b
     Exit status:

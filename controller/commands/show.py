@@ -1,4 +1,5 @@
-"""``efold-controller show RUN [--json]``: one run's status, campaign, counts, spend and
+"""``efold-controller show RUN [--json]``: one run's status, campaign, counts, spend (the
+journal's: settled and retained, every caller, against the cap), damaged files and
 reports.
 
 Read-only, like ``aggregate`` without ``--output``: it writes nothing in RUN. Exit
@@ -27,7 +28,9 @@ def _text(details: RunDetails) -> Iterator[str]:
     yield (f"slots: {ex.visited}/{ex.planned} visited (eligible {ex.eligible}, completed "
            f"{ex.completed}, incomplete {ex.incomplete}, invalid {ex.invalid}, unadmitted "
            f"{ex.unadmitted}, skipped {ex.skipped}, missing {ex.missing})")
-    yield f"settled spend: {spend_text(run)}"
+    yield f"spend: {spend_text(run)}"
+    if run.damaged_files:
+        yield f"damaged: {', '.join(run.damaged_files)} (gone or unreadable)"
     present = {name: path for name, path in details.reports.items() if path is not None}
     for name, path in present.items():
         yield f"{name}: {path}"

@@ -58,8 +58,11 @@ def test_runs_lists_newest_first_with_status_counts_and_spend(root: Path) -> Non
     assert older.startswith("older ") and "complete" in older
     assert "16/16" in older and "16/16" in newer
     assert "faux units" in older and "USD" not in older
-    settled = json.loads(invoke("show", str(root / "older"), "--json").stdout)["run"]
-    assert older.endswith(f" {settled['settled_usd']} faux units")  # the amount, not units
+    money = json.loads(invoke("show", str(root / "older"), "--json").stdout)["run"]["money"]
+    # the journal's amounts, not units: settled and retained against the cap
+    assert older.endswith(f" settled {money['settled']['usd']} + retained "
+                          f"{money['retained']['usd']} of a 60.00000000 cap "
+                          "(faux units, no money spent)")
     assert "notarun" not in done.stdout and "(dir mtime)" not in done.stdout
 
 

@@ -35,7 +35,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 LOG_LINE = re.compile(STAMP + r" [a-z_]+( [a-z_]+=[A-Za-z0-9._:#+-]+)*")
 LOG_KEYS = {"state", "campaign", "faux", "smoke", "route", "phase", "total", "done",
-            "seconds", "scored", "correct", "settled_units", "key", "role", "ready",
+            "seconds", "scored", "correct", "run_settled_units", "slot_settled_units",
+            "run_retained_units", "run_open_units", "key", "role", "ready",
             "elapsed_ms", "slot", "status", "outcome", "code", "excluded", "lookup_calls",
             "kind", "cause", "finished", "signal", "verdict", "planned", "visited",
             "contained"}
@@ -244,10 +245,21 @@ def test_the_log_has_one_content_free_line_per_phase_checkpoint_and_slot(
     assert events.count("phase") == 4  # prep and probe, start and end
     assert lines[0].split()[1:3] == ["run", "state=start"]
     end = dict(f.split("=") for f in lines[-1].split()[2:])
-    settled = json.loads((normal.run / "results.json").read_text())["spend"]["settled"]
+    money = json.loads((normal.run / "results.json").read_text())["money"]
     assert end == {"state": "end", "status": "complete", "verdict": "complete",
                    "planned": str(len(visited)), "visited": str(len(visited)),
-                   "settled_units": str(settled["units"])}
+                   "run_settled_units": str(money["settled"]["units"]),
+                   "run_retained_units": str(money["retained"]["units"]),
+                   "run_open_units": "0"}
+    # One name per sum: a slot line carries the slot's own settlement, a checkpoint or
+    # phase line the run's running total, which ends at the journal's settled figure.
+    slot_sum = sum(int(dict(f.split("=") for f in line.split()[2:])["slot_settled_units"])
+                   for line in lines if line.split()[1] == "slot")
+    assert slot_sum == sum(r["spend"]["settled_units"] for r in visited)  # type: ignore[index]
+    probe_end = next(line for line in lines if "phase=probe" in line and "state=end" in line)
+    assert f"run_settled_units={money['settled']['units']}" in probe_end.split()
+    assert not any("settled_units=" in f and not f.startswith(("run_", "slot_"))
+                   for line in lines for f in line.split())
     # no path (the run's own included), no question, no secret of the corpus
     assert "/" not in text and str(registered.root) not in text
     for item in suite_items(registered.reg.campaign):
@@ -391,6 +403,7 @@ def test_the_summary_labels_faux_money_and_aligns_its_decimals(normal: Pilot) ->
     assert len({row.rindex(".") for row in rows}) == 1  # the points line up
     totals = next(line for line in lines if line.startswith("settled "))
     assert totals.endswith("cap (faux units, no money spent)") and "$" not in totals
+    assert " + retained " in totals
 
 
 def test_aligned_amounts_pads_with_zeros_and_never_rounds() -> None:
