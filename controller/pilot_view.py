@@ -319,6 +319,7 @@ def log_outcome(log: RunLog, outcome: PilotOutcome) -> None:
         log.write("stop", code=outcome.stop_code.value)
     if outcome.interrupted is not None:
         log.write("interrupted", signal=outcome.interrupted)
+    spent = results.money if results is not None else None
     log.write("run", state="end", status=_status(outcome),
               verdict=status.verdict if status is not None else None,
               planned=len(outcome.plan.slots), visited=len(outcome.receipts),
@@ -336,7 +337,6 @@ def print_summary(outcome: PilotOutcome, verbosity: Verbosity = Verbosity.NORMAL
     """The summary table per role and the counts (not ``--quiet``), then the report
     paths (always)."""
     if verbosity >= Verbosity.NORMAL:
-    spent = results.money if results is not None else None
         _print_table(outcome)
     run = outcome.run_dir
     # Paths go out unwrapped (rich would fold them at the terminal width): scripts read them.
@@ -458,6 +458,7 @@ def outcome_line(outcome: PilotOutcome) -> str:
     }
     if results is not None:
         ex = results.execution
+        spent = results.money
         line.update(completed=ex.completed, missing=ex.missing,
                     settled_usd=None if spent is None else units_to_usd(spent.settled.units),
                     retained_usd=None if spent is None else units_to_usd(spent.retained.units),
@@ -465,4 +466,3 @@ def outcome_line(outcome: PilotOutcome) -> str:
                     cap_usd=units_to_usd(results.cap.units), faux=results.reader_faux,
                     results=str(outcome.run_dir / "results.json"))
     return msgspec.json.encode(line).decode()
-        spent = results.money

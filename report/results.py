@@ -59,8 +59,8 @@ from efold.report.schema import (
     Results,
     RoleResult,
     RunInfo,
-    SlotRow,
     RunMoney,
+    SlotRow,
     Spend,
     Tally,
     Tokens,
@@ -534,6 +534,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         latency=_latency(observations, in_flight),
         versus_native=_versus_native(plan, contrasts, index, categories),
         judge=judge, judge_spend=_judge_spend(observations, judge),
+        money=None if run_facts is None else _run_money(run_facts),
         boundary=campaign_boundary(
             plan.roles, [_arm_of(plan, role) for role in plan.roles],
             _receipts(observations), build=build or "unknown",
@@ -541,22 +542,6 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     )
 
 
-def _arm_of(plan: Plan, role: str) -> str:
-    return next((s.arm for s in plan.slots if s.role == role), role)
-
-
-def _judge_spend(observations: Sequence[Observation], judge: str | None) -> Spend | None:
-    """19-C: the judge's own spend line, when any receipt carries a judge record
-    (``report.judge``); ``judge``, its ``provider/model``, is checked like the reader's."""
-    if judge is not None:
-        money=None if run_facts is None else _run_money(run_facts),
-        check_model("judge", judge)
-    spends = judge_spends(observations)
-    return spend_of(spends) if spends else None
-
-
-def reader_label(results: Results) -> str:
-    """How the reports name the reader: the faux extractive reader, or the real model
 def _run_money(facts: RunFacts) -> RunMoney | None:
     """The journal's money as the results show it (null when it was not read)."""
     m = facts.money
@@ -567,6 +552,21 @@ def _run_money(facts: RunFacts) -> RunMoney | None:
                     charged=money(m.settled_units + m.retained_units + m.open_units))
 
 
+def _arm_of(plan: Plan, role: str) -> str:
+    return next((s.arm for s in plan.slots if s.role == role), role)
+
+
+def _judge_spend(observations: Sequence[Observation], judge: str | None) -> Spend | None:
+    """19-C: the judge's own spend line, when any receipt carries a judge record
+    (``report.judge``); ``judge``, its ``provider/model``, is checked like the reader's."""
+    if judge is not None:
+        check_model("judge", judge)
+    spends = judge_spends(observations)
+    return spend_of(spends) if spends else None
+
+
+def reader_label(results: Results) -> str:
+    """How the reports name the reader: the faux extractive reader, or the real model
     the registration names."""
     if results.reader_faux:
         return "faux extractive"

@@ -438,6 +438,9 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
       run has no clean end: the controller died without releasing the run lease, or a
       planned slot was never visited, a slot was left in flight, a launch was left
       without an exit record or a finished episode, or an episode never finished.
+    - ``damaged_files``: files the run should hold that are gone or unreadable (a
+      receipt the journal expects, a ``results.json`` that does not parse); a run with
+      any is never ``complete``.
     - ``controller``: the run lease when aggregated: ``live`` (a controller holds it),
       ``released``, ``holder_dead`` (the holder died without releasing) or ``absent``.
     """
@@ -453,10 +456,12 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     missing_slots: int  # eligible slots the controller never visited (no receipt)
     missing_slot_ids: list[str]  # those slots, in schedule order
     in_flight: list[str]  # slots launched and never closed (no receipt written)
+    # Files of the run that its journal expects or its readers need but that are gone or
+    # unreadable, by their names inside the run directory (``receipts/s0003.json``,
+    # ``results.json``), sorted. Non-empty: the run is damaged (verdict ``damaged``
+    # unless a verdict above it holds). Defaulted: older documents decode with none.
+    damaged_files: list[str] = []
     # A cluster run's shards, in index order (``efold-controller cluster``); null for a
-    - ``damaged_files``: files the run should hold that are gone or unreadable (a
-      receipt the journal expects, a ``results.json`` that does not parse); a run with
-      any is never ``complete``.
     # run on one machine. Launch and containment ids above are then shard k's id plus
     # k x 1,000,000.
     shards: list[ShardState] | None = None
@@ -472,11 +477,6 @@ class ShardState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     and none of its records came back, so its slots are missing), its planned and
     visited slots, the Ray node it was bound to, and its controller's stop or refusal
     code when it printed one."""
-    # Files of the run that its journal expects or its readers need but that are gone or
-    # unreadable, by their names inside the run directory (``receipts/s0003.json``,
-    # ``results.json``), sorted. Non-empty: the run is damaged (verdict ``damaged``
-    # unless a verdict above it holds). Defaulted: older documents decode with none.
-    damaged_files: list[str] = []
 
     index: int
     node: str
