@@ -6,6 +6,7 @@ free-form error text (which could carry paths or content).
 Error tree (each package adds its own subclasses in its own ``errors.py``)::
 
     EfoldError                      every efold failure; ``.code`` is a Code
+    ├── input_files.InputFileError      an input file that is no regular file, too large, unreadable
     ├── registry.errors.RegistryError   durable files, lease, journal, authorization, burn
     ├── ipc.errors.IpcError             framing and lockstep channel violations
     ├── guard.errors.GuardError         refusals and stops on the one path to a model
@@ -84,11 +85,17 @@ class Code(enum.StrEnum):
     AUTHORIZATION_CLAIM_INVALID = "authorization_claim_invalid"
     LEASE_FILE_INVALID = "lease_file_invalid"
     PATH_REFUSED = "path_refused"
+    PATH_NOT_WRITABLE = "path_not_writable"  # a directory efold must create in is not writable by this user
     PUBLISH_FAILED = "publish_failed"
     PRIVATE_DIR_REFUSED = "private_dir_refused"
     PRIVATE_FILE_MISSING = "private_file_missing"
     RUN_ROOT_IN_USE = "run_root_in_use"
     APPROVER_KEY_INVALID = "approver_key_invalid"
+
+    # -- input files (input_files.py) -------------------------------------------------
+    INPUT_FILE_NOT_REGULAR = "input_file_not_regular"  # a device, FIFO, socket or directory where a file belongs
+    INPUT_FILE_TOO_LARGE = "input_file_too_large"  # larger than its kind's bound; refused before reading past it
+    INPUT_FILE_UNREADABLE = "input_file_unreadable"  # missing, or cannot be opened or read
 
     # -- ipc/ ----------------------------------------------------------------------
     IPC_TRUNCATED_FRAME = "ipc_truncated_frame"
@@ -147,6 +154,8 @@ class Code(enum.StrEnum):
     CORPUS_IMPORT_INVALID = "corpus_import_invalid"  # a transcript that cannot be imported
     PROBE_BOUNDARY_INVALID = "probe_boundary_invalid"  # a probe boundary outside its trace
     SUITE_DIR_INVALID = "suite_dir_invalid"  # a directory suite that cannot be loaded
+    CORPUS_IMPORT_INTEGER_TOO_LONG = "corpus_import_integer_too_long"  # a transcript's integer literal of over 1,000 digits
+    CORPUS_IMPORT_NUMBER_NOT_FINITE = "corpus_import_number_not_finite"  # NaN, Infinity, or a number past a double's range
 
     # -- boundary/ -----------------------------------------------------------------
     BOUNDARY_CASE_INVALID = "boundary_case_invalid"  # a case directory or its sidecar breaks the format
@@ -211,6 +220,7 @@ class Code(enum.StrEnum):
     RUN_DEADLINE = "run_deadline"
     CAP_BELOW_RMAX = "cap_below_rmax"
     CAP_NOT_WHOLE_CENTS = "cap_not_whole_cents"
+    CREDENTIAL_ENV_INHERITED = "credential_env_inherited"  # credential_env names a variable every child inherits
     RUN_UNRECONCILED = "run_unreconciled"  # processes of the run may be alive
     REAP_INCOMPLETE = "reap_incomplete"  # reap could not prove every process dead
     RUNS_ROOT_INVALID = "runs_root_invalid"  # `runs` / `--latest`: ROOT is no directory

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import decimal
 import math
-import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -56,6 +55,7 @@ import msgspec
 
 from efold.boundary.case import Case
 from efold.boundary.suite import bundled_cases_root, case_item, select_cases
+from efold.controller.childenv import ALLOWED as CHILD_ENV_ALLOWED
 from efold.controller.errors import CampaignError
 from efold.controller.judge_profile import (
     JudgeProfile,
@@ -79,6 +79,7 @@ from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
 from efold.folds.registry import plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
+from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
 from efold.protocol.records import OPAQUE_ID
 
 CAMPAIGN_VERSION = 1
@@ -160,6 +161,17 @@ class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 # serialized in the one writer whatever N is.
 MAX_CONCURRENCY: Final = 32
 MIN_DEADLINE_S: Final = 0.001  # one millisecond: the unit the authorization binds
+# The longest each deadline may be (docs/campaign.md, ``[deadlines]``). Every deadline
+# becomes a clock reading, a watchdog sum and a millisecond count in the authorization:
+# a bound keeps all of them finite and meaningful (1e300 s would overflow the lockstep
+# channel's clock arithmetic only after the authorization was spent). A day for a prep
+# or a probe run (the reference's are 600 s), a week for the whole run (default 6 h),
+# five minutes of containment grace (default 2 s).
+MAX_STEP_SECONDS: Final = 86_400.0
+MAX_RUN_SECONDS: Final = 7 * 86_400.0
+MAX_GRACE_SECONDS: Final = 300.0
+DEADLINE_MAXIMA: Final = {"prep_seconds": MAX_STEP_SECONDS, "probe_seconds": MAX_STEP_SECONDS,
+                          "run_seconds": MAX_RUN_SECONDS, "grace_seconds": MAX_GRACE_SECONDS}
 
 
 # Deadline defaults by route. Offline (faux reader, deterministic summariser) a probe run
@@ -362,6 +374,11 @@ def validate_campaign(c: Campaign) -> None:
         raise _invalid("name must be ASCII letters, digits, - and _, starting with a letter "
                        "or digit, at most 200 characters: every report takes it as an id "
                        f"of the form {OPAQUE_ID.pattern}")
+    if not OPAQUE_ID.fullmatch(c.suite):
+        # The suite is an id in every report (each planned slot's ``suite``).
+        raise _invalid(f"suite {c.suite!r}: a directory suite is named by a path without '/' "
+                       "(a directory, or a symlink to one, beside the campaign file): the "
+                       "reports take it as an id of the form " + OPAQUE_ID.pattern)
     if c.suite_dir is not None:
         if c.suite in SUITES or not Path(c.suite_dir).is_dir():
             raise _invalid(f"suite {c.suite!r} is neither a bundled suite {SUITES} nor a "
@@ -407,12 +424,8 @@ def validate_campaign(c: Campaign) -> None:
         raise _invalid("budgets.max_requests must be 1-10")
     if not (1 <= c.budgets.lookup_calls <= 8 and 1 <= c.budgets.lookup_bytes <= 126_976):
         raise _invalid("lookup budgets may only be tightened (<= 8 calls, <= 126976 bytes)")
-    d = c.deadlines
-    # The authorization binds each deadline in whole milliseconds, at least 1.
-    if not all(math.isfinite(x) and x >= MIN_DEADLINE_S
-               for x in (d.prep_seconds, d.probe_seconds, d.run_seconds, d.grace_seconds)
-               if x is not None):
-        raise _invalid(f"deadlines must be finite and at least {MIN_DEADLINE_S} s")
+    for key, maximum in DEADLINE_MAXIMA.items():
+        _check_seconds(f"deadlines.{key}", getattr(c.deadlines, key), maximum)
     _validate_folds(c)
     validate_profile(c.reader, "reader")
     if c.summariser is not None:
@@ -438,6 +451,17 @@ def validate_campaign(c: Campaign) -> None:
             raise _invalid("judge.credential_env must be the reader's (a probe child "
                            "holds one credential)")
     cap_units(c)
+
+
+def _check_seconds(key: str, value: float | None, maximum: float) -> None:
+    """A duration key (None: its default): finite, at least a millisecond (the
+    authorization binds each deadline in whole milliseconds, at least 1) and at most
+    ``maximum``. bool is an int, but no duration."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not (math.isfinite(value)
+                                       and MIN_DEADLINE_S <= value <= maximum):
+        raise _invalid(f"{key} must be finite, between {MIN_DEADLINE_S} and {maximum:g} s")
 
 
 def _validate_folds(c: Campaign) -> None:
@@ -491,9 +515,8 @@ def _validate_command(c: Campaign, r: Role,
     if r.cwd is not None and not (r.cwd and "\0" not in r.cwd and Path(r.cwd).is_dir()):
         raise _invalid(f"role {r.name!r}: cwd {r.cwd!r} is not a directory")
     _validate_env(r)
+    _check_seconds(f"role {r.name!r}: timeout_seconds", r.timeout_seconds, MAX_STEP_SECONDS)
     timeout = DEFAULT_TIMEOUT_S if r.timeout_seconds is None else r.timeout_seconds
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise _invalid(f"role {r.name!r}: timeout_seconds must be positive")
     if timeout > prep_seconds(c):
         given = "timeout_seconds" if r.timeout_seconds is not None else "the default timeout"
         raise _invalid(f"role {r.name!r}: {given} ({timeout:g} s) exceeds deadlines.prep_seconds "
@@ -504,8 +527,9 @@ def _validate_command(c: Campaign, r: Role,
 # registration): bounded so that a settings table can never crowd out the trace.
 SETTINGS_LIMIT_BYTES: Final = 64 * 1024
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# Variables a role's ``env`` may not set: the child's allowlist and efold's own.
-_RESERVED_ENV = frozenset({"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "CI", "HOME"})
+# Variables a role's ``env`` may not set: the child's allowlist and efold's own (a
+# proxy's and a workspace's HOME is their private directory).
+_RESERVED_ENV = frozenset({*CHILD_ENV_ALLOWED, "HOME"})
 
 
 def _validate_settings(r: Role) -> None:
@@ -548,8 +572,8 @@ def cap_units(c: Campaign) -> int:
     text = c.cap_usd.strip()
     try:
         value = parse_decimal(c.cap_usd, "cap_usd")
-    except EfoldError as exc:
-        raise _invalid(f"cap_usd: {exc.detail or exc.code}") from exc
+    except EfoldError as exc:  # its detail already names the key ("cap_usd: ...")
+        raise _invalid(exc.detail or str(exc.code)) from exc
     if value <= 0:
         raise _invalid("cap_usd must be positive")
     if not _whole_cents(value):
@@ -598,12 +622,13 @@ def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
     """Parse a campaign file; returns it with the raw bytes (bound into registration).
     A relative catalog path is the campaign file's sibling."""
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
+        raw = read_input(path, what="campaign", limit=CAMPAIGN_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise  # a device, a FIFO, a directory, too large: its own code
         raise CampaignError(Code.CAMPAIGN_NOT_FOUND,
-                            f"cannot read campaign {os.fspath(path)!r}: {exc.strerror}; the "
-                            f"bundled campaigns, named without a path: {', '.join(BUNDLED)}"
-                            ) from exc
+                            f"{exc.detail}; the bundled campaigns, named without a path: "
+                            f"{', '.join(BUNDLED)}") from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

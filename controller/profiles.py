@@ -21,12 +21,14 @@ from typing import Final
 
 import msgspec
 
+from efold.controller.childenv import ALLOWED as CHILD_ENV_ALLOWED
 from efold.controller.errors import CampaignError
 from efold.errors import Code, EfoldError
 from efold.guard.catalog import Catalog, CatalogEntry, bundled_catalog, load_catalog
 from efold.guard.contract import INPUT_ENVELOPE, MAX_OUTPUT
 from efold.guard.ledger import CallerTerms
 from efold.guard.pricing import price_units, rmax_units
+from efold.input_files import InputFileError
 from efold.protocol.tasks import Route
 
 APIS = ("responses", "chat", "messages")
@@ -166,6 +168,14 @@ def validate_profile(p: Profile, what: str) -> None:
     if p.credential_env is not None and not _ENV_NAME.fullmatch(p.credential_env):
         raise _invalid(f"{what}.credential_env must be an environment variable NAME "
                        "(upper case, digits, _), never the credential itself")
+    if p.credential_env in CHILD_ENV_ALLOWED:
+        # Every child starts with the allowlisted variables (``childenv.ALLOWED``), fold
+        # code included: a credential kept in one would reach them all, in environ.
+        raise CampaignError(
+            Code.CREDENTIAL_ENV_INHERITED,
+            f"{what}.credential_env {p.credential_env!r} is a variable every child "
+            f"inherits ({', '.join(CHILD_ENV_ALLOWED)}): keep the credential in a "
+            "variable of its own")
     profile_entry(p, what)  # the model is priced by the profile's catalog
 
 
@@ -190,7 +200,9 @@ def profile_catalog(p: Profile) -> Catalog:
     try:
         return load_catalog(p.catalog)
     except EfoldError as exc:
-        raise CampaignError(exc.code, f"catalog {p.catalog}: {exc.detail}") from exc
+        # An input file refusal already names the catalog and its path.
+        detail = exc.detail if isinstance(exc, InputFileError) else f"catalog {p.catalog}: {exc.detail}"
+        raise CampaignError(exc.code, detail) from exc
 
 
 def profile_entry(p: Profile, what: str = "reader") -> CatalogEntry:

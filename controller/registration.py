@@ -41,6 +41,7 @@ from efold.errors import Code, EfoldError
 from efold.folds.errors import FoldError
 from efold.folds.pinning import fold_identity
 from efold.guard import contract_policy
+from efold.input_files import REGISTRATION_LIMIT, InputFileError, read_input
 from efold.registry import make_private_dir, publish_exclusive
 from efold.worker import faux_reader
 
@@ -251,10 +252,11 @@ def load_registration(path: str | os.PathLike[str], sha256: str) -> LoadedRegist
     re-hashed by hand, or made stale by a code, catalog or corpus change, refuses."""
     name = os.fspath(path)
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise RegistrationError(Code.REGISTRATION_INVALID,
-                                f"cannot read {name}: {exc.strerror}") from exc
+        data = read_input(path, what="registration", limit=REGISTRATION_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise  # a device, a FIFO, a directory, too large: its own code
+        raise RegistrationError(Code.REGISTRATION_INVALID, exc.detail) from exc
     if sha256_hex(data) != sha256.strip().lower():
         raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH,
                                 f"{name}: its sha256 is not {sha256.strip()}")

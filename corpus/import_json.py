@@ -22,9 +22,9 @@ import re
 from typing import Any
 
 from efold.corpus.errors import CorpusError
-from efold.corpus.imports import Origin, import_error
+from efold.corpus.imports import STRICT_JSON, NumberRefused, Origin, import_error
 
-_DECODER = json.JSONDecoder()
+_DECODER = STRICT_JSON
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -42,6 +42,10 @@ def _malformed(name: str, line: int, exc: json.JSONDecodeError) -> CorpusError:
     return import_error(name, Origin(line), f"malformed JSON: {exc.msg} (column {exc.colno})")
 
 
+def _refused_number(name: str, line: int, exc: NumberRefused) -> CorpusError:
+    return import_error(name, Origin(line), exc.detail, exc.code)
+
+
 def read_jsonl(data: bytes, name: str) -> list[tuple[Origin, Any]]:
     """(origin, value) of every non-blank line, in file order."""
     records: list[tuple[Origin, Any]] = []
@@ -49,9 +53,11 @@ def read_jsonl(data: bytes, name: str) -> list[tuple[Origin, Any]]:
         if not raw.strip():
             continue
         try:
-            records.append((Origin(number), json.loads(raw)))
+            records.append((Origin(number), STRICT_JSON.decode(raw)))
         except json.JSONDecodeError as exc:
             raise _malformed(name, number, exc) from exc
+        except NumberRefused as exc:
+            raise _refused_number(name, number, exc) from exc
         except RecursionError as exc:
             raise import_error(name, Origin(number), "JSON nested too deep") from exc
     return records
@@ -102,8 +108,8 @@ def _looks_like_jsonl(text: str) -> bool:
     for raw in text.split("\n"):
         if raw.strip():
             try:
-                return isinstance(json.loads(raw), dict)
-            except (json.JSONDecodeError, RecursionError):
+                return isinstance(STRICT_JSON.decode(raw), dict)
+            except (ValueError, RecursionError):  # NumberRefused included
                 return False
     return False
 
@@ -120,11 +126,15 @@ def read_messages(data: bytes, name: str, *, allow_jsonl: bool) -> tuple[list[tu
     if start == len(text):
         raise import_error(name, Origin(1), "empty file (no user or assistant message)")
     try:
-        document = json.loads(text)
+        document = STRICT_JSON.decode(text)
     except json.JSONDecodeError as exc:
         if allow_jsonl and text[start] == "{" and _looks_like_jsonl(text):
             return read_jsonl(data, name), {}
         raise _malformed(name, exc.lineno, exc) from exc
+    except NumberRefused as exc:
+        # The decoder gives no offset here: the line is where the token first appears.
+        raise _refused_number(name, text.count("\n", 0, max(text.find(exc.token), 0)) + 1,
+                              exc) from exc
     except RecursionError as exc:
         raise import_error(name, Origin(1), "JSON nested too deep") from exc
     newlines = [m.start() for m in re.finditer("\n", text)]

@@ -44,10 +44,11 @@ Every refusal is ``CorpusError(CORPUS_IMPORT_INVALID)`` whose detail starts with
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -73,10 +74,59 @@ class Origin(msgspec.Struct, frozen=True):
     where: str = ""
 
 
-def import_error(name: str, origin: Origin, detail: str) -> CorpusError:
+def import_error(name: str, origin: Origin, detail: str,
+                 code: Code = Code.CORPUS_IMPORT_INVALID) -> CorpusError:
     """The refusal for file ``name`` at ``origin``: ``FILE:LINE: [where: ]detail``."""
     where = f" {origin.where}:" if origin.where else ""
-    return CorpusError(Code.CORPUS_IMPORT_INVALID, f"{name}:{origin.line}:{where} {detail}")
+    return CorpusError(code, f"{name}:{origin.line}:{where} {detail}")
+
+
+# --- strict JSON numbers --------------------------------------------------------------
+
+# The longest integer literal a transcript may hold. Python refuses to convert one of more
+# than 4,300 digits (a ValueError, not a JSON error); no count, id or timestamp comes
+# near this bound, which stays below that limit whatever the interpreter's setting.
+MAX_INTEGER_DIGITS: Final = 1000
+
+
+class NumberRefused(ValueError):
+    """A JSON number a transcript may not hold: ``token`` (cut short) and the fixed
+    ``code`` (``corpus_import_integer_too_long`` or ``corpus_import_number_not_finite``)."""
+
+    def __init__(self, code: Code, token: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.token = token
+        self.detail = detail
+
+
+def _parse_int(token: str) -> int:
+    digits = len(token) - token.startswith("-")
+    if digits > MAX_INTEGER_DIGITS:
+        raise NumberRefused(Code.CORPUS_IMPORT_INTEGER_TOO_LONG, token[:MAX_INTEGER_DIGITS + 1],
+                            f"an integer literal of {digits} digits (at most "
+                            f"{MAX_INTEGER_DIGITS})")
+    return int(token)
+
+
+def _parse_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):  # 1e400: no double holds it
+        raise NumberRefused(Code.CORPUS_IMPORT_NUMBER_NOT_FINITE, token,
+                            f"the number {token[:40]} is not finite as a double")
+    return value
+
+
+def _parse_constant(token: str) -> float:
+    # NaN, Infinity, -Infinity: Python's json accepts them; JSON (RFC 8259) does not.
+    raise NumberRefused(Code.CORPUS_IMPORT_NUMBER_NOT_FINITE, token,
+                        f"{token} is not a JSON number")
+
+
+# The one JSON decoder of the import path: standard JSON only (no NaN or Infinity), no
+# number that does not fit a double, no integer past MAX_INTEGER_DIGITS (NumberRefused).
+STRICT_JSON: Final = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float,
+                                      parse_constant=_parse_constant)
 
 
 class Message(msgspec.Struct, frozen=True):
@@ -221,8 +271,8 @@ def _redact_value(value: Any, key: str | None) -> tuple[Any, int]:
 def redact_arguments(arguments: str) -> tuple[str, int]:
     """Tool-call arguments with credential values redacted (see the module docstring)."""
     try:
-        decoded = json.loads(arguments)
-    except (json.JSONDecodeError, RecursionError):
+        decoded = STRICT_JSON.decode(arguments)
+    except (ValueError, RecursionError):  # not JSON (NumberRefused included): as text
         return redact_text(arguments)
     redacted, count = _redact_value(decoded, None)
     return (compact_json(redacted), count) if count else (arguments, 0)

@@ -58,6 +58,7 @@ from efold.corpus.user_validation import (
 )
 from efold.corpus.validation import validate
 from efold.errors import Code
+from efold.input_files import PROBES_LIMIT, TRACE_LIMIT, InputFileError, read_input
 
 TRACE_SUFFIX: Final = ".jsonl"
 _LINE_DECODER = msgspec.json.Decoder(TraceLine)
@@ -196,11 +197,22 @@ class _Pair:
         head = exc.detail.split(":", 1)[0]
         self.add(ItemProblem(exc.code, exc.detail, event=head, probe=head))
 
-    def check(self) -> list[SuiteItem]:
+    def _read(self, path: Path, what: str, limit: int) -> bytes | None:
+        """The file's bytes (``input_files.read_input``: a regular file within its
+        bound), or None with the problem recorded."""
         try:
-            trace_data, probe_data = self.trace_path.read_bytes(), self.probe_path.read_bytes()
-        except OSError as exc:
-            self.at_trace(None, Code.SUITE_DIR_INVALID, f"cannot read: {exc.strerror}")
+            return read_input(path, what=what, limit=limit)
+        except InputFileError as exc:
+            unreadable = exc.code is Code.INPUT_FILE_UNREADABLE
+            problem = SuiteProblem(str(path), None,
+                                   Code.SUITE_DIR_INVALID if unreadable else exc.code, exc.detail)
+            self.problems.append(problem)
+            return None
+
+    def check(self) -> list[SuiteItem]:
+        trace_data = self._read(self.trace_path, "trace", TRACE_LIMIT)
+        probe_data = self._read(self.probe_path, "probe file", PROBES_LIMIT)
+        if trace_data is None or probe_data is None:
             return []
         parsed = parse_probe_file(self.probe_path.name, probe_data)
         for file_problem in parsed.problems:

@@ -150,6 +150,9 @@ MEANINGS: dict[str, str] = {
         "this user, or cannot be created or written.",
     "path_refused": "A path component is a link, an ancestor belongs to or is writable by "
         "another user, the burn registry overlaps the run root, or a parent is missing.",
+    "path_not_writable": "A directory efold must create something in (the runs root, "
+        "`aggregate --output`'s parent, `corpus generate --out`) is not writable by this "
+        "user; the detail names it with its mode and owner.",
     "publish_failed": "Creating, writing, linking or removing the temporary file of a "
         "publish failed.",
     "private_dir_refused": "A private directory is not a directory, not owned by this "
@@ -158,6 +161,15 @@ MEANINGS: dict[str, str] = {
     "run_root_in_use": "The run root holds more than its lease and journal when an "
         "authorization is consumed; a run root must be fresh.",
     "approver_key_invalid": "An approver key file is not a PEM Ed25519 key.",
+    # -- input files
+    "input_file_not_regular": "An input file an operator named (a campaign, catalog, "
+        "registration, suite trace or probe file, transcript to import) is a device, FIFO, "
+        "socket or directory: refused without reading it (docs/reliability.md, input files).",
+    "input_file_too_large": "An input file is larger than its kind's bound (1 MiB for a "
+        "campaign or catalog, 16 MiB for a registration, 64 MiB for a trace or a transcript "
+        "to import, 8 MiB for a probe file); refused before reading past the bound.",
+    "input_file_unreadable": "An input file is missing or cannot be opened or read; the "
+        "detail gives the system's reason.",
     # -- ipc/
     "ipc_truncated_frame": "The stream ended inside a frame.",
     "ipc_eof": "The peer closed or died (end of stream at a frame boundary).",
@@ -260,6 +272,11 @@ MEANINGS: dict[str, str] = {
     "probe_boundary_invalid": "A probe's boundary names no event of its trace.",
     "suite_dir_invalid": "A directory suite cannot be loaded: no traces, a trace without "
         "its probe file, a repeated trace id, or a file that is not a trace.",
+    "corpus_import_integer_too_long": "`corpus import`: the transcript holds an integer "
+        "literal of more than 1,000 digits; the detail names the file and line.",
+    "corpus_import_number_not_finite": "`corpus import`: the transcript holds `NaN`, "
+        "`Infinity` or a number no double can hold (such as `1e400`), which JSON does not "
+        "allow; the detail names the file and line.",
     # -- boundary/
     "boundary_case_invalid": "A boundary case is not in the format of docs/boundary.md: "
         "its `ef-boundary.yml` does not decode against the closed schema (an unknown "
@@ -390,6 +407,10 @@ MEANINGS: dict[str, str] = {
     "cap_below_rmax": "`cap_usd` is below one maximum reservation Rmax; the detail gives "
         "the least cap.",
     "cap_not_whole_cents": "`cap_usd` is not a whole number of cents.",
+    "credential_env_inherited": "A profile's `credential_env` names a variable every child "
+        "inherits (the child environment's allowlist: `PATH`, `LANG`, `LC_ALL`, `LC_CTYPE`, "
+        "`TZ`, `TMPDIR`, `CI`), so the credential would reach every child, fold code "
+        "included; refused at `register`.",
     "run_unreconciled": "Processes of the run may be alive: `aggregate` exits 4 with it, "
         "and `reap` uses it as the cause of its containment episodes.",
     "reap_incomplete": "`reap` could not prove every process of the run dead (exit 1).",

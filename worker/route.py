@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from efold.errors import Code
+from efold.input_files import CATALOG_LIMIT, InputFileError, read_input
 from efold.protocol.tasks import Route
 from efold.worker.errors import WorkerError
 
@@ -37,9 +38,8 @@ def route_entry(route: Route) -> CatalogEntry:
         catalog = bundled_catalog()
     else:
         try:
-            with open(route.catalog_file, "rb") as f:
-                data = f.read()
-        except OSError as exc:
+            data = read_input(route.catalog_file, what="catalog", limit=CATALOG_LIMIT)
+        except InputFileError as exc:  # it was a readable regular file at registration
             raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "catalog unreadable") from exc
         if hashlib.sha256(data).hexdigest() != route.catalog_sha256:
             raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "catalog changed since registration")

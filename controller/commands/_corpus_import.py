@@ -1,7 +1,8 @@
 """``efold-controller corpus import FORMAT FILE... --out DIR``: real transcripts as traces.
 
-Every FILE is converted (``efold.corpus.imports`` and one reader per format) before
-anything is written; then each trace is published once as ``DIR/<trace_id>.jsonl``
+Every FILE must be a regular file of at most ``TRANSCRIPT_LIMIT`` bytes (a FIFO or a
+device refuses, ``input_files``). Every FILE is converted (``efold.corpus.imports`` and
+one reader per format) before anything is written; then each trace is published once as ``DIR/<trace_id>.jsonl``
 (complete or absent; an existing file refuses). A trace id comes from the file stem, or
 from ``--id`` with a single FILE; two inputs with one id refuse. The command prints one
 line per trace and reminds the user that probes are theirs to write.
@@ -19,15 +20,18 @@ from efold.corpus.errors import CorpusError
 from efold.corpus.import_formats import READERS
 from efold.corpus.imports import Imported, check_trace_id, to_trace, trace_id_for
 from efold.errors import Code, EfoldError
+from efold.input_files import TRANSCRIPT_LIMIT, InputFileError, read_input
 from efold.registry.files import publish_exclusive
 
 
 def import_file(format_name: str, path: Path, trace_id: str | None = None) -> Imported:
     """The trace of one transcript file (nothing is written)."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CorpusError(Code.CORPUS_IMPORT_INVALID, f"{path.name}: cannot read: {exc.strerror}") from exc
+        data = read_input(path, what="transcript", limit=TRANSCRIPT_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise  # a device, a FIFO, too large: its own code, before a byte is decoded
+        raise CorpusError(Code.CORPUS_IMPORT_INVALID, exc.detail) from exc
     transcript = READERS[format_name](data, path.name)
     return to_trace(transcript, trace_id=trace_id if trace_id is not None else trace_id_for(path.stem),
                     family=format_name, title=path.name, name=path.name)

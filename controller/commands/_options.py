@@ -19,6 +19,7 @@ from efold.controller.registration import (
     load_registration,
     subset_registration,
 )
+from efold.controller.reportable import check_reportable
 from efold.controller.run_index import latest_run, not_a_run
 from efold.controller.runroot import DEFAULT_RUNS_ROOT
 from efold.controller.subset import Subset, requested
@@ -215,5 +216,6 @@ def pilot_registration(*, campaign: str | None, registration: str | None,
                               "--real needs --registration FILE --sha256 S")
     spec, raw = named_campaign(campaign or "default")
     reg = compute_registration(spec, raw, subset)
+    check_reportable(reg)  # as ``register`` does: what runs must run to a report
     return PilotRegistration(reg, encode_registration(reg),
                              made=campaign is not None or subset is not None)

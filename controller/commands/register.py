@@ -7,6 +7,7 @@ import click
 from efold.controller.campaign import named_campaign
 from efold.controller.commands._options import refuse, subset_options
 from efold.controller.registration import compute_registration, subset_of, write_registration
+from efold.controller.reportable import check_reportable
 from efold.controller.subset import Subset, describe
 from efold.errors import EfoldError
 
@@ -32,6 +33,7 @@ def command(campaign: str, output: str, subset: Subset | None) -> None:
     try:
         spec, raw = named_campaign(campaign)
         reg = compute_registration(spec, raw, subset)
+        check_reportable(reg)
         path, sha = write_registration(reg, output)
     except EfoldError as exc:
         refuse(exc)
