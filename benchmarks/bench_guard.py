@@ -49,7 +49,8 @@ def _stream() -> bytes:
     item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": {"id": "r", "status": "in_progress"}},
+        {"type": "response.created", "response": {"id": "r", "status": "in_progress",
+                                                   "model": MODEL}},
         {"type": "response.output_item.added", "output_index": 0,
          "item": {**item, "content": []}},
     ]
@@ -59,7 +60,8 @@ def _stream() -> bytes:
     events += [
         {"type": "response.output_item.done", "output_index": 0, "item": item},
         {"type": "response.completed", "response": {
-            "id": "r", "status": "completed", "output": [item], "service_tier": "default",
+            "id": "r", "status": "completed", "model": MODEL, "output": [item],
+            "service_tier": "default",
             "usage": {"input_tokens": 60_000, "input_tokens_details": {"cached_tokens": 0},
                       "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0}}}},
     ]

@@ -31,6 +31,15 @@ cache_write = "0.5"
 """
 
 
+def prompt_tokens(body: bytes) -> int:
+    """The input a real tokenizer could report for ``body``: ``PROMPT_TOKENS`` while
+    that is plausible, a token per 4 bytes for a body too large for it (the guard stops
+    a count below one token per 64 bytes sent: ``guard/usage.py``)."""
+    if PROMPT_TOKENS * 64 >= len(body):
+        return PROMPT_TOKENS
+    return -(-len(body) // 4)
+
+
 @dataclass
 class Server:
     status: int = 200
@@ -69,13 +78,14 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                 self._send(server.status if server.status != 200 else 404,
                            b'{"error": {"message": "no"}}')
                 return
+            prompt = prompt_tokens(body)
             self._send(200, json.dumps({
                 "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny",
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": server.reply}}],
-                "usage": {"prompt_tokens": PROMPT_TOKENS,
+                "usage": {"prompt_tokens": prompt,
                           "completion_tokens": COMPLETION_TOKENS,
-                          "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
+                          "total_tokens": prompt + COMPLETION_TOKENS},
             }).encode())
 
         def _stream_without_usage(self) -> None:
