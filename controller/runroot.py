@@ -37,9 +37,11 @@ from efold import digests
 from efold.controller.errors import ControllerError
 from efold.errors import Code
 from efold.registry.files import (
+    NOT_WRITABLE_ERRNOS,
     check_owner_safe,
     fsync_fd,
     make_private_dir,
+    not_writable,
     open_dir_nofollow,
     open_private_child,
 )
@@ -97,21 +99,23 @@ def refuse_source_tree(path: str | os.PathLike[str]) -> None:
         current = parent
 
 
-def claim_run_dir(path: str | os.PathLike[str]) -> Path:
+def claim_run_dir(path: str | os.PathLike[str], *, parent_is: str = "runs root") -> Path:
     """Create ``path`` (0700) exclusively: an existing path, even empty (or a symlink,
     even dangling), refuses with ``RUN_ROOT_EXISTS``. Refuses before creating anything:
     ``RUN_ROOT_IN_SOURCE`` inside efold's own source folders; ``PATH_REFUSED`` if a
     symlink is on the way to the parent, or an ancestor could be swapped by someone
-    else (owned by another user, or group/other-writable without the sticky bit)."""
+    else (owned by another user, or group/other-writable without the sticky bit): the
+    refusal names the directory (the parent itself as ``parent_is``), its mode and
+    owner, and the fix. Missing parents are made 0700 whatever the umask."""
     run = Path(os.path.abspath(os.fspath(path)))
     refuse_source_tree(run)
     if run.parent != run and not os.path.lexists(run.parent):
         existing = run.parent
         while not os.path.lexists(existing):
             existing = existing.parent
-        check_owner_safe(existing)  # before creating anything below it
+        check_owner_safe(existing, what="ancestor")  # before creating anything below it
         make_private_dir(run.parent, parents=True)
-    check_owner_safe(run.parent)
+    check_owner_safe(run.parent, what=parent_is)
     parent_fd = open_dir_nofollow(run.parent)
     try:
         # The parent as opened (not as named) must not be a source folder either.
@@ -125,6 +129,8 @@ def claim_run_dir(path: str | os.PathLike[str]) -> Path:
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 raise ControllerError(Code.PATH_REFUSED, "parent directory missing") from exc
+            if exc.errno in NOT_WRITABLE_ERRNOS:
+                raise not_writable(run.parent, run.name, exc) from exc
             raise
         run_fd = os.open(run.name, _DIR_FLAGS, dir_fd=parent_fd)
         try:

@@ -22,7 +22,9 @@ symlink planted at any parent is refused, not just one at the last component.
 from __future__ import annotations
 
 import errno
+import grp
 import os
+import pwd
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +37,7 @@ __all__ = [
     "fsync_dir",
     "fsync_fd",
     "make_private_dir",
+    "not_writable",
     "open_dir_nofollow",
     "open_private_child",
     "publish_exclusive",
@@ -139,6 +142,7 @@ def publish_exclusive(
 
     Raises ``PUBLISH_TARGET_EXISTS`` if the name is taken by anything (a file, a
     directory, a dangling symlink): the existing entry is never touched.
+    ``PATH_NOT_WRITABLE`` (naming the directory) if this user may not create in it.
     ``PATH_REFUSED`` if the directory path holds a symlink; ``FSYNC_FAILED`` (fatal) or
     ``PUBLISH_FAILED`` on an I/O error, after which the final name is absent."""
     _check_name(name)
@@ -147,6 +151,8 @@ def publish_exclusive(
         try:
             fd = os.open(temp, _TEMP_FLAGS, mode, dir_fd=dir_fd)
         except OSError as exc:
+            if exc.errno in NOT_WRITABLE_ERRNOS:
+                raise not_writable(directory, name, exc) from exc
             raise RegistryError(Code.PUBLISH_FAILED, f"temp create: errno {exc.errno}") from exc
         linked = False
         try:
@@ -288,7 +294,12 @@ def make_private_dir(path: str | os.PathLike[str], *, parents: bool = False) -> 
             if part and not os.path.lexists(prefix):
                 make_private_dir(prefix)
     with _opened_dir(parent) as parent_fd:
-        os.close(open_private_child(parent_fd, name, exclusive=False))
+        try:
+            os.close(open_private_child(parent_fd, name, exclusive=False))
+        except RegistryError as exc:
+            if exc.code is Code.PATH_NOT_WRITABLE and isinstance(exc.__cause__, OSError):
+                raise not_writable(parent, name, exc.__cause__) from exc.__cause__
+            raise
 
 
 def open_private_child(dir_fd: int, name: str, *, exclusive: bool) -> int:
@@ -305,6 +316,8 @@ def open_private_child(dir_fd: int, name: str, *, exclusive: bool) -> int:
             raise RegistryError(Code.PRIVATE_DIR_REFUSED, "already exists") from exc
         created = False
     except OSError as exc:
+        if exc.errno in NOT_WRITABLE_ERRNOS:  # the caller names the directory (its path)
+            raise RegistryError(Code.PATH_NOT_WRITABLE, f"cannot create {name}") from exc
         raise RegistryError(Code.PRIVATE_DIR_REFUSED, f"mkdir: errno {exc.errno}") from exc
     try:
         fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
@@ -323,19 +336,68 @@ def open_private_child(dir_fd: int, name: str, *, exclusive: bool) -> int:
     return fd
 
 
-def check_owner_safe(path: str | os.PathLike[str]) -> None:
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return f"gid {gid}"
+
+
+# What a create in a directory fails with when this user may not write there.
+NOT_WRITABLE_ERRNOS: frozenset[int] = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def not_writable(directory: str | os.PathLike[str], name: str, exc: OSError) -> RegistryError:
+    """``PATH_NOT_WRITABLE`` for a failed create of ``name`` in ``directory``
+    (``exc.errno`` in ``NOT_WRITABLE_ERRNOS``): the directory, its mode and owner, who
+    we are, and the fix."""
+    absolute = os.path.abspath(os.fspath(directory))
+    try:
+        st = os.stat(absolute)
+        how = f" (mode {stat.S_IMODE(st.st_mode):04o}, owner {_user_name(st.st_uid)})"
+    except OSError:
+        how = ""
+    why = "read-only file system" if exc.errno == errno.EROFS else \
+        f"not writable by {_user_name(os.geteuid())}"
+    return RegistryError(Code.PATH_NOT_WRITABLE,
+                         f"{absolute}{how} is {why}: cannot create {name} in it; fix: "
+                         "choose a directory you can write")
+
+
+def check_owner_safe(path: str | os.PathLike[str], *, what: str = "directory") -> None:
     """Refuse (``PATH_REFUSED``) unless every directory from ``/`` to ``path`` is a real
     directory (no symlink) owned by root or this user, and not writable by group/other
     unless it has the sticky bit (as ``/tmp`` does: others there cannot rename or delete
     our entries). This is what "owner-safe ancestors" means for the burn registry and
-    the run root: nobody else can swap a directory on the way."""
+    the run root: nobody else can swap a directory on the way.
+
+    The refusal names the directory, says why (its mode in octal, owner and group) and
+    the fix; ``path`` itself is called ``what`` (the caller's name for it, e.g. "runs
+    root"), the directories above it "ancestor"."""
     absolute = os.path.abspath(os.fspath(path))
     current = "/"
     for part in [""] + [p for p in absolute.split("/") if p]:
         current = os.path.join(current, part) if part else "/"
         with _opened_dir(current) as fd:
             st = os.fstat(fd)
+        label = what if current == absolute else "ancestor"
+        mode = f"mode {stat.S_IMODE(st.st_mode):04o}, owner {_user_name(st.st_uid)}, " \
+               f"group {_group_name(st.st_gid)}"
         if st.st_uid not in (0, os.geteuid()):
-            raise RegistryError(Code.PATH_REFUSED, "ancestor owned by another user")
+            raise RegistryError(
+                Code.PATH_REFUSED,
+                f"{label} owned by another user: {current} ({mode}); someone else could "
+                "swap what efold writes below it; fix: use a directory of your own")
         if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-            raise RegistryError(Code.PATH_REFUSED, "ancestor writable by others")
+            raise RegistryError(
+                Code.PATH_REFUSED,
+                f"{label} writable by others: {current} ({mode}); someone else could swap "
+                f"what efold writes below it (a directory made under umask 002 is "
+                f"group-writable); fix: chmod g-w,o-w {current}")

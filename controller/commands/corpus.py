@@ -39,7 +39,7 @@ from efold.corpus.user_suite import (
     probe_files_beside,
 )
 from efold.errors import Code, EfoldError
-from efold.registry.files import publish_exclusive
+from efold.registry.files import NOT_WRITABLE_ERRNOS, not_writable, publish_exclusive
 
 PROBES_SUFFIX = ".probes.json"
 _SEED_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
@@ -80,6 +80,20 @@ def command() -> None:
     Exit status: 0 done, 2 usage error, refused, or (validate) something rejected."""
 
 
+def _make_out(out: Path) -> None:
+    """``--out`` and its missing parents (as ``mkdir -p``); a directory this user may
+    not create in refuses with ``path_not_writable`` naming it."""
+    missing = [p for p in (out, *out.parents) if not p.exists()][::-1]
+    for path in missing:
+        try:
+            path.mkdir(exist_ok=True)
+        except OSError as exc:
+            if exc.errno in NOT_WRITABLE_ERRNOS:
+                raise not_writable(path.parent, path.name, exc) from exc
+            raise CorpusError(Code.PATH_REFUSED,
+                              f"cannot create {path}: {exc.strerror}") from exc
+
+
 @command.command("generate")
 @click.option("--suite", type=click.Choice(["hard", "hard-distractors", "original"]),
               default="hard", show_default=True)
@@ -91,7 +105,7 @@ def generate(suite: str, seeds: str | None, out: Path) -> None:
     """Generate (or export) a suite, validate it and write each trace once."""
     try:
         items = load_suite(suite, parse_seeds(seeds) if seeds is not None else None)
-        out.mkdir(parents=True, exist_ok=True)
+        _make_out(out)
         for item in items:
             trace_id = item.trace.header.trace_id
             data = dump_trace(item.trace)
