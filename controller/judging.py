@@ -29,9 +29,11 @@ from efold.digests import sha256_hex
 from efold.errors import Code
 from efold.guard.ledger import SlotLedger
 from efold.guard.permits import CONTINUABLE_CODES, child_code
+from efold.guard.wire.failure import HTTP_FAILURE_CODES, kinds_for
 from efold.ipc.messages import Terminal, TerminalStatus
 from efold.protocol.records import (
     BoundaryRecord,
+    HttpRecord,
     JudgeRecord,
     PlannedSlot,
     Receipt,
@@ -125,8 +127,21 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         checkpoint_tokens=evidence.checkpoint_tokens, checkpoint_bytes=evidence.checkpoint_bytes,
         transcript_tokens=evidence.transcript_tokens, transcript_bytes=evidence.transcript_bytes,
         judge=_judge_record(judge, terminal, status, stops), boundary=boundary,
+        http=_http_record(terminal, code),
     )
     return Verdict(receipt, tuple(stops))
+
+
+def _http_record(terminal: Terminal | None, code: Code | None) -> HttpRecord | None:
+    """The status and kind the child claims for the non-2xx answer that ended the slot,
+    kept only when the slot's own code says one did and the kind is one the guard's
+    closed set allows for that status; the excerpt is never kept here."""
+    http = terminal.http if terminal is not None else None
+    if http is None or code not in HTTP_FAILURE_CODES:
+        return None
+    if http.kind not in {kind.value for kind in kinds_for(http.status)}:
+        return None
+    return HttpRecord(status=http.status, kind=http.kind)
 
 
 def _spend(ledger: SlotLedger) -> SlotSpend:

@@ -24,6 +24,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -193,12 +194,17 @@ def write_slot_receipt(ctx: RunContext, receipt: Receipt) -> None:
 def keep_answer(answers_file: Path, slot: str, terminal: Terminal) -> None:
     """Append one answered slot's answer to the run's private answers artifact
     (``--keep-answers``): owner-only, created on first use, each line written whole
-    and fsynced. Reports never read it: they stay content-free."""
-    line = msgspec.json.encode({"slot": slot, "status": terminal.status.value,
-                                "answer": terminal.answer}) + b"\n"
+    and fsynced. Reports never read it: they stay content-free. A run ended by a non-2xx
+    answer adds its ``http`` evidence: status, kind and the server's sanitised words
+    (``guard.wire.failure``), which only this owner-only file may hold."""
+    line: dict[str, Any] = {"slot": slot, "status": terminal.status.value,
+                            "answer": terminal.answer}
+    if terminal.http is not None:
+        line["http"] = msgspec.to_builtins(terminal.http)
+    data = msgspec.json.encode(line) + b"\n"
     fd = os.open(answers_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        write_all(fd, line)
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -56,7 +56,8 @@ from efold.guard.settlement import (
     settle_transport_failure,
     settle_wire,
 )
-from efold.guard.transport import Transport, WireRequest, mint_ticket
+from efold.guard.transport import Transport, WireRequest, WireResponse, mint_ticket
+from efold.guard.wire.failure import ERROR_BODY_BYTES, HttpFailure, read_failure
 from efold.guard.wire.formats import wire_format
 
 DEFAULT_DEADLINE_S = 120.0
@@ -85,6 +86,8 @@ class GuardResult(msgspec.Struct, frozen=True, kw_only=True):
     hold_units: int | None = None
     input_budget: int | None = None  # U_k, when computed
     http_status: int | None = None
+    # A non-2xx answer's kind and sanitised excerpt (``guard.wire.failure``): evidence.
+    http_failure: HttpFailure | None = None
     stop_code: Code | None = None
     settle_code: Code | None = None
 
@@ -96,6 +99,20 @@ class GuardResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _error_body(response: WireResponse) -> bytes:
+    """At most ``ERROR_BODY_BYTES`` of a non-2xx body, read under the request's
+    deadline like any body; whatever ends the read early leaves what came before it."""
+    body = bytearray()
+    try:
+        for chunk in response.chunks():
+            body += chunk
+            if len(body) >= ERROR_BODY_BYTES:
+                break
+    except TransportFailure:
+        pass
+    return bytes(body[:ERROR_BODY_BYTES])
 
 
 def _encode(payload: Any) -> bytes:
@@ -275,25 +292,27 @@ class Guard:
                                   deadline_s=self._deadline_s,
                                   headers=self._wire.headers(msgspec.json.decode(body)),
                                   auth=self._wire.auth)
-            decision, status, items = self._exchange(permit, request, budget)
+            decision, status, items, failure = self._exchange(permit, request, budget)
         except Exception:
             self._close(permit, Decision(OutcomeKind.LOST, Code.LOOKUP_STREAM_LOST), facts)
             raise
-        facts.update(status=status, output_items=items)
+        facts.update(status=status, output_items=items, http_failure=failure)
         return self._close(permit, decision, facts)
 
     def _exchange(self, permit: Permit, request: WireRequest, budget: int
-                  ) -> tuple[Decision, str | None, list[dict[str, Any]]]:
+                  ) -> tuple[Decision, str | None, list[dict[str, Any]], HttpFailure | None]:
         started = time.monotonic()
         try:
             response = self._transport.open(mint_ticket(permit.permit_id), request)
         except TransportFailure as exc:
-            return settle_transport_failure(exc), None, []
+            return settle_transport_failure(exc), None, [], None
         except GuardError as exc:  # a ticket refused (re-entered, unguarded): never sent
-            return Decision(OutcomeKind.INTEGRITY_STOP, exc.code), None, []
+            return Decision(OutcomeKind.INTEGRITY_STOP, exc.code), None, [], None
         try:
             if not 200 <= response.status < 300:
-                return settle_http_status(response.status), None, []
+                # Why, as evidence only (the status alone decides the outcome).
+                failure = read_failure(response.status, _error_body(response), request.body)
+                return settle_http_status(response.status), None, [], failure
             parser = self._wire.parser(request.stream)
             for chunk in response.chunks():
                 parser.feed(chunk)
@@ -303,13 +322,13 @@ class Guard:
                     raise OwnAbort(Code.LOOKUP_REQUEST_DEADLINE, "response past deadline")
             wire = parser.finish()
         except TransportFailure as exc:
-            return settle_transport_failure(exc), None, []
+            return settle_transport_failure(exc), None, [], None
         finally:
             response.close()
         decision = settle_wire(wire, hold_units=permit.hold_units, input_budget=budget,
                                payload_bytes=len(request.body), contract=self.contract,
                                entry=self._entry_rates)
-        return decision, wire.terminal.value, wire.output_items
+        return decision, wire.terminal.value, wire.output_items, None
 
     def _close(self, permit: Permit, decision: Decision, facts: dict[str, Any]) -> GuardResult:
         """Settle the permit, update the sticky state, stop the run if the outcome says so."""

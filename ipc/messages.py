@@ -134,6 +134,18 @@ class JudgeReading(_Part, frozen=True, omit_defaults=True):
     code: Code | None = None
 
 
+class HttpEvidence(_Part, frozen=True, omit_defaults=True):
+    """The non-2xx answer that ended a probe run, as the child's guard read it
+    (``guard.wire.failure``): its status, its kind (a name the controller checks against
+    the guard's closed set for that status) and the server's words, sanitised there:
+    printable ASCII, at most 200 characters. A claim, like the rest of ``Terminal``;
+    the excerpt never reaches a receipt (only the owner-only answers artifact)."""
+
+    status: Annotated[int, msgspec.Meta(ge=100, le=999)]
+    kind: Annotated[str, msgspec.Meta(pattern="^[a-z_]{1,32}$")]
+    excerpt: Annotated[str, msgspec.Meta(pattern="^[\\x20-\\x7e]{0,200}$")] = ""
+
+
 # -- messages ---------------------------------------------------------------------------
 
 
@@ -196,6 +208,8 @@ class Terminal(Message, frozen=True, tag="terminal"):
     # written by the child as ``work.json`` in its slot directory: its sha256 here, the
     # file read and checked by the controller after the child has exited. None: none.
     work_sha256: Digest | None = None
+    # Set when a non-2xx answer ended the run (issue 35); None otherwise.
+    http: HttpEvidence | None = None
 
 
 class Prepared(Message, frozen=True, tag="prepared"):

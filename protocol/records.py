@@ -133,6 +133,15 @@ class BoundaryRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     code: str | None = None
 
 
+class HttpRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The non-2xx answer that ended a slot (issue 35): its status and its kind, a value
+    of the guard's closed set (``HttpFailureKind``) that the status allows. Never the
+    server's words: they may hold request content (docs/reliability.md)."""
+
+    status: int
+    kind: str
+
+
 class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One visited slot, content-free. Written once, fsynced, digest journaled."""
 
@@ -174,6 +183,9 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     judge: JudgeRecord | None = None
     # Defaulted (issue 15): a boundary slot's judgement; null (omitted) for a question.
     boundary: BoundaryRecord | None = None
+    # Defaulted (issue 35): why a provider refused the request that ended the slot, when
+    # a non-2xx answer did (code ``lookup_http_status`` / ``lookup_redirect_forbidden``).
+    http: HttpRecord | None = None
 
 
 class ShardMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -26,6 +26,7 @@ from efold.boundary.oracles import ORACLE_TYPES as ORACLE_CLASSES
 from efold.boundary.oracles import Verdict
 from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
+from efold.guard.wire.failure import HTTP_FAILURE_CODES, kinds_for
 from efold.protocol.records import (
     OPAQUE_ID,
     PLAN_VERSION,
@@ -257,6 +258,18 @@ ENDINGS: Final = frozenset(get_args(Ending))
 ACTION_FAMILIES: Final = frozenset(FAMILIES)
 
 
+def _check_http(receipt: Receipt) -> None:
+    """A receipt's ``http``: only with a code a non-2xx answer ends a slot with, a
+    status of three digits and a kind of the guard's closed set that status allows."""
+    http = receipt.http
+    if http is None:
+        return
+    if receipt.code not in {code.value for code in HTTP_FAILURE_CODES}:
+        raise _refuse("receipt http without an http code")
+    if not 100 <= http.status <= 999 or http.kind not in {k.value for k in kinds_for(http.status)}:
+        raise _refuse("receipt http is not a status and a kind it allows")
+
+
 def _check_boundary(receipt: Receipt) -> None:
     """A boundary record only on a boundary slot, and made of ids, fixed vocabularies,
     hashes and counts only (``protocol.records.BoundaryRecord``)."""
@@ -315,6 +328,7 @@ def _observe(planned: PlannedSlot, receipt: Receipt) -> Observation:
     _check_size(receipt)
     _check_spend(receipt.spend)
     _check_boundary(receipt)
+    _check_http(receipt)
     if status is SlotStatus.COMPLETED:
         if outcome is None or not isinstance(receipt.correct, bool):
             raise _refuse("completed receipt without a scored outcome")

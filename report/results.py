@@ -52,6 +52,7 @@ from efold.report.schema import (
     CostPerCorrect,
     Execution,
     FlipCount,
+    HttpFailures,
     Latency,
     Money,
     PairedTally,
@@ -322,6 +323,17 @@ def _receipts(observations: Iterable[Observation]) -> list[Receipt]:
     return [obs.receipt for obs in observations if obs.receipt is not None]
 
 
+def _http_failures(receipts: Iterable[Receipt]) -> list[HttpFailures]:
+    """Slots ended by a non-2xx answer, by (status, kind), in that order."""
+    counts: dict[tuple[int, str], int] = {}
+    for receipt in receipts:
+        if receipt.http is not None:
+            key = (receipt.http.status, receipt.http.kind)
+            counts[key] = counts.get(key, 0) + 1
+    return [HttpFailures(status=status, kind=kind, slots=slots)
+            for (status, kind), slots in sorted(counts.items())]
+
+
 def _role_result(role: str, observations: Sequence[Observation], categories: Sequence[str],
                  repeats: int, in_flight: frozenset[str]) -> RoleResult:
     codes: dict[str, int] = {}
@@ -339,6 +351,7 @@ def _role_result(role: str, observations: Sequence[Observation], categories: Seq
             for category in present
         ],
         codes=codes,
+        http_failures=_http_failures(_receipts(observations)),
         spend=_spend(_receipts(observations)),
         latency=_latency(observations, in_flight),
         tool_use=_tool_use(observations) if _offers_lookup(observations) else None,
@@ -453,6 +466,8 @@ def _slot_row(obs: Observation) -> SlotRow:
         outcome=obs.outcome.value if obs.outcome else None,
         correct=receipt.correct if receipt else None,
         availability=obs.availability.value if obs.availability else None,
+        http_status=receipt.http.status if receipt and receipt.http else None,
+        http_kind=receipt.http.kind if receipt and receipt.http else None,
         excluded=obs.excluded.value if obs.excluded else None,
         checkpoint_sha256=receipt.checkpoint_sha256 if receipt else None,
     )

@@ -318,6 +318,15 @@ class JudgeAgreement(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     disagreeing: list[str]
 
 
+class HttpFailures(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Visited slots of a role that a provider's non-2xx answer ended, by status and
+    kind (the receipt's ``http``: a value of the guard's closed ``HttpFailureKind``)."""
+
+    status: int
+    kind: str
+    slots: int
+
+
 class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     role: str
     arm: str
@@ -337,6 +346,9 @@ class RoleResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cost_per_correct: CostPerCorrect | None = None
     # Defaulted (19-C): the judge beside the deterministic score; null without a judge.
     judge: JudgeAgreement | None = None
+    # Defaulted (issue 35): the role's slots ended by a non-2xx answer, by status and
+    # kind, ordered by status then kind; empty when none was.
+    http_failures: list[HttpFailures] = []
 
 
 class PairCounts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -400,6 +412,10 @@ class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     availability: str | None = None
     excluded: str | None = None
     checkpoint_sha256: str | None = None
+    # Defaulted (issue 35): the receipt's ``http`` (status and kind of the non-2xx
+    # answer that ended the slot); omitted when it has none.
+    http_status: int | None = None
+    http_kind: str | None = None
 
 
 class ContainmentEpisode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -306,6 +306,26 @@ def _codes_table(results: Results) -> Table:
     )
 
 
+def _http_table(results: Results) -> Table | None:
+    """Slots a provider's non-2xx answer ended, by role, status and kind (None: none)."""
+    rows = [[role.role, str(f.status), f.kind, count(f.slots)]
+            for role in results.results for f in role.http_failures]
+    if not rows:
+        return None
+    return Table(
+        title="HTTP failures",
+        headers=["role", "status", "kind", "slots"],
+        align=align_columns(3, 1),
+        rows=rows,
+        caption="Visited slots ended by a provider's non-2xx answer (lookup_http_status, "
+                "lookup_redirect_forbidden): its status and its kind, decided from the "
+                "status and fixed phrases of the error (context_exceeded: the request did "
+                "not fit the model's context). The server's words are never in a report.",
+        summary=summary_line([(sum(f.slots for r in results.results for f in r.http_failures),
+                               "slots")]),
+    )
+
+
 def _token_cell(value: int, spend: Spend) -> str:
     # Unknown usage is never zero usage: a partial sum is printed as a lower bound.
     return count(value) if spend.usage_known else f"\u2265{count(value)}"
@@ -392,6 +412,7 @@ def report_tables(results: Results) -> list[Table]:
         _repeat_table(results),
         _flip_table(results), _versus_native_table(results), _contrast_table(results),
         tool_table(results), latency_table(results), _outcome_table(results),
-        _excluded_table(results), _codes_table(results), _spend_table(results),
+        _excluded_table(results), _codes_table(results), _http_table(results),
+        _spend_table(results),
     ]
     return [table for table in tables if table is not None]

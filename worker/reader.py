@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from efold.errors import Code
-from efold.ipc.messages import JudgeReading, MeterReading, Terminal, TerminalStatus
+from efold.ipc.messages import HttpEvidence, JudgeReading, MeterReading, Terminal, TerminalStatus
 from efold.protocol.assignment import Assignment
 from efold.protocol.tasks import ProbeTask, Route
 from efold.worker.errors import WorkerError
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from efold.folds.checkpoint import Checkpoint
     from efold.folds.lookup import LookupTool
     from efold.guard.contract import Contract
+    from efold.guard.request import GuardResult
 
 RESTORED_DIR = "checkpoint"
 
@@ -112,12 +113,14 @@ class ReaderProbe:
         status: TerminalStatus = TerminalStatus.REFUSED
         code: Code | None = Code.LOOKUP_REQUEST_LIMIT
         answer = ""
+        http: HttpEvidence | None = None
         for _ in range(budgets.max_requests + 1):  # the extra round meets the limit refusal
             result = guard.request(payload)
             rounds.append({"outcome": result.outcome.value,
                            "code": result.code.value if result.code else None})
             if not result.ok:
                 status, code = terminal_of(result.outcome.value, source.stop_code or result.code)
+                http = http_evidence(result)
                 break
             calls = [i for i in result.output_items if i.get("type") == "function_call"]
             if not calls:
@@ -138,7 +141,16 @@ class ReaderProbe:
         if task.judge is not None and status is TerminalStatus.ANSWERED:
             judged = ask_judge_after(session, task, answer)
         return Terminal(status=status, code=code, answer=answer, meter=meter_reading,
-                        witness=witness, judge=judged)
+                        witness=witness, judge=judged, http=http)
+
+
+def http_evidence(result: GuardResult) -> HttpEvidence | None:
+    """What a non-2xx answer that ended the run says about why (None for any other
+    end): the guard's reading, already sanitised (``guard.wire.failure``)."""
+    failure = result.http_failure
+    if failure is None:
+        return None
+    return HttpEvidence(status=failure.status, kind=failure.kind.value, excerpt=failure.excerpt)
 
 
 def run_witness(lookup: LookupTool | None, doc: dict[str, Any]) -> tuple[MeterReading, str]:
