@@ -128,3 +128,19 @@ def test_the_boundaries_of_the_status_are_accepted(
     for status in (100, 999):
         plan, receipts = _run(plan_factory, receipt_factory, HttpRecord(status, "unexpected"))
         assert build_results(plan, receipts, faux=False).results
+
+
+@pytest.mark.parametrize(("excerpt", "ok"), [
+    ("x" * 200, True), ("x" * 201, False), ("caf\u00e9", False), ("tab\there", False),
+])
+def test_the_childs_claim_is_bounded_on_the_wire(excerpt: str, ok: bool) -> None:
+    terminal = {"kind": "terminal", "status": "lost", "code": "lookup_http_status",
+                "answer": "", "meter": {"calls": 0, "bytes": 0}, "witness": "d" * 64,
+                "http": {"status": 400, "kind": "context_exceeded", "excerpt": excerpt}}
+    data = msgspec.json.encode(terminal)
+    if ok:
+        assert msgspec.json.decode(data, type=Terminal).http == HttpEvidence(
+            status=400, kind="context_exceeded", excerpt=excerpt)
+    else:
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.json.decode(data, type=Terminal)
