@@ -33,37 +33,44 @@ def exit_status(signum: int) -> int:
     return 128 + signum
 
 
-def _say(text: str) -> None:
+Say = Callable[[str], None]
+
+
+def say(text: str) -> None:
+    """The default way an interruption speaks to the operator: one line on stderr."""
     print(f"efold: {text}", file=sys.stderr, flush=True)
 
 
-async def _watch(ctx: RunContext, *,
+async def _watch(ctx: RunContext, tell: Say, *,
                  task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     with anyio.open_signal_receiver(*SIGNALS) as received:
         task_status.started()
         async for signum in received:
             if ctx.interrupt(signum):
-                _say(f"{signal.Signals(signum).name}: admission closed; containing every "
+                tell(f"{signal.Signals(signum).name}: admission closed; containing every "
                      "child in flight, then writing the reports")
             else:
-                _say("still shutting down: the children in flight are being contained")
+                tell("still shutting down: the children in flight are being contained")
 
 
-def _late(signum: int, frame: object) -> None:
-    _say(f"{signal.Signals(signum).name} ignored: the run is already ending")
-
-
-async def interruptible(ctx: RunContext, body: Callable[[], Awaitable[_T]]) -> _T:
-    """Run ``body`` with the run's signals going to ``ctx.interrupt``.
+async def interruptible(ctx: RunContext, body: Callable[[], Awaitable[_T]],
+                        tell: Say = say) -> _T:
+    """Run ``body`` with the run's signals going to ``ctx.interrupt``; ``tell`` says
+    what an interruption does (a progress view passes its own, which first stops its
+    bar: a live bar would redraw over the lines).
 
     A signal that arrives while ``body`` runs synchronous work (receipts, reports) is
     still queued when the watcher closes; the receiver then re-raises it through the
-    handler it restores. That handler is ``_late`` (installed here first), so a repeat
+    handler it restores. That handler is ``late`` (installed here first), so a repeat
     Ctrl-C never becomes a ``KeyboardInterrupt`` halfway through the run's ending."""
-    previous = {signum: signal.signal(signum, _late) for signum in SIGNALS}
+
+    def late(signum: int, frame: object) -> None:
+        tell(f"{signal.Signals(signum).name} ignored: the run is already ending")
+
+    previous = {signum: signal.signal(signum, late) for signum in SIGNALS}
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(_watch, ctx)
+            await tg.start(_watch, ctx, tell)
             try:
                 result = await body()
             finally:

@@ -48,7 +48,7 @@ from efold.controller.evidence import (
     checkpoint_evidence,
     transcript_size,
 )
-from efold.controller.interrupt import interruptible
+from efold.controller.interrupt import Say, interruptible, say
 from efold.controller.judging import refused_receipt
 from efold.controller.plan import ineligible_code
 from efold.controller.prep_launch import PrepCause
@@ -123,7 +123,9 @@ class ProgressEvent:
     ``done`` of ``total`` units are finished. Each phase opens with ``done == 0`` and
     ends with one event where ``done == total``. ``checkpoint`` / ``receipt``: the unit
     that just finished, when one did (a stop ends the prep phase without the rest).
-    ``settled_units``: the run's settled spend so far (summaries and probes).
+    ``settled_units``: the run's settled spend so far (summaries and probes);
+    ``retained_units``: what their closed holds retained without a settlement so far
+    (``report.schema.RunMoney.retained``); ``cap_units``: the run's cap.
 
     Invariant: content-free, like the receipts it carries: ids, codes and numbers."""
 
@@ -131,6 +133,8 @@ class ProgressEvent:
     done: int
     total: int
     settled_units: int
+    retained_units: int
+    cap_units: int
     checkpoint: CheckpointDone | None = None
     receipt: Receipt | None = None
 
@@ -145,7 +149,8 @@ def _ignore(event: ProgressEvent) -> None:
 async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
                   program: Sequence[str] | None = None,
-                  dispatch: Dispatch = OFFLINE) -> PilotOutcome:
+                  dispatch: Dispatch = OFFLINE, tell: Say = say) -> PilotOutcome:
+    """The pilot; ``tell`` says what an interruption does (``controller.interrupt``)."""
     tick = progress or _ignore
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
@@ -168,7 +173,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 publish_exclusive(run, name, data)
             return receipts, reports
 
-        receipts, reports = await interruptible(ctx, body)
+        receipts, reports = await interruptible(ctx, body, tell)
         stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
     return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes)
 
@@ -183,24 +188,26 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     evidence: dict[tuple[str, str], Evidence] = {}
     firsts = list(checkpoints_of(plan, eligible_only=True).values())  # the order preps run in
     ready: set[str] = set()
-    settled = 0
+    settled = retained = 0
     launched: tuple[PlannedSlot, float] | None = None
 
     def prep_tick(phase: str, done: int, total: int) -> None:
         # ``prepare_checkpoints`` ticks before each checkpoint and once at the end, and
         # launches checkpoint ``done`` unless admission has closed (then it launches no
         # more): so each tick ends the checkpoint the previous one started, if any.
-        nonlocal settled, launched
+        nonlocal settled, retained, launched
         finished = None
         if launched is not None:
             first, started = launched
             settled += ctx.source.ledger(first.checkpoint).settled_units
+            retained += ctx.source.ledger(first.checkpoint).retained_units
             finished = CheckpointDone(first.checkpoint, first.role, first.checkpoint in ready,
                                       int((time.monotonic() - started) * 1000))
         launched = None
         if done < total and not ctx.policy.stopped:
             launched = (firsts[done], time.monotonic())
-        tick(ProgressEvent("prep", done, total, settled, checkpoint=finished))
+        tick(ProgressEvent("prep", done, total, settled, retained, ctx.source.cap_units,
+                           checkpoint=finished))
 
     transcripts: dict[str, VisibleSize] = {}  # trace id -> its full transcript's size
 
@@ -253,18 +260,21 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     receipts: dict[int, Receipt] = {}
     total = len(plan.slots)
     settled = sum(ctx.source.ledger(key).settled_units for key in preps)
+    retained = sum(ctx.source.ledger(key).retained_units for key in preps)
     in_order = InScheduleOrder(ctx.policy)
     # Invariant: one token per child in flight; a slot launches only holding one.
     window = anyio.Semaphore(campaign.concurrency)
 
     def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
-        nonlocal settled
+        nonlocal settled, retained
         for at, code in in_order.finish(n, end):
             if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
                 ctx.take_stop(code, plan.slots[at].slot)
         receipts[n] = receipt
         settled += receipt.spend.settled_units
-        tick(ProgressEvent("probe", len(receipts), total, settled, receipt=receipt))
+        retained += receipt.spend.retained_units
+        tick(ProgressEvent("probe", len(receipts), total, settled, retained,
+                           ctx.source.cap_units, receipt=receipt))
 
     async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> None:
         try:
@@ -273,7 +283,7 @@ async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
         finally:
             window.release()
 
-    tick(ProgressEvent("probe", 0, total, settled))
+    tick(ProgressEvent("probe", 0, total, settled, retained, ctx.source.cap_units))
     async with _task_group() as in_flight:
         for n, planned in enumerate(plan.slots):
             await window.acquire()  # in schedule order: a slot waits for a free place
@@ -389,13 +399,13 @@ def _admission(ctx: RunContext, planned: PlannedSlot, prepared: Preparation | No
 def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
               progress: Progress | None = None,
               program: Sequence[str] | None = None,
-              dispatch: Dispatch = OFFLINE) -> PilotOutcome:
+              dispatch: Dispatch = OFFLINE, tell: Say = say) -> PilotOutcome:
     """Synchronous entry: the async pilot on the trio backend."""
     previous = os.umask(0o077)  # everything the run writes is owner-only
     try:
         return anyio.run(
             lambda: execute(reg, reg_bytes, run, progress=progress, program=program,
-                            dispatch=dispatch),
+                            dispatch=dispatch, tell=tell),
             backend="trio",
         )
     finally:

@@ -3,7 +3,7 @@
 Three audiences, one stream of ``pilot.ProgressEvent``s (``RunView``):
 
 - a terminal (stdout a tty): a progress bar per phase with M/N, rate, ETA, elapsed,
-  the running exact accuracy and the running settled spend;
+  the running exact accuracy and the running spend (settled + retained of the cap);
 - anything else (a pipe, a file, CI), or ``--no-progress``: plain lines on stdout, no
   ANSI codes: one when a phase starts, one when it ends, and one each time a phase
   passes another tenth of its units (at most nine), so a long run is never silent;
@@ -47,16 +47,17 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from efold.controller.interrupt import exit_status
+from efold.controller.interrupt import exit_status, say
 from efold.controller.pilot import OFFLINE, Dispatch, PilotOutcome, ProgressEvent, run_pilot
 from efold.controller.registration import Registration
 from efold.controller.run_log import RunLog
-from efold.errors import EfoldError
+from efold.errors import Code, EfoldError
 from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
 from efold.report.numbers import spend_line
-from efold.report.schema import BoundaryResults
+from efold.report.results import money
+from efold.report.schema import BoundaryResults, RunMoney
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -181,7 +182,22 @@ class RunView:
     scored: int = 0
     correct: int = 0
     settled_units: int = 0
+    retained_units: int = 0
+    cap_units: int = 0
     phases: dict[str, _Phase] = field(default_factory=dict)
+    # Set by the first interruption notice: from then on the remaining slots are visited
+    # without a launch, so the phase's count no longer says what ran; the bar is stopped
+    # and no progress line follows (``end_of_run`` gives the run's own figures).
+    ending: bool = False
+
+    def tell(self, text: str) -> None:
+        """An interruption notice (``controller.interrupt``): the bar is stopped first,
+        its last frame left on screen, so the notice is printed below it and never
+        redrawn over; the line goes to stderr like every other notice."""
+        self.ending = True
+        if self.bar is not None:
+            self.bar.stop()
+        say(text)
 
     def __call__(self, event: ProgressEvent) -> None:
         self.log.open()  # the run is open: its root may hold more than lease and journal
@@ -193,6 +209,8 @@ class RunView:
         if phase.ended:
             return
         self.settled_units = event.settled_units
+        self.retained_units = event.retained_units
+        self.cap_units = event.cap_units
         if event.checkpoint is not None:
             c = event.checkpoint
             self.log.write("checkpoint", key=c.key, role=c.role, ready=c.ready,
@@ -240,12 +258,20 @@ class RunView:
     def _fields(self, phase: str) -> tuple[str, str]:
         """The bar's accuracy and spend columns."""
         acc = accuracy_text(self.correct, self.scored) if phase == "probe" else ""
-        return acc, spend_text(self.settled_units, self.faux)
+        return acc, self._spend()
+
+    def _spend(self) -> str:
+        """The run's spend so far against its cap, in the reports' one wording
+        (``report.numbers.spend_line``)."""
+        return spend_line(RunMoney(settled=money(self.settled_units),
+                                   retained=money(self.retained_units), open=money(0),
+                                   charged=money(self.settled_units + self.retained_units)),
+                          money(self.cap_units), self.faux)
 
     def _figures(self, event: ProgressEvent, phase: _Phase) -> str:
-        settled = f"settled {spend_text(self.settled_units, self.faux)}"
+        settled = self._spend()
         if event.phase == "prep":
-            return f", {settled}" if self.settled_units else ""
+            return f", {settled}" if self.settled_units or self.retained_units else ""
         seconds = self._seconds(phase)
         rate = f"{event.done / seconds:.1f} slots/s" if seconds > 0 else "? slots/s"
         return f", {rate}, {accuracy_text(self.correct, self.scored)}, {settled}"
@@ -259,7 +285,7 @@ class RunView:
         return time.monotonic() - phase.started
 
     def _plain(self, line: str) -> None:
-        if self.bar is None and self.verbosity >= Verbosity.NORMAL:
+        if self.bar is None and not self.ending and self.verbosity >= Verbosity.NORMAL:
             print(line, file=self.out, flush=True)
 
     def _detail(self, line: str) -> None:
@@ -287,9 +313,11 @@ def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
             if show and verbosity >= Verbosity.NORMAL and sys.stdout.isatty():
                 with _bar() as bar:
                     view.bar = bar
-                    outcome = run_pilot(reg, reg_bytes, run, progress=view, dispatch=dispatch)
+                    outcome = run_pilot(reg, reg_bytes, run, progress=view, dispatch=dispatch,
+                                        tell=view.tell)
             else:
-                outcome = run_pilot(reg, reg_bytes, run, progress=view, dispatch=dispatch)
+                outcome = run_pilot(reg, reg_bytes, run, progress=view, dispatch=dispatch,
+                                    tell=view.tell)
         except EfoldError as exc:
             log.write("refused", code=exc.code.value)
             raise
@@ -365,7 +393,7 @@ def _print_table(outcome: PilotOutcome) -> None:
         table.add_column(column, justify="left" if column == "role" else "right")
     settled = aligned_amounts([units_to_usd(role.spend.settled.units)
                                for role in results.results])
-    for role, money in zip(results.results, settled, strict=True):
+    for role, amount in zip(results.results, settled, strict=True):
         t = role.overall
         e = t.execution
         exact = t.exact
@@ -375,7 +403,7 @@ def _print_table(outcome: PilotOutcome) -> None:
             f"({ci.lower:.0%}-{ci.upper:.0%})")
         table.add_row(
             role.role, shown, f"{e.completed:,}", f"{e.incomplete:,}", f"{e.unadmitted:,}",
-            f"{e.skipped:,}", f"{sum(t.excluded.values()):,}", money,
+            f"{e.skipped:,}", f"{sum(t.excluded.values()):,}", amount,
         )
     console = Console(width=max(130, Console().width))  # piped: no wrapped cells
     console.print(table)
@@ -427,9 +455,8 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
     run = outcome.run_dir
     to_err = verbosity is Verbosity.QUIET  # --quiet: stdout holds only what scripts read
     if outcome.interrupted is not None:
-        visited = len(outcome.receipts)
-        click.echo(f"interrupted: reports for {visited} of {len(outcome.plan.slots)} slots "
-                   f"are in {run}", err=to_err)
+        click.echo(f"interrupted: {interrupted_counts(outcome)}; the reports are in {run}",
+                   err=to_err)
         click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
                    "new `pilot` run; runs are never resumed", err=to_err)
         status = exit_status(outcome.interrupted)
@@ -439,6 +466,25 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
     if as_json:  # always the very last line
         click.echo(outcome_line(outcome))
     return status
+
+
+def interrupted_counts(outcome: PilotOutcome) -> str:
+    """What an interrupted run did, from its receipts: ``161 answered, 99 not admitted:
+    interrupted``, then every other status that occurred (the slots contained in
+    flight are ``incomplete``) and the planned slots never visited. Every planned slot
+    is counted once; never "reports for N of N" when most were never asked."""
+    statuses: Counter[str] = Counter()
+    for r in outcome.receipts:
+        if r.status is SlotStatus.COMPLETED:
+            statuses["answered"] += 1
+        elif r.status is SlotStatus.UNADMITTED and r.code == Code.INTERRUPTED.value:
+            statuses["not admitted: interrupted"] += 1
+        else:
+            statuses[r.status.value] += 1
+    statuses["not visited"] = len(outcome.plan.slots) - len(outcome.receipts)
+    first = ["answered", "not admitted: interrupted"]
+    order = first + sorted(k for k in statuses if k not in first)
+    return ", ".join(f"{statuses[k]:,} {k}" for k in order if k in first or statuses[k])
 
 
 def outcome_line(outcome: PilotOutcome) -> str:

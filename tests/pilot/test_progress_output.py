@@ -5,6 +5,7 @@ of the small campaign, stdout to a pipe (and once to a pseudo-terminal)."""
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import pty
@@ -20,16 +21,24 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from efold_pilot_kit import small_registration
+from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.campaign import suite_items
 from efold.controller.pilot import ProgressEvent, run_pilot
-from efold.controller.pilot_view import accuracy_text, next_mark, spend_text
+from efold.controller.pilot_view import (
+    RunView,
+    Verbosity,
+    accuracy_text,
+    next_mark,
+    spend_text,
+)
 from efold.controller.registration import Registration, write_registration
 from efold.controller.run_log import LOG_NAME, RunLog
 from efold.controller.runroot import claim_run_dir
 from efold.digests import sha256_hex
 from efold.guard import units_to_usd
+from efold.report import decode_results
+from efold.report.numbers import spend_line
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
@@ -95,8 +104,9 @@ def expected_figures(run: Path) -> tuple[str, str]:
     """The end-of-run accuracy and spend, from the run's own records."""
     scored = [r for r in receipts(run) if r["status"] == "completed" and "excluded" not in r]
     correct = sum(r.get("correct") is True for r in scored)
-    settled = json.loads((run / "results.json").read_text())["spend"]["settled"]["units"]
-    return accuracy_text(correct, len(scored)), spend_text(settled, faux=True)
+    results = decode_results((run / "results.json").read_bytes())
+    assert results.money is not None
+    return accuracy_text(correct, len(scored)), spend_line(results.money, results.cap, True)
 
 
 def phase_lines(stdout: str, label: str) -> list[str]:
@@ -119,7 +129,7 @@ def test_a_piped_run_prints_plain_phase_lines_between_its_run_line_and_its_json(
     probe = phase_lines(normal.stdout, "probe slots")
     assert probe[0] == f"probe slots: 0/{slots} ..."
     assert re.fullmatch(rf"probe slots: {slots}/{slots} in \d+\.\d s, \d+\.\d slots/s, "
-                        + re.escape(f"{acc}, settled {spend}"), probe[-1]), probe[-1]
+                        + re.escape(f"{acc}, {spend}"), probe[-1]), probe[-1]
     middle = probe[1:-1]
     assert 1 <= len(middle) <= 9  # at most one line per tenth of the phase
     counts = [int(line.split()[2].split("/")[0].rstrip(",")) for line in middle]
@@ -342,6 +352,35 @@ def test_the_progress_seam_reports_each_checkpoint_and_each_slot_once(
     for before, after in pairwise(probe):
         assert after.receipt is not None
         assert after.settled_units == before.settled_units + after.receipt.spend.settled_units
+        assert after.retained_units == \
+            before.retained_units + after.receipt.spend.retained_units
+    # the running figures end at the journal's, against the run's cap
+    money = json.loads(out.reports["results.json"])["money"]
+    assert (probe[-1].settled_units, probe[-1].retained_units) == (
+        money["settled"]["units"], money["retained"]["units"])
+    assert {e.cap_units for e in events} == {out.plan.cap_units}
+
+
+def test_the_running_spend_carries_a_lost_requests_retained_hold(tmp_path: Path) -> None:
+    """A child killed after its admission: the hold it leaves is retained, and the
+    progress the operator sees says so (settled + retained of the cap), never settled
+    alone."""
+    reg, raw = small_registration(cap="5.00")
+    events: list[ProgressEvent] = []
+    log = RunLog(tmp_path / "run")
+    view = RunView(Verbosity.NORMAL, True, log, out=io.StringIO())
+    out = run_pilot(reg, raw, claim_run_dir(tmp_path / "run"),
+                    program=faulty_program("kill-after-admit", tmp_path / "marker"),
+                    progress=lambda e: (events.append(e), view(e))[0])
+    log.close()
+    money = json.loads(out.reports["results.json"])["money"]
+    assert money["retained"]["units"] > 0
+    assert events[-1].retained_units == money["retained"]["units"]
+    results = decode_results(out.reports["results.json"])
+    assert results.money is not None
+    last = view.out.getvalue().splitlines()[-1]  # type: ignore[attr-defined]
+    assert last.endswith(spend_line(results.money, results.cap, True)), last
+    assert " + retained 0.00" not in last
 
 
 def test_next_mark_gives_at_most_nine_lines_at_each_tenth() -> None:

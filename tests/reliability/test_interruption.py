@@ -5,12 +5,19 @@ status is 130 (143). A second signal during that shutdown never skips containmen
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,3 +114,70 @@ def test_the_pilot_command_exits_130_and_says_what_to_do_next(tmp_path: Path) ->
     results = json.loads((run / "results.json").read_bytes())
     assert results["execution"]["visited"] == results["execution"]["planned"]
     assert observe(run).reconciled
+    # What ran, from the run itself: never "reports for 260 of 260 slots"; and after the
+    # interruption no progress line counts the slots visited without a launch.
+    assert f"interrupted: {_what_ran(run)}; the reports are in {run}" in text.splitlines()
+    assert not [line for line in text.splitlines()
+                if line.startswith("probe slots: ") and " in " in line]
+
+
+def _what_ran(run: Path) -> str:
+    """``N answered, M not admitted: interrupted`` and every other status, from the
+    receipts the run wrote."""
+    receipts = [json.loads(p.read_bytes()) for p in (run / "receipts").glob("*.json")]
+    answered = sum(r["status"] == "completed" for r in receipts)
+    refused = sum(r["status"] == "unadmitted" and r["code"] == Code.INTERRUPTED.value
+                  for r in receipts)
+    others: dict[str, int] = {}
+    for r in receipts:
+        if r["status"] != "completed" and not (r["status"] == "unadmitted"
+                                               and r["code"] == Code.INTERRUPTED.value):
+            others[r["status"]] = others.get(r["status"], 0) + 1
+    assert answered >= 3 and refused > 0  # the Ctrl-C came mid-run
+    return ", ".join([f"{answered:,} answered", f"{refused:,} not admitted: interrupted",
+                      *(f"{n:,} {status}" for status, n in sorted(others.items()))])
+
+
+def test_ctrl_c_under_a_bar_stops_the_bar_and_counts_what_ran(tmp_path: Path) -> None:
+    """In a terminal, rich's live bar would redraw over the interruption notice: the bar
+    is stopped first, so nothing moves the cursor back over the notice afterwards."""
+    run = tmp_path / "run"
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "efold.controller", "pilot", "--faux", "--run-dir", str(run)],
+        stdin=secondary, stdout=secondary, stderr=secondary, env=env | {"TERM": "xterm"})
+    os.close(secondary)
+    shown: list[bytes] = []
+    reader = threading.Thread(target=lambda: shown.extend(_read_all(primary)), daemon=True)
+    reader.start()  # a terminal nobody reads would block the controller's writes
+    try:
+        _wait_for(lambda: len(journal_rows(run, "SELECT slot FROM receipts")) >= 3, controller)
+        controller.send_signal(signal.SIGINT)
+        controller.wait(timeout=120)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+        reader.join(timeout=30)
+        os.close(primary)
+    text = b"".join(shown).decode(errors="replace")
+    assert controller.returncode == 130, text
+    assert "\x1b[1A" in text  # a live bar was drawn (and redrawn) before the interrupt
+    notice = text.index("efold: SIGINT: admission closed")
+    after = text[notice:]
+    assert "\x1b[1A" not in after and "\x1b[2K" not in after, after  # no redraw over it
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", after).replace("\r", "")
+    assert f"interrupted: {_what_ran(run)}; the reports are in {run}" in plain.splitlines()
+
+
+def _read_all(fd: int) -> Iterator[bytes]:
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            return
+        if not data:
+            return
+        yield data
