@@ -41,6 +41,10 @@ TRACE_LIMIT: Final = 64 * MIB
 PROBES_LIMIT: Final = 8 * MIB
 # A transcript given to ``corpus import`` (decoded, it takes a few times its size).
 TRANSCRIPT_LIMIT: Final = 64 * MIB
+# A boundary case's ``ef-boundary.yml``, and the cases root's ``boundary.lock``. (A
+# case's session is a transcript: ``TRANSCRIPT_LIMIT``.)
+SIDECAR_LIMIT: Final = 1 * MIB
+LOCK_LIMIT: Final = 1 * MIB
 
 _READ_FLAGS: Final = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _CHUNK: Final = 1 << 20

@@ -55,6 +55,7 @@ from efold.corpus.imports import to_trace, trace_id_for
 from efold.corpus.model import Event, Trace
 from efold.digests import digest_of
 from efold.errors import Code
+from efold.input_files import TRANSCRIPT_LIMIT, InputFileError, read_input
 
 WORKSPACE_DIR: Final = "workspace"
 EXPECTED_DIR: Final = "workspace.expected"
@@ -121,10 +122,11 @@ def _load_session(case_dir: Path, sidecar: Sidecar) -> Trace:
     session = case_dir / sidecar.source.session
     shown = str(session)
     try:
-        data = session.read_bytes()
-    except OSError as exc:
-        raise _invalid(f"{shown}: cannot read the session ($.source.session): "
-                       f"{exc.strerror}") from exc
+        data = read_input(session, what="the session ($.source.session)", limit=TRANSCRIPT_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise  # a FIFO, a device, too large: its own code, nothing read
+        raise _invalid(exc.detail) from exc
     try:
         if sidecar.source.format == EFOLD_TRACE:
             return load_trace(data)

@@ -34,6 +34,7 @@ from efold.boundary.case import Case
 from efold.boundary.errors import BoundaryError
 from efold.digests import canonical_json
 from efold.errors import Code
+from efold.input_files import LOCK_LIMIT, InputFileError, read_input
 from efold.registry.errors import RegistryError
 from efold.registry.files import fsync_fd, write_all
 
@@ -66,11 +67,13 @@ def read_lock(root: Path) -> Lock:
     """The lock at ``root`` (an empty lock when there is no file)."""
     path = root / LOCK_NAME
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return Lock(version=LOCK_VERSION, cases={})
-    except OSError as exc:
-        raise BoundaryError(Code.BOUNDARY_LOCK_STALE, f"{path}: cannot read: {exc.strerror}") from exc
+        data = read_input(path, what="boundary lock", limit=LOCK_LIMIT)
+    except InputFileError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return Lock(version=LOCK_VERSION, cases={})
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise  # a FIFO, a device, too large: its own code, nothing read
+        raise BoundaryError(Code.BOUNDARY_LOCK_STALE, exc.detail) from exc
     try:
         lock = msgspec.json.decode(data, type=Lock)
     except msgspec.DecodeError as exc:

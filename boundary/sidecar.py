@@ -58,6 +58,7 @@ from efold.boundary.oracles import (
 )
 from efold.corpus.import_formats import READERS
 from efold.errors import Code
+from efold.input_files import SIDECAR_LIMIT, InputFileError, read_input
 
 SIDECAR_NAME: Final = "ef-boundary.yml"
 
@@ -236,10 +237,11 @@ def decode_sidecar(data: bytes, name: str = SIDECAR_NAME) -> Sidecar:
 def load_sidecar(path: Path) -> Sidecar:
     """Read and decode ``path`` (an ``ef-boundary.yml``)."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
-                            f"{path}: cannot read: {exc.strerror}") from exc
+        data = read_input(path, what="sidecar", limit=SIDECAR_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise  # a FIFO, a device, too large: its own code, nothing read
+        raise BoundaryError(Code.BOUNDARY_CASE_INVALID, exc.detail) from exc
     return decode_sidecar(data, str(path))
 
 

@@ -163,11 +163,13 @@ MEANINGS: dict[str, str] = {
     "approver_key_invalid": "An approver key file is not a PEM Ed25519 key.",
     # -- input files
     "input_file_not_regular": "An input file an operator named (a campaign, catalog, "
-        "registration, suite trace or probe file, transcript to import) is a device, FIFO, "
-        "socket or directory: refused without reading it (docs/reliability.md, input files).",
+        "registration, suite trace or probe file, transcript to import, boundary case "
+        "sidecar, session or `boundary.lock`) is a device, FIFO, socket or directory: "
+        "refused without reading it (docs/reliability.md, register and import).",
     "input_file_too_large": "An input file is larger than its kind's bound (1 MiB for a "
-        "campaign or catalog, 16 MiB for a registration, 64 MiB for a trace or a transcript "
-        "to import, 8 MiB for a probe file); refused before reading past the bound.",
+        "campaign, catalog, sidecar or `boundary.lock`, 16 MiB for a registration, 64 MiB "
+        "for a trace, a transcript to import or a case's session, 8 MiB for a probe file); "
+        "refused before reading past the bound.",
     "input_file_unreadable": "An input file is missing or cannot be opened or read; the "
         "detail gives the system's reason.",
     # -- ipc/

@@ -9,6 +9,7 @@ runs under a timeout, as root and as ``nobody`` (``tests/kit/as_user.py``).
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from efold.input_files import (
     read_input,
 )
 
+BUNDLED_CASES = Path(__file__).resolve().parents[2] / "boundary" / "cases"
 FAUX = """
 name = "c"
 suite = "original"
@@ -146,3 +148,20 @@ def test_no_input_hangs_or_is_read_whole(case: str, user: str) -> None:
         answer = run_cli(argv, w, user, timeout=30)
         assert (answer.exit, answer.code) == (2, code), answer.stderr
         assert sorted(p.name for p in w.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_a_boundary_lock_that_is_a_fifo_is_refused(user: str) -> None:
+    """The cases root's ``boundary.lock`` is read at ``register`` (before: a FIFO hung)."""
+    with workspace(user) as w:
+        cases = w / "cases"
+        shutil.copytree(BUNDLED_CASES / "B01-explicit-api-constraint",
+                        cases / "B01-explicit-api-constraint")
+        os.mkfifo(cases / "boundary.lock", 0o664)
+        (w / "c.toml").write_text(FAUX.replace("probe_limit = 1", "probe_limit = 0")
+                                  + '[boundary]\ncases = ["B01"]\nroot = "cases"\n')
+        for path in (w / "c.toml", *cases.rglob("*"), cases):
+            give(path, user)
+        answer = run_cli(["register", "c.toml", "--output", "out"], w, user, timeout=30)
+        assert (answer.exit, answer.code) == (2, "input_file_not_regular"), answer.stderr
+        assert "boundary lock" in answer.detail and not (w / "out").exists()
