@@ -18,6 +18,7 @@ interruption that escapes it releases the lease and leaves the journal as it was
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
 from efold.protocol.records import Plan
 from efold.registry import publish_exclusive
+from efold.registry.authorization import AuthorizationDomain, verify_authorization
+from efold.registry.burn import real_registry_root, registry_key
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 
@@ -101,11 +104,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     if admitting and grant is None and campaign.judge is not None and not campaign.judge.is_faux:
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
                               "a judge model sends real requests: it needs a real run")
-    plan = plan_for(reg)
-    cap = reg.cap_units
-    if smoke:
-        cap = smoke_cap_units(reg)
-        plan = smoke_plan(plan, cap)
+    plan, cap = _plan_and_cap(reg, smoke=smoke)
     if shard is not None:
         if grant is not None or smoke or not admitting:
             raise ValueError("a shard runs offline, admitting, and is never a smoke")
@@ -164,6 +163,39 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             yield OpenRun(ctx, plan, items,
                           {case_item(c).trace.header.trace_id: c for c in cases})
         journal.close()
+
+
+def _plan_and_cap(reg: Registration, *, smoke: bool) -> tuple[Plan, int]:
+    """The run's plan and cap: the registration's, or the smoke's (one slot per role
+    under its own cap)."""
+    plan = plan_for(reg)
+    if not smoke:
+        return plan, reg.cap_units
+    cap = smoke_cap_units(reg)
+    return smoke_plan(plan, cap), cap
+
+
+def check_real_grant(reg: Registration, reg_bytes: bytes, run_dir: Path, grant: RealGrant,
+                     *, smoke: bool = False) -> None:
+    """Before a real run (``pilot --real``, ``smoke``) claims ``run_dir``: the refusals
+    its consumption (``authorize_run.consume_real``, under the lease, step 3 of
+    ``open_run``) would give on this authorization, in its order, with nothing written:
+    the signature, domain and validity window, every binding (this registration, plan,
+    cap and run directory), the account, and an id already burned
+    (``authorization_consumed``). A refusal here leaves no run directory behind, so the
+    corrected retry is not ``run_root_exists``. The consumption still checks it all
+    again, under the lease, and is what burns it."""
+    plan, cap = _plan_and_cap(reg, smoke=smoke)
+    expected = authorize_run.run_bindings(
+        reg, reg_bytes, plan.schedule_sha256, run_dir, authorize_run.credential_binding(reg),
+        cap_units=cap)
+    verified = verify_authorization(grant.artifact, domain=AuthorizationDomain.REAL,
+                                    trusted_keys=grant.trusted_keys, expected=expected,
+                                    account_id=grant.account_id)
+    entry = os.path.join(real_registry_root(),
+                         registry_key(AuthorizationDomain.REAL, verified.authorization_id))
+    if os.path.lexists(entry):
+        raise ControllerError(Code.AUTHORIZATION_CONSUMED, "authorization id already used")
 
 
 @asynccontextmanager

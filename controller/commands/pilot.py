@@ -27,6 +27,7 @@ from efold.controller.pilot_view import (
     verbosity_of,
 )
 from efold.controller.registration import REGISTRATION_NAME
+from efold.controller.run_setup import check_real_grant
 from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.controller.smoke import require_smoke
 from efold.controller.subset import Subset
@@ -123,6 +124,8 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
             grant = load_grant(reg, authorization=authorization, trusted=trust,
                                environ=os.environ)
             require_smoke(reg, str(sha256), Path(run_dir))
+            # Every refusal the consumption would give, before the directory exists.
+            check_real_grant(reg, reg_bytes, Path(run_dir), grant)
             dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher)
         elif not reg.campaign.reader.is_faux:
             fail("lookup_pilot_real_route_unavailable",

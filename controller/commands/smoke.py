@@ -17,6 +17,7 @@ from efold.controller.pilot_view import (
     verbosity_of,
 )
 from efold.controller.registration import load_registration
+from efold.controller.run_setup import check_real_grant
 from efold.controller.runroot import claim_run_dir
 from efold.controller.smoke import record_smoke, smoke_failures
 from efold.errors import EfoldError
@@ -50,6 +51,8 @@ def command(registration: str, sha256: str, run_dir: str, authorization: str | N
         loaded = load_registration(registration, sha256)
         reg = loaded.registration
         grant = load_grant(reg, authorization=authorization, trusted=trust, environ=os.environ)
+        # Every refusal the consumption would give, before the directory exists.
+        check_real_grant(reg, loaded.data, Path(run_dir), grant, smoke=True)
         run = claim_run_dir(run_dir)
     except EfoldError as exc:
         refuse(exc)

@@ -85,8 +85,8 @@ class Operator:
         return subprocess.run([EFOLD, *args], cwd=self.tmp, env=self.env, capture_output=True,
                               text=True, timeout=600)
 
-    def authorize(self, run: str, *extra: str) -> str:
-        out = f"{run}-auth.json"
+    def authorize(self, run: str, *extra: str, out: str | None = None) -> str:
+        out = out or f"{run}-auth.json"
         done = self.run("authorize", "--registration", "reg/registration.json", "--sha256",
                         self.sha, *extra, "--key", "approver.key", "--out", out,
                         "--output-root", str(self.runs / run), "--approver", "ops",
@@ -178,6 +178,66 @@ def test_pilot_real_needs_a_passing_smoke_and_consumes_nothing_until_then(
     (op.runs / "pilot").rename(op.runs / "pilot-1")
     again = op.real("pilot", "pilot", pilot_auth)
     assert again.returncode == 2 and "authorization_consumed" in again.stderr
+
+
+def _real_run(op: Operator, command: str, run: str, auth: str, trust: str = "approver.pub",
+              **env: str | None) -> subprocess.CompletedProcess[str]:
+    """``op.real`` with another key or environment (a value None: the variable unset)."""
+    saved = dict(op.env)
+    for name, value in env.items():
+        if value is None:
+            op.env.pop(name, None)
+        else:
+            op.env[name] = value
+    try:
+        flag = ["--real"] if command == "pilot" else []
+        return op.run(command, *flag, "--registration", "reg/registration.json",
+                      "--sha256", op.sha, "--run-dir", str(op.runs / run),
+                      "--authorization", auth, "--trust", trust, "--no-progress")
+    finally:
+        op.env = saved
+
+
+def test_a_refusal_before_consumption_leaves_no_run_directory_so_the_retry_runs(
+        tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    assert op.run("keygen", "--out", "other").returncode == 0  # a key nobody trusts
+    smoke_auth = op.authorize("smoke", "--smoke")
+    refused = _real_run(op, "smoke", "smoke", smoke_auth, trust="other.pub")
+    assert refused.returncode == 2 and "refused: authorization_untrusted" in refused.stderr
+    assert os.listdir(op.runs) == []
+    assert _real_run(op, "smoke", "smoke", smoke_auth).returncode == 0
+    before, sent = sorted(os.listdir(op.runs)), len(server.requests)
+
+    auth = op.authorize("pilot")
+    # Each refusal that comes before the consumption, in the order they are checked.
+    for why, code, refusal in [
+        ("no authorization file", "lookup_pilot_real_route_unavailable",
+         _real_run(op, "pilot", "pilot", "missing-auth.json")),
+        ("no account id", "lookup_pilot_real_route_unavailable",
+         _real_run(op, "pilot", "pilot", auth, EFOLD_ACCOUNT_ID=None)),
+        ("a key not trusted", "authorization_untrusted",
+         _real_run(op, "pilot", "pilot", auth, trust="other.pub")),
+        ("bound to another run directory", "authorization_binding_mismatch",
+         _real_run(op, "pilot", "pilot", op.authorize("elsewhere"))),
+        ("the smoke's authorization", "authorization_binding_mismatch",
+         _real_run(op, "pilot", "pilot", op.authorize("pilot", "--smoke", out="s.json"))),
+        ("another account", "authorization_binding_mismatch",
+         _real_run(op, "pilot", "pilot", auth, EFOLD_ACCOUNT_ID="acct-other")),
+    ]:
+        assert refusal.returncode == 2, why
+        assert refusal.stderr.startswith(f"refused: {code} "), (why, refusal.stderr)
+        assert sorted(os.listdir(op.runs)) == before, why  # no run directory left
+    assert len(server.requests) == sent  # nothing was sent for a refused run
+
+    ran = _real_run(op, "pilot", "pilot", auth)  # the corrected retry: not run_root_exists
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+    # An authorization already consumed refuses before a new directory exists either.
+    (op.runs / "pilot").rename(op.runs / "pilot-1")
+    again = _real_run(op, "pilot", "pilot", auth)
+    assert again.returncode == 2 and again.stderr.startswith("refused: authorization_consumed")
+    assert not (op.runs / "pilot").exists()
 
 
 def test_smoke_and_pilot_authorizations_are_not_interchangeable(
