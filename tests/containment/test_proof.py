@@ -5,6 +5,7 @@ from ``prove`` (checked by ``scripts/mutate.py``, docs/reliability.md)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -12,14 +13,17 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from efold.controller import proof as proof_module
 from efold.controller.proof import (
     ROLE_DESCENDANT,
     ROLE_LEADER,
     Member,
     ProofState,
+    group_signal_supported,
     prove,
     signal_pidfd,
 )
@@ -178,3 +182,53 @@ def test_signal_pidfd_signals_the_process_not_one_of_its_threads() -> None:
         child.kill()
         child.wait()
         DIRECT_CHILDREN.discard(ident)
+
+
+def test_the_group_signal_probe_delivers_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                 sleeper: subprocess.Popen[bytes]) -> None:
+    # The probe (signal 0) checks that the kernel takes the group flag; it must never
+    # deliver a signal (SIGHUP, signal 1, would end the sleeper).
+    monkeypatch.setattr(proof_module, "_group_support", None)
+    fd = os.pidfd_open(sleeper.pid)
+    try:
+        assert group_signal_supported(fd) is True
+        assert group_signal_supported(fd) is True  # cached: probed once
+    finally:
+        os.close(fd)
+    time.sleep(0.2)
+    assert sleeper.poll() is None
+
+
+def test_the_group_signal_probe_on_an_empty_group_says_supported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leader is gone (exited and reaped; its pidfd still open): the kernel
+    # understood the flag and found nobody to signal, which is support, not its absence.
+    child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    ident = identity_of(child.pid)
+    DIRECT_CHILDREN.add(ident)
+    fd = os.pidfd_open(child.pid)
+    try:
+        child.wait()
+        DIRECT_CHILDREN.discard(ident)
+        with pytest.raises(ProcessLookupError):  # what the probe meets here
+            signal.pidfd_send_signal(fd, 0)
+        monkeypatch.setattr(proof_module, "_group_support", None)
+        assert group_signal_supported(fd) is True
+    finally:
+        os.close(fd)
+        DIRECT_CHILDREN.discard(ident)
+
+
+def test_the_group_signal_probe_raises_on_a_descriptor_that_is_no_pidfd(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Only EINVAL (a kernel before 6.9 that does not know the flag) means "unsupported";
+    # any other failure is an error, never read as an answer and cached.
+    monkeypatch.setattr(proof_module, "_group_support", None)
+    fd = os.open(tmp_path / "not-a-pidfd", os.O_CREAT | os.O_RDWR)
+    try:
+        with pytest.raises(OSError) as raised:
+            group_signal_supported(fd)
+        assert raised.value.errno == errno.EBADF
+    finally:
+        os.close(fd)
+    assert proof_module._group_support is None
