@@ -22,8 +22,10 @@ tool result is answered with a ``history_get`` tool_use first.
 
 ``mode`` scripts the faults the adapters must read strictly: missing_usage,
 null_usage, bad_usage, no_iterations, top_above_iterations, two_blocks, empty_content,
-http_500, not_json, error_body, decreasing_usage, error_event, cut_stream. Each
-request's path, lower-cased headers and JSON body are recorded.
+http_500, not_json, error_body, decreasing_usage, error_event, cut_stream, no_model (a
+reader reply without ``model``) and duplicate_usage (the reader message repeats
+``usage``, the second reading cheaper). Each request's path, lower-cased headers and
+JSON body are recorded.
 """
 
 from __future__ import annotations
@@ -206,6 +208,15 @@ def _reader_usage(server: MessagesServer) -> dict[str, Any] | None:
     return usage
 
 
+CHEAPER_USAGE = ',"usage":{"input_tokens":1,"output_tokens":1}'
+
+
+def repeat_usage(text: str, depth: int = 1) -> str:
+    """JSON object ``text`` with a second, cheaper ``usage`` appended to the object that
+    closes ``depth`` braces from its end (a JSON encoder cannot write a repeat)."""
+    return text[:-depth] + CHEAPER_USAGE + text[-depth:]
+
+
 def reader_json(server: MessagesServer, body: dict[str, Any]) -> dict[str, Any]:
     if server.mode == "error_body":
         return {"type": "error", "error": {"type": "api_error", "message": "no"}}
@@ -216,6 +227,8 @@ def reader_json(server: MessagesServer, body: dict[str, Any]) -> dict[str, Any]:
     usage = _reader_usage(server)
     if server.mode != "missing_usage":
         reply["usage"] = usage
+    if server.mode == "no_model":
+        del reply["model"]
     return reply
 
 
@@ -232,7 +245,12 @@ def reader_sse(server: MessagesServer, body: dict[str, Any]) -> bytes:
                                "stop_sequence": None}
     if server.mode != "missing_usage":
         message["usage"] = start_usage
-    out = [_event("message_start", message=message), _event("ping")]
+    if server.mode == "no_model":
+        del message["model"]
+    start = _event("message_start", message=message)
+    if server.mode == "duplicate_usage":  # inside the message: before its "}}\n\n"
+        start = repeat_usage(start.decode()[:-2], depth=2).encode() + b"\n\n"
+    out = [start, _event("ping")]
     for index, block in enumerate(blocks):
         if block["type"] == "text":
             out.append(_event("content_block_start", index=index,
@@ -285,7 +303,10 @@ def _handler(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
             elif body.get("stream") is True:
                 self._send(200, reader_sse(server, body), "text/event-stream")
             else:
-                self._send(200, json.dumps(reader_json(server, body)).encode())
+                text = json.dumps(reader_json(server, body))
+                if server.mode == "duplicate_usage":
+                    text = repeat_usage(text)
+                self._send(200, text.encode())
 
         def _send(self, status: int, data: bytes,
                   content_type: str = "application/json") -> None:
