@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from efold.errors import Code
+from efold.input_files import read_bounded as read_to_eof  # the one bounded read
 from efold.registry.errors import RegistryError
 
 __all__ = [
@@ -119,20 +120,6 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def read_to_eof(fd: int, limit: int) -> bytes | None:
-    """Everything left to read from ``fd`` up to EOF, or ``None`` as soon as more than
-    ``limit`` bytes arrive (it never reads more than ``limit + 1``). OSError propagates;
-    the caller maps both to its own code."""
-    chunks: list[bytes] = []
-    total = 0
-    while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            return None
-    return b"".join(chunks)
 
 
 def publish_exclusive(

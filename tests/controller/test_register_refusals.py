@@ -228,3 +228,17 @@ def test_register_runs_as_the_user_who_asked(user: str) -> None:
         assert answer.exit == 0, answer.stderr
         owner = (w / "out" / "registration.json").stat().st_uid
         assert owner == (65534 if user == "nobody" else os.geteuid())
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_pilot_of_a_campaign_file_refuses_what_register_refuses(user: str) -> None:
+    """``pilot --campaign`` registers in memory: the same check, before any run."""
+    with workspace(user) as w:
+        suite = _suite_with_trace_id(w, "t" * 188)
+        (w / "c.toml").write_text(_dir_campaign(w))
+        for path in (suite, *suite.iterdir(), w / "c.toml"):
+            give(path, user)
+        answer = run_cli(["pilot", "--faux", "--campaign", "c.toml", "--run-dir", "run"], w,
+                         user)
+        assert (answer.exit, answer.code) == (2, "campaign_invalid"), answer.stderr
+        assert "the reports would refuse" in answer.detail and not (w / "run").exists()
