@@ -10,12 +10,19 @@ writes its facts in are documented in ``corpus/FORMS.md``.
 from __future__ import annotations
 
 import enum
-from typing import Literal
+import re
+from typing import Final, Literal
 
 import msgspec
 
 TRACE_VERSION = 1
 PROBE_VERSION = 1
+# An opaque identifier, the only form of id a report accepts (``report.join.check_id``):
+# it starts alphanumeric, then letters, digits and . _ : # + -, at most 200 characters;
+# no slash, space or quote, so no path, sentence or markup passes for an id. The one
+# definition of the rule: every trace and probe id the corpus hands on is one, the
+# reports re-export it (``protocol.records.OPAQUE_ID``), and ``register`` applies it.
+OPAQUE_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#+-]{0,199}")
 
 # How a probe's values are compared by the scorer (see ``corpus/scoring.py``).
 ValueKind = Literal["identifier", "date", "amount", "status", "text"]

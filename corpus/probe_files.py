@@ -29,16 +29,15 @@ import msgspec
 
 from efold.corpus.codec import load_probes
 from efold.corpus.errors import CorpusError
-from efold.corpus.model import Category, Probe, ValueKind
+from efold.corpus.model import OPAQUE_ID, Category, Probe, ValueKind
 
 TOML_SUFFIX: Final = ".probes.toml"
 JSONL_SUFFIX: Final = ".probes.jsonl"
 JSON_SUFFIX: Final = ".probes.json"
 PROBE_FILE_SUFFIXES: Final = (TOML_SUFFIX, JSONL_SUFFIX, JSON_SUFFIX)
 
-# A local copy of protocol.records.OPAQUE_ID (corpus sits below protocol): every trace
-# and probe id the corpus hands on must be one.
-ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#+-]{0,199}")
+# Every trace and probe id the corpus hands on is an opaque id (``model.OPAQUE_ID``).
+ID_PATTERN: Final = OPAQUE_ID
 
 _STRING_FIELDS: Final = ("id", "category", "question", "secret", "mode", "source_event",
                          "label", "value_kind", "boundary")

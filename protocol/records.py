@@ -8,21 +8,18 @@ fixed codes and numbers only.
 from __future__ import annotations
 
 import enum
-import re
-from typing import Final
 
 import msgspec
 
+# OPAQUE_ID: the only form of id a report accepts, defined once below both the corpus and
+# the reports; ``register`` refuses a campaign whose ids would not be ones
+# (``controller.reportable``).
+from efold.corpus.model import OPAQUE_ID as OPAQUE_ID
 from efold.corpus.model import Availability, Outcome
 from efold.digests import digest_of
 
 PLAN_VERSION = 1
 RECEIPT_VERSION = 1
-# An opaque identifier, the only form of id a report accepts (``report/join.py``): it
-# starts alphanumeric, then letters, digits and . _ : # + -; no slash, space or quote,
-# so no path, sentence or markup passes for an id. The controller refuses a campaign
-# name of any other form at ``register``: the name is the plan's ``campaign`` id.
-OPAQUE_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#+-]{0,199}")
 
 
 class SlotStatus(enum.StrEnum):
