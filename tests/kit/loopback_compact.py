@@ -30,6 +30,15 @@ MODEL = "gpt-5"
 ENCRYPTED_PREFIX = "gAAAAABloopback-"
 
 
+def input_tokens(raw: bytes) -> int:
+    """The input a real tokenizer could report for a request of ``raw`` bytes:
+    ``INPUT_TOKENS`` while that is plausible, a token per 4 bytes for a body too large
+    for it (the guard stops a count below one token per 64 bytes sent)."""
+    if INPUT_TOKENS * 64 >= len(raw):
+        return INPUT_TOKENS
+    return -(-len(raw) // 4)
+
+
 @dataclass
 class CompactServer:
     # normal | missing_usage | null_usage | bad_usage | wrong_object | unknown_item |
@@ -60,16 +69,17 @@ def compaction_output(items: list[dict[str, Any]], mode: str = "normal") -> list
     return out
 
 
-def _reply(server: CompactServer, body: dict[str, Any]) -> dict[str, Any]:
+def _reply(server: CompactServer, body: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    inp = input_tokens(raw)
     reply: dict[str, Any] = {
         "id": "resp_001", "object": "response.compaction", "created_at": 1764967971,
         "model": server.model,
         "output": compaction_output(body.get("input") or [], server.mode),
-        "usage": {"input_tokens": INPUT_TOKENS,
+        "usage": {"input_tokens": inp,
                   "input_tokens_details": {"cached_tokens": CACHED_TOKENS},
                   "output_tokens": OUTPUT_TOKENS,
                   "output_tokens_details": {"reasoning_tokens": REASONING_TOKENS},
-                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS},
+                  "total_tokens": inp + OUTPUT_TOKENS},
     }
     if server.mode == "missing_usage":
         del reply["usage"]
@@ -87,13 +97,13 @@ def _reply(server: CompactServer, body: dict[str, Any]) -> dict[str, Any]:
 ANSWER = "LOOPBACK-ANSWER: compaction items read: {n}"
 
 
-def _answer(server: CompactServer, body: dict[str, Any]) -> bytes:
+def _answer(server: CompactServer, body: dict[str, Any], raw: bytes) -> bytes:
     from efold.guard.wire.faux import FauxReply, render_responses_sse
 
     held = sum(1 for item in body.get("input") or () if item.get("type") == "compaction")
     items = [{"type": "message", "role": "assistant",
               "content": [{"type": "output_text", "text": ANSWER.format(n=held)}]}]
-    usage = {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+    usage = {"input_tokens": input_tokens(raw), "input_tokens_details": {"cached_tokens": 0},
              "output_tokens": 12, "output_tokens_details": {"reasoning_tokens": 0}}
     return render_responses_sse(FauxReply(items=items), usage, model=server.model)
 
@@ -106,7 +116,7 @@ def _handler(server: CompactServer) -> type[BaseHTTPRequestHandler]:
             server.requests.append({"path": self.path, "body": body,
                                     "authorization": self.headers.get("authorization")})
             if self.path == "/v1/responses":
-                self._send(200, _answer(server, body), "text/event-stream")
+                self._send(200, _answer(server, body, raw), "text/event-stream")
             elif self.path != "/v1/responses/compact":
                 self._send(404, b'{"error": {"message": "not found"}}')
             elif server.mode == "http_500":
@@ -114,7 +124,7 @@ def _handler(server: CompactServer) -> type[BaseHTTPRequestHandler]:
             elif server.mode == "not_json":
                 self._send(200, b"event: nope\n\n")
             else:
-                self._send(200, json.dumps(_reply(server, body)).encode())
+                self._send(200, json.dumps(_reply(server, body, raw)).encode())
 
         def _send(self, status: int, data: bytes,
                   content_type: str = "application/json") -> None:
