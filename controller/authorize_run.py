@@ -27,9 +27,11 @@ from efold.controller.registration import Registration
 from efold.controller.shards import ShardTicket
 from efold.digests import canonical_json, runtime_digest, sha256_hex
 from efold.errors import Code
+from efold.input_files import InputFileError, read_input
 from efold.registry.approver_keys import load_public_key
 from efold.registry.authorization import (
     FAUX_ACCOUNT_ID,
+    MAX_ARTIFACT_BYTES,
     AuthorizationBindings,
     AuthorizationDomain,
     mint_faux_authorization,
@@ -175,8 +177,11 @@ def load_grant(reg: Registration, *, authorization: str | None, trusted: Sequenc
     if not account_id:
         raise ControllerError(code, f"a real run needs the provider account id in {ACCOUNT_ENV}")
     try:
-        artifact = Path(authorization).read_bytes()
-    except OSError as exc:
+        # A regular file of at most the artifact's own bound (a FIFO would hang here).
+        artifact = read_input(authorization, what="authorization", limit=MAX_ARTIFACT_BYTES)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise
         raise ControllerError(code, f"authorization {authorization} unreadable") from exc
     keys = [load_public_key(k) for k in trusted]
     credentials: dict[str, str] = {}

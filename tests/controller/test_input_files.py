@@ -165,3 +165,35 @@ def test_a_boundary_lock_that_is_a_fifo_is_refused(user: str) -> None:
         answer = run_cli(["register", "c.toml", "--output", "out"], w, user, timeout=30)
         assert (answer.exit, answer.code) == (2, "input_file_not_regular"), answer.stderr
         assert "boundary lock" in answer.detail and not (w / "out").exists()
+
+
+def test_a_real_run_s_authorization_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    """``smoke`` and ``pilot --real`` read ``--authorization`` (a FIFO hung them)."""
+    from efold.controller.authorize_run import load_grant
+    from efold.controller.campaign import parse_campaign
+    from efold.controller.registration import compute_registration
+
+    text = FAUX.replace('cap_usd = "5"', 'cap_usd = "500"') + (
+        '[reader]\nprovider = "openai"\nmodel = "gpt-5"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    reg = compute_registration(parse_campaign(text), text.encode())
+    fifo = tmp_path / "auth.json"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def grant() -> None:
+        try:
+            load_grant(reg, authorization=str(fifo), trusted=[str(tmp_path / "k.pub")],
+                       environ={"EFOLD_ACCOUNT_ID": "acct"})
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    reader = threading.Thread(target=grant, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # release the blocked open, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+        pytest.fail("reading the authorization blocked on a FIFO")
+    (exc,) = outcome
+    assert isinstance(exc, InputFileError) and exc.code is Code.INPUT_FILE_NOT_REGULAR
