@@ -61,7 +61,7 @@ PLAN_NAME = "plan.json"
 RECEIPTS_DIR = "receipts"
 RESULTS_NAME = "results.json"
 _RECEIPTS_PREFIX = f"{RECEIPTS_DIR}/"
-_UNNAMED_RECEIPT = "?.json"  # stands for a receipt file whose name is no slot id
+_UNNAMED_RECEIPT = "(unnamed).json"  # stands for a receipt file whose name is no slot id
 
 
 class AggregateError(EfoldError):

@@ -59,8 +59,8 @@ _SHARD_OUTCOMES: frozenset[str] = frozenset(get_args(ShardOutcomeName))
 _NODE_ID = re.compile(r"[0-9a-f]{1,128}")
 # A damaged file as the reports may name it: a run file by its fixed name, or a receipt
 # by its slot id, optionally inside a cluster run's shard copy (``shards/<k>/``).
-# ``receipts/?.json`` stands for a receipt file whose own name is no slot id.
-_DAMAGED_NAME = re.compile(r"(shards/[0-9]{1,6}/)?(results\.json|receipts/(\?|"
+# ``receipts/(unnamed).json`` stands for a receipt file whose own name is no slot id.
+_DAMAGED_NAME = re.compile(r"(shards/[0-9]{1,6}/)?(results\.json|receipts/(\(unnamed\)|"
                            + OPAQUE_ID.pattern + r")\.json)")
 # Listed by id in the rendered banner; results.json always holds every id.
 _BANNER_IDS = 10
@@ -295,7 +295,7 @@ def _damage(status: RunStatus) -> str:
     """What is damaged, named: the files, by their names inside the run directory."""
     files = status.damaged_files
     return (f"{_count(len(files), 'file')} gone or unreadable ({_ids(files)}); the "
-            "figures above them count what could be read")
+            "figures count only what could be read")
 
 
 def _headline(status: RunStatus) -> str:

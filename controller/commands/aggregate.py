@@ -1,8 +1,9 @@
 """``efold-controller aggregate RUN``: read-only aggregation of a run's receipts.
 
 Exit status (also in ``--help`` and the README): 0 reports printed (the run is
-complete, stopped, interrupted, crashed with every process accounted for, or still
-running); 2 refused (a fixed code on stderr, no report); 4 reports printed and written,
+complete, stopped, damaged, interrupted, crashed with every process accounted for, or
+still running); 2 refused (a fixed code on stderr, no report; a receipt that fails its
+checks refuses unless ``--allow-damaged``); 4 reports printed and written,
 but processes of the run may be alive (``run_unreconciled`` on stderr; see
 ``efold.report.status``).
 """

@@ -218,3 +218,15 @@ def test_a_results_json_that_does_not_parse_is_damage(clean: Path, tmp_path: Pat
     (run / "results.json").unlink()  # absent is not damage: aggregate --output makes it
     entry = json.loads(invoke("show", str(run), "--json").stdout)["run"]
     assert (entry["status"], entry["damaged_files"]) == ("complete", [])
+
+
+def test_a_stray_file_is_named_only_by_a_run_files_name(clean: Path, tmp_path: Path) -> None:
+    """A file in receipts/ whose name is no slot id (it could hold anything) is damage,
+    named by a fixed stand-in, never by its own name."""
+    run = copy_run(clean, tmp_path / "run")
+    (run / "receipts" / "<b>my notes.json").write_bytes(b"{}")
+    entry = json.loads(invoke("show", str(run), "--json").stdout)["run"]
+    assert (entry["status"], entry["damaged_files"]) == ("damaged",
+                                                         ["receipts/(unnamed).json"])
+    assert entry["visited"] == entry["planned"]  # no slot's receipt was lost
+    assert "my notes" not in invoke("aggregate", str(run), "--allow-damaged").stdout

@@ -17,6 +17,7 @@ from efold.protocol.records import Plan, Receipt, SlotStatus
 from efold.report import (
     EpisodeFact,
     LaunchFact,
+    MoneyFact,
     ReportError,
     RunFacts,
     StopFact,
@@ -25,6 +26,7 @@ from efold.report import (
     render_html,
     render_json,
     render_markdown,
+    status_banner,
 )
 from efold.report.schema import RunStatus
 
@@ -217,6 +219,62 @@ def test_facts_are_checked_like_receipts(run: tuple[Plan, list[Receipt]],
     with pytest.raises(ReportError) as refused:
         _status(run, _facts(**change))
     assert refused.value.code is Code.REPORT_INPUT_INVALID
+
+
+def test_a_damaged_file_is_never_complete_and_is_named(
+        run: tuple[Plan, list[Receipt]]) -> None:
+    plan, _ = run
+    launches = [_probe(i + 1, s.slot) for i, s in enumerate(plan.slots)]
+    assert _status(run, _facts(launches=launches, damaged_files=[])).verdict == "complete"
+    one = _status(run, _facts(launches=launches, damaged_files=["receipts/s0001.json"]))
+    assert (one.verdict, one.damaged_files) == ("damaged", ["receipts/s0001.json"])
+    headline, details = status_banner(one)
+    assert headline == ("Damaged: 1 file gone or unreadable (receipts/s0001.json); the "
+                        "figures count only what could be read")
+    assert "Damaged files (gone or unreadable): 1 (receipts/s0001.json)" in details
+    # damaged outranks a stop; a crash outranks damage, which its headline still names
+    stopped = _status(run, _facts(launches=launches, damaged_files=["results.json"],
+                                  stops=[StopFact(Code.NOT_ADMITTED_CAP.value, False)]))
+    assert (stopped.verdict, stopped.stop) == ("damaged", "not_admitted_cap")
+    crashed = _status(run, _facts(launches=launches, controller="holder_dead",
+                                  damaged_files=["receipts/b.json", "receipts/a.json"]))
+    assert crashed.verdict == "crashed" and crashed.damaged_files == [
+        "receipts/a.json", "receipts/b.json"]
+    assert status_banner(crashed)[0].endswith("; DAMAGED: 2 files")
+    assert status_banner(_status(run, _facts(launches=launches)))[1][-1] == \
+        "Damaged files (gone or unreadable): 0"
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "/tmp/x.json", "receipts/a b.json",
+                                  "receipts/x.txt", "journal.sqlite", "shards/x/results.json",
+                                  "receipts/.hidden.json"])
+def test_a_damaged_file_is_named_only_as_a_run_file(run: tuple[Plan, list[Receipt]],
+                                                    name: str) -> None:
+    with pytest.raises(ReportError) as refused:
+        _status(run, _facts(damaged_files=[name]))
+    assert refused.value.code is Code.REPORT_INPUT_INVALID
+
+
+@pytest.mark.parametrize("name", ["results.json", "receipts/r1.native.t1.p00.json",
+                                  "receipts/(unnamed).json", "shards/2/receipts/s1.json",
+                                  "shards/12/results.json"])
+def test_run_file_names_are_accepted(run: tuple[Plan, list[Receipt]], name: str) -> None:
+    assert _status(run, _facts(damaged_files=[name])).damaged_files == [name]
+
+
+def test_the_journal_money_reaches_the_results_unit_for_unit(
+        run: tuple[Plan, list[Receipt]]) -> None:
+    plan, receipts = run
+    facts = _facts(money=MoneyFact(settled_units=7, retained_units=0, open_units=1))
+    results = build_results(plan, receipts, faux=True, run_facts=facts)
+    assert results.money is not None
+    assert (results.money.settled.units, results.money.retained.units,
+            results.money.open.units, results.money.charged.units) == (7, 0, 1, 8)
+    assert results.money.settled.usd == "0.00000035"
+    assert build_results(plan, receipts, faux=True, run_facts=_facts()).money is None
+    with pytest.raises(ReportError):
+        build_results(plan, receipts, faux=True, run_facts=_facts(
+            money=MoneyFact(settled_units=0, retained_units=-1, open_units=0)))
 
 
 def test_a_skipped_receipt_leaves_the_eligible_inventory(
