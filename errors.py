@@ -207,6 +207,7 @@ class Code(enum.StrEnum):
     REGISTRATION_DIGEST_MISMATCH = "registration_digest_mismatch"
     RUN_ROOT_EXISTS = "run_root_exists"
     RUN_ROOT_IN_SOURCE = "run_root_in_source"  # inside a folder build_digest hashes
+    SMOKE_RECORD_INVALID = "smoke_record_invalid"  # a smoke record that is not private or not efold's (its MAC)
     RECEIPT_DUPLICATE = "receipt_duplicate"
     RECEIPT_CHANGED = "receipt_changed"
     RECEIPT_UNPLANNED = "receipt_unplanned"

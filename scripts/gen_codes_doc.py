@@ -164,7 +164,8 @@ MEANINGS: dict[str, str] = {
     # -- input files
     "input_file_not_regular": "An input file an operator named (a campaign, catalog, "
         "registration, suite trace or probe file, transcript to import, boundary case "
-        "sidecar, session or `boundary.lock`) is a device, FIFO, socket or directory: "
+        "sidecar, session or `boundary.lock`, a real run's `--authorization`) is a device, "
+        "FIFO, socket or directory: "
         "refused without reading it (docs/reliability.md, register and import).",
     "input_file_too_large": "An input file is larger than its kind's bound (1 MiB for a "
         "campaign, catalog, sidecar or `boundary.lock`, 16 MiB for a registration, 64 MiB "
@@ -385,6 +386,11 @@ MEANINGS: dict[str, str] = {
     "run_root_exists": "The run directory already exists; run directories are never "
         "reused.",
     "run_root_in_source": "The run root lies inside a folder the build digest hashes.",
+    "smoke_record_invalid": "`pilot --real`: a smoke record of this registration beside "
+        "the run directory is not a private file of this user (a link, shared, "
+        "another owner), does not decode, is of another version, or its MAC under "
+        "the per-user smoke key does not verify (hand-written or edited); the detail "
+        "names it. Remove it and run `smoke` again.",
     "receipt_duplicate": "Two receipts claim one slot.",
     "receipt_changed": "A receipt no longer hashes to its journaled digest, does not "
         "decode, or sits under another planned slot's file name.",

@@ -14,6 +14,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from loopback_chat import CATALOG, Server, serve_chat
 from efold.controller.authorize_run import check_real_route
 from efold.controller.campaign import parse_campaign
 from efold.controller.errors import ControllerError
-from efold.controller.registration import compute_registration
+from efold.controller.registration import compute_registration, load_registration
+from efold.controller.smoke import route_digest
 from efold.errors import Code
 from efold.registry.journal import JournalReader
 
@@ -238,6 +240,73 @@ def test_a_refusal_before_consumption_leaves_no_run_directory_so_the_retry_runs(
     again = _real_run(op, "pilot", "pilot", auth)
     assert again.returncode == 2 and again.stderr.startswith("refused: authorization_consumed")
     assert not (op.runs / "pilot").exists()
+
+
+def _smoke_record(op: Operator, **fields: Any) -> dict[str, Any]:
+    """A record as the smoke writes one (main's version 1 shape), for this registration."""
+    loaded = load_registration(str(op.tmp / "reg" / "registration.json"), op.sha)
+    return {"version": 1, "registration_sha256": op.sha,
+            "route_digest": route_digest(loaded.registration),
+            "run_dir": str(op.runs / "smoke"), "slots": 1, "completed": 1, "passed": True,
+            "finished_at": int(time.time()), **fields}
+
+
+def _plant(directory: Path, name: str, data: bytes, mode: int = 0o600) -> Path:
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_a_hand_written_or_edited_smoke_record_is_refused_and_opens_nothing(
+        tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    auth = op.authorize("pilot")
+    records = op.runs / ".efold-smoke-v1"
+    name = f"{op.sha}-smoke.json"
+    for why, record in [
+        ("the old shape, no MAC", _smoke_record(op)),
+        ("a MAC that does not verify", _smoke_record(op, version=2, mac="0" * 64)),
+    ]:
+        planted = _plant(records, name, json.dumps(record).encode())
+        refused = op.real("pilot", "pilot", auth)
+        assert refused.returncode == 2, (why, refused.stdout + refused.stderr)
+        assert refused.stderr.startswith(f"refused: smoke_record_invalid ({planted}: "), why
+        assert not (op.runs / "pilot").exists() and server.requests == []
+        planted.unlink()
+
+    # A real smoke that did not pass, its record edited to say it did.
+    server.status = 500
+    failed = op.real("smoke", "smoke", op.authorize("smoke", "--smoke"))
+    assert failed.returncode == 3, failed.stdout + failed.stderr
+    (written,) = records.iterdir()
+    assert json.loads(written.read_bytes())["passed"] is False
+    still = op.real("pilot", "pilot", auth)
+    assert still.returncode == 2 and "did not pass" in still.stderr
+    edited = json.loads(written.read_bytes()) | {"passed": True}
+    _plant(records, written.name, json.dumps(edited).encode())
+    forged = op.real("pilot", "pilot", auth)
+    assert forged.stderr.startswith(f"refused: smoke_record_invalid ({written}: its MAC "
+                                    "does not verify"), forged.stderr
+    assert not (op.runs / "pilot").exists()
+    written.unlink()
+
+    # A passing smoke's own record opens the route; read as a private file only.
+    server.status = 200
+    assert op.real("smoke", "smoke2", op.authorize("smoke2", "--smoke")).returncode == 0
+    (passing,) = records.iterdir()
+    passing.chmod(0o640)  # group-readable: not a private record
+    shared = op.real("pilot", "pilot", auth)
+    assert shared.stderr.startswith("refused: smoke_record_invalid ("), shared.stderr
+    assert "private_read_refused (group/other-accessible)" in shared.stderr
+    passing.chmod(0o600)
+    ran = op.real("pilot", "pilot", auth)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
 def test_smoke_and_pilot_authorizations_are_not_interchangeable(
