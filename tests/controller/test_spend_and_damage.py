@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import sqlite3
 import sys
@@ -18,6 +19,7 @@ from click.testing import CliRunner, Result
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
 
+from as_user import give, run_cli, workspace
 from efold_pilot_kit import faulty_program, journal_rows, small_registration
 
 from efold.controller.cli import main
@@ -230,3 +232,24 @@ def test_a_stray_file_is_named_only_by_a_run_files_name(clean: Path, tmp_path: P
                                                          ["receipts/(unnamed).json"])
     assert entry["visited"] == entry["planned"]  # no slot's receipt was lost
     assert "my notes" not in invoke("aggregate", str(run), "--allow-damaged").stdout
+
+
+def test_a_receipt_its_user_cannot_read_is_damage_not_a_crash(clean: Path) -> None:
+    """As an ordinary user (``nobody`` when the tests run as root, who reads anything),
+    umask 002: a receipt that user may not read is named as damaged by ``show``, and
+    ``aggregate`` refuses it with its code, never a traceback."""
+    user = "nobody" if os.geteuid() == 0 else "self"
+    with workspace(user) as space:
+        run = copy_run(clean, space / "run")
+        for path in [run, *run.rglob("*")]:
+            give(path, user)
+        locked = _slot_files(run)[2]
+        locked.chmod(0)
+        shown = run_cli(["show", str(run), "--json"], space, user)
+        assert shown.exit == 0, shown.stderr
+        entry = json.loads(shown.stdout)["run"]
+        assert (entry["status"], entry["damaged_files"]) == (
+            "damaged", [f"receipts/{locked.name}"])
+        refused = run_cli(["aggregate", str(run)], space, user)
+        assert (refused.exit, refused.code) == (2, "receipt_changed")
+        assert f"{locked.name}: unreadable" in refused.detail
