@@ -212,6 +212,7 @@ class Code(enum.StrEnum):
     RECEIPT_CHANGED = "receipt_changed"
     RECEIPT_UNPLANNED = "receipt_unplanned"
     RECEIPT_UNVISITED = "receipt_unvisited"
+    RECEIPT_UNREADABLE = "receipt_unreadable"  # a receipt file this user cannot read
     PREFLIGHT_TREE_INVALID = "preflight_tree_invalid"
     RUN_RECORDS_INVALID = "run_records_invalid"
     LAUNCH_FAILED = "launch_failed"

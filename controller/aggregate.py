@@ -5,8 +5,11 @@ receipt digests, and changes none of them. It refuses (fixed codes):
 - ``receipt_duplicate``: two receipts claim one slot;
 - ``receipt_unplanned``: a receipt for a slot the plan does not have;
 - ``receipt_unvisited``: a receipt the journal never recorded (the slot was not visited);
-- ``receipt_changed``: a receipt whose bytes no longer hash to the journaled digest.
-A journaled receipt whose file is gone is counted as missing, never invented.
+- ``receipt_changed``: a receipt whose bytes no longer hash to the journaled digest;
+- ``receipt_unreadable``: a receipt file that cannot be read.
+With ``allow_damaged`` (``read_run``) each such file is named as damaged instead.
+A journaled receipt whose file is gone is counted as missing, never invented, and named
+as damaged.
 
 It also reads how the run ended, for the reports' status (``efold.report.status``): the
 run lease's state (probed first, so a controller that ends meanwhile never reads as a
@@ -173,7 +176,8 @@ def _verified_receipt(rdir: Path, name: str, planned: set[str], journaled: dict[
     try:
         data = (rdir / name).read_bytes()
     except OSError as exc:  # gone or unreadable since it was listed
-        raise AggregateError(Code.RECEIPT_CHANGED, f"{name}: unreadable") from exc
+        raise AggregateError(Code.RECEIPT_UNREADABLE,
+                             f"{name}: {exc.strerror or 'unreadable'}") from exc
     try:
         receipt = msgspec.json.decode(data, type=Receipt)
     except msgspec.DecodeError as exc:

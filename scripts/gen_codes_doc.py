@@ -396,6 +396,9 @@ MEANINGS: dict[str, str] = {
         "decode, or sits under another planned slot's file name.",
     "receipt_unplanned": "A receipt for a slot the plan does not hold, or one that "
         "disagrees with its planned slot.",
+    "receipt_unreadable": "A receipt file cannot be read (its permissions deny this user, "
+        "or an I/O error): `aggregate` refuses; `show`, `runs` and `aggregate "
+        "--allow-damaged` name it as a damaged file.",
     "receipt_unvisited": "A receipt the journal never recorded (its slot was not "
         "visited).",
     "preflight_tree_invalid": "A prep child's directory breaks the tree limits (regular "

@@ -237,7 +237,7 @@ def test_a_stray_file_is_named_only_by_a_run_files_name(clean: Path, tmp_path: P
 def test_a_receipt_its_user_cannot_read_is_damage_not_a_crash(clean: Path) -> None:
     """As an ordinary user (``nobody`` when the tests run as root, who reads anything),
     umask 002: a receipt that user may not read is named as damaged by ``show``, and
-    ``aggregate`` refuses it with its code, never a traceback."""
+    ``aggregate`` refuses it with its own code, never a traceback."""
     user = "nobody" if os.geteuid() == 0 else "self"
     with workspace(user) as space:
         run = copy_run(clean, space / "run")
@@ -251,5 +251,5 @@ def test_a_receipt_its_user_cannot_read_is_damage_not_a_crash(clean: Path) -> No
         assert (entry["status"], entry["damaged_files"]) == (
             "damaged", [f"receipts/{locked.name}"])
         refused = run_cli(["aggregate", str(run)], space, user)
-        assert (refused.exit, refused.code) == (2, "receipt_changed")
-        assert f"{locked.name}: unreadable" in refused.detail
+        assert (refused.exit, refused.code) == (2, "receipt_unreadable")
+        assert f"{locked.name}: Permission denied" in refused.detail
