@@ -39,6 +39,7 @@ from efold.corpus.user_suite import (
     probe_files_beside,
 )
 from efold.errors import Code, EfoldError
+from efold.input_files import PROBES_LIMIT, TRACE_LIMIT, InputFileError, read_input
 from efold.registry.files import NOT_WRITABLE_ERRNOS, not_writable, publish_exclusive
 
 PROBES_SUFFIX = ".probes.json"
@@ -65,12 +66,16 @@ def _probes_path(trace_path: Path) -> Path:
 
 
 def _read_item(trace_path: Path) -> SuiteItem:
+    """A trace file and its probes beside it, each a regular file within its bound
+    (``input_files.read_input``: a FIFO or a device refuses with its own code)."""
     try:
-        trace = load_trace(trace_path.read_bytes())
-        probes = load_probes(_probes_path(trace_path).read_bytes())
-    except OSError as exc:
-        raise CorpusError(Code.TRACE_SCHEMA_INVALID, f"cannot read: {exc.strerror}") from exc
-    return SuiteItem(trace=trace, probes=probes)
+        trace_data = read_input(trace_path, what="trace", limit=TRACE_LIMIT)
+        probe_data = read_input(_probes_path(trace_path), what="probe file", limit=PROBES_LIMIT)
+    except InputFileError as exc:
+        if exc.code is not Code.INPUT_FILE_UNREADABLE:
+            raise
+        raise CorpusError(Code.TRACE_SCHEMA_INVALID, exc.detail) from exc
+    return SuiteItem(trace=load_trace(trace_data), probes=load_probes(probe_data))
 
 
 @click.group("corpus")

@@ -130,6 +130,7 @@ CASES = {
                           "input_file_not_regular"),
     "import-fifo": ({"t.json": None}, ["corpus", "import", "openai-chat", "t.json", "--out", "imp"],
                     "input_file_not_regular"),
+    "show-fifo": ({"t.jsonl": None}, ["corpus", "show", "t.jsonl"], "input_file_not_regular"),
 }
 
 
@@ -197,3 +198,12 @@ def test_a_real_run_s_authorization_that_is_a_fifo_is_refused_at_once(tmp_path: 
         pytest.fail("reading the authorization blocked on a FIFO")
     (exc,) = outcome
     assert isinstance(exc, InputFileError) and exc.code is Code.INPUT_FILE_NOT_REGULAR
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_corpus_validate_rejects_a_fifo_trace_at_once(user: str) -> None:
+    with workspace(user) as w:
+        os.mkfifo(w / "t.jsonl", 0o664)
+        give(w / "t.jsonl", user)
+        answer = run_cli(["corpus", "validate", "t.jsonl"], w, user, timeout=30)
+        assert answer.exit == 2 and "rejected: input_file_not_regular  t.jsonl" in answer.stderr
