@@ -29,13 +29,14 @@ import msgspec
 
 from efold.errors import Code
 from efold.report.errors import ReportError
-from efold.report.numbers import MINUS, count, money_text, signed
+from efold.report.numbers import MINUS, count, signed, spend_line
 from efold.report.schema import (
     Execution,
     Money,
     PairCounts,
     Proportion,
     Results,
+    RunMoney,
     SlotRow,
     Verdict,
 )
@@ -77,7 +78,10 @@ class Side(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     verdict: Verdict | None  # the run status's verdict; null without the journal
     stop: str | None
     execution: Execution
-    settled: Money  # the whole run's settled spend (faux units for a faux reader)
+    # The whole run's money from its journal (``Results.money``: every caller, settled,
+    # retained, open) and its cap; null for results written before the journal's money.
+    money: RunMoney | None
+    cap: Money
 
 
 class Changed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -158,7 +162,7 @@ def _side(results: Results, facts: RegistrationFacts) -> Side:
         roles=list(results.roles), arms={r.role: r.arm for r in results.results},
         verdict=status.verdict if status is not None else None,
         stop=status.stop if status is not None else None, execution=results.execution,
-        settled=results.spend.settled,
+        money=results.money, cap=results.cap,
     )
 
 
@@ -366,6 +370,13 @@ def _label(status: str, excluded: str | None) -> str:
     return status if excluded is None else f"{status} (excluded: {excluded})"
 
 
+def _spend(side: Side) -> str:
+    """A run's spend in the reports' one wording; said so when its results predate it."""
+    if side.money is None:
+        return "\u2014 (results written before the journal's money was reported)"
+    return spend_line(side.money, side.cap, side.reader_faux)
+
+
 def render_comparison_text(c: Comparison, cap: int = TEXT_SLOT_CAP) -> list[str]:
     """The comparison for a terminal: at most ``TEXT_WIDTH`` columns a line, and at most
     ``cap`` slots per list (the JSON rendering has them all)."""
@@ -377,6 +388,6 @@ def render_comparison_text(c: Comparison, cap: int = TEXT_SLOT_CAP) -> list[str]
     lines += _slot_list("flipped, A right -> B wrong", c.a_right_b_wrong, cap, False)
     lines += _slot_list("flipped, A wrong -> B right", c.a_wrong_b_right, cap, False)
     lines += _slot_list("status changed", c.status_changed, cap, True)
-    lines += ["", "settled spend", f"  A  {money_text(c.a.settled, c.a.reader_faux)}",
-              f"  B  {money_text(c.b.settled, c.b.reader_faux)}"]
+    lines += ["", "spend (the journal's, every caller)", f"  A  {_spend(c.a)}",
+              f"  B  {_spend(c.b)}"]
     return [_clip(line) for line in lines]

@@ -111,10 +111,14 @@ def test_the_text_fits_100_columns_and_names_the_changes(runs: Path) -> None:
     assert "  slots           16 common (compared), 0 only in A, 16 only in B" in lines
     store = next(line for line in lines if line.startswith("store "))
     assert "8 (100.0%)" in store
-    spend = lines[lines.index("settled spend") + 1:]
-    assert len(spend) == 2 and all(s.endswith(" units), faux units, no money spent")
+    spend = lines[lines.index("spend (the journal's, every caller)") + 1:]
+    assert len(spend) == 2 and all(s.endswith(" cap (faux units, no money spent)")
                                    for s in spend)
-    assert "," in spend[0]  # thousands separators (faux spend is in the millions)
+    for side, line in zip(("base", "changed"), spend, strict=True):
+        money = json.loads((runs / side / "results.json").read_bytes())["money"]
+        assert line.startswith(f"  {'AB'[side == 'changed']}  settled "
+                               f"{money['settled']['usd']} + retained "
+                               f"{money['retained']['usd']} of a ")
 
 
 def test_status_changes_are_listed(runs: Path) -> None:

@@ -22,7 +22,7 @@ from efold.report.compare import (
 )
 from efold.report.errors import ReportError
 from efold.report.results import money
-from efold.report.schema import SlotRow
+from efold.report.schema import RunMoney, SlotRow
 
 DIGESTS = {name: f"{name}-digest" for name in
            ("corpus", "build", "catalog", "policy", "reader", "selection", "folds")}
@@ -105,8 +105,9 @@ def test_what_changed_reads_every_fact(results: Callable[..., Results]) -> None:
     a = results([row("x")])
     b = results([row("x")], campaign="other", registration_sha256="f" * 64,
                 schedule_sha256="e" * 64, reader="openai/gpt-x", reader_faux=False,
-                repeats=3, spend=msgspec.structs.replace(
-                    a.spend, settled=money(1_234_567_890_123)))
+                repeats=3, money=RunMoney(settled=money(1_234_567_890_123),
+                                          retained=money(20), open=money(0),
+                                          charged=money(1_234_567_890_143)))
     c = compare_results(a, b, facts("A"), facts("B", build="new-build", corpus="new-corpus"))
     ch = c.changed
     assert (ch.registration, ch.build, ch.reader, ch.campaign, ch.schedule, ch.repeats) \
@@ -116,8 +117,10 @@ def test_what_changed_reads_every_fact(results: Callable[..., Results]) -> None:
     text = render_comparison_text(c)
     assert "  build digest    differs  A build-digest  B new-build" in text
     assert any(line.startswith("  other digests   differ   corpus") for line in text)
-    assert "  A  0.00000000 USD (0 units), faux units, no money spent" in text
-    assert "  B  61,728.39450615 USD (1,234,567,890,123 units)" in text
+    # A's results predate the journal's money: said so, never read from its receipts
+    assert "  A  \u2014 (results written before the journal's money was reported)" in text
+    assert ("  B  settled $61,728.39450615 + retained $0.00000100 of a "
+            f"${b.cap.usd} cap") in text
 
 
 def test_no_common_slot_refuses(results: Callable[..., Results]) -> None:
