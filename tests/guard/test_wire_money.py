@@ -17,6 +17,8 @@ from typing import Any
 import efold_guard_kit as kit
 import efold_guard_loopback as loopback
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from efold.errors import Code
 from efold.guard import Guard, HttpTransport, OutcomeKind, WireApi, parse_catalog
@@ -288,3 +290,49 @@ def test_service_tiers_absent_keeps_the_dearest_reading() -> None:
 def test_loopback_cases_exist() -> None:
     for case in ("dup_usage", "input_at_floor", "no_model", "chat_total_absent"):
         assert case in loopback.CASES
+
+
+# -- the decoder against an independent oracle -------------------------------------------
+
+def _has_repeat(text: str) -> bool:
+    """The oracle: the standard library's decoder, handed every object's pairs."""
+    repeated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal repeated
+        keys = [k for k, _ in items]
+        repeated = repeated or len(keys) != len(set(keys))
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return repeated
+
+
+_KEYS = st.sampled_from(["a", "b", "usage", "u:v", 'q"', "\\", "é", "\u2028"])
+_SCALARS = st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(
+    ["", ":", "a:b", '":"', "\\:", "usage", "é:ü"])
+
+
+@st.composite
+def _json_texts(draw: st.DrawFn, depth: int = 0) -> str:
+    """JSON text whose objects may repeat a key (written pair by pair), keys escaped or
+    not at random."""
+    if depth >= 3 or draw(st.booleans()):
+        return json.dumps(draw(_SCALARS), ensure_ascii=draw(st.booleans()))
+    if draw(st.booleans()):
+        return "[" + ",".join(draw(st.lists(_json_texts(depth + 1), max_size=3))) + "]"
+    members = draw(st.lists(st.tuples(_KEYS, _json_texts(depth + 1)), max_size=4))
+    return "{" + ",".join(json.dumps(k, ensure_ascii=draw(st.booleans())) + " : " + v
+                          for k, v in members) + "}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(inner=_json_texts())
+def test_the_decoder_agrees_with_an_independent_oracle(inner: str) -> None:
+    text = '{"x":' + inner + "}"  # an object at the top, as every reply is
+    for data in (text, text.encode()):
+        if _has_repeat(text):
+            with pytest.raises(DuplicateKey):
+                decode_object(data)
+        else:
+            assert decode_object(data) == json.loads(text)
