@@ -33,9 +33,13 @@ from efold.identity import ProcessIdentity, boot_id, identity_of
 
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    """A live child in its own session: its process group is its pid, not ours."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                             start_new_session=True)
+    """A live child in its own session: its process group is its pid, not ours. SIGHUP
+    ends it whatever the test runner inherited (``nohup`` ignores it)."""
+    child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                              "signal.signal(signal.SIGHUP, signal.SIG_DFL); print('ready', "
+                              "flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, start_new_session=True)
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"
     ident = identity_of(child.pid)
     DIRECT_CHILDREN.add(ident)  # started on purpose: never an adopted orphan
     try:
@@ -43,6 +47,7 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
         DIRECT_CHILDREN.discard(ident)
 
 
@@ -195,8 +200,8 @@ def test_the_group_signal_probe_delivers_nothing(monkeypatch: pytest.MonkeyPatch
         assert group_signal_supported(fd) is True  # cached: probed once
     finally:
         os.close(fd)
-    time.sleep(0.2)
-    assert sleeper.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):  # still running: nothing delivered
+        sleeper.wait(timeout=0.5)
 
 
 def test_the_group_signal_probe_on_an_empty_group_says_supported(
