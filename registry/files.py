@@ -358,11 +358,32 @@ def not_writable(directory: str | os.PathLike[str], name: str, exc: OSError) -> 
                          "choose a directory you can write")
 
 
+def _only_owner_may_write(st: os.stat_result) -> bool:
+    """A directory that is group- but not world-writable, whose group is its owner's
+    user-private group: named as the owner and with no member but the owner. That is
+    what `mkdir` under umask 002 makes on distributions with user-private groups (and
+    what `git clone` leaves there), and only its owner may write in it. The rule is
+    OpenSSH's for its own files on Debian (`StrictModes` with user-private groups).
+    Anything else group-writable is shared with somebody."""
+    if st.st_mode & 0o002:
+        return False
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+        group = grp.getgrgid(st.st_gid)
+    except KeyError:
+        return False
+    if group.gr_name != owner or any(member != owner for member in group.gr_mem):
+        return False
+    # A member by primary group is listed only in the password database.
+    return all(user.pw_gid != st.st_gid or user.pw_name == owner for user in pwd.getpwall())
+
+
 def check_owner_safe(path: str | os.PathLike[str], *, what: str = "directory") -> None:
     """Refuse (``PATH_REFUSED``) unless every directory from ``/`` to ``path`` is a real
     directory (no symlink) owned by root or this user, and not writable by group/other
     unless it has the sticky bit (as ``/tmp`` does: others there cannot rename or delete
-    our entries). This is what "owner-safe ancestors" means for the burn registry and
+    our entries) or its group is its owner's private group (``_only_owner_may_write``).
+    This is what "owner-safe ancestors" means for the burn registry and
     the run root: nobody else can swap a directory on the way.
 
     The refusal names the directory, says why (its mode in octal, owner and group) and
@@ -382,7 +403,8 @@ def check_owner_safe(path: str | os.PathLike[str], *, what: str = "directory") -
                 Code.PATH_REFUSED,
                 f"{label} owned by another user: {current} ({mode}); someone else could "
                 "swap what efold writes below it; fix: use a directory of your own")
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX \
+                and not _only_owner_may_write(st):
             raise RegistryError(
                 Code.PATH_REFUSED,
                 f"{label} writable by others: {current} ({mode}); someone else could swap "

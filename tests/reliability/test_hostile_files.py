@@ -13,8 +13,10 @@ dangling or hard-linked ``journal.sqlite`` is refused before SQLite touches it.
 
 from __future__ import annotations
 
+import grp
 import hashlib
 import os
+import pwd
 import shutil
 import sqlite3
 import sys
@@ -601,11 +603,17 @@ def test_inspect_tree_refuses_a_directory_swapped_for_a_link_after_listing(
 # -- 4. group- and world-writable places of trusted state --------------------------------
 
 
+# A group of somebody else's: a group-writable directory is shared unless its group is
+# its owner's private one (test_a_user_private_group_is_not_others below).
+_SHARED_GID = grp.getgrnam("nogroup").gr_gid
+
+
 @pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
 def test_a_runs_root_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
     os.chmod(runs, mode)
+    os.chown(runs, -1, _SHARED_GID)
     assert _refused(lambda: new_run_dir(runs, "small")) is Code.PATH_REFUSED
     assert _refused(lambda: new_run_dir(runs / "missing" / "runs", "small")) \
         is Code.PATH_REFUSED
@@ -615,6 +623,48 @@ def test_a_runs_root_others_may_write_is_refused(tmp_path: Path, mode: int) -> N
     os.mkdir(deeper, 0o700)
     assert _refused(lambda: claim_run_dir(deeper / "run")) is Code.PATH_REFUSED
     assert os.listdir(deeper) == []
+
+
+def test_a_user_private_group_is_not_others(tmp_path: Path) -> None:
+    """`mkdir` under umask 002 with user-private groups (and a `git clone` there) makes
+    0775 directories whose group is the owner's own: only the owner may write, so a runs
+    root below them is accepted; the same mode with a group of others is refused."""
+    owner = pwd.getpwuid(os.geteuid())
+    private = grp.getgrnam(owner.pw_name)  # root's group is root here, as on every Debian
+    assert all(member == owner.pw_name for member in private.gr_mem)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    os.chmod(checkout, 0o775)
+    os.chown(checkout, -1, private.gr_gid)
+    run = new_run_dir(checkout / "efold-runs", "small")
+    assert os.stat(run).st_mode & 0o777 == 0o700
+    os.chown(checkout, -1, _SHARED_GID)
+    assert _refused(lambda: new_run_dir(checkout / "efold-runs", "small")) is Code.PATH_REFUSED
+    os.chown(checkout, -1, private.gr_gid)
+    os.chmod(checkout, 0o777)  # world-writable is never private
+    assert _refused(lambda: new_run_dir(checkout / "efold-runs", "small")) is Code.PATH_REFUSED
+
+
+def test_a_private_group_with_another_member_is_shared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group database is the system's: a member other than the owner, listed in the
+    group or holding it as primary group, makes the group shared."""
+    owner = pwd.getpwuid(os.geteuid())
+    private = grp.getgrnam(owner.pw_name)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    os.chmod(checkout, 0o775)
+    os.chown(checkout, -1, private.gr_gid)
+    listed = grp.struct_group((private.gr_name, "x", private.gr_gid, [owner.pw_name, "eve"]))
+    monkeypatch.setattr(grp, "getgrgid", lambda gid: listed)
+    assert _refused(lambda: new_run_dir(checkout / "runs", "small")) is Code.PATH_REFUSED
+    monkeypatch.undo()
+    eve = pwd.struct_passwd(("eve", "x", 4242, private.gr_gid, "", "/", "/bin/sh"))
+    everyone = [*pwd.getpwall(), eve]
+    monkeypatch.setattr(pwd, "getpwall", lambda: everyone)
+    assert _refused(lambda: new_run_dir(checkout / "runs", "small")) is Code.PATH_REFUSED
+    monkeypatch.undo()
+    new_run_dir(checkout / "runs", "small")
 
 
 def test_a_sticky_shared_runs_root_is_accepted(tmp_path: Path) -> None:
