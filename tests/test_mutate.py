@@ -128,9 +128,13 @@ def test_ctrl_c_during_a_mutant_restores_the_file(mutate: ModuleType, tree: Path
     assert b"if True" not in rules.read_bytes()
 
 
-def test_the_usage_parsers_are_refused(mutate: ModuleType) -> None:
-    assert mutate.main(["--target", "guard/usage.py", "--list"]) == 2
-    assert mutate.main(["--target", "guard/wire/chat.py", "--list"]) == 2
+def test_list_prints_the_mutants_and_runs_nothing(mutate: ModuleType,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert mutate.main(["--target", "controller/proof.py:prove", "--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == f"{len(out) - 1} mutants" and len(out) > 10
+    assert all(line.startswith("controller/proof.py:") for line in out[:-1])
+    assert any("entry.pgid != member.pgid -> False" in line for line in out)
 
 
 def test_the_sandbox_imports_the_copy(mutate: ModuleType, tmp_path: Path) -> None:
