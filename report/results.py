@@ -146,7 +146,8 @@ def _execution(observations: Sequence[Observation]) -> Execution:
         completed=completed,
         incomplete=incomplete,
         invalid=invalid,
-        missing=sum(obs.eligible and obs.status is None for obs in observations),
+        missing=sum(obs.eligible and obs.status is None and not obs.receipt_copy_missing
+                    for obs in observations),
         receipt_copies_missing=sum(obs.receipt_copy_missing for obs in observations),
     )
 

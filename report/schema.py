@@ -110,10 +110,10 @@ class Execution(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     the plan, ``report.join.Observation.eligible``). The status counts (``skipped`` ..
     ``invalid``) cover visited slots only (slots with a receipt), and
     ``admitted = completed + incomplete + invalid``. ``missing`` counts eligible slots
-    without a receipt: coverage only, never a reader failure.
-    ``receipt_copies_missing`` is an independent coverage counter: slots the journal
-    records as visited whose receipt file is gone (their status is unknown, so they are
-    in no status count).
+    never visited: coverage only, never a reader failure (the status banner's "missing
+    slots", the same figure). ``receipt_copies_missing`` counts the other way a slot has
+    no receipt: the journal records it as visited but its receipt file is gone (its
+    status is unknown, so it is in no status count and not in ``missing``).
     """
 
     planned: int

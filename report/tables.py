@@ -87,8 +87,8 @@ def _execution_table(results: Results) -> Table:
         rows=rows,
         caption="Planned and eligible cover the whole inventory (eligible: planned eligible "
                 "and not skipped as infeasible); status counts cover visited slots only; "
-                "missing = eligible slots without a receipt; receipt copies missing = "
-                "journaled receipts whose file is gone.",
+                "missing = eligible slots never visited; receipt copies missing = "
+                "journaled receipts whose file is gone (a damaged run).",
         summary_rows=frozenset({len(rows) - 1}),
         legend=EXECUTION_TERMS,
         summary=summary_line([(results.execution.planned, "planned"),

@@ -181,7 +181,7 @@ EXECUTION_TERMS: tuple[Term, ...] = _terms({
     SlotStatus.COMPLETED.value: "an answer came through the guard and was scored",
     SlotStatus.INCOMPLETE.value: "admitted, then lost, aborted or refused for capacity",
     SlotStatus.INVALID.value: "admitted, then an invalid final reply",
-    "missing": "eligible slots without a receipt (coverage only)",
+    "missing": "eligible slots never visited (coverage only)",
     "receipt copies missing": "journaled receipts whose file is gone",
 })
 

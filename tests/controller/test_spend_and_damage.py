@@ -185,6 +185,11 @@ def test_a_deleted_receipt_makes_a_damaged_run_and_leaves_the_spend_alone(
     results = json.loads(invoke("aggregate", str(run), "--json").stdout)
     assert results["status"]["verdict"] == "damaged"
     assert results["status"]["damaged_files"] == [name]
+    # The banner's "missing slots" and the execution table's "missing" are one figure:
+    # the slot was visited (the journal says so); its receipt copy is what is gone.
+    assert "- Missing slots (eligible, never visited): 0" in summary.stdout
+    assert results["status"]["missing_slots"] == results["execution"]["missing"] == 0
+    assert results["execution"]["receipt_copies_missing"] == 1
 
 
 def test_a_malformed_receipt_names_the_damage_and_hides_nothing_else(
