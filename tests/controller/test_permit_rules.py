@@ -298,3 +298,29 @@ def test_a_claimed_loss_code_is_the_slots_terminal_code() -> None:
     ledger.settle(slot="s1", permit_id=permit_id, kind=SettleKind.LOST,
                   code=Code.LOOKUP_SEND_FAILED, usage=None, tier=None)
     assert ledger.ledger("s1").terminal_code is Code.LOOKUP_SEND_FAILED
+
+
+def _strict_price(usage: Mapping[str, int], tier: str | None) -> int:
+    if tier not in (None, "default", "flex", "priority"):
+        raise EfoldError(Code.LOOKUP_UNKNOWN_TIER, "unknown tier")
+    return _price(usage, tier)
+
+
+def test_a_claimed_integrity_code_wins_over_what_the_ledger_finds_after_it() -> None:
+    # The sender's own integrity code is the run's stop code; a usage problem or an
+    # unpriceable tier the ledger finds too does not replace it.
+    for usage, tier in (({"input": -1, "output": 1}, None), ({"input": 7, "output": 3}, "x")):
+        ledger = PermitLedger(MemoryHoldStore(), epoch=1, cap_units=10 * RMAX,
+                              rmax_units=RMAX, max_requests=10, price=_strict_price)
+        permit_id = _admitted(ledger)
+        assert ledger.settle(slot="s1", permit_id=permit_id, kind=SettleKind.INTEGRITY_STOP,
+                             code=Code.LOOKUP_BODY_MISMATCH, usage=usage,
+                             tier=tier) is Code.LOOKUP_BODY_MISMATCH
+    # Without a claim, what the ledger finds is the code.
+    for usage, tier, found in (({"input": -1, "output": 1}, None, Code.LOOKUP_INVALID_USAGE),
+                               ({"input": 7, "output": 3}, "x", Code.LOOKUP_UNKNOWN_TIER)):
+        ledger = PermitLedger(MemoryHoldStore(), epoch=1, cap_units=10 * RMAX,
+                              rmax_units=RMAX, max_requests=10, price=_strict_price)
+        permit_id = _admitted(ledger)
+        assert ledger.settle(slot="s1", permit_id=permit_id, kind=SettleKind.SETTLED,
+                             code=None, usage=usage, tier=tier) is found
