@@ -324,3 +324,26 @@ def test_a_claimed_integrity_code_wins_over_what_the_ledger_finds_after_it() -> 
         permit_id = _admitted(ledger)
         assert ledger.settle(slot="s1", permit_id=permit_id, kind=SettleKind.SETTLED,
                              code=None, usage=usage, tier=tier) is found
+
+
+def test_abandoning_a_slot_closes_only_its_open_permits() -> None:
+    ledger = _ledger()
+    settled, still_open = (ledger.admit(slot="s1", request_id=r, round=1,
+                                        payload_digest=DIGEST, rmax_units=RMAX)
+                           for r in ("r1", "r2"))
+    other = ledger.admit(slot="s2", request_id="r1", round=1, payload_digest=DIGEST,
+                         rmax_units=RMAX)
+    assert isinstance(settled, Permit) and isinstance(still_open, Permit)
+    assert isinstance(other, Permit)
+    ledger.consume(slot="s1", permit_id=settled.permit_id, body_digest=DIGEST)
+    ledger.settle(slot="s1", permit_id=settled.permit_id, kind=SettleKind.SETTLED, code=None,
+                  usage={"input": 7, "output": 3}, tier=None)
+    assert ledger.abandon_slot("s1", Code.LOOKUP_STREAM_LOST) == 1
+    store = _store(ledger)
+    assert (store.record(settled.permit_id).state, store.record(settled.permit_id).code) == (
+        "settled", None)
+    assert (store.record(still_open.permit_id).state,
+            store.record(still_open.permit_id).code) == ("lost", "lookup_stream_lost")
+    assert store.record(other.permit_id).state == "active"
+    assert ledger.total_units == 10 + RMAX + RMAX  # settled, retained, s2's hold
+    assert ledger.abandon_slot("s1", Code.LOOKUP_STREAM_LOST) == 0
