@@ -15,51 +15,24 @@ import shutil
 import stat
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from as_user import ordinary_python
 
 NOBODY = 65534
 REFUSED = re.compile(r"^refused: ([a-z_]+) \((.*)\)$", re.MULTILINE)
 
 
-def _runs_as_nobody(python: str) -> bool:
-    try:
-        done = subprocess.run([python, "-c", "import efold"], user=NOBODY, group=NOBODY,
-                              extra_groups=[], capture_output=True, timeout=60, cwd="/")
-    except PermissionError:
-        return False
-    return done.returncode == 0
-
-
 @pytest.fixture(scope="module")
 def python() -> Iterator[str]:
-    """An interpreter the ordinary user can run with this environment's packages: ours,
-    or (when ours lives where that user cannot reach, e.g. under /root) a throwaway venv
-    of the system's same-version Python that adds our site-packages."""
-    if os.geteuid() != 0 or _runs_as_nobody(sys.executable):
-        yield sys.executable
-        return
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    system = shutil.which(version, path="/usr/bin:/usr/local/bin")
-    if system is None:
-        pytest.skip(f"no {version} an ordinary user can run (ours: {sys.executable})")
-    venv = Path(tempfile.mkdtemp(prefix="efold-nobody-venv-", dir="/tmp"))
-    try:
-        venv.chmod(0o755)
-        subprocess.run([system, "-m", "venv", "--without-pip", str(venv)], check=True)
-        purelib = sysconfig.get_paths()["purelib"]
-        site = next((venv / "lib").glob("python3*/site-packages"))
-        (site / "efold-under-test.pth").write_text(
-            f"import site; site.addsitedir({purelib!r})\n")
-        interpreter = str(venv / "bin" / "python")
-        assert _runs_as_nobody(interpreter), "the ordinary user's interpreter cannot import efold"
+    """An interpreter the ordinary user can run (``as_user.ordinary_python``)."""
+    with ordinary_python() as interpreter:
+        if interpreter is None:
+            pytest.skip(f"no Python an ordinary user can run (ours: {sys.executable})")
         yield interpreter
-    finally:
-        shutil.rmtree(venv, ignore_errors=True)
 
 
 @pytest.fixture

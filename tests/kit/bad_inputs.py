@@ -13,10 +13,15 @@ way fails as surely as a traceback. And every case must lose nothing: the worksp
 files, sizes and modification times, run directories included) is the same after the
 command as before it.
 
+Operators are not root: the whole tally runs as this process's user and, when that is
+root, again as ``nobody`` with umask 002 (``tests/kit/as_user.py``) on a workspace that
+user owns. A few cases (a directory the user may not write) only mean something for an
+ordinary user and run only as one.
+
 ``tests/controller/test_bad_inputs.py`` asserts all of this; run as a script, the module
 prints the tally for any ``efold-controller`` (an older build's, for a before/after)::
 
-    python tests/kit/bad_inputs.py [--exe PATH/TO/efold-controller]
+    python tests/kit/bad_inputs.py [--exe PATH/TO/efold-controller] [--user nobody]
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from as_user import USERS, drop, give, ordinary_python, workspace
 
 SMALL = """
 name = "small"
@@ -43,6 +49,30 @@ schedule_seed = 7
 cap_usd = "60.00"
 """
 WRONG_SHA = "0" * 64
+# A campaign whose reader is a real provider (at a closed loopback port): the real route's
+# refusals need one.
+REAL = SMALL.replace('cap_usd = "60.00"', 'cap_usd = "500"') + """
+[reader]
+provider = "openai"
+model = "gpt-5"
+base_url = "http://127.0.0.1:9/v1"
+"""
+# What register must refuse (issue 35): each would have registered and failed later.
+REFUSED_AT_REGISTER = {
+    "cred.toml": REAL.replace('base_url = "http://127.0.0.1:9/v1"',
+                              'base_url = "http://127.0.0.1:9/v1"\ncredential_env = "PATH"'),
+    "deadline.toml": SMALL + "[deadlines]\nprobe_seconds = 1e300\n",
+    "slash.toml": SMALL.replace('"original"', '"sub/convos"'),
+    "negcap.toml": SMALL.replace('"60.00"', '"-5"'),
+    "zero.toml": SMALL + '[reader]\nprovider = "faux"\ncatalog = "/dev/zero"\n',
+}
+
+
+def chat(number: str, *, jsonl: bool) -> str:
+    """A two-message chat transcript whose user message carries ``number`` as a member."""
+    user = '{"role":"user","content":"What is in notes.txt?","n":' + number + "}"
+    answer = '{"role":"assistant","content":"Nothing yet."}'
+    return f"{user}\n{answer}\n" if jsonl else f'{{"messages": [\n{user},\n{answer}\n]}}\n'
 # Every command runs with a provider account id set (``authorize`` needs one before it
 # writes), and no credential.
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("EFOLD_")},
@@ -63,11 +93,18 @@ class Case:
     # ``rejected``: a validator's report (``rejected: CODE PATH (detail)`` per input on
     # stdout, exit 2) instead of one refusal: ``corpus validate`` lists every problem.
     form: str = "refused"
+    # Only an ordinary user's answer means anything (root may write any directory).
+    ordinary: bool = False
 
 
 def case(name: str, argv: str, code: str | None = None, *, json: bool = False,
-         form: str = "refused") -> Case:
-    return Case(name, tuple(argv.split()), code, json, form)
+         form: str = "refused", ordinary: bool = False) -> Case:
+    return Case(name, tuple(argv.split()), code, json, form, ordinary)
+
+
+def ordinary_user(user: str) -> bool:
+    """Whether ``user`` (``self`` or ``nobody``) is an ordinary, non-root user."""
+    return user == "nobody" or os.geteuid() != 0
 
 
 CASES: tuple[Case, ...] = (
@@ -242,16 +279,57 @@ CASES: tuple[Case, ...] = (
     case("analyze-attest-a-file", "analyze {w}/other.json --attest-representative", None),
     case("analyze-write-exists", "analyze --run {run} --arms native,store --write "
          "{w}/afile.txt", "publish_target_exists"),
+    # issue 35: what register accepted and a later step refused, hung on or crashed on
+    case("register-credential-env-inherited", "register {w}/cred.toml --output {w}/new",
+         "credential_env_inherited"),
+    case("register-probe-seconds-1e300", "register {w}/deadline.toml --output {w}/new",
+         "campaign_invalid"),
+    case("register-suite-with-slash", "register {w}/slash.toml --output {w}/new",
+         "campaign_invalid"),
+    case("register-cap-negative", "register {w}/negcap.toml --output {w}/new",
+         "campaign_invalid"),
+    case("register-catalog-dev-zero", "register {w}/zero.toml --output {w}/new",
+         "input_file_not_regular"),
+    case("register-dev-zero", "register /dev/zero --output {w}/new", "input_file_not_regular"),
+    case("register-fifo", "register {w}/fifo --output {w}/new", "input_file_not_regular"),
+    case("plan-registration-fifo", "plan --registration {w}/fifo --sha256 {wrong}",
+         "input_file_not_regular"),
+    case("corpus-import-fifo", "corpus import openai-chat {w}/fifo --out {w}/new",
+         "input_file_not_regular"),
+    case("corpus-import-100000-digits", "corpus import openai-chat {w}/digits.jsonl --out "
+         "{w}/new", "corpus_import_integer_too_long"),
+    case("corpus-import-nan", "corpus import openai-chat {w}/nan.json --out {w}/new",
+         "corpus_import_number_not_finite"),
+    case("corpus-import-200-mb", "corpus import openai-chat {w}/huge.json --out {w}/new",
+         "input_file_too_large"),
+    case("corpus-show-fifo", "corpus show {w}/fifo", "input_file_not_regular"),
+    case("pilot-faux-trust", "pilot --faux --trust {w}/k.pub", None),
+    case("pilot-faux-authorization", "pilot --faux --authorization {w}/afile.txt", None),
+    case("analyze-no-args", "analyze", None),
+    case("smoke-untrusted-approver",
+         "smoke --registration {realreg} --sha256 {realsha} --authorization {w}/auth.json "
+         "--trust {w}/k2.pub --run-dir {w}/bound", "authorization_untrusted"),
+    case("pilot-real-authorization-fifo",
+         "pilot --real --registration {realreg} --sha256 {realsha} --authorization {w}/fifo "
+         "--trust {w}/k.pub --run-dir {w}/bound", "input_file_not_regular"),
+    case("pilot-runs-unwritable", "pilot --faux --runs {w}/locked/runs", "path_not_writable",
+         ordinary=True),
+    case("aggregate-output-unwritable", "aggregate {run} --output {w}/locked/out",
+         "path_not_writable", ordinary=True),
+    case("corpus-generate-unwritable", "corpus generate --suite original --out {w}/locked/gen",
+         "path_not_writable", ordinary=True),
     # the group
     case("unknown-command", "frobnicate", None),
 )
 
 
-def make_workspace(root: Path, exe: str) -> dict[str, str]:
-    """A directory holding what the cases name (a registration, a finished faux run, an
-    approver key pair, empty/garbage/other files, a non-run directory, an empty runs
-    root), and the placeholder values."""
+def make_workspace(root: Path, exe: list[str], user: str = "self") -> dict[str, str]:
+    """A directory ``user`` owns holding what the cases name (a registration, a finished
+    faux run, approver key pairs, an authorization, empty/garbage/other files, a FIFO,
+    campaigns register must refuse, a non-run directory, an empty runs root, a directory
+    the user may not write), and the placeholder values."""
     w = root
+    values = {"w": str(w), "home": str(w / "home"), "user": user, "wrong": WRONG_SHA}
     (w / "small.toml").write_text(SMALL)
     (w / "bad.toml").write_text('name = "bad"\nsuite = "nowhere"\nroles = ["native"]\n')
     (w / "empty.json").write_bytes(b"")
@@ -263,10 +341,29 @@ def make_workspace(root: Path, exe: str) -> dict[str, str]:
     (w / "notrun").mkdir()
     (w / "notrun" / "plan.json").write_text("{}")
     (w / "cwd").mkdir()
+    (w / "home").mkdir()  # HOME: whatever a command keeps per user is in the snapshot
+    (w / "sub" / "convos").mkdir(parents=True)
+    (w / "real.toml").write_text(REAL)
+    for name, text in REFUSED_AT_REGISTER.items():
+        (w / name).write_text(text)
+    os.mkfifo(w / "fifo", 0o664)
+    (w / "digits.jsonl").write_text(chat("9" * 100_000, jsonl=True))
+    (w / "nan.json").write_text(chat("NaN", jsonl=False))
+    with (w / "huge.json").open("wb") as f:
+        f.truncate(200 * 1024 * 1024)  # sparse: 200 MB that take no disk
+    for path in (w, *w.rglob("*")):
+        give(path, user)
+    if user == "nobody":  # its group, nogroup, is no private group: a 0775 root is refused
+        w.chmod(0o755)
+    locked = w / "locked"  # made last: the user may read it, not create in it
+    locked.mkdir()
+    give(locked, user)
+    locked.chmod(0o555)
 
     def run(*argv: str, ok: tuple[int, ...] = (0,)) -> str:
-        done = subprocess.run([exe, *argv], capture_output=True, text=True, cwd=w / "cwd",
-                              timeout=600, check=False, env=ENV)
+        done = subprocess.run([*drop(user), *exe, *argv], capture_output=True, text=True,
+                              cwd=w / "cwd", timeout=600, check=False, env=env(values),
+                              umask=0o002)
         if done.returncode not in ok:
             raise RuntimeError(f"workspace step {argv} failed: {done.stdout}{done.stderr}")
         return done.stdout
@@ -279,13 +376,29 @@ def make_workspace(root: Path, exe: str) -> dict[str, str]:
               "--runs", str(w / "runs"), "--no-progress", ok=(0, 3))  # a stopped run is a run
     run_dir = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("run: "))
     run("keygen", "--out", str(w / "k"))
+    run("keygen", "--out", str(w / "k2"))
+    out = run("register", str(w / "real.toml"), "--output", str(w / "realreg"))
+    realsha = next(line.split(": ", 1)[1] for line in out.splitlines()
+                   if line.startswith("sha256: "))
+    realreg = next(line.split(": ", 1)[1] for line in out.splitlines()
+                   if line.startswith("registration: "))
+    run("authorize", "--registration", realreg, "--sha256", realsha, "--key",
+        str(w / "k.key"), "--out", str(w / "auth.json"), "--output-root", str(w / "bound"),
+        "--approver", "ops", "--approval-reference", "T-1")
 
     def digest(name: str) -> str:
         return hashlib.sha256((w / name).read_bytes()).hexdigest()
 
-    return {"w": str(w), "reg": registration, "sha": sha, "run": run_dir, "wrong": WRONG_SHA,
-            "empty_sha": digest("empty.json"), "garbage_sha": digest("garbage.json"),
-            "other_sha": digest("other.json")}
+    values.update({"reg": registration, "sha": sha, "run": run_dir,
+                   "realreg": realreg, "realsha": realsha,
+                   "empty_sha": digest("empty.json"), "garbage_sha": digest("garbage.json"),
+                   "other_sha": digest("other.json")})
+    return values
+
+
+def env(values: dict[str, str]) -> dict[str, str]:
+    """The commands' environment: ``ENV`` with the workspace's own HOME."""
+    return {**ENV, "HOME": values["home"]}
 
 
 @dataclass(frozen=True)
@@ -331,12 +444,13 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
             else (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
 
 
-def run_case(c: Case, exe: str, values: dict[str, str]) -> Answer:
+def run_case(c: Case, exe: list[str], values: dict[str, str]) -> Answer:
     w = Path(values["w"])
     argv = [part.format(**values) for part in c.argv]
     before = _snapshot(w)
-    done = subprocess.run([exe, *argv], capture_output=True, text=True, cwd=w / "cwd",
-                          timeout=300, check=False, stdin=subprocess.DEVNULL, env=ENV)
+    done = subprocess.run([*drop(values["user"]), *exe, *argv], capture_output=True, text=True,
+                          cwd=w / "cwd", timeout=300, check=False, stdin=subprocess.DEVNULL,
+                          env=env(values), umask=0o002)
     after = _snapshot(w)
     changed = tuple(sorted(k for k in before.keys() | after.keys()
                            if before.get(k) != after.get(k)))
@@ -363,18 +477,27 @@ def run_case(c: Case, exe: str, values: dict[str, str]) -> Answer:
     return Answer(c, done.returncode, form, code, detail, json_ok, changed, err)
 
 
-def tally(exe: str) -> list[Answer]:
-    with tempfile.TemporaryDirectory(prefix="efold-bad-inputs-") as tmp:
-        values = make_workspace(Path(tmp), exe)
-        return [run_case(c, exe, values) for c in CASES]
+def tally(exe: list[str], user: str = "self") -> list[Answer]:
+    with workspace(user) as w:
+        values = make_workspace(w, exe, user)
+        return [run_case(c, exe, values) for c in CASES
+                if ordinary_user(user) or not c.ordinary]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run the bad-input tally.")
     parser.add_argument("--exe", default=shutil.which("efold-controller")
                         or os.path.join(os.path.dirname(sys.executable), "efold-controller"))
+    parser.add_argument("--user", choices=USERS, default="self",
+                        help="run every case as this user (nobody: needs root)")
     args = parser.parse_args()
-    answers = tally(args.exe)
+    if args.user == "self":
+        answers = tally([args.exe])
+    else:
+        with ordinary_python() as python:  # ours may be under /root, where nobody cannot go
+            if python is None:
+                parser.error("no Python the ordinary user can run")
+            answers = tally([python, "-m", "efold.controller"], args.user)
     for a in answers:
         first = next((line for line in a.stderr.splitlines() if line.strip()), "")
         print(f"{a.verdict:11} {a.case.name:36} exit {a.exit:<3} {a.form:9} "
