@@ -1116,7 +1116,7 @@ CASES = (b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11, b12,
 
 
 def write_case(definition: CaseDef, out: Path) -> Path:
-    case_dir = out / definition.sidecar["id"]
+    case_dir: Path = out / str(definition.sidecar["id"])
     if case_dir.exists():
         shutil.rmtree(case_dir)
     for rel, text in definition.workspace.items():
