@@ -24,6 +24,8 @@ from efold.controller.run_index import latest_run, not_a_run
 from efold.controller.runroot import DEFAULT_RUNS_ROOT
 from efold.controller.subset import Subset, requested
 from efold.errors import Code, EfoldError
+from efold.registry.errors import RegistryError
+from efold.registry.journal import journal_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -122,6 +124,16 @@ def fail(code: str, detail: str = "") -> NoReturn:
 def refuse(exc: EfoldError) -> NoReturn:
     """``fail`` with an error's fixed code and detail."""
     fail(exc.code.value, exc.detail)
+
+
+def journal_refusal(run_dir: str, exc: EfoldError) -> str | None:
+    """The detail of a refusal that is the run's journal's own (a ``RegistryError``
+    ``journal_invalid``: SQLite's words or the file's checks, which say nothing of
+    where), with the journal named so the operator knows which file is damaged; None
+    for any other refusal. The commands that read a run open no other journal."""
+    if isinstance(exc, RegistryError) and exc.code is Code.JOURNAL_INVALID:
+        return f"{journal_path(run_dir)}: {exc.detail or 'refused'}"
+    return None
 
 
 def refusal_for(as_json: bool) -> Callable[[str, str], NoReturn]:

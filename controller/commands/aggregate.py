@@ -16,7 +16,12 @@ import click
 
 from efold.controller.aggregate import build_run_results, publish_reports
 from efold.controller.cluster_run import read_any_run
-from efold.controller.commands._options import latest_options, refusal_for, resolve_run
+from efold.controller.commands._options import (
+    journal_refusal,
+    latest_options,
+    refusal_for,
+    resolve_run,
+)
 from efold.controller.errors import ControllerError
 from efold.controller.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
@@ -69,7 +74,7 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
                                       "its reports into a new directory")
             publish_reports(reports, claim_run_dir(output, parent_is="--output's parent"))
     except EfoldError as exc:
-        refuse_(exc.code.value, exc.detail)
+        refuse_(exc.code.value, journal_refusal(run, exc) or exc.detail)
     click.echo(reports["results.json" if as_json else "summary.md"].decode())
     if results.status is not None and results.status.unreconciled:
         click.echo(f"unreconciled: {Code.RUN_UNRECONCILED.value}", err=True)

@@ -17,7 +17,12 @@ import msgspec
 
 from efold.controller.aggregate import build_run_results
 from efold.controller.cluster_run import read_any_run
-from efold.controller.commands._options import latest_options, refusal_for, resolve_run
+from efold.controller.commands._options import (
+    journal_refusal,
+    latest_options,
+    refusal_for,
+    resolve_run,
+)
 from efold.controller.errors import ControllerError
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_index import is_run_dir
@@ -41,6 +46,11 @@ def _run(path: str) -> tuple[Results, RegistrationFacts]:
     try:
         results = build_run_results(read_any_run(path))
         data = (Path(path) / REGISTRATION_NAME).read_bytes()
+    except EfoldError as exc:  # which of the two runs' journals refused
+        named = journal_refusal(path, exc)
+        if named is None:
+            raise
+        raise ControllerError(exc.code, named) from exc
     except OSError as exc:  # a record that vanished or cannot be read meanwhile
         raise ControllerError(Code.RUN_RECORDS_INVALID,
                               f"{path}: {exc.strerror or 'unreadable'}") from exc

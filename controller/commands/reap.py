@@ -16,6 +16,7 @@ import click
 
 from efold.controller.commands._options import (
     echo_report,
+    journal_refusal,
     latest_run_report_options,
     refusal_for,
     resolve_run,
@@ -48,7 +49,7 @@ def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool) 
     try:
         report = reap(run_dir)
     except EfoldError as exc:
-        refuse_(exc.code.value, exc.detail)
+        refuse_(exc.code.value, journal_refusal(run_dir, exc) or exc.detail)
     echo_report(report, as_json=as_json, text=_text(report))
     if not report.reconciled:
         if not as_json:

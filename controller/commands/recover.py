@@ -19,20 +19,19 @@ report itself stays path-free.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import click
 
 from efold.controller.commands._options import (
     echo_report,
+    journal_refusal,
     latest_options,
     refusal_for,
     resolve_run,
 )
 from efold.controller.recovery import RecoveryReport, observe
-from efold.errors import Code, EfoldError
-from efold.registry.journal import JOURNAL_NAME
+from efold.errors import EfoldError
 
 
 def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
@@ -79,8 +78,7 @@ def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool,
     try:
         report = observe(run_dir)
     except EfoldError as exc:
-        where = (os.path.join(run_dir, JOURNAL_NAME) if exc.code is Code.JOURNAL_INVALID
-                 else run_dir)
-        refuse_(exc.code.value, f"{where}: {exc.detail or 'refused'}")
+        refuse_(exc.code.value, journal_refusal(run_dir, exc)
+                or f"{run_dir}: {exc.detail or 'refused'}")
     echo_report(report, as_json=as_json, text=_text(report, verbose))
     raise SystemExit(0 if report.reconciled else 1)

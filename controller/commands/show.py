@@ -14,7 +14,12 @@ from collections.abc import Iterator
 import click
 import msgspec
 
-from efold.controller.commands._options import latest_options, refusal_for, resolve_run
+from efold.controller.commands._options import (
+    journal_refusal,
+    latest_options,
+    refusal_for,
+    resolve_run,
+)
 from efold.controller.run_index import RunDetails, show_run, spend_text, started_text
 from efold.errors import EfoldError
 
@@ -62,7 +67,7 @@ def command(run: str | None, latest: bool, root: str | None, as_json: bool) -> N
     try:
         details = show_run(run)
     except EfoldError as exc:
-        refuse_(exc.code.value, exc.detail)
+        refuse_(exc.code.value, journal_refusal(run, exc) or exc.detail)
     if as_json:
         click.echo(msgspec.json.encode(details).decode())
     else:
