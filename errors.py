@@ -237,6 +237,15 @@ class Code(enum.StrEnum):
     CLUSTER_CAP_TOO_SMALL = "cluster_cap_too_small"  # the cap holds no Rmax per shard
     CLUSTER_SHARD_MISPLACED = "cluster_shard_misplaced"  # a shard on a node it is not bound to
     CLUSTER_RECORDS_INVALID = "cluster_records_invalid"  # a shard's records disagree with the run
+    CGROUP_ARGUMENT_INVALID = "cgroup_argument_invalid"  # a run/launch id that is no opaque id, a pids.max below 1
+    CGROUP_PATH_REFUSED = "cgroup_path_refused"  # a symlink, `..` or a path that is no run cgroup below ours
+    CGROUP_NOT_FOUND = "cgroup_not_found"  # the cgroup (or a file of it) does not exist
+    CGROUP_EXISTS = "cgroup_exists"  # the run's or launch's cgroup already exists
+    CGROUP_NOT_PERMITTED = "cgroup_not_permitted"  # this user may not change that cgroup (EACCES, EPERM, EROFS)
+    CGROUP_NOT_EMPTY = "cgroup_not_empty"  # remove: the cgroup still holds a process or a child cgroup
+    CGROUP_PLACE_UNVERIFIED = "cgroup_place_unverified"  # after placing, /proc/PID/cgroup does not name the cgroup
+    CGROUP_CONTROLLER_UNAVAILABLE = "cgroup_controller_unavailable"  # pids.max asked where no pids controller is enabled
+    CGROUP_FAILED = "cgroup_failed"  # any other failure of a cgroup operation (its errno in the detail)
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"

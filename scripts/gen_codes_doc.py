@@ -474,6 +474,25 @@ MEANINGS: dict[str, str] = {
     "cluster_records_invalid": "A cluster run's records disagree: `cluster.json` is not "
         "the shards its plan derives, a shard's copy holds another registration or plan, "
         "or a shard's ticket is unreadable or for another registration.",
+    # controller/cgroups.py, controller/cgroup_mount.py (the membership layer; launches
+    # do not use it yet)
+    "cgroup_argument_invalid": "A run or launch id that is not an opaque id (so cannot "
+        "name a cgroup), or a `pids.max` below 1.",
+    "cgroup_path_refused": "A cgroup path with a symlink, `.` or `..`, or one that is not "
+        "a run cgroup directly below the controller's own cgroup.",
+    "cgroup_not_found": "The cgroup (or a file of it) does not exist: a run cgroup "
+        "already removed, or a kernel without that file.",
+    "cgroup_exists": "The run's or launch's cgroup already exists; nothing is reused.",
+    "cgroup_not_permitted": "This user may not create, write or remove that cgroup "
+        "(EACCES, EPERM or EROFS).",
+    "cgroup_not_empty": "`remove`: the cgroup still holds a live process (or a child "
+        "cgroup that does); nothing more is removed.",
+    "cgroup_place_unverified": "After writing a pid to `cgroup.procs`, /proc/PID/cgroup "
+        "does not name the cgroup, or the process is gone.",
+    "cgroup_controller_unavailable": "`pids.max` asked for a cgroup the pids controller "
+        "is not enabled for (on a hybrid host it may be bound to a v1 hierarchy).",
+    "cgroup_failed": "Any other failure of a cgroup operation; the detail names the "
+        "operation and its errno.",
 }
 
 # An optional sentence under a section heading, keyed by the heading.
