@@ -419,3 +419,55 @@ def test_an_ordinary_user_gets_the_fallback_not_an_error() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("process-group cannot create a child of own cgroup")
     assert "EACCES" in done.stdout
+
+
+DELEGATED = textwrap.dedent("""
+    import json, os, subprocess, sys
+    from efold.controller.cgroup_mount import find_cgroup2
+    from efold.controller.cgroups import RunCgroup
+    sys.stdin.readline()
+    found = find_cgroup2()
+    run = RunCgroup.create(found, "deleg")
+    launch = run.launch_cgroup("one")
+    sleeper = subprocess.Popen(["/bin/sleep", "30"])
+    launch.place(sleeper.pid)
+    seen = [m.pid for m in run.members()]
+    frozen = launch.freeze()
+    launch.kill()
+    empty = launch.wait_empty(5.0)
+    sleeper.wait()
+    run.remove()
+    print(json.dumps({"own": found.own, "uid": os.getuid(), "sleeper": sleeper.pid,
+                      "seen": seen, "frozen": frozen, "empty": empty,
+                      "left": [e.name for e in os.scandir(found.own_path) if e.is_dir()]}))
+""")
+
+
+@needs_cgroup2
+def test_an_ordinary_user_in_a_delegated_cgroup_gets_cgroup_mode(run_id: str) -> None:
+    """The operator's way in: a cgroup delegated to the user (as systemd's Delegate=yes
+    does: the directory and its cgroup.procs, cgroup.threads, cgroup.subtree_control
+    are the user's). As that user, with umask 002, the whole layer works below it."""
+    if os.geteuid() != 0:
+        pytest.skip("not root: cannot delegate a cgroup to another user here")
+    delegated = _run_path(run_id)  # the fixture removes it whatever happens
+    os.mkdir(delegated)
+    for name in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
+        os.chown(os.path.join(delegated, name), NOBODY, NOBODY)
+    with ordinary_python() as python:
+        if python is None:
+            pytest.skip("no interpreter the ordinary user can run")
+        child = subprocess.Popen([python, "-c", DELEGATED], user=NOBODY, group=NOBODY,
+                                 extra_groups=[], umask=0o002, cwd="/", text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        Path(delegated, "cgroup.procs").write_text(str(child.pid))
+        out, err = child.communicate("go\n", timeout=60)
+    assert child.returncode == 0, err
+    verdict = json.loads(out)
+    assert isinstance(FOUND, Cgroup2)
+    assert verdict["own"] == f"{FOUND.own.rstrip('/')}/efold-{run_id}"
+    assert verdict["uid"] == NOBODY
+    assert verdict["seen"] == [verdict["sleeper"]]
+    assert verdict["frozen"] is True and verdict["empty"] is True
+    assert verdict["left"] == []  # its run cgroup removed, children first
