@@ -292,7 +292,11 @@ class RunCgroup(Cgroup):
             own.close()
         run = cls(child.mount, child.rel, child._fd, child._parent_fd)
         if create:
-            run.pids_unavailable = run._offer_pids(found)
+            try:
+                run.pids_unavailable = run._offer_pids(found)
+            except BaseException:
+                run.close()
+                raise
         return run
 
     def _offer_pids(self, found: Cgroup2) -> str | None:
