@@ -155,14 +155,20 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
         damaged.add(RESULTS_NAME)
     # The fork-server template is the controller's own machinery, not a slot's launch,
     # and the report's launch facts are the slots' (prep, probe). Whatever containing it
-    # decided reaches the report through the stops it journaled (unreconciled: sticky).
+    # decided reaches the report through the stops it journaled (unreconciled: sticky);
+    # a controller killed before either leaves a template nothing proves ended, which
+    # the status must count as ``recover`` does (``template_unended``).
     template_ids = {r["launch_id"] for r in launches if r["kind"] == TEMPLATE_KIND}
+    contained = {r["launch_id"] for r in containments if r["finished_ns"] is not None}
+    template_unended = any(r["exited_ns"] is None and r["launch_id"] not in contained
+                           for r in launches if r["launch_id"] in template_ids)
     facts = _run_facts(controller, sticky, stops,
                        [r for r in launches if r["launch_id"] not in template_ids],
                        [r for r in containments if r["launch_id"] not in template_ids],
                        in_flight, started_ns, ended_ns)
     facts = msgspec.structs.replace(facts, money=journal_money(holds),
-                                    damaged_files=sorted(damaged))
+                                    damaged_files=sorted(damaged),
+                                    template_unended=template_unended)
     # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned
                                     and not h["slot"].endswith(JUDGE_RUN_SUFFIX)])

@@ -126,6 +126,10 @@ class RunFacts(msgspec.Struct, frozen=True):
     # Files the run should hold that are gone or unreadable, by their names inside the
     # run directory (``receipts/<slot>.json``, ``results.json``): the run is damaged.
     damaged_files: list[str] = []
+    # The controller's fork-server template (no slot's launch, so not in ``launches``)
+    # has neither a journaled exit nor a finished containment. A live controller's
+    # template runs until after its reports; without one, nothing proves it ended.
+    template_unended: bool = False
 
 
 def _refuse(detail: str) -> ReportError:
@@ -234,7 +238,8 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
     ended_unreconciled = any(e.finished and e.outcome == "unreconciled"
                              for e in latest.values())
     unfinished = any(not e.finished for e in latest.values())
-    unreconciled = ended_unreconciled or (not live and (unfinished or bool(unexited)))
+    unreconciled = ended_unreconciled or (
+        not live and (unfinished or bool(unexited) or facts.template_unended))
     unvisited = [obs for obs in observations
                  if obs.status is None and not obs.receipt_copy_missing]
     missing = [obs.planned.slot for obs in unvisited if obs.eligible]
