@@ -102,13 +102,16 @@ class _Invalid(Exception):
     pass
 
 
-def _count(value: Any, *, required: bool) -> int | None:
-    if value is None and not required:
-        return None
+def _count(value: Any) -> int:
+    """A count the format requires: absent or malformed is invalid, never zero."""
     count = usage_count(value)
     if count is None:
         raise _Invalid
     return count
+
+
+def _optional_count(value: Any) -> int | None:
+    return None if value is None else _count(value)
 
 
 def _detail(details: Any, key: str) -> int | None:
@@ -116,7 +119,7 @@ def _detail(details: Any, key: str) -> int | None:
         return None
     if not isinstance(details, dict):
         raise _Invalid
-    return _count(details.get(key), required=False)
+    return _optional_count(details.get(key))
 
 
 def read_usage(raw: Any, *, chat: bool) -> tuple[UsageRecord | None, bool]:
@@ -134,13 +137,13 @@ def read_usage(raw: Any, *, chat: bool) -> tuple[UsageRecord | None, bool]:
     inp, out, in_details, out_details = (raw.get(k) for k in keys)
     try:
         usage = UsageRecord(
-            input=_count(inp, required=True) or 0,
-            output=_count(out, required=True) or 0,
+            input=_count(inp),
+            output=_count(out),
             cache_read=_detail(in_details, "cached_tokens"),
             cache_write=_detail(in_details, "cache_write_tokens"),
             reasoning=_detail(out_details, "reasoning_tokens"),
         )
-        total = _count(raw.get("total_tokens"), required=False)
+        total = _optional_count(raw.get("total_tokens"))
     except _Invalid:
         return None, True
     if total is not None and total != usage.input + usage.output:
