@@ -358,6 +358,11 @@ def not_writable(directory: str | os.PathLike[str], name: str, exc: OSError) -> 
                          "choose a directory you can write")
 
 
+# Said only of a group- (not world-) writable directory: what it most likely is.
+_UMASK_HINT = (" (a directory made under umask 002 is group-writable, and its group is "
+               "shared)")
+
+
 def _only_owner_may_write(st: os.stat_result) -> bool:
     """A directory that is group- but not world-writable, whose group is its owner's
     user-private group: named as the owner and with no member but the owner. That is
@@ -408,5 +413,5 @@ def check_owner_safe(path: str | os.PathLike[str], *, what: str = "directory") -
             raise RegistryError(
                 Code.PATH_REFUSED,
                 f"{label} writable by others: {current} ({mode}); someone else could swap "
-                f"what efold writes below it (a directory made under umask 002 is "
-                f"group-writable); fix: chmod g-w,o-w {current}")
+                f"what efold writes below it{_UMASK_HINT if not st.st_mode & 0o002 else ''}; "
+                f"fix: chmod g-w,o-w {current}")

@@ -640,9 +640,14 @@ def test_a_user_private_group_is_not_others(tmp_path: Path) -> None:
     assert os.stat(run).st_mode & 0o777 == 0o700
     os.chown(checkout, -1, _SHARED_GID)
     assert _refused(lambda: new_run_dir(checkout / "efold-runs", "small")) is Code.PATH_REFUSED
+    with pytest.raises(EfoldError) as shared:
+        new_run_dir(checkout / "efold-runs", "small")
+    assert "umask 002" in shared.value.detail  # what a shared 0775 most likely is
     os.chown(checkout, -1, private.gr_gid)
     os.chmod(checkout, 0o777)  # world-writable is never private
-    assert _refused(lambda: new_run_dir(checkout / "efold-runs", "small")) is Code.PATH_REFUSED
+    with pytest.raises(EfoldError) as world:
+        new_run_dir(checkout / "efold-runs", "small")
+    assert world.value.code is Code.PATH_REFUSED and "umask" not in world.value.detail
 
 
 def test_a_private_group_with_another_member_is_shared(
