@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
 
 from as_user import give, run_cli, workspace
-from efold_pilot_kit import faulty_program, journal_rows, small_registration
+from efold_pilot_kit import faulty_program, finished_small_run, journal_rows, small_registration
 
 from efold.controller.cli import main
 from efold.controller.pilot import PilotOutcome, run_pilot
@@ -62,10 +62,7 @@ def lost(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, PilotOutcome]:
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("clean")
-    reg, raw = small_registration()
-    run_pilot(reg, raw, claim_run_dir(base / "run"))
-    return base / "run"
+    return finished_small_run(tmp_path_factory.mktemp("clean"))
 
 
 def copy_run(run: Path, to: Path) -> Path:

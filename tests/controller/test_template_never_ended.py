@@ -16,19 +16,14 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
 
-from efold_pilot_kit import small_registration
+from efold_pilot_kit import finished_small_run
 
 from efold.controller.cli import main
-from efold.controller.pilot import run_pilot
-from efold.controller.runroot import claim_run_dir
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("clean")
-    reg, raw = small_registration()
-    run_pilot(reg, raw, claim_run_dir(base / "run"))
-    return base / "run"
+    return finished_small_run(tmp_path_factory.mktemp("clean"))
 
 
 def _template_exit_unjournaled(clean: Path, to: Path) -> Path:

@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from efold.controller.campaign import parse_campaign
+from efold.controller.pilot import run_pilot
 from efold.controller.registration import (
     Registration,
     compute_registration,
     encode_registration,
 )
+from efold.controller.runroot import claim_run_dir
 
 HERE = Path(__file__).resolve().parent
 
@@ -44,6 +46,14 @@ def small_registration(cap: str = "60.00", roles: str | None = None, *, extra: s
     raw = text.encode()
     reg = compute_registration(parse_campaign(text), raw)
     return reg, encode_registration(reg)
+
+
+def finished_small_run(base: Path) -> Path:
+    """The small campaign run to its end in ``base/run``: the run the read-side tests
+    copy and then damage."""
+    reg, raw = small_registration()
+    run_pilot(reg, raw, claim_run_dir(base / "run"))
+    return base / "run"
 
 
 # A controller process whose first probe child consumes a hold and hangs: the tests that
