@@ -37,7 +37,16 @@ from efold.identity import ProcessIdentity, boot_id
 from efold.registry.journal import JournalReader
 from efold.registry.lease import probe_lease
 
-REPORT_VERSION = 2  # 2: unsettled launches, marked survivors, verdict
+REPORT_VERSION = 3  # 2: unsettled launches, marked survivors, verdict; 3: containment
+
+# What membership rests on in this build, and what that cannot see. Launches are not yet
+# placed in cgroups (controller/cgroups.py is the layer they will use), so a reconciled
+# verdict is "nothing efold can see": a descendant that left its process group and
+# session and dropped its launch marker from its environment is not found.
+CONTAINMENT_MODE = "process-group"
+PROCESS_GROUP_BLIND_SPOT = (
+    "process-group containment: a process that left its group and session and dropped "
+    "its launch marker cannot be seen")
 
 
 class SurvivorTie(enum.StrEnum):
@@ -99,6 +108,7 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     unsettled_launches: list[int]  # neither an exit record nor a finished containment
     reconciled: bool  # nothing alive, every launch settled, no containment unfinished
     verdict: str  # one line, first in every rendering: reconciled, or why not
+    containment: str  # CONTAINMENT_MODE: what membership rests on (the verdict says it)
 
 
 
@@ -163,7 +173,8 @@ def _superseded(episode: ContainmentState, episodes: list[ContainmentState]) -> 
 
 def _verdict(survivors: int, unsettled: int, unfinished: int) -> str:
     if not (survivors or unsettled or unfinished):
-        return "reconciled: nothing of this run is alive and every launch has ended"
+        return ("reconciled: nothing of this run is alive and every launch has ended "
+                f"({PROCESS_GROUP_BLIND_SPOT})")
     reasons = []
     if survivors:
         reasons.append(f"{survivors} live process(es) of the run")
@@ -236,4 +247,5 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         unsettled_launches=unsettled,
         reconciled=not survivors and not unsettled and not unfinished,
         verdict=_verdict(len(survivors), len(unsettled), unfinished),
+        containment=CONTAINMENT_MODE,
     )

@@ -96,6 +96,10 @@ async def test_recover_on_a_clean_run_is_reconciled(run: Run) -> None:
     report = json.loads(out.stdout)
     assert report["reconciled"] is True and report["survivors"] == []
     assert report["lease"] == "live"
+    # It says what it rests on and what that cannot see (no cgroup membership yet).
+    assert report["containment"] == "process-group"
+    assert report["verdict"].startswith("reconciled: nothing of this run is alive")
+    assert "dropped its launch marker cannot be seen" in report["verdict"]
     (launch,) = report["launches"]
     assert launch["exit_recorded"] and launch["exit_status"] == 0
     assert launch["proof"] == "exited"
