@@ -212,7 +212,7 @@ def test_command_role_validation() -> None:
         (["cmd"], command_tables(["no-such-fold-xyz"]), "PATH"),
         (["cmd"], command_tables([]), "non-empty"),
         (["cmd"], command_tables([sys.executable], "timeout_seconds = 121\n"), "prep_seconds"),
-        (["cmd"], command_tables([sys.executable], "timeout_seconds = 0\n"), "positive"),
+        (["cmd"], command_tables([sys.executable], "timeout_seconds = 0\n"), "between 0.001"),
         (["native"], '[role.native]\ncommand = ["/bin/sh"]\n', "built-in"),
         (["p"], '[role.p]\narm = "native"\ntimeout_seconds = 5\n', "command roles only"),
     ]
