@@ -13,11 +13,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import efold_guard_kit as kit
 import pytest
+from loopback_http import serve
 
 from efold.errors import Code
 from efold.guard import OutcomeKind
@@ -48,17 +50,12 @@ class _QuietPeer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = ExitStack()
+        self.url = self._server.enter_context(serve(Handler))
 
     def close(self) -> None:
         self.release.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
+        self._server.close()
 
 
 @pytest.fixture(params=["silent", "half_stream"])

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import test_real_route
+from loopback_http import serve
 from test_real_route import Operator
 
 from efold.guard.transport import ABORT_BOUND_S
@@ -108,17 +108,9 @@ def _handler(peer: Peer) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def peer() -> Iterator[Peer]:
     state = Peer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    httpd.daemon_threads = True
-    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve(_handler(state)) as url:
+        state.base_url = url
         yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def _operator(tmp: Path, peer: Peer, monkeypatch: pytest.MonkeyPatch, *,
