@@ -196,6 +196,7 @@ class Code(enum.StrEnum):
     WORKER_USAGE = "worker_usage"
     WORKER_STOPPED = "worker_stopped"
     WORKER_BODY_FAILED = "worker_body_failed"
+    FOLD_ISOLATION_UNAVAILABLE = "fold_isolation_unavailable"  # the campaign requires isolation (no network, writes only its roots) and the prep child cannot have it
 
     # -- controller/ ---------------------------------------------------------------
     CAMPAIGN_INVALID = "campaign_invalid"

@@ -43,7 +43,7 @@ import os
 import socket
 import struct
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
@@ -85,6 +85,9 @@ _IFF_UP: Final = 0x1
 _IFREQ: Final = struct.Struct("16sH22x")  # ifr_name, ifr_flags, the rest of the union
 
 Network = Literal["loopback-only", "host"]
+REASON_CHARS: Final = 500  # a reason is cut to this (it crosses the IPC channel)
+Reason = Annotated[str, msgspec.Meta(max_length=REASON_CHARS)]
+Writes = Annotated[str, msgspec.Meta(pattern=r"^(landlock-abi-[1-9][0-9]{0,2}|unrestricted)$")]
 
 
 class Isolation(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -93,9 +96,9 @@ class Isolation(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     only when ``lo`` could not be brought up (then not even loopback is reachable)."""
 
     network: Network
-    writes: str  # "landlock-abi-N" or "unrestricted"
-    network_reason: str | None = None
-    writes_reason: str | None = None
+    writes: Writes  # "landlock-abi-N" or "unrestricted"
+    network_reason: Reason | None = None
+    writes_reason: Reason | None = None
 
     @property
     def complete(self) -> bool:
@@ -303,5 +306,9 @@ def isolate(writable: Sequence[str], *, network: bool = True,
     if network:
         net, network_reason = enter_loopback_netns()
     writes, writes_reason = restrict_writes(writable)
-    return Isolation(network=net, writes=writes, network_reason=network_reason,
-                     writes_reason=writes_reason)
+    return Isolation(network=net, writes=writes, network_reason=_cut(network_reason),
+                     writes_reason=_cut(writes_reason))
+
+
+def _cut(reason: str | None) -> str | None:
+    return None if reason is None else reason[:REASON_CHARS]

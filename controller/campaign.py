@@ -49,7 +49,7 @@ import tomllib
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -236,6 +236,11 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # None (never encoded): no boundary cases, and the registration's bytes are what
     # they were before cases existed.
     boundary: BoundarySpec | None = None
+    # Fold code's isolation (``efold.isolation``: no network, writes only its slot).
+    # None (never encoded): wherever the kernel allows, and each prep says which it had.
+    # "required": a prep child that cannot have both refuses to run fold code
+    # (``fold_isolation_unavailable``, that slot's failure).
+    isolation: Literal["required"] | None = None
 
 
 def suite_items(c: Campaign) -> list[SuiteItem]:
@@ -302,6 +307,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     summariser: ProfileTable | None = None
     judge: JudgeTable | None = None
     boundary: BoundarySpec | None = None
+    isolation: Literal["required"] | None = None
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -362,6 +368,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
         judge=judge_from_table(spec.judge, base_dir), boundary=boundary,
+        isolation=spec.isolation,
     )
     validate_campaign(campaign)
     return campaign

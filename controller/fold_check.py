@@ -52,6 +52,7 @@ from efold.folds.errors import FoldError, PluginError
 from efold.folds.proxy import LOG_NAME
 from efold.folds.registry import calls_summariser, plugin_arms
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.isolation import Isolation
 from efold.worker.prep import PROXY_DATA_DIR
 
 FoldKind = Literal["builtin", "entry_point", "command", "proxy"]
@@ -119,6 +120,9 @@ class FoldCheck(msgspec.Struct, frozen=True):
     summariser_skipped: bool = False
     interrupted: int | None = None
     proxy_log: list[str] = []  # a proxy's last lines of output (it is the user's own)
+    # How the fold ran (network, writes), as its prep child reported; None: not reported
+    # (the child failed before ``Prepared``).
+    isolation: Isolation | None = None
 
 
 def fold_kind(role: Role) -> FoldKind:
@@ -258,6 +262,7 @@ def check_fold(target: Target, *, program: Sequence[str] | None = None) -> FoldC
         ok=False, code=Code.LOOKUP_PREPARATION_INVALID.value,
         summariser_skipped=campaign.summariser is not None and calls_summariser(role),
         interrupted=report.interrupted, proxy_log=log,
+        isolation=None if slot is None else slot.isolation,
     )
     if slot is None or slot.code is not None or slot.checkpoint not in seen:
         # Not prepared: the controller's code, and what the prep child says its fold

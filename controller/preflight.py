@@ -35,6 +35,7 @@ from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds import copy_snapshot
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.isolation import Isolation
 
 # Called with a checkpoint's key and its dry-restored snapshot (verified, read as data).
 OnRestored = Callable[[str, RestoredCheckpoint], None]
@@ -60,6 +61,7 @@ class PreflightSlot(msgspec.Struct, frozen=True, omit_defaults=True):
     # What the prep child says its fold failed with (a fold or corpus code and a short
     # detail): informational, omitted when it said nothing. ``code`` is the failure.
     cause: PrepCause | None = None
+    isolation: Isolation | None = None  # how its fold ran, as its prep child reported
 
 
 class PreflightReport(msgspec.Struct, frozen=True):
@@ -141,7 +143,7 @@ def _checkpoint_result(run: Path, key: str, prep: Preparation | None, policy: St
         bytes=tree.bytes, largest_bytes=tree.largest,
         rejected=dict(sorted(tree.rejected.items())), prepare_ms=result.elapsed_ms,
         restore_ms=restore_ms, watchdog_ms=watchdog_ms,
-        cause=result.cause if code is not None else None,
+        cause=result.cause if code is not None else None, isolation=result.isolation,
     )
 
 

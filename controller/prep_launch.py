@@ -49,6 +49,7 @@ from efold.folds import read_checkpoint
 from efold.folds.registry import calls_summariser
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.ipc.messages import Prepared
+from efold.isolation import Isolation
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.tasks import PrepTask
 from efold.registry.files import read_private
@@ -79,6 +80,9 @@ class PrepResult:
     elapsed_ms: int
     restored: RestoredCheckpoint | None = None  # the snapshot as verified (for evidence)
     cause: PrepCause | None = None  # a failed prep's claimed fold code (informational)
+    # How its fold ran (``efold.isolation``), as the child reported it in ``Prepared``;
+    # None when it reported none (it failed first).
+    isolation: Isolation | None = None
 
 
 def read_cause(slot_dir: Path) -> PrepCause | None:
@@ -165,7 +169,8 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
         code = Code.LOOKUP_PREPARATION_INVALID
     return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000),
                       restored if snapshot is not None else None,
-                      read_cause(slot_dir) if prepared is None else None)
+                      read_cause(slot_dir) if prepared is None else None,
+                      None if prepared is None else prepared.isolation)
 
 
 def _summary_failure(ctx: RunContext, key: str, log: PermitLog) -> Code | None:

@@ -97,6 +97,8 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
         settings=role.settings, cwd=role.cwd, env=role.env,
         proxy=None if role.proxy is None else proxy_task(
             role.proxy, reader or (registration.campaign.reader if registration else Profile())),
+        isolation_required=(registration is not None
+                            and registration.campaign.isolation == "required"),
     )
 
 

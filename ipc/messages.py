@@ -41,6 +41,7 @@ import msgspec
 
 from efold.errors import Code
 from efold.identity import ProcessIdentity
+from efold.isolation import Isolation
 
 PROBE_PROTOCOL: Final = "efold-probe-v2"
 PREP_PROTOCOL: Final = "efold-prep-v2"
@@ -217,6 +218,9 @@ class Prepared(Message, frozen=True, tag="prepared"):
     files: Count
     bytes: Count
     rejected: dict[str, Count]  # rejected-entry class -> count
+    # How the fold code ran (network, writes; ``efold.isolation``): a claim of the child,
+    # shown to the operator. None: the body did not say (it ran no foreign code).
+    isolation: Isolation | None = None
 
 
 # controller -> child

@@ -68,6 +68,9 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     cwd: str | None = None  # a command's working directory (None: inherited)
     env: dict[str, str] | None = None  # a command's extra environment variables
     proxy: ProxyTask | None = None  # set: ``command`` starts a proxy fold
+    # The campaign requires isolation (``isolation = "required"``): the child refuses
+    # to run fold code without both (``fold_isolation_unavailable``).
+    isolation_required: bool = False
 
 
 class JudgeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -364,6 +364,10 @@ MEANINGS: dict[str, str] = {
     "worker_stopped": "The controller sent `Stop`; the child stopped at once.",
     "worker_body_failed": "The child's work failed in another way; also the exit status "
         "of any code without its own.",
+    "fold_isolation_unavailable": "The campaign requires isolation (`isolation = "
+        "\"required\"`) and the prep child cannot have both a loopback-only network and "
+        "Landlock writes (or it sends to a summariser route); the detail names what is "
+        "missing and why. That slot fails; no fold code ran.",
     # -- controller/
     "campaign_invalid": "The campaign file (or a combination of command options) is not "
         "valid; the detail names the field.",

@@ -256,11 +256,14 @@ class FoldPrep:
     def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
         from efold.corpus import load_trace, trace_digest
         from efold.folds import TracePrefix, write_checkpoint
+        from efold.worker.fold_isolation import empty_private_tmp, isolate_prep
 
         verify_digests(assignment)
         task = assignment.task
         if not isinstance(task, PrepTask):
             raise WorkerError(Code.WORKER_USAGE, "a prep child needs a prep task")
+        # Before any fold code: pinning an entry point imports it.
+        isolation = isolate_prep(task, assignment.slot_dir)
         try:
             trace = load_trace(Path(task.trace_file).read_bytes())
             if trace_digest(trace) != task.trace_sha256:
@@ -275,10 +278,13 @@ class FoldPrep:
             # The fold's own code, as a claim the controller may show (never act on).
             _write_failure(assignment.slot_dir, exc)
             raise WorkerError(Code.LOOKUP_PREPARATION_INVALID, exc.code.value) from exc
+        finally:
+            empty_private_tmp(assignment.slot_dir)
         sizes = [f.bytes for f in manifest.files]
         return Prepared(
             snapshot_digest=manifest.digest,
             files=len(sizes) + 1,
             bytes=sum(sizes),
             rejected={},
+            isolation=isolation,
         )

@@ -18,6 +18,7 @@ from efold.controller.commands._options import echo_report, refuse
 from efold.controller.fold_check import KIND_NAMES, FoldCheck, check_fold, resolve
 from efold.controller.interrupt import exit_status
 from efold.errors import EfoldError
+from efold.isolation import Isolation
 
 _WHY: dict[str, str] = {
     "arm_not_applicable": "the arm does not apply to this suite: its slots are skipped",
@@ -65,6 +66,19 @@ def check(fold: str, campaign: str | None, trace: str | None, as_json: bool) -> 
         raise SystemExit(1)
 
 
+def describe_isolation(iso: Isolation | None) -> Iterator[str]:
+    """Whether the fold ran isolated (no network, writes only its slot), each part with
+    its reason when it did not."""
+    if iso is None:
+        yield "isolated: not reported (the prep child failed before saying)"
+        return
+    yield f"isolated: {'yes' if iso.complete else 'no'}"
+    yield f"  network: {iso.network}" + (f" ({iso.network_reason})" if iso.network_reason
+                                         else "")
+    yield f"  writes: {iso.writes}" + (f" ({iso.writes_reason})" if iso.writes_reason
+                                       else " (only its slot directory)")
+
+
 def describe(c: FoldCheck) -> Iterator[str]:
     """The human form of a check (a proxy's log tail, when it wrote one, at the end)."""
     yield from _describe(c)
@@ -81,6 +95,7 @@ def _describe(c: FoldCheck) -> Iterator[str]:
     if c.interrupted is not None:
         yield f"interrupted (signal {c.interrupted}): no result"
         return
+    yield from describe_isolation(c.isolation)
     kept = c.checkpoint
     if kept is None:
         yield f"failed: {c.code} (the controller's code)"

@@ -6,29 +6,88 @@ Used three ways: imported by the faulty child (a prep body), run as an external 
 command (``python hostile_tree.py DIR MODE``: the pid file is ``DIR/tree.pids``, so the
 command's arguments stay the files a registration pins) and embedded in an entry-point
 fold.
+A fold runs isolated (``efold.isolation``): it cannot write PID_FILE, so its records
+travel as datagrams to a pathname unix socket the test listens on (``relay``), which
+appends them to PID_FILE (Landlock does not mediate connecting to a socket, and a
+pathname socket is the same inside the fold's network namespace).
 MODE ``hang``: plant the tree, then never answer; ``answer``: plant it, then answer a
 valid fold response and exit 0 (leaving the tree behind).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import signal
+import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 
 DEPTH = 3
+
+
+def socket_path(pid_file: str) -> str:
+    """A short path (a unix socket's is at most 107 bytes) standing for ``pid_file``."""
+    return f"/tmp/efold-ht-{hashlib.sha256(pid_file.encode()).hexdigest()[:16]}.sock"
+
+
+def _append(path: str, line: str) -> None:
+    """Append ``line`` to ``path``; where the file cannot be written (an isolated fold),
+    send it to the test's relay for ``path``'s pid file instead."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except PermissionError:
+        pid_file = path.removesuffix(".builders")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.sendto(f"{path}\0{line}".encode(), socket_path(pid_file))
+        return
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def relay(pid_file: str) -> Iterator[None]:
+    """Tests: while open, append what an isolated tree sends to the files it names
+    (``pid_file`` or its ``.builders``)."""
+    path = socket_path(pid_file)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    os.chmod(path, 0o666)  # a fold run as an ordinary user may send too
+    allowed = {pid_file, pid_file + ".builders"}
+
+    def serve() -> None:
+        while True:
+            try:
+                data = sock.recv(4096)
+            except OSError:
+                return
+            name, _, line = data.decode().partition("\0")
+            if name in allowed:
+                with open(name, "a") as f:
+                    f.write(line)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        os.unlink(path)
 
 
 def _record(pid_file: str) -> None:
     with open(f"/proc/{os.getpid()}/stat", "rb") as f:
         start = int(f.read().rsplit(b")", 1)[1].split()[19])
-    fd = os.open(pid_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, f"{os.getpid()} {start}\n".encode())
-    finally:
-        os.close(fd)
+    _append(pid_file, f"{os.getpid()} {start}\n")
 
 
 def _hang() -> None:
@@ -68,8 +127,7 @@ def builders(pid_file: str) -> list[str]:
 def plant(pid_file: str) -> None:
     """Plant the tree from the calling process (which is left untouched) and wait until
     every member has recorded itself."""
-    with open(pid_file + ".builders", "a") as f:
-        f.write(os.environ.get("EFOLD_LAUNCH_MARKER", "none") + "\n")
+    _append(pid_file + ".builders", os.environ.get("EFOLD_LAUNCH_MARKER", "none") + "\n")
     if os.fork() == 0:
         try:
             _level(pid_file, 0)

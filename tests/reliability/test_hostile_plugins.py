@@ -57,18 +57,19 @@ class Fold:
 @contextmanager
 def hostile_fold(kind: str, tmp: Path) -> Iterator[tuple[str, str]]:
     """(role name, [role] table body) of a hostile fold; the tree's pid file is
-    ``tmp/tree.pids``."""
+    ``tmp/tree.pids`` (its records relayed: the fold runs isolated)."""
     pids = str(tmp / "tree.pids")
-    if kind.startswith("command"):
-        mode = "answer" if kind.endswith("answer") else "hang"
-        argv = [sys.executable, str(PILOT_DIR / "hostile_tree.py"), str(tmp), mode]
-        yield "hostile-cmd", f"command = {argv!r}\ntimeout_seconds = 3.0"
-        return
-    after = "return None" if kind.endswith("answer") else "hostile_tree._hang()"
-    name = "hostile-ep"
-    source = ENTRY_POINT.format(pilot=str(PILOT_DIR), name=name, pids=pids, after=after)
-    with installed_plugin(name, source):
-        yield name, f'arm = "{name}"'
+    with hostile_tree.relay(pids):
+        if kind.startswith("command"):
+            mode = "answer" if kind.endswith("answer") else "hang"
+            argv = [sys.executable, str(PILOT_DIR / "hostile_tree.py"), str(tmp), mode]
+            yield "hostile-cmd", f"command = {argv!r}\ntimeout_seconds = 3.0"
+            return
+        after = "return None" if kind.endswith("answer") else "hostile_tree._hang()"
+        name = "hostile-ep"
+        source = ENTRY_POINT.format(pilot=str(PILOT_DIR), name=name, pids=pids, after=after)
+        with installed_plugin(name, source):
+            yield name, f'arm = "{name}"'
 
 
 def _registration(tmp: Path, role: str, fold: str) -> tuple[Path, str]:
