@@ -36,16 +36,22 @@ every import at each launch.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
+import functools
 import os
 import socket
 import struct
 from collections.abc import Sequence
-from typing import Annotated, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 import msgspec
+
+if TYPE_CHECKING:
+    import ctypes
+
+# ``ctypes`` (about 1 ms) is imported only where a syscall is made: every child imports
+# this module for ``Isolation`` (``ipc.messages``), only a prep child isolates.
 
 SIMULATE_VAR: Final = "EFOLD_ISOLATION_SIMULATE"
 
@@ -114,7 +120,12 @@ class Isolation(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return out
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
+    """Loaded once, in the parent before any fork: a forked child of a threaded parent
+    must not ``dlopen`` (``ChildIsolation``)."""
+    import ctypes
+
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -131,6 +142,8 @@ def _strerror(err: int) -> str:
 
 def landlock_abi() -> int | str:
     """The kernel's Landlock ABI version, or why there is none."""
+    import ctypes
+
     if _simulated("writes"):
         return "Landlock unavailable (simulated by EFOLD_ISOLATION_SIMULATE)"
     libc = _libc()
@@ -175,6 +188,8 @@ def build_ruleset(writable: Sequence[str]) -> Ruleset | str:
     """A ruleset allowing writes beneath ``writable`` (and to ``WRITABLE_DEVICES``), or
     why none can be built. A writable root that does not exist is a reason, not a
     silent narrowing."""
+    import ctypes
+
     abi = landlock_abi()
     if isinstance(abi, str):
         return abi
@@ -198,6 +213,8 @@ def build_ruleset(writable: Sequence[str]) -> Ruleset | str:
 
 
 def _add_rule(libc: ctypes.CDLL, ruleset_fd: int, path: str, rights: int) -> str | None:
+    import ctypes
+
     try:
         target = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError as exc:
@@ -215,6 +232,8 @@ def _add_rule(libc: ctypes.CDLL, ruleset_fd: int, path: str, rights: int) -> str
 def enforce(ruleset: Ruleset) -> str | None:
     """``no_new_privs``, then restrict this process (and every later descendant) to
     ``ruleset``; None when done, else why not. Minimal work: safe in ``preexec_fn``."""
+    import ctypes
+
     libc = _libc()
     if int(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) != 0:
         return f"no_new_privs refused ({_strerror(ctypes.get_errno())})"
@@ -255,6 +274,8 @@ def _write_proc(name: str, text: str) -> None:
 
 def _unshare(libc: ctypes.CDLL, flags: int) -> int:
     """0, or the errno of a refused ``unshare``."""
+    import ctypes
+
     return 0 if int(libc.unshare(ctypes.c_int(flags))) == 0 else ctypes.get_errno()
 
 
@@ -312,3 +333,56 @@ def isolate(writable: Sequence[str], *, network: bool = True,
 
 def _cut(reason: str | None) -> str | None:
     return None if reason is None else reason[:REASON_CHARS]
+
+
+# -- A child between fork and exec -----------------------------------------------------
+
+
+class ChildIsolation:
+    """Isolation for a child about to exec foreign code, split so that the child does
+    the least: the parent builds the Landlock ruleset and a status pipe (``__init__``);
+    the child, as ``preexec_fn``, enters the loopback-only namespace, enforces the
+    ruleset and writes its ``Isolation`` to the pipe (``apply``); the parent reads it
+    (``result``) and closes what it holds (``close``). The pipe's write end is
+    close-on-exec, so the foreign code never holds it."""
+
+    def __init__(self, writable: Sequence[str]) -> None:
+        _libc()  # loaded here, never in the child
+        built = build_ruleset(writable)
+        self._ruleset = built if isinstance(built, Ruleset) else None
+        self._writes_reason = built if isinstance(built, str) else None
+        self._read, self._write = os.pipe()  # invariant: both open until ``close``
+
+    def apply(self) -> None:
+        """In the child (``preexec_fn``): minimal work, never raises."""
+        net, net_reason = enter_loopback_netns()
+        writes, writes_reason = "unrestricted", self._writes_reason
+        if self._ruleset is not None:
+            writes_reason = enforce(self._ruleset)
+            if writes_reason is None:
+                writes = f"landlock-abi-{self._ruleset.abi}"
+        status = Isolation(network=net, writes=writes, network_reason=_cut(net_reason),
+                           writes_reason=_cut(writes_reason))
+        os.write(self._write, msgspec.json.encode(status))
+
+    def result(self) -> Isolation | None:
+        """What the child reported (after the exec or a failed start); None when it
+        reported nothing (it never ran ``apply``)."""
+        os.close(self._write)
+        self._write = -1
+        chunks: list[bytes] = []
+        while chunk := os.read(self._read, 4096):
+            chunks.append(chunk)
+        try:
+            return msgspec.json.decode(b"".join(chunks), type=Isolation)
+        except msgspec.DecodeError:
+            return None
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            if fd >= 0:
+                os.close(fd)
+        self._read = self._write = -1
+        if self._ruleset is not None:
+            self._ruleset.close()
+            self._ruleset = None

@@ -8,12 +8,18 @@ output. Rules:
   /dev/null, stderr merged into stdout, every other descriptor closed.
 - **A minimal environment, never the caller's**: ``PATH`` a fixed value (the directory of
   efold's interpreter, then ``/usr/local/bin:/usr/bin:/bin``), ``HOME`` the working
-  directory, ``LANG=C.UTF-8``, ``PYTHONDONTWRITEBYTECODE=1``, ``PYTHONHASHSEED=0``, and
-  the run's own marker ``EFOLD_RUN_MARKER`` (a fresh random token). The only variable
+  directory, ``LANG=C.UTF-8``, ``PYTHONDONTWRITEBYTECODE=1``, ``PYTHONHASHSEED=0``,
+  ``TMPDIR`` the call's private temporary directory, and the run's own marker ``EFOLD_RUN_MARKER`` (a fresh random token). The only variable
   taken from the caller is the launch marker ``EFOLD_LAUNCH_MARKER``, when the caller
   carries one (a probe child does): it is how the controller's containment still finds
   what this command left if the child itself is killed mid-run. No credential, proxy or
   tool variable is ever passed on.
+- **Isolated** (``efold.isolation.ChildIsolation``, between fork and exec): a network
+  namespace with only its own loopback, and Landlock writes only beneath the working
+  directory (the workspace copy) and a private temporary directory made for the call
+  (``TMPDIR``, removed afterwards). The ruleset is built here, in the caller; the
+  child only enters the namespace, enforces it and reports. Where the kernel refuses
+  either, the command still runs and ``CommandResult.isolation`` says why.
 - ``argv[0]`` ``python`` (or ``python3``) is efold's own interpreter (``sys.executable``);
   any other name is looked up on the fixed ``PATH``.
 - **Nothing outlives the call.** When the command exits (or times out: its group is
@@ -42,9 +48,11 @@ import contextlib
 import os
 import secrets
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,6 +61,7 @@ from typing import Final
 import msgspec
 
 from efold.identity import process_group, process_state, start_time
+from efold.isolation import ChildIsolation, Isolation
 
 DEFAULT_OUTPUT_LIMIT: Final = 64 * 1024
 SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
@@ -75,6 +84,9 @@ class CommandResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stdout: str  # the output tail (stdout and stderr merged), at most output_limit bytes
     duration_s: float
     truncated: bool = False  # earlier output was dropped to keep the tail
+    # How the command ran (no network, writes only its workspace and tmp); None: it
+    # never started.
+    isolation: Isolation | None = None
 
 
 def contained_environment(cwd: Path, marker: str) -> dict[str, str]:
@@ -111,20 +123,35 @@ def run_contained(argv: Sequence[str], cwd: Path, *, timeout_s: float,
     if not Path(cwd).is_dir():
         raise NotADirectoryError(f"no working directory {cwd}")
     command = resolve_argv(argv)
+    tmp = tempfile.mkdtemp(prefix="efold-runner-")
+    try:
+        return _run(command, argv[0], Path(cwd), tmp, timeout_s, output_limit)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(command: list[str], name: str, cwd: Path, tmp: str, timeout_s: float,
+         output_limit: int) -> CommandResult:
     marker = secrets.token_hex(16)
     started = time.monotonic()
+    env = {**contained_environment(cwd, marker), "TMPDIR": tmp}
+    isolation = ChildIsolation([str(cwd), tmp])
     try:
-        process = subprocess.Popen(
-            command, cwd=cwd, env=contained_environment(Path(cwd), marker),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            close_fds=True, start_new_session=True,
-        )
-    except OSError as exc:
-        code = 127 if isinstance(exc, FileNotFoundError) else 126
-        reason = exc.strerror or type(exc).__name__
-        return CommandResult(exit_code=code, timed_out=False,
-                             stdout=f"cannot start {argv[0]}: {reason}\n",
-                             duration_s=time.monotonic() - started)
+        try:
+            process = subprocess.Popen(
+                command, cwd=cwd, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                close_fds=True, start_new_session=True, preexec_fn=isolation.apply,
+            )
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            reason = exc.strerror or type(exc).__name__
+            return CommandResult(exit_code=code, timed_out=False,
+                                 stdout=f"cannot start {name}: {reason}\n",
+                                 duration_s=time.monotonic() - started)
+        isolated = isolation.result()
+    finally:
+        isolation.close()
     try:
         leader_start = start_time(process.pid)  # an unreaped child: readable
     except BaseException:
@@ -149,6 +176,7 @@ def run_contained(argv: Sequence[str], cwd: Path, *, timeout_s: float,
         exit_code=None if timed_out else process.returncode,
         timed_out=timed_out, stdout=tail.text(),
         duration_s=time.monotonic() - started, truncated=tail.truncated,
+        isolation=isolated,
     )
 
 

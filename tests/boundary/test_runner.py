@@ -115,8 +115,10 @@ def test_the_environment_is_minimal(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                            tmp_path, timeout_s=30)
     env = json.loads(result.stdout)
     assert set(env) == {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-                        RUN_MARKER_VAR}
+                        "TMPDIR", RUN_MARKER_VAR}
     assert env["HOME"] == str(tmp_path)
+    # The call's own temporary directory, not the workspace, gone after the call.
+    assert env["TMPDIR"] != str(tmp_path) and not os.path.exists(env["TMPDIR"])
     assert env["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin"
     assert (env["LANG"], env["PYTHONDONTWRITEBYTECODE"], env["PYTHONHASHSEED"]) == (
         "C.UTF-8", "1", "0")
