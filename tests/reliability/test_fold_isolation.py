@@ -250,3 +250,24 @@ def test_a_campaign_requiring_isolation_runs_where_it_is_available(tmp_path: Pat
     iso = check["isolation"]
     assert isinstance(iso, dict) and iso["network"] == "loopback-only"
     assert str(iso["writes"]).startswith("landlock-abi-")
+
+
+def test_an_ordinary_users_fold_runs_isolated() -> None:
+    """As an ordinary user (umask 002) the prep child goes through a user namespace: the
+    fold still has no network and Landlock writes (``fold check --json`` says so)."""
+    from as_user import USERS, drop, ordinary_python, workspace
+
+    if "nobody" not in USERS:
+        pytest.skip("needs root to drop to an ordinary user")
+    with ordinary_python() as python, workspace("nobody") as base:
+        if python is None:
+            pytest.skip("no interpreter the ordinary user can run")
+        done = subprocess.run(
+            [*drop("nobody"), python, "-m", "efold.controller", "fold", "check",
+             "compaction", "--json"], cwd=base, capture_output=True, text=True,
+            timeout=180, umask=0o002,
+            env={"PATH": os.environ["PATH"], "HOME": str(base)})
+    assert done.returncode == 0, done.stderr
+    iso = json.loads(done.stdout)["isolation"]
+    assert iso["network"] == "loopback-only" and iso["network_reason"] is None
+    assert str(iso["writes"]).startswith("landlock-abi-") and iso["writes_reason"] is None
