@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -255,13 +256,16 @@ PIDS = {pids!r}
 
 
 class HangingFold(LedgerFold):
-    """Starts a grandchild that ignores SIGTERM, then never returns."""
+    """Starts a grandchild that ignores SIGTERM, then never returns. It reports both
+    pids to the test's unix socket PIDS: it runs isolated and cannot write the test's
+    files (a pathname socket is reachable from its namespace)."""
 
     def build(self, prefix):
+        import socket
         code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
         grandchild = subprocess.Popen([sys.executable, "-c", code])
-        with open(PIDS, "w") as f:
-            f.write(f"{{os.getpid()}} {{grandchild.pid}}\\n")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.sendto(f"{{os.getpid()}} {{grandchild.pid}}".encode(), PIDS)
         time.sleep(600)
 '''
 
@@ -276,14 +280,26 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_fold_that_hangs_is_contained_and_nothing_outlives_it(tmp_path: Path) -> None:
-    pids = tmp_path / "pids"
-    started = time.monotonic()
-    status, _, report, stderr = certify_plugin(
-        tmp_path, LEDGER + HANGING.format(pids=str(pids)), "HangingFold", "--timeout", "8")
+    import socket
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="efold-cert-", dir="/tmp"))  # a short socket path
+    pids = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    pids.bind(str(where / "pids"))
+    try:
+        started = time.monotonic()
+        status, _, report, stderr = certify_plugin(
+            tmp_path, LEDGER + HANGING.format(pids=str(where / "pids")), "HangingFold",
+            "--timeout", "8")
+        pids.settimeout(0)
+        reported = pids.recv(256).decode()
+    finally:
+        pids.close()
+        shutil.rmtree(where)
     assert status == 2 and report is None
     assert stderr.startswith("refused: certify_child_failed") and "timed out" in stderr
     assert time.monotonic() - started < 60
-    child, grandchild = (int(p) for p in pids.read_text().split())
+    child, grandchild = (int(p) for p in reported.split())
     deadline = time.monotonic() + 5
     while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.05)
