@@ -247,6 +247,7 @@ class Code(enum.StrEnum):
     CGROUP_PLACE_UNVERIFIED = "cgroup_place_unverified"  # after placing, /proc/PID/cgroup does not name the cgroup
     CGROUP_CONTROLLER_UNAVAILABLE = "cgroup_controller_unavailable"  # pids.max asked where no pids controller is enabled
     CGROUP_FAILED = "cgroup_failed"  # any other failure of a cgroup operation (its errno in the detail)
+    CONTAINMENT_UNAVAILABLE = "containment_unavailable"  # cgroup containment required (campaign, or a real run without --process-group-containment) but no writable cgroup2 here
 
     # -- report/ -------------------------------------------------------------------
     REPORT_INPUT_INVALID = "report_input_invalid"

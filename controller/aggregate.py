@@ -28,6 +28,7 @@ from typing import Any, cast
 import msgspec
 
 from efold.controller.registration import REGISTRATION_NAME, Registration
+from efold.controller.run_cgroups import META_MODE, META_OPERATOR_FALLBACK
 from efold.controller.template import TEMPLATE_KIND
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
@@ -57,7 +58,7 @@ from efold.report import (
     render_reports,
 )
 from efold.report.errors import ReportError
-from efold.report.schema import ControllerState
+from efold.report.schema import ContainmentMode, ControllerState, RunContainment
 from efold.worker.judge import JUDGE_RUN_SUFFIX
 
 PLAN_NAME = "plan.json"
@@ -125,6 +126,7 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
         containments = journal.rows("containments")
         sticky = journal.sticky_stop()
         started_ns, ended_ns = _journal_span(journal)
+        containment = _containment(journal)
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     damaged: set[str] = set()
@@ -168,7 +170,8 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
                        in_flight, started_ns, ended_ns)
     facts = msgspec.structs.replace(facts, money=journal_money(holds),
                                     damaged_files=sorted(damaged),
-                                    template_unended=template_unended)
+                                    template_unended=template_unended,
+                                    containment=containment)
     # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned
                                     and not h["slot"].endswith(JUDGE_RUN_SUFFIX)])
@@ -287,6 +290,15 @@ def _journal_span(journal: JournalReader) -> tuple[int | None, int | None]:
              for row in journal.rows(table) for column in columns
              if row[column] is not None]
     return min(starts), max(times)
+
+
+def _containment(journal: JournalReader) -> RunContainment | None:
+    """The run's journaled membership mode (None: a journal from before it)."""
+    mode = journal.meta(META_MODE)
+    if mode not in ("cgroup", "process-group"):
+        return None
+    return RunContainment(mode=cast(ContainmentMode, mode),
+                          operator_allowed=journal.meta(META_OPERATOR_FALLBACK) is not None)
 
 
 def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],

@@ -236,6 +236,11 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # None (never encoded): no boundary cases, and the registration's bytes are what
     # they were before cases existed.
     boundary: BoundarySpec | None = None
+    # How launches are held (``controller.run_cgroups``). None (never encoded): cgroup v2
+    # where a writable hierarchy exists, else process groups, said at run open (a real
+    # run refuses the fallback unless its operator passes --process-group-containment).
+    # "cgroup": refuse to start without it. "process-group": never create cgroups.
+    containment: Literal["cgroup", "process-group"] | None = None
     # Fold code's isolation (``efold.isolation``: no network, writes only its slot).
     # None (never encoded): wherever the kernel allows, and each prep says which it had.
     # "required": a prep child that cannot have both refuses to run fold code
@@ -307,6 +312,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     summariser: ProfileTable | None = None
     judge: JudgeTable | None = None
     boundary: BoundarySpec | None = None
+    containment: Literal["cgroup", "process-group"] | None = None
     isolation: Literal["required"] | None = None
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
@@ -368,7 +374,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
         judge=judge_from_table(spec.judge, base_dir), boundary=boundary,
-        isolation=spec.isolation,
+        containment=spec.containment, isolation=spec.isolation,
     )
     validate_campaign(campaign)
     return campaign

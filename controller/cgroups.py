@@ -95,6 +95,12 @@ class Cgroup:
         return os.path.join(self.mount, self.rel.lstrip("/"))
 
     @property
+    def fd(self) -> int:
+        """The cgroup's directory descriptor (``clone3``'s ``CLONE_INTO_CGROUP`` takes
+        it); owned here, never to be closed by the caller."""
+        return self._fd
+
+    @property
     def name(self) -> str:
         return self.rel.rsplit("/", 1)[-1]
 
@@ -152,9 +158,13 @@ class Cgroup:
             raise ControllerError(Code.CGROUP_PLACE_UNVERIFIED,
                                   "process gone" if seen is None else "in another cgroup")
 
+    def own_pids(self) -> list[int]:
+        """Pids of this cgroup itself (its cgroup.procs), none of its children's."""
+        return [int(p) for p in self._read("cgroup.procs").split()]
+
     def pids(self) -> list[int]:
         """Pids of this cgroup and every descendant cgroup (cgroup.procs)."""
-        found = [int(p) for p in self._read("cgroup.procs").split()]
+        found = self.own_pids()
         for child in self.children():
             with child:
                 found.extend(child.pids())

@@ -20,6 +20,17 @@ reparented orphans included. One episode:
    journaled as a sticky ``unreconciled_containment`` stop, which outranks every other
    stop cause (``JournalReader.sticky_stop``).
 
+In cgroup mode (the target has a cgroup, ``controller/run_cgroups.py``) the kernel's
+membership joins the ties: each round freezes the launch's cgroup before the snapshot
+(no process of it can fork while its members are read), journals every member of the
+cgroup with the tied processes, signals, and thaws; every SIGKILL round also writes
+``cgroup.kill``, which reaches every process of the cgroup, frozen, never journaled or
+just forked. Whatever of the cgroup outlives the rounds is killed through it and waited
+for (``populated 0``); any live member of it is a survivor, and so is the launch (as its
+leader, unprovable) when the cgroup's members cannot be read. A process cannot leave its
+cgroup by ``setsid``, double forks, clearing its environment or re-exec, so nothing of
+the launch is missed. The caller removes the emptied cgroup (``run_cgroups.discard_cgroup``).
+
 Never signalled: an unproven pid, a bare pid, a bare pgid. A recorded member whose pid is
 now held by another process (recycled, or a forged record) is never signalled; if that
 process is alive in the recorded group, the group is live with no re-provable member:
@@ -47,6 +58,8 @@ from typing import TypeVar
 
 import anyio
 
+from efold.controller.cgroups import Cgroup
+from efold.controller.errors import ControllerError
 from efold.controller.membership import leader_pins_group, live_in_groups, tied_processes
 from efold.controller.proctable import ProcEntry, scan
 from efold.controller.proof import (
@@ -59,6 +72,7 @@ from efold.controller.proof import (
     prove,
     signal_pidfd,
 )
+from efold.controller.run_cgroups import kill_cgroup, live_in_cgroup
 from efold.controller.subreaper import DIRECT_CHILDREN, reap_adopted
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, boot_id
@@ -66,6 +80,7 @@ from efold.registry.journal import JournalWriter
 
 VIA_GROUP = "pidfd_group"
 VIA_MEMBER = "pidfd"
+VIA_CGROUP = "cgroup_kill"  # one row per write of cgroup.kill, pid = the launch leader's
 
 
 @dataclass(frozen=True)
@@ -88,6 +103,9 @@ class LaunchTarget:
     pgid: int
     leader_pidfd: int | None
     marker: str | None = None  # the launch's environment marker, if it had one
+    # The launch's cgroup (cgroup mode), opened by the caller, who keeps owning it (and
+    # removes it once empty); containment only reads, freezes, thaws and kills it.
+    cgroup: Cgroup | None = None
 
 
 class ContainmentOutcome(enum.StrEnum):
@@ -153,6 +171,8 @@ class _Episode:
     keys: set[tuple[int, int, int]] = field(default_factory=set)
     signals: list[SignalSent] = field(default_factory=list)
     boot: str = field(default_factory=boot_id)
+    cgroup_unreadable: bool = False  # the cgroup's members could not be read: a survivor
+    frozen: bool = False  # the launch's cgroup is frozen (only between freeze and thaw)
 
     def write(self, action: Callable[[JournalWriter], _T]) -> _T | None:
         if self.journal is None:
@@ -211,14 +231,50 @@ class _Episode:
             ))
 
     def snapshot(self) -> tuple[dict[int, ProcEntry], list[ProcEntry]]:
-        table = scan()
+        """The tied processes now, the live members of the launch's cgroup among them
+        (and their descendants, wherever they are)."""
         t = self.target
+        in_cgroup = self.cgroup_members()
+        table = scan()
+        recorded = [m.identity for m in self.members]
+        recorded += [ProcessIdentity(pid=e.pid, start_time=e.start_time, boot_id=self.boot)
+                     for e in in_cgroup]
         tied = tied_processes(
-            table, leader=t.leader, pgid=t.pgid,
-            recorded=[m.identity for m in self.members], controller_pid=os.getpid(),
+            table, leader=t.leader, pgid=t.pgid, recorded=recorded,
+            controller_pid=os.getpid(),
             direct_children=DIRECT_CHILDREN.pids() - {t.leader.pid}, marker=t.marker,
         )
         return table, tied
+
+    def cgroup_members(self) -> list[ProcEntry]:
+        try:
+            return live_in_cgroup(self.target.cgroup)
+        except ControllerError:
+            self.cgroup_unreadable = True
+            return []
+
+    async def freeze(self) -> None:
+        """Freeze the launch's cgroup (bounded; killing works on a frozen cgroup too)."""
+        cgroup = self.target.cgroup
+        if cgroup is not None and not self.frozen:
+            self.frozen = True
+            await anyio.to_thread.run_sync(_quietly, cgroup.freeze, FREEZE_WAIT_S)
+
+    async def thaw(self) -> None:
+        cgroup = self.target.cgroup
+        if cgroup is not None and self.frozen:
+            self.frozen = False
+            await anyio.to_thread.run_sync(_quietly, cgroup.thaw, FREEZE_WAIT_S)
+
+    def kill_cgroup(self) -> None:
+        cgroup = self.target.cgroup
+        if cgroup is not None and kill_cgroup(cgroup):
+            self._log(self.target.leader.pid, signal.SIGKILL, VIA_CGROUP)
+
+    async def wait_cgroup_empty(self, timeout: float) -> None:
+        cgroup = self.target.cgroup
+        if cgroup is not None:
+            await anyio.to_thread.run_sync(_quietly, cgroup.wait_empty, timeout)
 
     def reap_zombies(self, tied: Sequence[ProcEntry]) -> None:
         for entry in tied:
@@ -251,6 +307,20 @@ class _Episode:
         self.write(lambda j: j.record_signal(
             launch_id=t.launch_id, containment_id=cid, pid=pid, signal=sig, via=via,
         ))
+
+
+# How long a freeze or thaw may take to show in cgroup.events before the episode goes on
+# (a frozen cgroup is still killed; a thawed one is waited on).
+FREEZE_WAIT_S = 1.0
+
+
+def _quietly(action: Callable[..., bool], *args: object) -> bool:
+    """A blocking cgroup action for a worker thread; a failure is False (what lives is
+    what the survivor check sees)."""
+    try:
+        return bool(action(*args))
+    except ControllerError:
+        return False
 
 
 async def _wait_readable(fd: int) -> None:
@@ -291,6 +361,9 @@ def _survivors(episode: _Episode) -> list[Survivor]:
     known = {(m.identity.pid, m.identity.start_time) for m in episode.members}
     groups = recorded_groups(episode.members, episode.target, table)
     found: dict[int, Survivor] = {}
+    if episode.cgroup_unreadable:
+        t = episode.target
+        found[t.leader.pid] = Survivor(t.leader, t.pgid, SurvivorReason.UNPROVABLE)
     for entry in [*(e for e in tied if not e.exited), *live_in_groups(table, groups)]:
         if entry.pid in found:
             continue
@@ -329,11 +402,13 @@ async def contain(
         stops: list[Code] = []
         for round_no in range(rounds):
             await DIRECT_CHILDREN.quiet()  # no fresh child of another launch is unregistered
-            _, tied = episode.snapshot()
-            episode.record_new(tied)
-            episode.reap_zombies(tied)
-            proofs = [prove(m, current_boot=episode.boot) for m in episode.members]
+            await episode.freeze()  # cgroup mode: nothing of the launch forks meanwhile
+            proofs: list[Proof] = []
             try:
+                _, tied = episode.snapshot()
+                episode.record_new(tied)
+                episode.reap_zombies(tied)
+                proofs = [prove(m, current_boot=episode.boot) for m in episode.members]
                 alive = [p for p in proofs if p.state is ProofState.ALIVE]
                 if not alive:
                     if any(not e.exited for e in tied) and round_no + 1 < rounds:
@@ -347,12 +422,21 @@ async def contain(
                             sticky=True,
                         ))
                 episode.send(proofs, signal.SIGKILL if terminated else signal.SIGTERM)
+                if terminated:
+                    episode.kill_cgroup()  # the whole cgroup, journaled or not
                 wait = episode.policy.kill_wait if terminated else episode.policy.term_grace
                 terminated = True
+                await episode.thaw()  # the signals are delivered now
                 await _wait_exited(proofs, wait)
             finally:
+                await episode.thaw()
                 for proof in proofs:
                     proof.close()
+        if target.cgroup is not None and episode.cgroup_members():
+            # Something of the cgroup outlived every round (or was never proven): kill it
+            # through the kernel's membership and wait for the cgroup to empty.
+            episode.kill_cgroup()
+            await episode.wait_cgroup_empty(episode.policy.kill_wait)
         await DIRECT_CHILDREN.quiet()
         survivors = _survivors(episode)
         outcome = ContainmentOutcome.UNRECONCILED if survivors else ContainmentOutcome.CONTAINED

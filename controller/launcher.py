@@ -48,6 +48,7 @@ import anyio
 import anyio.abc
 
 from efold.controller.adopted import WorkerProcess
+from efold.controller.cgroups import Cgroup
 from efold.controller.childenv import child_environment
 from efold.controller.containment import (
     ContainmentPolicy,
@@ -63,6 +64,12 @@ from efold.controller.proof import (
     ROLE_LEADER,
     group_signal_supported,
     signal_pidfd,
+)
+from efold.controller.run_cgroups import (
+    RunCgroups,
+    discard_cgroup,
+    kill_cgroup,
+    live_in_cgroup,
 )
 from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper
 from efold.controller.template import AdoptedChild, Template
@@ -168,6 +175,7 @@ class WorkerHandle:
         channel: ControllerChannel,
         marker: str | None = None,
         credential: CredentialHandoff | None = None,
+        cgroup: Cgroup | None = None,
     ) -> None:
         self.journal = journal
         self.assignment = assignment
@@ -178,6 +186,9 @@ class WorkerHandle:
         self.process = process
         self.channel = channel
         self.marker = marker  # the launch's environment marker (controller/marker.py)
+        # The launch's cgroup (cgroup mode): the child was placed in it before it ran
+        # anything of its own; removed at ``close`` once empty. None: process-group mode.
+        self.cgroup = cgroup
         self.containment: ContainmentResult | None = None
         # Invariant: True once a look after the leader's exit saw any other process tied
         # to the launch, live or a zombie. While False (and no containment ran), nothing
@@ -193,6 +204,7 @@ class WorkerHandle:
         return LaunchTarget(
             launch_id=self.launch_id, epoch=a.epoch, slot=a.slot, leader=self.identity,
             pgid=self.pgid, leader_pidfd=self.pidfd, marker=self.marker,
+            cgroup=self.cgroup,
         )
 
     # -- protocol steps the controller always takes the same way -------------------
@@ -243,9 +255,12 @@ class WorkerHandle:
         order: membership is durable before the child may exit)."""
         members = [(self.identity, self.pgid, ROLE_LEADER)]
         await DIRECT_CHILDREN.quiet()  # then scan at once (``DirectChildren``)
-        for entry in tied_now(self.identity, self.pgid, self.marker):
-            if entry.exited or entry.pid == self.identity.pid:
+        seen = {self.identity.pid}
+        for entry in [*tied_now(self.identity, self.pgid, self.marker),
+                      *live_in_cgroup(self.cgroup)]:
+            if entry.exited or entry.pid in seen:
                 continue
+            seen.add(entry.pid)
             ident = ProcessIdentity(
                 pid=entry.pid, start_time=entry.start_time, boot_id=self.identity.boot_id
             )
@@ -320,14 +335,18 @@ class WorkerHandle:
             os.close(self.pidfd)
         if self.containment is not None or self._left_any:
             self._leftovers()  # reap any orphan that died after the last look
+        discard_cgroup(self.cgroup)
         try:
             self.journal.record_exit(self.launch_id, status)
         except (EfoldError, sqlite3.Error):
             pass  # the exit row is bookkeeping; the containment episode is the record
 
     def _leftovers(self) -> bool:
-        """Whether the exited leader left live processes behind (``left_behind``)."""
+        """Whether the exited leader left live processes behind (``left_behind``, and
+        any live member of the launch's cgroup: a process that escaped every other tie)."""
         alive, seen = left_behind(self.identity, self.pgid, self.marker)
+        if live_in_cgroup(self.cgroup):
+            alive = seen = True
         self._left_any = self._left_any or seen
         return alive
 
@@ -341,6 +360,7 @@ async def launch_worker(
     env: dict[str, str] | None = None,
     credential: bytes | None = None,
     template: Template | None = None,
+    cgroups: RunCgroups | None = None,
 ) -> WorkerHandle:
     """Start one child for ``assignment``; see the module docstring for the order.
     ``credential`` (at most 8 KiB of ASCII, no NUL, CR or LF: ``campaign_invalid``
@@ -348,7 +368,11 @@ async def launch_worker(
     ``env`` None is the allowlisted child environment (``child_environment``).
     ``template``: fork the child from that running template (``efold.controller.template``)
     instead of spawning ``program`` (``program`` and ``env`` then apply only if the
-    template is unusable and the launch falls back to a spawn); None spawns."""
+    template is unusable and the launch falls back to a spawn); None spawns.
+    ``cgroups``: the run's membership; in cgroup mode the child is placed in a fresh
+    cgroup of its own before it runs anything of its own (before the template releases
+    it, or right after the spawn, before its Hello is read), and the launch row names
+    that cgroup. None: process-group mode."""
     handoff = CredentialHandoff(credential) if credential is not None else None
     try:
         # Until the child is registered, no membership scan of another launch in flight
@@ -356,7 +380,7 @@ async def launch_worker(
         with DIRECT_CHILDREN.spawning():
             return await _launch(journal, assignment, program=program,
                                  max_frame=max_frame, env=env, credential=handoff,
-                                 template=template)
+                                 template=template, cgroups=cgroups)
     except BaseException:
         if handoff is not None:
             handoff.discard()  # never written: the child, if it started, reads EOF
@@ -372,8 +396,30 @@ async def _launch(
     env: dict[str, str] | None,
     credential: CredentialHandoff | None,
     template: Template | None,
+    cgroups: RunCgroups | None,
 ) -> WorkerHandle:
     become_subreaper()
+    cgroup = cgroups.new_launch() if cgroups is not None else None
+    try:
+        return await _launch_in(journal, assignment, program=program, max_frame=max_frame,
+                                env=env, credential=credential, template=template,
+                                cgroup=cgroup)
+    except BaseException:
+        discard_cgroup(cgroup)  # emptied by the failure path's kill, or never used
+        raise
+
+
+async def _launch_in(
+    journal: JournalWriter,
+    assignment: Assignment,
+    *,
+    program: Sequence[str],
+    max_frame: int,
+    env: dict[str, str] | None,
+    credential: CredentialHandoff | None,
+    template: Template | None,
+    cgroup: Cgroup | None,
+) -> WorkerHandle:
     key = secrets.token_bytes(KEY_SIZE)
     marker = new_marker()
     env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
@@ -395,9 +441,11 @@ async def _launch(
             relayed: list[tuple[Role, int]] = [("ipc", theirs.fileno()), ("key", key_read)]
             if credential is not None and credential.read_fd is not None:
                 relayed.append(("credential", credential.read_fd))
+            if cgroup is not None:
+                relayed.append(("cgroup", cgroup.fd))  # the worker is born in it
             # None: the template is (or just became) unusable and no child ran: spawn.
             adopted = await template.fork_child(kind=assignment.kind, marker=marker,
-                                                fds=relayed)
+                                                fds=relayed, cgroup=cgroup)
         if adopted is None:
             spawned = await anyio.open_process(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -421,16 +469,24 @@ async def _launch(
     else:
         process, pid = spawned, spawned.pid
         try:
+            # Into its cgroup first: so far it runs only the interpreter's start, and it
+            # runs nothing of its own before its Hello is answered. In a thread: a move
+            # may wait for an RCU grace period (``worker/cgroup_fork.py``), and other
+            # launches in flight go on meanwhile.
+            if cgroup is not None:
+                await anyio.to_thread.run_sync(cgroup.place, pid)
             pidfd = os.pidfd_open(pid)  # our unreaped child: the pid cannot be recycled yet
             identity = identity_of(pid)
             pgid = process_group(pid)
-        except OSError as exc:
+        except BaseException as exc:  # a cancelled placement included
             ours.close()
             spawned.kill()  # by pid, but safe: an unreaped child's pid is still its own
             with anyio.CancelScope(shield=True):
                 await spawned.wait()
-            raise ControllerError(Code.LAUNCH_FAILED, "child vanished before its identity") \
-                from exc
+            if isinstance(exc, OSError):
+                raise ControllerError(Code.LAUNCH_FAILED,
+                                      "child vanished before its identity") from exc
+            raise
     DIRECT_CHILDREN.add(identity)
     try:
         if pgid != pid:
@@ -438,6 +494,7 @@ async def _launch(
         launch_id = journal.record_launch(
             epoch=assignment.epoch, slot=assignment.slot, kind=assignment.kind,
             identity=identity, pgid=pgid, marker=marker,
+            cgroup=cgroup.rel if cgroup is not None else None,
         )
         binding = Binding(epoch=assignment.epoch, slot=assignment.slot, worker=identity)
         channel = await ControllerChannel.over_socket(
@@ -449,6 +506,8 @@ async def _launch(
         with anyio.CancelScope(shield=True):
             ours.close()
             _kill_via(pidfd)
+            if cgroup is not None:
+                kill_cgroup(cgroup)
             os.close(pidfd)
             await process.wait()
             DIRECT_CHILDREN.discard(pid)
@@ -456,7 +515,7 @@ async def _launch(
     return WorkerHandle(
         journal=journal, assignment=assignment, launch_id=launch_id, identity=identity,
         pgid=pgid, pidfd=pidfd, process=process, channel=channel, marker=marker,
-        credential=credential,
+        credential=credential, cgroup=cgroup,
     )
 
 
@@ -490,6 +549,7 @@ async def supervise(
     env: dict[str, str] | None = None,
     credential: bytes | None = None,
     template: Template | None = None,
+    cgroups: RunCgroups | None = None,
 ) -> AsyncIterator[WorkerHandle]:
     """Launch a worker for the block; contain it if anything escapes the block, close
     it otherwise. The handle's ``containment`` and ``close()`` result say what happened.
@@ -497,7 +557,7 @@ async def supervise(
     accepts the Hello; never if the block fails first)."""
     handle = await launch_worker(
         journal, assignment, program=program, max_frame=max_frame, env=env,
-        credential=credential, template=template,
+        credential=credential, template=template, cgroups=cgroups,
     )
     try:
         yield handle

@@ -98,6 +98,8 @@ class Dispatch:
     keep_answers: bool = False
     launcher: Launcher = "template"
     shard: ShardTicket | None = None
+    # A real run's operator passed --process-group-containment (``run_setup.open_run``).
+    process_group_ok: bool = False
 
 
 OFFLINE: Final = Dispatch()  # the faux route
@@ -155,7 +157,8 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
                         keep_answers=dispatch.keep_answers,
-                        launcher=dispatch.launcher, shard=dispatch.shard) as opened:
+                        launcher=dispatch.launcher, shard=dispatch.shard,
+                        process_group_ok=dispatch.process_group_ok) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}

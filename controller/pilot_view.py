@@ -91,6 +91,17 @@ def verbosity_of(quiet: bool, verbose: bool) -> Verbosity:
     return Verbosity.QUIET if quiet else Verbosity.VERBOSE if verbose else Verbosity.NORMAL
 
 
+def tell_containment(line: str, verbosity: Verbosity) -> None:
+    """The run's containment at its open (``run_setup.check_containment``), on stderr:
+    the process-group fallback always (a warning, even with --quiet), cgroup mode
+    unless --quiet."""
+    fallback = not line.startswith("containment: cgroup")
+    if fallback:
+        click.echo(f"warning: {line}", err=True)
+    elif verbosity >= Verbosity.NORMAL:
+        click.echo(line, err=True)
+
+
 def spend_text(units: int, faux: bool) -> str:
     """Settled spend as exact decimals: ``$0.1234``, or faux money labelled as such."""
     return f"{units_to_usd(units)} faux units" if faux else f"${units_to_usd(units)}"

@@ -24,11 +24,12 @@ import anyio
 import msgspec
 
 from efold.controller.campaign import prep_seconds
-from efold.controller.interrupt import interruptible
+from efold.controller.interrupt import Say, interruptible, say
 from efold.controller.prep_launch import PrepCause
 from efold.controller.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.registration import Registration
-from efold.controller.run_setup import open_run
+from efold.controller.run_index import PRIVATE_ROOT_PREFIX, PRIVATE_RUN
+from efold.controller.run_setup import check_containment, open_run
 from efold.controller.runroot import claim_run_dir, private_subdir
 from efold.controller.stops import StopPolicy
 from efold.digests import sha256_hex
@@ -89,7 +90,7 @@ def _failed(checkpoint: str, code: Code, watchdog_ms: int) -> PreflightSlot:
 async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
                      program: Sequence[str] | None, on_restored: OnRestored | None,
                      on_prep_dir: OnPrepDir | None) -> PreflightReport:
-    run = claim_run_dir(root / "run")
+    run = claim_run_dir(root / PRIVATE_RUN)
     async with open_run(reg, reg_bytes, run, admitting=False, program=program) as opened:
         ctx, plan = opened.ctx, opened.plan
         private_subdir(run, "restore")
@@ -151,15 +152,26 @@ def run_preflight(reg: Registration, reg_bytes: bytes, *,
                   program: Sequence[str] | None = None,
                   keep_root: list[Path] | None = None,
                   on_restored: OnRestored | None = None,
-                  on_prep_dir: OnPrepDir | None = None) -> PreflightReport:
+                  on_prep_dir: OnPrepDir | None = None,
+                  tell: Say = say) -> PreflightReport:
     """Run preflight in a private temporary root, always removed afterwards.
     ``keep_root`` (tests) receives the root's path so its removal can be checked;
     ``on_restored`` sees each checkpoint that prepared and dry-restored in time;
     ``on_prep_dir`` sees every checkpoint's prep slot directory, prepared or not (a
-    proxy fold's log is there), before the root is removed."""
-    root = Path(tempfile.mkdtemp(prefix="efold-preflight-"))
+    proxy fold's log is there), before the root is removed. ``tell`` gets one line
+    naming the root first (default: stderr), after a warning line where the run will
+    have no cgroup (``run_setup.check_containment``, which refuses where the campaign
+    requires one)."""
+    containment = check_containment(reg)  # refuses first where the campaign needs a cgroup
+    if not containment.startswith("containment: cgroup"):
+        tell(f"warning: {containment}")
+    root = Path(tempfile.mkdtemp(prefix=PRIVATE_ROOT_PREFIX))
     if keep_root is not None:
         keep_root.append(root)
+    # Said first: a command killed before its end cannot say it then, and a root left
+    # behind is where ``recover``/``reap`` find what the kill left (they accept it).
+    tell(f"private root {root} (removed at the end; if this command is killed first: "
+         f"`efold-controller recover {root}`, then `efold-controller reap {root}`)")
     try:
         return anyio.run(lambda: _preflight(reg, reg_bytes, root, program, on_restored,
                                             on_prep_dir), backend="trio")

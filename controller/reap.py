@@ -14,7 +14,14 @@ launch that ``recover`` would not call settled or that still has live processes:
 * the episode's end is journaled; an episode that could not kill everything is
   unreconciled, as during a run.
 
-Afterwards the run is observed again and the report says whether it is reconciled now.
+In cgroup mode each launch's episode also has its journaled cgroup: frozen, its members
+journaled, killed through ``cgroup.kill`` and waited empty. Then whatever still lives in
+the run's cgroup (a process of a launch whose row was never written: the controller died
+between placing it and journaling it) is killed through the run cgroup's own
+``cgroup.kill``, and the run's cgroups are removed once empty.
+
+Afterwards the run is observed again and the report says whether it is reconciled now:
+in cgroup mode only when the run's cgroup is empty or gone.
 """
 
 from __future__ import annotations
@@ -24,8 +31,18 @@ import os
 import anyio
 import msgspec
 
+from efold.controller.cgroups import Cgroup
 from efold.controller.containment import ContainmentPolicy, LaunchTarget, contain
+from efold.controller.errors import ControllerError
 from efold.controller.recovery import observe
+from efold.controller.run_cgroups import (
+    CGROUP,
+    discard_cgroup,
+    journaled_mode,
+    kill_cgroup,
+    live_in_cgroup,
+    open_journaled,
+)
 from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
 from efold.registry.journal import JournalWriter
@@ -47,6 +64,8 @@ class ReapReport(msgspec.Struct, frozen=True):
     launches: list[ReapedLaunch]
     reconciled: bool  # recover's verdict after the reap
     verdict: str
+    # cgroup mode: processes killed through the run cgroup itself, in no launch's cgroup
+    unattributed: int = 0
 
 
 async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
@@ -56,31 +75,64 @@ async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
             epoch = journal.record_epoch(current_identity())
             lease.set_epoch(epoch)
             before = observe(run_dir)
+            cgroup_mode = journaled_mode(journal)[0] == CGROUP
             alive = {s.launch_id for s in before.survivors}
             wanted = set(before.unsettled_launches) | alive
             reaped: list[ReapedLaunch] = []
             for row in journal.rows("launches"):
                 if row["launch_id"] not in wanted:
                     continue
+                cgroup = _opened(row.get("cgroup")) if cgroup_mode else None
                 target = LaunchTarget(
                     launch_id=row["launch_id"], epoch=epoch, slot=row["slot"],
                     leader=ProcessIdentity(pid=row["pid"], start_time=row["start_time"],
                                            boot_id=row["boot_id"]),
-                    pgid=row["pgid"], leader_pidfd=None, marker=row["marker"],
+                    pgid=row["pgid"], leader_pidfd=None, marker=row["marker"], cgroup=cgroup,
                 )
-                result = await contain(target, journal=journal, cause=Code.RUN_UNRECONCILED,
-                                       policy=policy)
+                try:
+                    result = await contain(target, journal=journal,
+                                           cause=Code.RUN_UNRECONCILED, policy=policy)
+                finally:
+                    discard_cgroup(cgroup)
                 reaped.append(ReapedLaunch(
                     launch_id=target.launch_id, slot=target.slot,
                     containment_id=result.containment_id, outcome=result.outcome.value,
                     members=len(result.members), signals=len(result.signals),
                     survivors=len(result.survivors),
                 ))
+            unattributed = 0
+            if cgroup_mode and before.run_cgroup is not None:
+                unattributed = await _empty_run_cgroup(before.run_cgroup, policy)
         finally:
             journal.close()
     after = observe(run_dir)
     return ReapReport(epoch=epoch, launches=reaped, reconciled=after.reconciled,
-                      verdict=after.verdict)
+                      verdict=after.verdict, unattributed=unattributed)
+
+
+def _opened(rel: str | None) -> Cgroup | None:
+    """A launch's journaled cgroup, or None (gone, or not to be opened here: then the
+    survivor check of ``recover`` says the run's cgroup is unreadable)."""
+    if rel is None:
+        return None
+    try:
+        return open_journaled(rel)
+    except ControllerError:
+        return None
+
+
+async def _empty_run_cgroup(rel: str, policy: ContainmentPolicy) -> int:
+    """Kill what still lives anywhere in the run's cgroup, wait for it to empty, remove
+    it with its launch cgroups; how many processes it held."""
+    run = _opened(rel)
+    if run is None:
+        return 0
+    left = len(live_in_cgroup(run))
+    if left:
+        kill_cgroup(run)
+        await anyio.to_thread.run_sync(run.wait_empty, policy.kill_wait)
+    discard_cgroup(run)
+    return left
 
 
 def reap(run_dir: str | os.PathLike[str], *,

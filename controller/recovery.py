@@ -13,8 +13,15 @@ init or another subreaper and cannot be attributed by parentage. They are still 
 through their recorded identity (rule 3), their recorded process group and the launch
 marker in their environment (rule 5, ``efold.controller.marker``).
 
-Reconciled means all of: no live process tied to any launch, every launch has an exit
-record or a finished containment episode, and no containment episode is unfinished. A
+In cgroup mode (the run journaled a run cgroup, ``controller.run_cgroups``) the kernel's
+membership joins the ties: every live process of the run's cgroup is a survivor, named
+with the launch whose cgroup holds it (tie ``cgroup``), whatever it did to its group,
+session, environment or name. A run cgroup that is gone was empty (the kernel removes
+only empty ones); one that cannot be read here makes the run NOT reconciled.
+
+Reconciled means all of: no live process tied to any launch (and, in cgroup mode, the
+run's cgroup empty or gone), every launch has an exit record or a finished containment
+episode, and no containment episode is unfinished. A
 launch the controller never saw end (it died first) is unsettled even when nothing of it
 is visible now: only ``efold-controller reap`` (which proves and journals its end) or a
 finished containment settles it.
@@ -28,25 +35,26 @@ from typing import Any
 
 import msgspec
 
+from efold.controller.errors import ControllerError
 from efold.controller.marker import markers_by_process
 from efold.controller.membership import leader_pins_group, live_in_groups, tied_processes
 from efold.controller.proctable import ProcEntry, scan
 from efold.controller.proof import Member as RecordedMember
 from efold.controller.proof import ProofState, prove
+from efold.controller.run_cgroups import (
+    CGROUP,
+    PROCESS_GROUP_BLIND_SPOT,
+    journaled_mode,
+    live_entries,
+    open_journaled,
+)
 from efold.identity import ProcessIdentity, boot_id
 from efold.registry.journal import JournalReader
 from efold.registry.lease import probe_lease
 
-REPORT_VERSION = 3  # 2: unsettled launches, marked survivors, verdict; 3: containment
-
-# What membership rests on in this build, and what that cannot see. Launches are not yet
-# placed in cgroups (controller/cgroups.py is the layer they will use), so a reconciled
-# verdict is "nothing efold can see": a descendant that left its process group and
-# session and dropped its launch marker from its environment is not found.
-CONTAINMENT_MODE = "process-group"
-PROCESS_GROUP_BLIND_SPOT = (
-    "process-group containment: a process that left its group and session and dropped "
-    "its launch marker cannot be seen")
+# 2: unsettled launches, marked survivors, verdict; 3: containment; 4: run_cgroup,
+# cgroup_state, survivors tied by cgroup (their launch None when no launch row names it)
+REPORT_VERSION = 4
 
 
 class SurvivorTie(enum.StrEnum):
@@ -54,6 +62,7 @@ class SurvivorTie(enum.StrEnum):
     DESCENDANT = "descendant"  # tied by group or parent links, never recorded
     UNPROVABLE = "unprovable"  # alive in a recorded group, identity not re-provable
     MARKED = "marked"  # carries the launch's environment marker (found after reparenting)
+    CGROUP = "cgroup"  # a live member of the run's cgroup (found by the kernel's membership)
 
 
 class ProcessState(msgspec.Struct, frozen=True):
@@ -87,7 +96,7 @@ class ContainmentState(msgspec.Struct, frozen=True):
 
 
 class SurvivorState(msgspec.Struct, frozen=True):
-    launch_id: int
+    launch_id: int | None  # None: in the run's cgroup, in no journaled launch's cgroup
     pid: int
     start_time: int
     ppid: int
@@ -108,7 +117,11 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     unsettled_launches: list[int]  # neither an exit record nor a finished containment
     reconciled: bool  # nothing alive, every launch settled, no containment unfinished
     verdict: str  # one line, first in every rendering: reconciled, or why not
-    containment: str  # CONTAINMENT_MODE: what membership rests on (the verdict says it)
+    containment: str  # "cgroup" or "process-group": what membership rests on
+    run_cgroup: str | None  # cgroup mode: the run's cgroup (as the kernel names it)
+    # cgroup mode: "empty", "gone" (removed: it was empty), "populated", or
+    # "unreadable (why)"; None in process-group mode.
+    cgroup_state: str | None
 
 
 
@@ -171,11 +184,46 @@ def _superseded(episode: ContainmentState, episodes: list[ContainmentState]) -> 
                and e.containment_id > episode.containment_id for e in episodes)
 
 
-def _verdict(survivors: int, unsettled: int, unfinished: int) -> str:
-    if not (survivors or unsettled or unfinished):
+def _cgroup_survivors(run_cgroup: str, launches: list[dict[str, Any]],
+                     ) -> tuple[str, list[SurvivorState]]:
+    """The run cgroup's state and its live members, each named with the launch whose
+    journaled cgroup holds it (None: no launch row names that cgroup)."""
+    try:
+        cgroup = open_journaled(run_cgroup)
+    except ControllerError as exc:
+        return f"unreadable ({exc.code.value}: {exc.detail})", []
+    if cgroup is None:
+        return "gone", []
+    owners = {row["cgroup"]: row["launch_id"] for row in launches if row.get("cgroup")}
+    found: list[SurvivorState] = []
+
+    def add(pids: list[int], launch_id: int | None) -> None:
+        found.extend(SurvivorState(
+            launch_id=launch_id, pid=e.pid, start_time=e.start_time, ppid=e.ppid,
+            pgid=e.pgid, tie=SurvivorTie.CGROUP) for e in live_entries(pids))
+
+    try:
+        with cgroup:
+            add(cgroup.own_pids(), None)  # placed nowhere else: no launch of its own
+            for child in cgroup.children():
+                with child:
+                    add(child.pids(), owners.get(child.rel))
+    except ControllerError as exc:
+        return f"unreadable ({exc.code.value}: {exc.detail})", []
+    return ("populated" if found else "empty"), found
+
+
+def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
+             cgroup_state: str | None) -> str:
+    unreadable = cgroup_state is not None and cgroup_state.startswith("unreadable")
+    if not (survivors or unsettled or unfinished or unreadable):
+        basis = (f"cgroup containment: the run's cgroup is {cgroup_state}"
+                 if mode == CGROUP else PROCESS_GROUP_BLIND_SPOT)
         return ("reconciled: nothing of this run is alive and every launch has ended "
-                f"({PROCESS_GROUP_BLIND_SPOT})")
+                f"({basis})")
     reasons = []
+    if unreadable:
+        reasons.append(f"the run's cgroup is {cgroup_state}")
     if survivors:
         reasons.append(f"{survivors} live process(es) of the run")
     if unsettled:
@@ -193,6 +241,7 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         member_rows = journal.rows("members")
         containment_rows = journal.rows("containments")
         sticky = journal.sticky_stop()
+        mode, run_cgroup = journaled_mode(journal)
     lease = probe_lease(run_dir)
     current_boot = boot_id()
     table = scan()
@@ -230,6 +279,11 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         )
         for r in containment_rows
     ]
+    cgroup_state = None
+    if mode == CGROUP and run_cgroup is not None:
+        cgroup_state, in_cgroup = _cgroup_survivors(run_cgroup, launches)
+        seen = {s.pid for s in survivors}
+        survivors.extend(s for s in in_cgroup if s.pid not in seen)
     finished = {c.launch_id for c in containments if c.finished}
     unsettled = [launch.launch_id for launch in launch_states
                  if not launch.exit_recorded and launch.launch_id not in finished]
@@ -245,7 +299,8 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         survivors=survivors,
         unfinished_containments=unfinished,
         unsettled_launches=unsettled,
-        reconciled=not survivors and not unsettled and not unfinished,
-        verdict=_verdict(len(survivors), len(unsettled), unfinished),
-        containment=CONTAINMENT_MODE,
+        reconciled=not survivors and not unsettled and not unfinished
+        and not (cgroup_state or "").startswith("unreadable"),
+        verdict=_verdict(len(survivors), len(unsettled), unfinished, mode, cgroup_state),
+        containment=mode, run_cgroup=run_cgroup, cgroup_state=cgroup_state,
     )

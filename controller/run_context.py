@@ -19,6 +19,7 @@ from efold.controller.childenv import child_environment
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.launcher import DEFAULT_PROGRAM, WorkerHandle, supervise
 from efold.controller.permits import DurablePermitSource
+from efold.controller.run_cgroups import RunCgroups
 from efold.controller.stops import StopPolicy
 from efold.controller.template import Template
 from efold.errors import Code, EfoldError
@@ -104,6 +105,9 @@ class RunContext:
     # with ``--control-fd``: ``controller.template``), or None: each child is spawned.
     # A template that fails is dead for the rest of the run and launches spawn.
     template: Template | None = None
+    # The run's membership (``controller.run_cgroups``): every launch's cgroup comes from
+    # it in cgroup mode. None: process-group mode without a journaled decision (tests).
+    cgroups: RunCgroups | None = None
     # The real route. Invariant: a credential is handed only to a launch that sends on
     # its route (probe children: the reader's; prep children of a summarising arm: the
     # summariser's), and only ever over the launch's credential pipe.
@@ -149,7 +153,8 @@ class RunContext:
                     scope.cancel()
                 async with supervise(self.journal, assignment, policy=self.containment,
                                      env=child_environment(), program=self.program,
-                                     credential=credential, template=self.template) as handle:
+                                     credential=credential, template=self.template,
+                                     cgroups=self.cgroups) as handle:
                     yield handle
             except RegistryError:
                 raise  # the journal failed: nothing more may be recorded; the run stops

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -82,6 +82,22 @@ class RunDetails(msgspec.Struct, frozen=True):
 
 def is_run_dir(path: str | os.PathLike[str]) -> bool:
     return not_a_run(path) is None
+
+
+# The private temporary root of ``plan``, ``preflight`` and ``fold check``: its run is
+# ``<root>/run`` (``recover`` and ``reap`` accept the root itself: ``private_run``).
+PRIVATE_ROOT_PREFIX: Final = "efold-preflight-"
+PRIVATE_RUN: Final = "run"
+
+
+def private_run(path: str) -> str:
+    """The run inside a private root named ``path`` (an ``efold-preflight-*`` directory
+    holding ``run/``), else ``path`` as given."""
+    inner = os.path.join(path, PRIVATE_RUN)
+    if os.path.basename(os.path.normpath(path)).startswith(PRIVATE_ROOT_PREFIX) \
+            and os.path.isdir(inner) and not os.path.islink(inner):
+        return inner
+    return path
 
 
 def not_a_run(path: str | os.PathLike[str]) -> str | None:

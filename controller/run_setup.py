@@ -4,7 +4,10 @@
 1. the plan (a pure function of the registration); an admitting run refuses a reader
    that is not faux (``lookup_pilot_real_route_unavailable``): the paid route is refused
    before this point, and a faux authorization is never minted for a real reader;
-2. take the run lease; open the journal; start epoch 1 (the lease carries it);
+2. take the run lease; open the journal; start epoch 1 (the lease carries it); the
+   run's membership (``open_membership``): its cgroup, or process groups and why,
+   journaled before any launch (``containment_unavailable`` where the campaign or a
+   real run requires a cgroup and none can be made);
 3. an admitting run consumes its authorization (faux: minted, burned in the faux
    registry, the pair verified): the consumption marker precedes every other file of
    the run and any launch;
@@ -36,6 +39,7 @@ from efold.controller.campaign import (
     prep_seconds,
     probe_seconds,
 )
+from efold.controller.cgroup_mount import NoCgroup2, find_cgroup2
 from efold.controller.containment import ContainmentPolicy
 from efold.controller.errors import ControllerError
 from efold.controller.judge_profile import judge_terms
@@ -44,6 +48,13 @@ from efold.controller.permits import DurablePermitSource
 from efold.controller.plan import plan_for, smoke_cap_units, smoke_plan
 from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
+from efold.controller.run_cgroups import (
+    CGROUP,
+    META_OPERATOR_FALLBACK,
+    PROCESS_GROUP,
+    RunCgroups,
+    membership_line,
+)
 from efold.controller.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
 from efold.controller.shards import ShardTicket, shard_plan
 from efold.controller.stops import StopPolicy
@@ -75,7 +86,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                    program: Sequence[str] | None = None, grant: RealGrant | None = None,
                    smoke: bool = False, keep_answers: bool = False,
                    launcher: Launcher = "template",
-                   shard: ShardTicket | None = None) -> AsyncIterator[OpenRun]:
+                   shard: ShardTicket | None = None,
+                   process_group_ok: bool = False) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -93,7 +105,10 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     contained when the block ends; ``spawn`` starts each child as its own program.
     ``shard``: one shard of a cluster run (``controller.shards``): the plan narrowed to
     the shard's checkpoints under the shard's part of the cap, and the shard's authorization
-    consumed instead of a faux one."""
+    consumed instead of a faux one. ``process_group_ok``: the operator's
+    ``--process-group-containment``: a real run may fall back to process-group
+    containment where no cgroup can be made (without it, it refuses:
+    ``containment_unavailable``; the choice is journaled and reported)."""
     campaign = reg.campaign
     if admitting and (grant is None) != campaign.reader.is_faux:
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
@@ -115,54 +130,113 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         journal = JournalWriter(run, lease)
         epoch = journal.record_epoch(current_identity())
         lease.set_epoch(epoch)
-        if admitting:
-            # Through its module, so that whatever ``consume_*`` is at this moment runs.
-            if shard is not None:
-                authorize_run.consume_shard(reg, reg_bytes, plan.schedule_sha256, lease,
-                                            run_id=run.name, ticket=shard)
-            elif grant is not None:
-                authorize_run.consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
-                                           run_id=run.name, grant=grant, cap_units=cap)
+        cgroups = open_membership(journal, campaign.containment,
+                                  real=grant is not None, process_group_ok=process_group_ok)
+        try:
+            if admitting:
+                # Through its module, so that whatever ``consume_*`` is at this moment runs.
+                if shard is not None:
+                    authorize_run.consume_shard(reg, reg_bytes, plan.schedule_sha256, lease,
+                                                run_id=run.name, ticket=shard)
+                elif grant is not None:
+                    authorize_run.consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
+                                               run_id=run.name, grant=grant, cap_units=cap)
+                else:
+                    authorize_run.consume_faux(reg, reg_bytes, plan.schedule_sha256, lease,
+                                               run_id=run.name, cap_units=cap)
+                terms = caller_terms(campaign.reader, campaign.budgets.max_requests)
+                source = DurablePermitSource(
+                    journal, epoch=epoch, cap_units=cap, rmax_units=terms.rmax_units,
+                    max_requests=terms.max_requests, price=terms.price,
+                    input_envelope=terms.input_envelope)
+                budgets = BudgetGrant(max_requests=campaign.budgets.max_requests,
+                                      meter_calls=campaign.budgets.lookup_calls,
+                                      meter_bytes=campaign.budgets.lookup_bytes)
+                containment = ContainmentPolicy(term_grace=campaign.deadlines.grace_seconds)
             else:
-                authorize_run.consume_faux(reg, reg_bytes, plan.schedule_sha256, lease,
-                                           run_id=run.name, cap_units=cap)
-            terms = caller_terms(campaign.reader, campaign.budgets.max_requests)
-            source = DurablePermitSource(
-                journal, epoch=epoch, cap_units=cap, rmax_units=terms.rmax_units,
-                max_requests=terms.max_requests, price=terms.price,
-                input_envelope=terms.input_envelope)
-            budgets = BudgetGrant(max_requests=campaign.budgets.max_requests,
-                                  meter_calls=campaign.budgets.lookup_calls,
-                                  meter_bytes=campaign.budgets.lookup_bytes)
-            containment = ContainmentPolicy(term_grace=campaign.deadlines.grace_seconds)
-        else:
-            source = DurablePermitSource(journal, epoch=epoch, cap_units=0, rmax_units=1,
-                                         max_requests=1, price=lambda usage, tier: 0)
-            budgets = BudgetGrant(max_requests=0, meter_calls=0, meter_bytes=0)
-            containment = ContainmentPolicy()
-        ctx = RunContext(
-            run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
-            registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
-            build_digest=build_digest(), source=source, policy=StopPolicy(), budgets=budgets,
-            prep_seconds=prep_seconds(campaign), probe_seconds=probe_seconds(campaign),
-            containment=containment,
-            program=DEFAULT_PROGRAM if program is None else program,
-            # Only an admitting run sends: preflight's children never get a summariser route
-            # (its cap is zero) or a credential.
-            **(_real_route(reg, grant, run if keep_answers else None) if admitting else {}),
-        )
-        publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
-        publish_exclusive(run, PLAN_NAME, plan_bytes)
-        cases = campaign_cases(campaign)
-        items = {i.trace.header.trace_id: i for i in campaign_items(campaign, cases)}
-        if cases and digest_of([corpus_digest(list(items.values())), cases_digest(cases)]) \
-                != reg.digests.corpus:
-            raise ControllerError(Code.REGISTRATION_DIGEST_MISMATCH,
-                                  "a boundary case changed since registration")
-        async with _children_from(ctx, launcher):
-            yield OpenRun(ctx, plan, items,
-                          {case_item(c).trace.header.trace_id: c for c in cases})
-        journal.close()
+                source = DurablePermitSource(journal, epoch=epoch, cap_units=0, rmax_units=1,
+                                             max_requests=1, price=lambda usage, tier: 0)
+                budgets = BudgetGrant(max_requests=0, meter_calls=0, meter_bytes=0)
+                containment = ContainmentPolicy()
+            ctx = RunContext(
+                run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
+                registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
+                build_digest=build_digest(), source=source, policy=StopPolicy(), budgets=budgets,
+                prep_seconds=prep_seconds(campaign), probe_seconds=probe_seconds(campaign),
+                containment=containment,
+                program=DEFAULT_PROGRAM if program is None else program, cgroups=cgroups,
+                # Only an admitting run sends: preflight's children never get a summariser route
+                # (its cap is zero) or a credential.
+                **(_real_route(reg, grant, run if keep_answers else None) if admitting else {}),
+            )
+            publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
+            publish_exclusive(run, PLAN_NAME, plan_bytes)
+            cases = campaign_cases(campaign)
+            items = {i.trace.header.trace_id: i for i in campaign_items(campaign, cases)}
+            if cases and digest_of([corpus_digest(list(items.values())), cases_digest(cases)]) \
+                    != reg.digests.corpus:
+                raise ControllerError(Code.REGISTRATION_DIGEST_MISMATCH,
+                                      "a boundary case changed since registration")
+            async with _children_from(ctx, launcher):
+                yield OpenRun(ctx, plan, items,
+                              {case_item(c).trace.header.trace_id: c for c in cases})
+            journal.close()
+        finally:
+            cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
+
+
+def open_membership(journal: JournalWriter, wanted: str | None, *, real: bool,
+                    process_group_ok: bool) -> RunCgroups:
+    """The run's membership (``run_cgroups.RunCgroups``), journaled before any launch:
+    cgroup v2 where a writable hierarchy exists, unless the campaign chose process
+    groups. Refused (``containment_unavailable``, nothing launched) where the campaign
+    requires cgroups, or a real run has none and its operator did not pass
+    ``--process-group-containment``."""
+    cgroups = RunCgroups.open(use_cgroups=wanted != PROCESS_GROUP)
+    try:
+        refusal = containment_refusal(wanted, cgroups.mode, cgroups.detail, real=real,
+                                      process_group_ok=process_group_ok)
+        if refusal is not None:
+            raise refusal
+        cgroups.journal(journal)
+        if cgroups.mode != CGROUP and process_group_ok:
+            journal.record_meta(META_OPERATOR_FALLBACK, "--process-group-containment")
+    except BaseException:
+        cgroups.close()
+        raise
+    return cgroups
+
+
+def containment_refusal(wanted: str | None, mode: str, detail: str, *, real: bool,
+                        process_group_ok: bool) -> ControllerError | None:
+    """Why a run may not start in ``mode`` (``containment_unavailable``), or None."""
+    if mode == CGROUP:
+        return None
+    if wanted == CGROUP:
+        return ControllerError(Code.CONTAINMENT_UNAVAILABLE,
+                               f"the campaign requires cgroup containment: {detail}")
+    if real and not process_group_ok:
+        return ControllerError(Code.CONTAINMENT_UNAVAILABLE,
+                               f"a real run needs cgroup containment ({detail}); "
+                               "--process-group-containment runs it without")
+    return None
+
+
+def check_containment(reg: Registration, *, real: bool = False,
+                      process_group_ok: bool = False) -> str:
+    """Before a run claims its directory: the refusal ``open_membership`` would give
+    here (so a corrected retry, a real run's directory being bound by its
+    authorization, is not ``run_root_exists``), else the line to show at run open
+    (``membership_line``). The run's own status and report carry what it then got."""
+    wanted = reg.campaign.containment
+    found = find_cgroup2() if wanted != PROCESS_GROUP \
+        else NoCgroup2("process-group containment chosen by the campaign")
+    detail = found.reason if isinstance(found, NoCgroup2) else found.own
+    refusal = containment_refusal(wanted, found.mode, detail, real=real,
+                                  process_group_ok=process_group_ok)
+    if refusal is not None:
+        raise refusal
+    return membership_line(found.mode, detail)
 
 
 def _plan_and_cap(reg: Registration, *, smoke: bool) -> tuple[Plan, int]:
@@ -206,7 +280,7 @@ async def _children_from(ctx: RunContext, launcher: Launcher) -> AsyncIterator[N
         yield
         return
     async with running_template(ctx.journal, ctx.epoch, program=ctx.program,
-                                policy=ctx.containment) as template:
+                                policy=ctx.containment, cgroups=ctx.cgroups) as template:
         ctx.template = template
         try:
             yield

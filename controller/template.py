@@ -37,12 +37,19 @@ import anyio.abc
 import msgspec
 
 from efold.controller.adopted import AdoptedProcess
+from efold.controller.cgroups import Cgroup, cgroup_of
 from efold.controller.childenv import child_environment
 from efold.controller.containment import ContainmentPolicy, LaunchTarget, contain
 from efold.controller.errors import ControllerError
 from efold.controller.marker import MARKER_VAR, new_marker
 from efold.controller.membership import left_behind
 from efold.controller.proctable import read_entry
+from efold.controller.run_cgroups import (
+    RunCgroups,
+    discard_cgroup,
+    kill_cgroup,
+    live_in_cgroup,
+)
 from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
@@ -153,11 +160,13 @@ class Template:
         if not isinstance(msg, TemplateReady):
             self.mark_dead()
 
-    async def fork_child(self, *, kind: str, marker: str,
-                         fds: Sequence[tuple[Role, int]]) -> AdoptedChild | None:
-        """A new worker for ``kind`` with ``fds`` relayed, adopted; None if the template
-        is (or just became) unusable and no worker ran: spawn instead. Raises
-        ``launch_failed`` if the template broke after the child was released."""
+    async def fork_child(self, *, kind: str, marker: str, fds: Sequence[tuple[Role, int]],
+                         cgroup: Cgroup | None = None) -> AdoptedChild | None:
+        """A new worker for ``kind`` with ``fds`` relayed, adopted (and placed in
+        ``cgroup``, if given, before it is released); None if the template is (or just
+        became) unusable and no worker ran: spawn instead. Raises ``launch_failed`` if
+        the template broke after the child was released, a cgroup code if it could not
+        be placed (it is killed unreleased)."""
         if not self.alive:
             return None
         with anyio.CancelScope(shield=True):  # a half-done exchange would desync the wire
@@ -165,15 +174,15 @@ class Template:
                 if not self.alive:
                     return None
                 try:
-                    return await self._exchange(kind, marker, fds)
+                    return await self._exchange(kind, marker, fds, cgroup)
                 except (TemplateBroken, OSError, TimeoutError, EfoldError) as exc:
                     self.mark_dead()
                     if isinstance(exc, ControllerError):
                         raise
         return None
 
-    async def _exchange(self, kind: str, marker: str,
-                        fds: Sequence[tuple[Role, int]]) -> AdoptedChild | None:
+    async def _exchange(self, kind: str, marker: str, fds: Sequence[tuple[Role, int]],
+                        cgroup: Cgroup | None) -> AdoptedChild | None:
         request = ForkRequest(kind=kind, marker=marker,  # type: ignore[arg-type]
                               roles=tuple(role for role, _ in fds))
         await self._send(request, [fd for _, fd in fds])
@@ -184,6 +193,10 @@ class Template:
         if child is None:
             raise TemplateBroken("child failed its adoption checks")
         try:
+            if cgroup is not None and cgroup_of(child.identity.pid) != cgroup.rel:
+                # Not born there (the template could not clone into it): move it, held,
+                # before it has run anything of its own.
+                cgroup.place(child.identity.pid)
             await self._send(Release())
         except BaseException:
             _abandon(child)  # unreleased: it exits untouched once its intermediate goes
@@ -279,20 +292,35 @@ class _TemplateLaunch:
     pidfd: int
     marker: str
     process: anyio.abc.Process
+    cgroup: Cgroup | None  # the template's own cgroup (its forked workers leave it)
 
     @property
     def target(self) -> LaunchTarget:
         return LaunchTarget(launch_id=self.launch_id, epoch=self.epoch, slot=TEMPLATE_SLOT,
                             leader=self.identity, pgid=self.pgid, leader_pidfd=self.pidfd,
-                            marker=self.marker)
+                            marker=self.marker, cgroup=self.cgroup)
 
     def leftovers(self) -> bool:
-        """Whether processes tied to the template outlive it (``left_behind``)."""
-        return left_behind(self.identity, self.pgid, self.marker)[0]
+        """Whether processes tied to the template outlive it (``left_behind``, or a
+        live member of its cgroup)."""
+        return left_behind(self.identity, self.pgid, self.marker)[0] \
+            or bool(live_in_cgroup(self.cgroup))
 
 
 async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
-                 env: dict[str, str] | None) -> tuple[_TemplateLaunch, socket.socket]:
+                 env: dict[str, str] | None, cgroups: RunCgroups | None
+                 ) -> tuple[_TemplateLaunch, socket.socket]:
+    cgroup = cgroups.new_launch() if cgroups is not None else None
+    try:
+        return await _start_in(journal, epoch, program, env, cgroup)
+    except BaseException:
+        discard_cgroup(cgroup)
+        raise
+
+
+async def _start_in(journal: JournalWriter, epoch: int, program: Sequence[str],
+                    env: dict[str, str] | None, cgroup: Cgroup | None
+                    ) -> tuple[_TemplateLaunch, socket.socket]:
     become_subreaper()
     marker = new_marker()
     env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
@@ -309,28 +337,35 @@ async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
     finally:
         theirs.close()
     try:
+        if cgroup is not None:
+            cgroup.place(process.pid)  # before it reads its control socket
         pidfd = os.pidfd_open(process.pid)
         identity = identity_of(process.pid)
         pgid = process_group(process.pid)
-    except OSError as exc:
+    except (OSError, ControllerError) as exc:
         ours.close()
         process.kill()
         with anyio.CancelScope(shield=True):
             await process.wait()
+        if isinstance(exc, ControllerError):
+            raise
         raise ControllerError(Code.LAUNCH_FAILED, "template vanished before its identity") \
             from exc
     DIRECT_CHILDREN.add(identity)
     launch = _TemplateLaunch(journal=journal, epoch=epoch, launch_id=-1, identity=identity,
-                             pgid=pgid, pidfd=pidfd, marker=marker, process=process)
+                             pgid=pgid, pidfd=pidfd, marker=marker, process=process,
+                             cgroup=cgroup)
     try:
         launch.launch_id = journal.record_launch(
             epoch=epoch, slot=TEMPLATE_SLOT, kind=TEMPLATE_KIND, identity=identity,
-            pgid=pgid, marker=marker,
+            pgid=pgid, marker=marker, cgroup=cgroup.rel if cgroup is not None else None,
         )
     except BaseException:
         with anyio.CancelScope(shield=True):
             ours.close()
             _signal(pidfd, signal.SIGKILL)
+            if cgroup is not None:
+                kill_cgroup(cgroup)
             await process.wait()
             os.close(pidfd)
             DIRECT_CHILDREN.discard(identity.pid)
@@ -365,6 +400,7 @@ async def _finish(launch: _TemplateLaunch, template: Template,
     if status is not None:
         DIRECT_CHILDREN.discard(launch.identity.pid)
         os.close(launch.pidfd)
+    discard_cgroup(launch.cgroup)
     try:
         launch.journal.record_exit(launch.launch_id, status)
     except (EfoldError, sqlite3.Error):
@@ -382,12 +418,15 @@ async def running_template(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
     exit_grace: float = DEFAULT_EXIT_GRACE,
+    cgroups: RunCgroups | None = None,
 ) -> AsyncIterator[Template]:
     """A running template for the block (see the module docstring). ``program`` is the
     argv prefix (``--control-fd N`` is appended); ``env`` None is the allowlist. Every
     launch made through it must be closed before the block ends: the end contains
-    whatever the template left, its forked workers included."""
-    launch, control = await _start(journal, epoch, program, env)
+    whatever the template left, its forked workers included. ``cgroups``: the run's
+    membership; in cgroup mode the template runs in a cgroup of its own and each worker
+    it forks is moved to the launch's cgroup before it is released."""
+    launch, control = await _start(journal, epoch, program, env, cgroups)
     template = Template(control=control, template=launch.identity,
                         exchange_timeout=exchange_timeout)
     try:

@@ -33,9 +33,13 @@ MAX_PACKET: Final = 1024
 LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"
 MARKER_FORM: Final = re.compile(r"[0-9a-f]{32}")
 
-Role = Literal["ipc", "key", "credential"]
+# "cgroup": the launch's cgroup directory, last when present; the template forks the
+# worker into it (``efold.worker.cgroup_fork``) and the worker never holds it.
+Role = Literal["ipc", "key", "credential", "cgroup"]
 # The only descriptor sets a request may relay, in this order.
-ROLE_SETS: Final[tuple[tuple[Role, ...], ...]] = (("ipc", "key"), ("ipc", "key", "credential"))
+ROLE_SETS: Final[tuple[tuple[Role, ...], ...]] = (
+    ("ipc", "key"), ("ipc", "key", "credential"),
+    ("ipc", "key", "cgroup"), ("ipc", "key", "credential", "cgroup"))
 
 
 class ForkRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="fork"):

@@ -28,7 +28,10 @@ from efold.identity import ProcessIdentity
 from efold.registry.errors import RegistryError
 
 JOURNAL_NAME = "journal.sqlite"
-SCHEMA_VERSION = 2  # 2: launches.marker
+SCHEMA_VERSION = 3  # 2: launches.marker; 3: launches.cgroup, the run's containment in meta
+# Journals this build still reads (and reaps): a version-2 journal has no cgroup column
+# and no containment in meta; it is a process-group run.
+READABLE_VERSIONS = frozenset({2, SCHEMA_VERSION})
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,7 +46,8 @@ CREATE TABLE launches (
     slot TEXT NOT NULL, kind TEXT NOT NULL, pid INTEGER NOT NULL,
     start_time INTEGER NOT NULL, boot_id TEXT NOT NULL, pgid INTEGER NOT NULL,
     launched_ns INTEGER NOT NULL, exited_ns INTEGER, exit_status INTEGER,
-    marker TEXT  -- the launch's environment marker (controller/marker.py)
+    marker TEXT,  -- the launch's environment marker (controller/marker.py)
+    cgroup TEXT  -- the launch's cgroup (controller/run_cgroups.py), None: process-group mode
 );
 -- Containment: one row per episode, its members persisted before the first signal.
 CREATE TABLE containments (
@@ -239,8 +243,16 @@ class JournalReader:
 
     def _check_version(self) -> None:
         row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None or int(row[0]) != SCHEMA_VERSION:
+        if row is None or int(row[0]) not in READABLE_VERSIONS:
             raise RegistryError(Code.JOURNAL_INVALID, "unknown journal schema version")
+
+    def meta(self, key: str) -> str | None:
+        """A value of the ``meta`` table (``containment``, ``run_cgroup``...), or None."""
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+        return None if row is None else str(row[0])
 
     def close(self) -> None:
         self._conn.close()
@@ -350,13 +362,21 @@ class JournalWriter(JournalReader):
 
     def record_launch(
         self, *, epoch: int, slot: str, kind: str, identity: ProcessIdentity, pgid: int,
-        marker: str | None = None,
+        marker: str | None = None, cgroup: str | None = None,
     ) -> int:
-        return self._insert("launches", {
+        values: dict[str, Any] = {
             "epoch": epoch, "slot": slot, "kind": kind, "pid": identity.pid,
             "start_time": identity.start_time, "boot_id": identity.boot_id, "pgid": pgid,
             "launched_ns": _now(), "marker": marker,
-        })
+        }
+        if cgroup is not None:  # a version-2 journal has no such column, and no cgroups
+            values["cgroup"] = cgroup
+        return self._insert("launches", values)
+
+    def record_meta(self, key: str, value: str) -> None:
+        """Set a ``meta`` value once (``containment``, ``run_cgroup``): a second value
+        for the same key is refused (``journal_write_failed``), never overwritten."""
+        self._insert("meta", {"key": key, "value": value})
 
     def record_exit(self, launch_id: int, exit_status: int | None) -> None:
         with self._transaction() as c:

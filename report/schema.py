@@ -418,6 +418,20 @@ class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     http_kind: str | None = None
 
 
+ContainmentMode = Literal["cgroup", "process-group"]
+
+
+class RunContainment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What held the run's processes: ``cgroup`` (each launch in a cgroup of the run's;
+    nothing it starts can leave it) or ``process-group`` (process groups, pidfds and the
+    launch marker: a process that leaves its group and session and drops its marker is
+    not seen once the controller is gone). ``operator_allowed``: a real run whose
+    operator passed ``--process-group-containment`` to run without a cgroup."""
+
+    mode: ContainmentMode
+    operator_allowed: bool = False
+
+
 class ContainmentEpisode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One containment episode the journal holds (docs/architecture.md §9).
 
@@ -481,6 +495,9 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # run on one machine. Launch and containment ids above are then shard k's id plus
     # k x 1,000,000.
     shards: list[ShardState] | None = None
+    # What held the run's processes; null when the journal predates it (or a cluster
+    # run's merged status).
+    containment: RunContainment | None = None
 
 
 ShardOutcomeName = Literal["complete", "stopped", "interrupted", "refused", "failed", "lost",

@@ -35,6 +35,7 @@ from efold.report.schema import (
     ControllerState,
     EpisodeOutcome,
     LaunchKind,
+    RunContainment,
     RunStatus,
     ShardOutcomeName,
     ShardState,
@@ -130,6 +131,7 @@ class RunFacts(msgspec.Struct, frozen=True):
     # has neither a journaled exit nor a finished containment. A live controller's
     # template runs until after its reports; without one, nothing proves it ended.
     template_unended: bool = False
+    containment: RunContainment | None = None  # the journaled mode; None: not journaled
 
 
 def _refuse(detail: str) -> ReportError:
@@ -269,7 +271,7 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         unexited_launches=unexited, missing_slots=len(missing), missing_slot_ids=missing,
         in_flight=list(facts.in_flight),
         shards=None if facts.shards is None else list(facts.shards),
-        damaged_files=sorted(facts.damaged_files),
+        damaged_files=sorted(facts.damaged_files), containment=facts.containment,
     )
 
 
@@ -338,6 +340,19 @@ _CONTROLLER: dict[ControllerState, str] = {
 }
 
 
+def _containment_line(containment: RunContainment | None) -> str:
+    if containment is None:
+        return "Containment: not recorded (a run from before cgroup containment)"
+    if containment.mode == "cgroup":
+        return ("Containment: cgroup (every process the run started stayed in the run's "
+                "cgroup)")
+    allowed = (", allowed by the operator's `--process-group-containment`"
+               if containment.operator_allowed else "")
+    return ("Containment: process groups, no writable cgroup here" + allowed + "; a process "
+            "that leaves its group and session and drops its launch marker is not seen "
+            "after a controller crash")
+
+
 def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
     """The headline and its detail lines (plain text; backticks mark commands and codes).
     Built from fixed sentences, fixed codes, ids and counts only."""
@@ -357,6 +372,7 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
         "Launches with no exit record and no finished containment: " + (
             f"{len(status.unexited_launches)} (launch {_ids(status.unexited_launches)})"
             if status.unexited_launches else "0"),
+        _containment_line(status.containment),
         f"Containment episodes: {len(status.containments)}",
         "Damaged files (gone or unreadable): " + (
             f"{len(status.damaged_files)} ({_ids(status.damaged_files)})"

@@ -497,6 +497,10 @@ MEANINGS: dict[str, str] = {
         "is not enabled for (on a hybrid host it may be bound to a v1 hierarchy).",
     "cgroup_failed": "Any other failure of a cgroup operation; the detail names the "
         "operation and its errno.",
+    "containment_unavailable": "The run requires cgroup containment (the campaign's "
+        "`containment = \"cgroup\"`, or any `--real` run without "
+        "`--process-group-containment`) and no writable cgroup2 hierarchy is here; the "
+        "detail says why. Nothing was launched.",
 }
 
 # An optional sentence under a section heading, keyed by the heading.

@@ -9,6 +9,9 @@ says ``TemplateReady``, then forks one worker per ``ForkRequest`` on its control
 (wire: ``efold.protocol.template_wire``). Per request:
 
 1. the template forks an *intermediate*, which forks the *grandchild* (the worker);
+   when the request relays the launch's cgroup, the intermediate is forked straight
+   into it (``efold.worker.cgroup_fork``), so the worker is born there (else the
+   controller moves it there before ``Release``);
 2. the grandchild at once leads its own session and group (``setsid``: pgid == pid),
    re-seeds ``random``, puts the launch marker in ``os.environ``, moves the relayed
    descriptors to 3 (ipc), 4 (key) and 5 (credential), closes every other descriptor
@@ -72,6 +75,7 @@ from efold.protocol.template_wire import (
 )
 from efold.worker import entry
 from efold.worker.bodies import PREP_BODIES, PROBE_BODIES, PrepBody, ProbeBody
+from efold.worker.cgroup_fork import fork_into
 
 # For programs that embed the template (test children): called in each grandchild,
 # right after the fork, with its kind; returns the body that overrides the registered
@@ -201,13 +205,32 @@ def _read_pid(fd: int) -> int | None:
     return int.from_bytes(data, "big")
 
 
+def _fork(cgroup_fd: int | None) -> int:
+    """The intermediate: born in the launch's cgroup where the kernel allows it."""
+    if cgroup_fd is not None:
+        try:
+            return fork_into(cgroup_fd)
+        except OSError:
+            pass  # the controller moves the worker instead (and proves it either way)
+    return os.fork()
+
+
 def _serve_one(sock: socket.socket, request: ForkRequest, fds: Sequence[int],
                controller_pid: int, bodies: BodyFactory | None) -> bool:
     """One fork exchange. False once the controller is gone or misbehaves."""
+    cgroup_fd: int | None = None
+    if request.roles[-1] == "cgroup":
+        *fds, cgroup_fd = fds
     pid_r, pid_w = os.pipe()
     release_r, release_w = os.pipe()
     try:
-        intermediate = os.fork()
+        try:
+            intermediate = _fork(cgroup_fd)
+        finally:
+            if cgroup_fd is not None:
+                # Closed in both processes at once: neither the intermediate nor the
+                # worker keeps a handle on the cgroup.
+                os.close(cgroup_fd)
     except OSError:
         _close([pid_r, pid_w, release_r, release_w, *fds])
         _reply(sock, TemplateRefused(reason="fork_failed"))

@@ -20,7 +20,7 @@ from efold.controller.registration import (
     subset_registration,
 )
 from efold.controller.reportable import check_reportable
-from efold.controller.run_index import latest_run, not_a_run
+from efold.controller.run_index import latest_run, not_a_run, private_run
 from efold.controller.runroot import DEFAULT_RUNS_ROOT
 from efold.controller.subset import Subset, requested
 from efold.errors import Code, EfoldError
@@ -93,6 +93,7 @@ def resolve_run(run: str | None, latest: bool, root: str | None,
     if root is not None and not latest:
         raise click.UsageError("--root applies to --latest")
     if run is not None:
+        run = private_run(run)  # plan's, preflight's or fold check's root left by a kill
         why = not_a_run(run)
         if why is not None:
             (on_refusal or fail)(Code.RUN_NOT_FOUND.value,
@@ -149,6 +150,10 @@ def refusal_for(as_json: bool) -> Callable[[str, str], NoReturn]:
 def real_route_options(f: F) -> F:
     """``--authorization`` and ``--trust``: what a real run (``pilot --real``, ``smoke``)
     verifies and consumes."""
+    f = click.option("--process-group-containment", "process_group_ok", is_flag=True,
+                     help="Run without a cgroup where none can be made (process-group "
+                          "containment; the report says so). Without it a real run "
+                          "refuses: containment_unavailable.")(f)
     f = click.option("--trust", multiple=True, type=click.Path(dir_okay=False),
                      help="A trusted approver public key (repeatable).")(f)
     return click.option("--authorization", default=None, type=click.Path(dir_okay=False),

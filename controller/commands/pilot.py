@@ -24,10 +24,11 @@ from efold.controller.pilot_view import (
     end_of_run,
     output_options,
     run_with_progress,
+    tell_containment,
     verbosity_of,
 )
 from efold.controller.registration import REGISTRATION_NAME
-from efold.controller.run_setup import check_real_grant
+from efold.controller.run_setup import check_containment, check_real_grant
 from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.controller.smoke import require_smoke
 from efold.controller.subset import Subset
@@ -63,7 +64,8 @@ from efold.errors import Code, EfoldError
 def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
             campaign: str | None, subset: Subset | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
-            trust: tuple[str, ...], keep_answers: bool, launcher: Launcher, quiet: bool,
+            trust: tuple[str, ...], process_group_ok: bool, keep_answers: bool,
+            launcher: Launcher, quiet: bool,
             verbose: bool, no_progress: bool, as_json: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
@@ -104,6 +106,9 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
                                "--runs the root a new run is made in)")
     if keep_answers and not real:
         raise click.UsageError("--keep-answers applies to --real runs")
+    if process_group_ok and not real:
+        raise click.UsageError("--process-group-containment applies to --real runs (an "
+                               "offline run falls back to process groups by itself)")
     if faux and (authorization is not None or trust):
         # A faux run mints its own faux authorization: an operator's would be ignored.
         given = [name for name, on in (("--authorization", authorization is not None),
@@ -126,15 +131,18 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
             require_smoke(reg, str(sha256), Path(run_dir))
             # Every refusal the consumption would give, before the directory exists.
             check_real_grant(reg, reg_bytes, Path(run_dir), grant)
-            dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher)
+            dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher,
+                                process_group_ok=process_group_ok)
         elif not reg.campaign.reader.is_faux:
             fail("lookup_pilot_real_route_unavailable",
                  "--faux needs a faux reader (this registration's reader is real: --real)")
+        containment = check_containment(reg, real=real, process_group_ok=process_group_ok)
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:
         refuse(exc)
     click.echo(f"run: {run}")
+    tell_containment(containment, verbosity)
     # The run publishes these bytes as its registration.json. --quiet prints only the
     # result: the registration stays in the run directory.
     if made.made and verbosity is not Verbosity.QUIET:

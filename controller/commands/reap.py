@@ -31,7 +31,10 @@ def _text(report: ReapReport) -> Iterator[str]:
         yield (f"  launch {launch.launch_id} slot={launch.slot} {launch.outcome} "
                f"members={launch.members} signals={launch.signals} "
                f"survivors={launch.survivors}")
-    if not report.launches:
+    if report.unattributed:
+        yield (f"  {report.unattributed} process(es) in the run's cgroup and no launch's: "
+               "killed through the run cgroup")
+    if not report.launches and not report.unattributed:
         yield "  nothing to reap"
 
 

@@ -39,6 +39,10 @@ def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
     seen to end); with ``verbose`` also one line per launch (a large run has thousands)."""
     yield report.verdict
     yield f"lease: {report.lease}"
+    if report.run_cgroup is not None:
+        yield f"containment: cgroup, run cgroup {report.run_cgroup} {report.cgroup_state}"
+    else:
+        yield f"containment: {report.containment}"
     yield f"sticky stop: {report.sticky_stop or '-'}"
     yield (f"launches: {len(report.launches)}  members: {len(report.members)}  "
            f"containments: {len(report.containments)} "
@@ -50,7 +54,7 @@ def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
     if not report.survivors:
         yield "survivors: none"
     for s in report.survivors:
-        yield (f"  survivor launch={s.launch_id} pid={s.pid} start={s.start_time} "
+        yield (f"  survivor launch={s.launch_id or '-'} pid={s.pid} start={s.start_time} "
                f"ppid={s.ppid} pgid={s.pgid} tie={s.tie.value}")
     if report.unsettled_launches:
         yield "never seen to end: launch " + ", ".join(map(str, report.unsettled_launches))

@@ -14,10 +14,11 @@ from efold.controller.pilot_view import (
     output_options,
     print_summary,
     run_with_progress,
+    tell_containment,
     verbosity_of,
 )
 from efold.controller.registration import load_registration
-from efold.controller.run_setup import check_real_grant
+from efold.controller.run_setup import check_containment, check_real_grant
 from efold.controller.runroot import claim_run_dir
 from efold.controller.smoke import record_smoke, smoke_failures
 from efold.errors import EfoldError
@@ -30,7 +31,8 @@ from efold.errors import EfoldError
 @real_route_options
 @output_options
 def command(registration: str, sha256: str, run_dir: str, authorization: str | None,
-            trust: tuple[str, ...], quiet: bool, verbose: bool, no_progress: bool) -> None:
+            trust: tuple[str, ...], process_group_ok: bool, quiet: bool, verbose: bool,
+            no_progress: bool) -> None:
     """Smoke a registration's real route: one slot per role through the whole flow.
 
     Lease, authorization (consumed once: sign it with `authorize --registration FILE
@@ -53,13 +55,16 @@ def command(registration: str, sha256: str, run_dir: str, authorization: str | N
         grant = load_grant(reg, authorization=authorization, trusted=trust, environ=os.environ)
         # Every refusal the consumption would give, before the directory exists.
         check_real_grant(reg, loaded.data, Path(run_dir), grant, smoke=True)
+        containment = check_containment(reg, real=True, process_group_ok=process_group_ok)
         run = claim_run_dir(run_dir)
     except EfoldError as exc:
         refuse(exc)
     click.echo(f"run: {run}")
+    tell_containment(containment, verbosity)
     try:
         outcome = run_with_progress(reg, loaded.data, Path(run), show=not no_progress,
-                                    dispatch=Dispatch(grant=grant, smoke=True),
+                                    dispatch=Dispatch(grant=grant, smoke=True,
+                                                      process_group_ok=process_group_ok),
                                     verbosity=verbosity)
         record = record_smoke(reg, sha256.strip().lower(), outcome)
     except EfoldError as exc:

@@ -412,5 +412,5 @@ def test_a_stopped_banner_says_what_the_stop_code_means(
     assert "faux: no (real money)" in md[6]
     # A complete run folds its status details; any other verdict shows them open.
     complete = render_html(msgspec.structs.replace(base, status=_status()))
-    assert "<details><summary>Status details (10 lines)</summary>" in complete
+    assert "<details><summary>Status details (11 lines)</summary>" in complete
     assert "<details open><summary>Status details" in render_html(crashed)
