@@ -12,7 +12,10 @@ more spawns show where the time goes: an interpreter that only imports msgspec (
 floor of any child sharing the msgspec codec) and one that only imports the child's
 modules. The same worker launch is also measured through the fork-server template
 (``efold.controller.template``: forked from a pre-imported template, adopted by the
-controller, same protocol), which pays no interpreter start or import. All are
+controller, same protocol), which pays no interpreter start or import, and forked into
+a cgroup of its own as a run in cgroup mode does (``controller.run_cgroups``: create the
+launch's cgroup, place the worker before its release, read its members at DoneAck and
+at exit, remove it), where a writable cgroup2 exists. All are
 interleaved so that machine load hits them alike; medians are printed with the ratio
 (target: <= 1.5x), then the child's import tree.
 """
@@ -33,6 +36,7 @@ from bench_kit import parse_runs
 
 from efold.controller.adopted import AdoptedProcess
 from efold.controller.launcher import supervise
+from efold.controller.run_cgroups import CGROUP, RunCgroups
 from efold.controller.template import Template, running_template
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant, DeadlineGrant, Prepared, Welcome
@@ -46,7 +50,8 @@ WELCOME = Welcome(deadlines=DeadlineGrant(run_ms=10_000, exchange_ms=10_000),
 
 
 async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int,
-                    template: Template | None = None) -> float:
+                    template: Template | None = None,
+                    cgroups: RunCgroups | None = None) -> float:
     slot_dir = os.path.join(run_dir, f"slot-{n}")
     os.mkdir(slot_dir, 0o700)
     assignment = Assignment(
@@ -56,7 +61,7 @@ async def one_child(journal: JournalWriter, run_dir: str, epoch: int, n: int,
         snapshot=None, hello_timeout_ms=10_000,
     )
     start = time.perf_counter()
-    async with supervise(journal, assignment, template=template) as handle:
+    async with supervise(journal, assignment, template=template, cgroups=cgroups) as handle:
         await handle.accept_hello(WELCOME, timeout=10)
         msg = await handle.channel.receive(timeout=10)
         assert isinstance(msg, Prepared)
@@ -87,8 +92,9 @@ BASELINES = {
 
 async def measure(
     runs: int, warmups: int = 3,
-) -> tuple[list[float], list[float], dict[str, list[float]]]:
-    """(spawned children, templated children, baselines), wall seconds each."""
+) -> tuple[list[float], list[float], list[float], str, dict[str, list[float]]]:
+    """(spawned children, templated children, templated children in cgroups (empty
+    without a writable cgroup2), why not, baselines), wall seconds each."""
     with tempfile.TemporaryDirectory() as root:
         run_dir = os.path.join(root, "run")
         os.mkdir(run_dir, 0o700)
@@ -98,21 +104,33 @@ async def measure(
         lease.set_epoch(epoch)
         children: list[float] = []
         templated: list[float] = []
+        in_cgroups: list[float] = []
         baselines: dict[str, list[float]] = {name: [] for name in BASELINES}
-        async with running_template(journal, epoch) as template:
-            for n in range(warmups):  # warm caches (pyc, page cache) for all
-                await one_child(journal, run_dir, epoch, 1000 + n)
-                await one_child(journal, run_dir, epoch, 2000 + n, template)
-                for code in BASELINES.values():
-                    await spawn(code)
-            for n in range(runs):  # interleaved, so machine load hits all alike
-                children.append(await one_child(journal, run_dir, epoch, n))
-                templated.append(await one_child(journal, run_dir, epoch, 3000 + n, template))
-                for name, code in BASELINES.items():
-                    baselines[name].append(await spawn(code))
+        cgroups = RunCgroups.open()
+        placed = cgroups if cgroups.mode == CGROUP else None
+        try:
+            async with running_template(journal, epoch) as template:
+                for n in range(warmups):  # warm caches (pyc, page cache) for all
+                    await one_child(journal, run_dir, epoch, 1000 + n)
+                    await one_child(journal, run_dir, epoch, 2000 + n, template)
+                    if placed is not None:
+                        await one_child(journal, run_dir, epoch, 4000 + n, template, placed)
+                    for code in BASELINES.values():
+                        await spawn(code)
+                for n in range(runs):  # interleaved, so machine load hits all alike
+                    children.append(await one_child(journal, run_dir, epoch, n))
+                    templated.append(await one_child(journal, run_dir, epoch, 3000 + n,
+                                                     template))
+                    if placed is not None:
+                        in_cgroups.append(await one_child(journal, run_dir, epoch, 5000 + n,
+                                                          template, placed))
+                    for name, code in BASELINES.items():
+                        baselines[name].append(await spawn(code))
+        finally:
+            cgroups.close()
         journal.close()
         lease.release()
-    return children, templated, baselines
+    return children, templated, in_cgroups, cgroups.detail, baselines
 
 
 def import_breakdown() -> list[str]:
@@ -135,7 +153,8 @@ def main() -> None:
     args = parse_runs(parser, runs=25, quick_runs=3,
                       quick_help="one warm-up, 3 runs (CI); overrides --runs")
     warmups = 1 if args.quick else 3
-    children, templated, baselines = anyio.run(measure, args.runs, warmups, backend="trio")
+    children, templated, in_cgroups, where, baselines = anyio.run(measure, args.runs, warmups,
+                                                                 backend="trio")
     child_ms = statistics.median(children) * 1000
     templated_ms = statistics.median(templated) * 1000
     medians = {name: statistics.median(xs) * 1000 for name, xs in baselines.items()}
@@ -146,6 +165,12 @@ def main() -> None:
         print(f"  {name:42s} {ms:7.2f} ms  ({ms / bare_ms:4.2f}x bare)")
     print(f"  {'worker launch->handshake->DoneAck->exit':42s} {child_ms:7.2f} ms")
     print(f"  {'same, forked by the template':42s} {templated_ms:7.2f} ms")
+    if in_cgroups:
+        cgroup_ms = statistics.median(in_cgroups) * 1000
+        print(f"  {'same, in a cgroup of its own':42s} {cgroup_ms:7.2f} ms  "
+              f"(+{cgroup_ms - templated_ms:.2f} ms per launch for its cgroup)")
+    else:
+        print(f"  no cgroup measured: {where}")
     print(f"ratio worker / bare           : {child_ms / bare_ms:5.2f}x")
     print(f"ratio template worker / bare  : {templated_ms / bare_ms:5.2f}x (target <= 1.5x)")
     print(f"ratio worker / msgspec floor  : {child_ms / msgspec_ms:5.2f}x")
