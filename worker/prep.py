@@ -1,6 +1,9 @@
 """The prep body: replay a trace through one fold arm and write the snapshot.
 
-Writes only inside its private slot directory. A task that pins its fold
+Writes only inside its private slot directory, and so does its fold: before any fold
+code runs the child isolates itself (``worker.fold_isolation``: Landlock writes only
+beneath the slot, a private ``TMPDIR``, no network unless it sends to a summariser
+route) and reports how in ``Prepared.isolation``. A task that pins its fold
 (``PrepTask.fold_sha256``) is refused with ``worker_digest_mismatch`` when the fold's
 code changed since: the pin is recomputed right before the build.
 

@@ -297,23 +297,38 @@ class TamperSnapshot(ReaderProbe):
         return super().restore(assignment)
 
 
-def die_writing(name: str) -> None:
+class PrepDiesWriting(FoldPrep):
     """Mode ``prep-die-writing:<file>``: the first prep child writes the first half of the
-    snapshot's <file> (every file before it complete), then SIGKILLs itself."""
-    import efold.folds.snapshot as snapshot
+    snapshot's <file> (every file before it complete), then SIGKILLs itself. The marker
+    is claimed and opened before ``FoldPrep.run`` isolates the child: Landlock then
+    refuses opening it, while a descriptor opened before stays writable."""
 
-    real = snapshot._write_new
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
 
-    def write_new(dir_fd: int, fname: str, data: bytes, *, sync: bool = True):
-        if fname == name and first_time():
-            fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
-            os.write(fd, data[: len(data) // 2])
-            os.fsync(fd)
-            os.close(fd)
-            die(f"{fname} {len(data) // 2}/{len(data)}")
-        return real(dir_fd, fname, data, sync=sync)
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        import efold.folds.snapshot as snapshot
 
-    snapshot._write_new = write_new
+        try:
+            marker = os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return super().run(assignment, welcome)
+        real = snapshot._write_new
+        name = self._name
+
+        def write_new(dir_fd: int, fname: str, data: bytes, *, sync: bool = True):
+            if fname == name:
+                fd = os.open(fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+                os.write(fd, data[: len(data) // 2])
+                os.fsync(fd)
+                os.close(fd)
+                os.write(marker, f"{fname} {len(data) // 2}/{len(data)}".encode())
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(dir_fd, fname, data, sync=sync)
+
+        snapshot._write_new = write_new
+        return super().run(assignment, welcome)
 
 
 class RaceAtBarrier(ReaderProbe):
@@ -378,8 +393,7 @@ def parametrized(mode: str, kind: str) -> object | None:
         return TamperSnapshot(arg) if kind == "probe" else FoldPrep()
     if name == "prep-die-writing":
         if kind == "prep":
-            die_writing(arg)
-            return FoldPrep()
+            return PrepDiesWriting(arg)
         return ReaderProbe()
     return None
 
