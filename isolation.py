@@ -18,7 +18,9 @@ network behind the guard's back. Before such code runs, its process calls ``isol
   ``/dev/full``). Reading and executing are not handled, so they stay allowed
   everywhere: the same effect as a read/execute rule on ``/``, with no rule to add.
   ``no_new_privs`` is set first (Landlock requires it, and a setuid program cannot
-  lift the restriction).
+  lift the restriction). From ABI 6 the domain is also *scoped*: it can neither signal
+  a process outside it (the controller, the operator's other processes) nor connect to
+  an abstract unix socket made outside it.
 
 Neither ever raises for "unavailable": a kernel without Landlock, a disabled Landlock,
 refused namespaces all come back as a reason in ``Isolation``; the caller decides
@@ -76,6 +78,9 @@ _MAKE_SYM: Final = 1 << 12
 _REFER: Final = 1 << 13  # ABI 2
 _TRUNCATE: Final = 1 << 14  # ABI 3
 _IOCTL_DEV: Final = 1 << 15  # ABI 5
+# ABI 6 scopes: no signal to, and no abstract unix socket of, a process outside the
+# domain (the controller, the operator's other processes).
+_SCOPES: Final = (1 << 0) | (1 << 1)
 _WRITES_V1: Final = (_WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR
                      | _MAKE_REG | _MAKE_SOCK | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM)
 # The rights a rule on a single file (not a directory) may carry.
@@ -195,7 +200,10 @@ def build_ruleset(writable: Sequence[str]) -> Ruleset | str:
         return abi
     handled = write_rights(abi)
     libc = _libc()
-    attr = struct.pack("=Q", handled)  # handled_access_fs only: ABI 1's struct size
+    # handled_access_fs (ABI 1's struct); from ABI 6 also handled_access_net (none: the
+    # namespace does that) and ``scoped``.
+    attr = (struct.pack("=QQQ", handled, 0, _SCOPES) if abi >= 6
+            else struct.pack("=Q", handled))
     fd = int(libc.syscall(_SYS_CREATE_RULESET, attr, ctypes.c_size_t(len(attr)),
                           ctypes.c_uint32(0)))
     if fd < 0:

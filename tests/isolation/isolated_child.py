@@ -56,6 +56,7 @@ def main() -> None:
         "non_loopback": attempt(lambda: connect("192.0.2.1", 80)),
         "host_address": attempt(lambda: connect(host_ip, port)),
         "loopback_inside": attempt(loopback_inside),
+        "signal_parent": attempt(lambda: os.kill(os.getppid(), 0)),
     }))
 
 

@@ -116,6 +116,9 @@ def test_isolated_code_writes_only_its_roots_and_reaches_no_network(
         assert str(got["non_loopback"]).startswith("refused")
         assert str(got["host_address"]).startswith("refused")
         assert got["loopback_inside"] == "done"  # its own loopback works (proxies)
+        # ABI 6+: scoped, so not even signal 0 reaches its parent (outside the domain;
+        # for root the refusal is the scope's alone, the simulated test shows it allowed).
+        assert got["signal_parent"] == "refused errno 1"
         assert listener.accepted() == 0
         # Unisolated, the same user reaches the listener and writes there: the refusals
         # above are the isolation's, not the test's permissions.
@@ -144,6 +147,8 @@ def test_simulated_unavailability_is_reported_with_its_reason(
         assert got["write_outside"] == "done"  # nothing restricted, as reported
         assert got["host_loopback"] == "done"
         assert got["host_address"] == "done"
+        if user == "self":  # (nobody may never signal its parent, the root test)
+            assert got["signal_parent"] == "done"
         assert listener.accepted() == 2
 
 
