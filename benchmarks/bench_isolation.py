@@ -4,8 +4,9 @@ runner command.
     python benchmarks/bench_isolation.py [--runs 25]
     python benchmarks/bench_isolation.py --quick     # 3 runs (CI)
 
-Prep child: a fresh ``python -I`` process times ``isolate([slot])`` (import of the
-module included: a prep child pays it once), as this user and, when root, as nobody
+Prep child: a fresh ``python -I`` process that has imported what a prep child imports
+times ``isolate([slot])`` (``ctypes`` included: it is loaded at the first syscall), as
+this user and, when root, as nobody
 (the user-namespace path). Runner: ``/bin/true`` started as ``run_contained`` starts it,
 without isolation, with ``ChildIsolation`` as ``preexec_fn`` (the chosen way), and
 through an exec wrapper (``python -I -c`` that isolates then execs): the difference to
@@ -27,10 +28,13 @@ from bench_kit import parse_runs
 
 from efold.isolation import ChildIsolation
 
+# What a prep child has imported before it isolates (its entry, the prep body): the
+# timed part is what isolating adds (ctypes, loaded at the first syscall, included).
 PREP = """
 import sys, time
-t0 = time.perf_counter()
+import efold.worker.entry, efold.worker.prep
 from efold.isolation import isolate
+t0 = time.perf_counter()
 i = isolate([sys.argv[1]])
 print((time.perf_counter() - t0) * 1000, i.complete)
 """
