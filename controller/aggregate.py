@@ -33,6 +33,7 @@ from efold.controller.template import TEMPLATE_KIND
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.registry import calls_summariser
+from efold.isolation import Isolation
 from efold.protocol.records import (
     OPAQUE_ID,
     Plan,
@@ -58,7 +59,7 @@ from efold.report import (
     render_reports,
 )
 from efold.report.errors import ReportError
-from efold.report.schema import ContainmentMode, ControllerState, RunContainment
+from efold.report.schema import ContainmentMode, ControllerState, FoldIsolation, RunContainment
 from efold.worker.judge import JUDGE_RUN_SUFFIX
 
 PLAN_NAME = "plan.json"
@@ -127,6 +128,7 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
         sticky = journal.sticky_stop()
         started_ns, ended_ns = _journal_span(journal)
         containment = _containment(journal)
+        fold_isolation = _fold_isolation(journal.rows("assignments", "kind = 'checkpoint'"))
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     damaged: set[str] = set()
@@ -171,7 +173,8 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
     facts = msgspec.structs.replace(facts, money=journal_money(holds),
                                     damaged_files=sorted(damaged),
                                     template_unended=template_unended,
-                                    containment=containment)
+                                    containment=containment,
+                                    fold_isolation=fold_isolation)
     # The judge's holds (``<slot>#judge``, 19-C) are in its slots' receipts, not here.
     summaries = _checkpoint_spends([h for h in holds if h["slot"] not in planned
                                     and not h["slot"].endswith(JUDGE_RUN_SUFFIX)])
@@ -299,6 +302,24 @@ def _containment(journal: JournalReader) -> RunContainment | None:
         return None
     return RunContainment(mode=cast(ContainmentMode, mode),
                           operator_allowed=journal.meta(META_OPERATOR_FALLBACK) is not None)
+
+
+def _fold_isolation(rows: list[dict[str, Any]]) -> FoldIsolation:
+    """Counts of how the prepared checkpoints' folds ran isolated (their journaled
+    ``Isolation``; a row without one is not reported)."""
+    said = []
+    for row in rows:
+        raw = row.get("isolation")
+        try:
+            said.append(None if raw is None else msgspec.json.decode(raw, type=Isolation))
+        except msgspec.DecodeError:
+            said.append(None)
+    told = [i for i in said if i is not None]
+    return FoldIsolation(
+        checkpoints=len(rows), isolated=sum(i.complete for i in told),
+        network_isolated=sum(i.network == "loopback-only" for i in told),
+        writes_isolated=sum(i.writes != "unrestricted" for i in told),
+        not_reported=len(rows) - len(told))
 
 
 def _run_facts(controller: str, sticky: str | None, stops: list[dict[str, Any]],

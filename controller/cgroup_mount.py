@@ -163,15 +163,28 @@ def find_cgroup2(mountinfo: str | None = None, proc_cgroup: str | None = None
         except OSError as exc:
             return NoCgroup2(f"cannot create a child of own cgroup {found.own} "
                              f"({errno.errorcode.get(exc.errno or 0, '?')})")
+        nested = f"{probe}/launch"
         try:
             has_kill = exists(own_fd, f"{probe}/cgroup.kill")
-        finally:
+            # A run needs two levels (run, then launch): cgroup.max.depth or
+            # cgroup.max.descendants may allow one and refuse the second.
             try:
-                os.rmdir(probe, dir_fd=own_fd)
-            except OSError:
-                pass  # an empty cgroup we made; nothing of a run is in it
+                os.mkdir(nested, 0o755, dir_fd=own_fd)
+                nested_error = None
+            except OSError as exc:
+                nested_error = errno.errorcode.get(exc.errno or 0, "?")
+        finally:
+            for path in (nested, probe):
+                try:
+                    os.rmdir(path, dir_fd=own_fd)
+                except OSError:
+                    pass  # absent, or an empty cgroup we made: nothing of a run is in it
         if not has_kill:
             return NoCgroup2("the kernel has no cgroup.kill (needs Linux 5.14 or later)")
+        if nested_error is not None:
+            return NoCgroup2(f"own cgroup {found.own} allows one level of child cgroups, a "
+                             f"run needs two ({nested_error}: cgroup.max.depth or "
+                             "cgroup.max.descendants)")
         return found
     finally:
         os.close(own_fd)

@@ -141,6 +141,10 @@ class Cgroup:
             fd = os.open(name, DIR_FLAGS, dir_fd=self._fd)
         return Cgroup(self.mount, f"{self.rel.rstrip('/')}/{name}", fd, os.dup(self._fd))
 
+    def open_child(self, name: str) -> Cgroup:
+        """The existing child cgroup ``name`` (``cgroup_not_found`` when it is gone)."""
+        return self._child(name)
+
     def children(self) -> Iterator[Cgroup]:
         """The child cgroups, opened one at a time (a fold that may write its cgroup can
         make some: they stay inside ours, and every operation here covers them)."""

@@ -93,12 +93,12 @@ def verbosity_of(quiet: bool, verbose: bool) -> Verbosity:
 
 def tell_containment(line: str, verbosity: Verbosity) -> None:
     """The run's containment at its open (``run_setup.check_containment``), on stderr:
-    the process-group fallback always (a warning, even with --quiet), cgroup mode
-    unless --quiet."""
+    the process-group fallback always (a warning, even with --quiet), cgroup mode with
+    --verbose."""
     fallback = not line.startswith("containment: cgroup")
     if fallback:
         click.echo(f"warning: {line}", err=True)
-    elif verbosity >= Verbosity.NORMAL:
+    elif verbosity >= Verbosity.VERBOSE:
         click.echo(line, err=True)
 
 

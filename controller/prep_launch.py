@@ -126,20 +126,21 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     log = PermitLog()
     end = LaunchEnd()
     async with ctx.launch(assignment, end, credential=credential) as handle:
-        try:
-            with anyio.fail_after(ctx.prep_seconds + ctx.prep_margin):
-                await handle.accept_hello(ctx.welcome(ctx.prep_seconds),
-                                          timeout=ctx.prep_seconds)
-                ended = await serve_permits(ctx, handle.channel, key, until=(Prepared,),
-                                            timeout=ctx.prep_seconds, admitting=sends, log=log)
-        except TimeoutError:
-            end.failure = Code.WORKER_TIMEOUT
-            raise
-        if isinstance(ended, Code):  # a permit integrity violation (its stop is taken)
-            end.failure = ended
-        else:
-            prepared = ended
-            await handle.acknowledge_done()
+        if handle is not None:  # None: it never started (end says why)
+            try:
+                with anyio.fail_after(ctx.prep_seconds + ctx.prep_margin):
+                    await handle.accept_hello(ctx.welcome(ctx.prep_seconds),
+                                              timeout=ctx.prep_seconds)
+                    ended = await serve_permits(ctx, handle.channel, key, until=(Prepared,),
+                                                timeout=ctx.prep_seconds, admitting=sends, log=log)
+            except TimeoutError:
+                end.failure = Code.WORKER_TIMEOUT
+                raise
+            if isinstance(ended, Code):  # a permit integrity violation (its stop is taken)
+                end.failure = ended
+            else:
+                prepared = ended
+                await handle.acknowledge_done()
     code = end.failure
     if end.interrupted:
         prepared = None
@@ -163,8 +164,10 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
             code = Code.LOOKUP_PREPARATION_INVALID
         else:
             snapshot = SnapshotRef(path=str(path), digest=prepared.snapshot_digest)
-            ctx.journal.record_assignment(key, kind="checkpoint",
-                                          snapshot_digest=snapshot.digest)
+            isolation = prepared.isolation
+            ctx.journal.record_assignment(
+                key, kind="checkpoint", snapshot_digest=snapshot.digest,
+                isolation=None if isolation is None else msgspec.json.encode(isolation).decode())
     if code is None and snapshot is None:
         code = Code.LOOKUP_PREPARATION_INVALID
     return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000),

@@ -34,17 +34,20 @@ import msgspec
 from efold.controller.cgroups import Cgroup
 from efold.controller.containment import ContainmentPolicy, LaunchTarget, contain
 from efold.controller.errors import ControllerError
+from efold.controller.proctable import read_entry
 from efold.controller.recovery import observe
 from efold.controller.run_cgroups import (
     CGROUP,
+    JournaledCgroup,
     discard_cgroup,
     journaled_mode,
     kill_cgroup,
+    launch_cgroup_of,
     live_in_cgroup,
-    open_journaled,
+    open_run_cgroup,
 )
 from efold.errors import Code
-from efold.identity import ProcessIdentity, current_identity
+from efold.identity import ProcessIdentity, boot_id, current_identity
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 
@@ -72,17 +75,19 @@ async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
     with acquire_lease(run_dir) as lease:
         journal = JournalWriter(run_dir, lease)
         try:
+            _refuse_a_live_controller(journal)
             epoch = journal.record_epoch(current_identity())
             lease.set_epoch(epoch)
             before = observe(run_dir)
-            cgroup_mode = journaled_mode(journal)[0] == CGROUP
+            mode, journaled = journaled_mode(journal)
+            run = _run_cgroup(journaled) if mode == CGROUP and journaled else None
             alive = {s.launch_id for s in before.survivors}
             wanted = set(before.unsettled_launches) | alive
             reaped: list[ReapedLaunch] = []
             for row in journal.rows("launches"):
                 if row["launch_id"] not in wanted:
                     continue
-                cgroup = _opened(row.get("cgroup")) if cgroup_mode else None
+                cgroup = _launch_cgroup(run, row.get("cgroup"), journaled)
                 target = LaunchTarget(
                     launch_id=row["launch_id"], epoch=epoch, slot=row["slot"],
                     leader=ProcessIdentity(pid=row["pid"], start_time=row["start_time"],
@@ -100,9 +105,7 @@ async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
                     members=len(result.members), signals=len(result.signals),
                     survivors=len(result.survivors),
                 ))
-            unattributed = 0
-            if cgroup_mode and before.run_cgroup is not None:
-                unattributed = await _empty_run_cgroup(before.run_cgroup, policy)
+            unattributed = await _empty_run_cgroup(run, policy) if run is not None else 0
         finally:
             journal.close()
     after = observe(run_dir)
@@ -110,35 +113,59 @@ async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
                       verdict=after.verdict, unattributed=unattributed)
 
 
-def _opened(rel: str | None) -> Cgroup | None:
-    """A launch's journaled cgroup, or None (gone, or not to be opened here: then the
-    survivor check of ``recover`` says the run's cgroup is unreadable)."""
-    if rel is None:
-        return None
+def _refuse_a_live_controller(journal: JournalWriter) -> None:
+    """``lease_held`` while any controller that ever opened this run's journal is alive
+    (pid, start time and boot proven from /proc): the lease lives in the directory, so
+    a copy of a live run has a free one, and reaping the copy would contain the live
+    run's processes through their shared cgroup and records."""
+    boot = boot_id()
+    for row in journal.rows("epochs"):
+        entry = read_entry(row["pid"])
+        if row["boot_id"] == boot and row["pid"] != os.getpid() and entry is not None \
+                and entry.start_time == row["start_time"] and not entry.exited:
+            raise ControllerError(Code.LEASE_HELD,
+                                  f"controller pid {row['pid']} of this run is alive "
+                                  "(is this a copy of a live run?)")
+
+
+def _run_cgroup(journaled: JournaledCgroup) -> Cgroup | None:
+    """The run's cgroup, or None (gone, or not this run's or unreadable: then nothing is
+    done through it, and ``recover`` afterwards says why it is not reconciled)."""
     try:
-        return open_journaled(rel)
+        return open_run_cgroup(journaled)
     except ControllerError:
         return None
 
 
-async def _empty_run_cgroup(rel: str, policy: ContainmentPolicy) -> int:
+def _launch_cgroup(run: Cgroup | None, rel: str | None,
+                   journaled: JournaledCgroup | None) -> Cgroup | None:
+    if run is None or journaled is None:
+        return None
+    try:
+        return launch_cgroup_of(run, rel, journaled.rel)
+    except ControllerError:
+        return None
+
+
+async def _empty_run_cgroup(run: Cgroup, policy: ContainmentPolicy) -> int:
     """Kill what still lives anywhere in the run's cgroup, wait for it to empty, remove
     it with its launch cgroups; how many processes it held."""
-    run = _opened(rel)
-    if run is None:
-        return 0
     left = len(live_in_cgroup(run))
     if left:
         kill_cgroup(run)
-        await anyio.to_thread.run_sync(run.wait_empty, policy.kill_wait)
+        try:
+            await anyio.to_thread.run_sync(run.wait_empty, policy.kill_wait)
+        except ControllerError:
+            pass  # what still lives stays, and recover names it
     discard_cgroup(run)
     return left
 
 
 def reap(run_dir: str | os.PathLike[str], *,
          policy: ContainmentPolicy | None = None) -> ReapReport:
-    """Reap ``run_dir`` (see the module docstring). Raises ``RegistryError`` with
-    ``lease_held`` while a controller holds the run, ``journal_invalid`` for a
+    """Reap ``run_dir`` (see the module docstring). Raises ``lease_held`` while a
+    controller holds the run or any controller of its journal is alive (a copy of a
+    live run), ``journal_invalid`` for a
     directory that is not a run."""
     path = os.fspath(run_dir)
     return anyio.run(lambda: _reap(path, policy or ContainmentPolicy()), backend="trio")

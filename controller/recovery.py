@@ -44,10 +44,12 @@ from efold.controller.proof import ProofState, prove
 from efold.controller.run_cgroups import (
     CGROUP,
     PROCESS_GROUP_BLIND_SPOT,
+    JournaledCgroup,
     journaled_mode,
     live_entries,
-    open_journaled,
+    open_run_cgroup,
 )
+from efold.controller.template import TEMPLATE_KIND
 from efold.identity import ProcessIdentity, boot_id
 from efold.registry.journal import JournalReader
 from efold.registry.lease import probe_lease
@@ -177,6 +179,18 @@ def _survivors_of(
     return list(found.values())
 
 
+def _once_each(survivors: list[SurvivorState], template_ids: set[int]) -> list[SurvivorState]:
+    """Each live process once. A worker forked by the template carries the template's
+    marker too, so it is tied to both launches: it is named with its own."""
+    kept: dict[int, SurvivorState] = {}
+    for survivor in survivors:
+        seen = kept.get(survivor.pid)
+        if seen is None or (seen.launch_id in template_ids
+                            and survivor.launch_id not in template_ids):
+            kept[survivor.pid] = survivor
+    return list(kept.values())
+
+
 def _superseded(episode: ContainmentState, episodes: list[ContainmentState]) -> bool:
     """An episode a dead controller left unfinished is superseded by a later finished
     episode of the same launch (``reap``'s): its end is then on record."""
@@ -184,17 +198,19 @@ def _superseded(episode: ContainmentState, episodes: list[ContainmentState]) -> 
                and e.containment_id > episode.containment_id for e in episodes)
 
 
-def _cgroup_survivors(run_cgroup: str, launches: list[dict[str, Any]],
+def _cgroup_survivors(journaled: JournaledCgroup, launches: list[dict[str, Any]],
                      ) -> tuple[str, list[SurvivorState]]:
     """The run cgroup's state and its live members, each named with the launch whose
     journaled cgroup holds it (None: no launch row names that cgroup)."""
     try:
-        cgroup = open_journaled(run_cgroup)
+        cgroup = open_run_cgroup(journaled)
     except ControllerError as exc:
         return f"unreadable ({exc.code.value}: {exc.detail})", []
     if cgroup is None:
         return "gone", []
-    owners = {row["cgroup"]: row["launch_id"] for row in launches if row.get("cgroup")}
+    # By name: seen from another cgroup namespace the run's cgroup has another path.
+    owners = {row["cgroup"].rpartition("/")[2]: row["launch_id"]
+              for row in launches if row.get("cgroup")}
     found: list[SurvivorState] = []
 
     def add(pids: list[int], launch_id: int | None) -> None:
@@ -207,7 +223,7 @@ def _cgroup_survivors(run_cgroup: str, launches: list[dict[str, Any]],
             add(cgroup.own_pids(), None)  # placed nowhere else: no launch of its own
             for child in cgroup.children():
                 with child:
-                    add(child.pids(), owners.get(child.rel))
+                    add(child.pids(), owners.get(child.name))
     except ControllerError as exc:
         return f"unreadable ({exc.code.value}: {exc.detail})", []
     return ("populated" if found else "empty"), found
@@ -241,7 +257,7 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         member_rows = journal.rows("members")
         containment_rows = journal.rows("containments")
         sticky = journal.sticky_stop()
-        mode, run_cgroup = journaled_mode(journal)
+        mode, journaled = journaled_mode(journal)
     lease = probe_lease(run_dir)
     current_boot = boot_id()
     table = scan()
@@ -279,9 +295,11 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         )
         for r in containment_rows
     ]
+    survivors = _once_each(survivors, {row["launch_id"] for row in launches
+                                       if row["kind"] == TEMPLATE_KIND})
     cgroup_state = None
-    if mode == CGROUP and run_cgroup is not None:
-        cgroup_state, in_cgroup = _cgroup_survivors(run_cgroup, launches)
+    if mode == CGROUP and journaled is not None:
+        cgroup_state, in_cgroup = _cgroup_survivors(journaled, launches)
         seen = {s.pid for s in survivors}
         survivors.extend(s for s in in_cgroup if s.pid not in seen)
     finished = {c.launch_id for c in containments if c.finished}
@@ -302,5 +320,6 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         reconciled=not survivors and not unsettled and not unfinished
         and not (cgroup_state or "").startswith("unreadable"),
         verdict=_verdict(len(survivors), len(unsettled), unfinished, mode, cgroup_state),
-        containment=mode, run_cgroup=run_cgroup, cgroup_state=cgroup_state,
+        containment=mode, run_cgroup=journaled.rel if journaled else None,
+        cgroup_state=cgroup_state,
     )

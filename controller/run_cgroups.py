@@ -17,6 +17,7 @@ refuses to remove a populated one, and so does ``Cgroup.remove``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from efold.controller.cgroups import LAUNCH_PREFIX, Cgroup, RunCgroup
 from efold.controller.errors import ControllerError
 from efold.controller.proctable import ProcEntry, read_entry
 from efold.errors import Code
+from efold.protocol.records import OPAQUE_ID
 from efold.registry.journal import JournalReader, JournalWriter
 
 Mode = Literal["cgroup", "process-group"]
@@ -46,6 +48,7 @@ META_MODE: Final = "containment"
 META_RUN_CGROUP: Final = "run_cgroup"
 META_FALLBACK: Final = "containment_fallback"  # why process-group mode (the reason)
 META_OPERATOR_FALLBACK: Final = "containment_fallback_allowed"  # a real run's operator flag
+META_RUN_CGROUP_ID: Final = "run_cgroup_id"  # its inode: the cgroup's id in every namespace
 # What a process-group verdict cannot see (recover says it; the banner and status too).
 PROCESS_GROUP_BLIND_SPOT: Final = (
     "process-group containment: a process that left its group and session and dropped "
@@ -67,35 +70,33 @@ class RunCgroups:
     run: RunCgroup | None = None
 
     @classmethod
-    def open(cls, *, use_cgroups: bool = True) -> RunCgroups:
+    def open(cls, *, use_cgroups: bool = True, token: str | None = None) -> RunCgroups:
         """Create the run's cgroup below this controller's own, or say why there is none
         (``use_cgroups`` False: the operator chose process groups). Never raises for
         "unavailable": the fallback is a mode, and the caller decides whether it may
-        run in it (``require``)."""
+        run in it. ``token``: the run cgroup's name after ``efold-`` (``run_token``, so
+        that recover can tell the run's own cgroup); None: a fresh random one."""
         if not use_cgroups:
             return cls(PROCESS_GROUP, "process-group containment chosen by the campaign")
         found = find_cgroup2()
         if isinstance(found, NoCgroup2):
             return cls(PROCESS_GROUP, found.reason)
         try:
-            run = RunCgroup.create(found, _token())
+            run = RunCgroup.create(found, token or _token())
         except ControllerError as exc:
             return cls(PROCESS_GROUP, f"the run's cgroup cannot be created ({exc.detail})")
         return cls(CGROUP, run.rel, run)
 
-    def require(self, required: bool) -> None:
-        """Refuse (``containment_unavailable``) a run that requires cgroup containment
-        where there is none."""
-        if required and self.mode != CGROUP:
-            raise ControllerError(Code.CONTAINMENT_UNAVAILABLE, self.detail)
-
-    def journal(self, journal: JournalWriter) -> None:
-        """Record the mode (and the run cgroup, or why none) before the first launch."""
-        journal.record_meta(META_MODE, self.mode)
+    def journal(self, journal: JournalWriter, *, operator_allowed: bool = False) -> None:
+        """Record the mode (and the run cgroup, or why none, and whether a real run's
+        operator allowed that) in one transaction, before the first launch."""
         if self.run is not None:
-            journal.record_meta(META_RUN_CGROUP, self.run.rel)
+            journal.record_meta({META_MODE: self.mode, META_RUN_CGROUP: self.run.rel,
+                                 META_RUN_CGROUP_ID: str(os.fstat(self.run.fd).st_ino)})
         else:
-            journal.record_meta(META_FALLBACK, self.detail)
+            journal.record_meta({META_MODE: self.mode, META_FALLBACK: self.detail,
+                                 **({META_OPERATOR_FALLBACK: "--process-group-containment"}
+                                    if operator_allowed else {})})
 
     def new_launch(self) -> Cgroup | None:
         """A fresh, empty cgroup for one launch (None in process-group mode)."""
@@ -118,36 +119,113 @@ class RunCgroups:
 def membership_line(mode: str, detail: str) -> str:
     """The line a command shows at run open: the mode, where (cgroup) or why not."""
     if mode == CGROUP:
-        return f"containment: cgroup, below {detail} (no process of the run can leave it)"
-    return f"containment: process-group, no cgroup ({detail}); {PROCESS_GROUP_BLIND_SPOT}"
+        return (f"containment: cgroup, the run's cgroup below {detail} (`recover RUN` "
+                "names it)")
+    return (f"containment: process-group, no cgroup ({detail}): a process that leaves its "
+            "group and session and drops its launch marker is not seen after a crash; an "
+            "ordinary user gets cgroups under `systemd-run --user --scope -p Delegate=yes "
+            "efold-controller ...`")
 
 
-def journaled_mode(journal: JournalReader) -> tuple[Mode, str | None]:
-    """The run's journaled mode and run cgroup path (a journal from before cgroups, or
-    one whose run never opened, is process-group)."""
-    mode = journal.meta(META_MODE)
-    if mode == CGROUP:
-        return CGROUP, journal.meta(META_RUN_CGROUP)
-    return PROCESS_GROUP, None
+def run_token(journal: JournalReader) -> str:
+    """The run's cgroup token: a digest of its journal's first epoch (the controller
+    that opened it: pid, start time, boot, time). A copy of the run directory has the
+    same; any other run has another, so a journal cannot be pointed at another run's
+    cgroup without being that run's."""
+    epochs = journal.rows("epochs")
+    if not epochs:
+        raise ControllerError(Code.CGROUP_ARGUMENT_INVALID, "the journal has no epoch")
+    first = epochs[0]
+    seed = f"{first['pid']}:{first['start_time']}:{first['boot_id']}:{first['started_ns']}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-def open_journaled(rel: str) -> Cgroup | None:
-    """The cgroup at the journaled path ``rel`` (a run cgroup ``.../efold-*`` or a launch
-    cgroup below one), from whichever cgroup2 mount holds it; None when it is gone (the
-    kernel removes only empty cgroups, so nothing of it is alive). Raises
-    ``ControllerError`` when it cannot be looked at: no such hierarchy visible here
-    (``cgroup_not_found`` with the reason), a path that is no run's (``cgroup_path_refused``),
-    no permission."""
-    parts = [p for p in rel.split("/") if p]
-    run_at = next((i for i, p in enumerate(parts) if p.startswith(RUN_PREFIX)), None)
-    if run_at is None or any(not p.startswith(LAUNCH_PREFIX) for p in parts[run_at + 1:]) \
-            or len(parts) > run_at + 2:
-        raise ControllerError(Code.CGROUP_PATH_REFUSED, "not a run or launch cgroup")
+@dataclass(frozen=True)
+class JournaledCgroup:
+    """What a run's journal says of its cgroup: the path as the controller's kernel
+    named it, its inode (the cgroup's id, the same from every cgroup namespace), and the
+    name it must have (``run_token``)."""
+
+    rel: str
+    ino: int | None
+    name: str
+
+
+def journaled_mode(journal: JournalReader) -> tuple[Mode, JournaledCgroup | None]:
+    """The run's journaled mode and cgroup (a journal from before cgroups, or one whose
+    run never opened, is process-group)."""
+    if journal.meta(META_MODE) != CGROUP:
+        return PROCESS_GROUP, None
+    rel = journal.meta(META_RUN_CGROUP) or ""
+    ino = journal.meta(META_RUN_CGROUP_ID)
+    return CGROUP, JournaledCgroup(rel, int(ino) if ino and ino.isdigit() else None,
+                                   RUN_PREFIX + run_token(journal))
+
+
+def open_run_cgroup(journaled: JournaledCgroup) -> Cgroup | None:
+    """The run's cgroup, wherever this process sees it; None when it is gone (the kernel
+    removes only empty cgroups). Refused (``cgroup_path_refused``) when the journaled
+    path is not this run's cgroup (its name is not the run's token, or the cgroup there
+    is another with that name); ``cgroup_not_found`` when no cgroup2 hierarchy is
+    visible. Seen from another cgroup namespace (a container's controller, recovered
+    from the host) the journaled path names nothing: the cgroup is then looked for by
+    its name and inode across the hierarchy, and only a search that finds neither says
+    gone."""
+    parts = [p for p in journaled.rel.split("/") if p]
+    if not parts or parts[-1] != journaled.name or any(p in (".", "..") for p in parts):
+        raise ControllerError(Code.CGROUP_PATH_REFUSED, "the journaled cgroup is not this run's")
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        found = parse_cgroup2_mount(f.read(), "/" + "/".join(parts))
+        mountinfo = f.read()
+    found = parse_cgroup2_mount(mountinfo, "/" + "/".join(parts))
     if isinstance(found, NoCgroup2):
         raise ControllerError(Code.CGROUP_NOT_FOUND, found.reason)
-    return _open_rel(found, "/" + "/".join(parts))
+    cgroup = _open_rel(found, "/" + "/".join(parts))
+    if cgroup is None:
+        elsewhere = _search(found.mount, journaled)
+        if elsewhere is None:
+            return None
+        cgroup = _open_rel(Cgroup2(found.mount, elsewhere), elsewhere)
+        if cgroup is None:
+            return None
+    if journaled.ino is not None and os.fstat(cgroup.fd).st_ino != journaled.ino:
+        cgroup.close()
+        raise ControllerError(Code.CGROUP_PATH_REFUSED,
+                              "another cgroup has the run's name (its id differs)")
+    return cgroup
+
+
+def _search(mount: str, journaled: JournaledCgroup) -> str | None:
+    """The path (below ``mount``) of the directory named as the run's cgroup with its
+    inode, or None."""
+    for top, dirs, _ in os.walk(mount, followlinks=False):
+        if journaled.name in dirs:
+            path = os.path.join(top, journaled.name)
+            try:
+                ino = os.stat(path, follow_symlinks=False).st_ino
+            except OSError:
+                continue
+            if journaled.ino is None or ino == journaled.ino:
+                return "/" + os.path.relpath(path, mount)
+        dirs[:] = [d for d in dirs if not d.startswith(LAUNCH_PREFIX)]
+    return None
+
+
+def launch_cgroup_of(run: Cgroup, journaled_rel: str | None,
+                     run_rel: str) -> Cgroup | None:
+    """A launch's cgroup, opened below the (located) run cgroup: its journaled path must
+    be ``<run cgroup>/launch-<token>``; None when absent or gone."""
+    if journaled_rel is None:
+        return None
+    parent, _, name = journaled_rel.rstrip("/").rpartition("/")
+    if parent != run_rel.rstrip("/") or not name.startswith(LAUNCH_PREFIX) \
+            or OPAQUE_ID.fullmatch(name[len(LAUNCH_PREFIX):]) is None:
+        raise ControllerError(Code.CGROUP_PATH_REFUSED, "not a launch cgroup of this run")
+    try:
+        return run.open_child(name)
+    except ControllerError as exc:
+        if exc.code is Code.CGROUP_NOT_FOUND:
+            return None
+        raise
 
 
 def _open_rel(found: Cgroup2, rel: str) -> Cgroup | None:

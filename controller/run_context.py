@@ -132,7 +132,8 @@ class RunContext:
 
     @asynccontextmanager
     async def launch(self, assignment: Assignment, end: LaunchEnd, *,
-                     credential: bytes | None = None) -> AsyncIterator[WorkerHandle]:
+                     credential: bytes | None = None
+                     ) -> AsyncIterator[WorkerHandle | None]:
         """One supervised launch (``launcher.supervise`` with this run's containment
         policy and program, and the child environment read now), ended the one way every
         launch of the run ends (``credential``, if given, reaches this child alone, over
@@ -143,9 +144,13 @@ class RunContext:
           block, not the run: ``end.failure`` names it;
         - a journal failure (``RegistryError``) propagates: nothing more may be recorded;
         - whatever the end, every sticky stop the containment episode decided is the
-          run's before anything else launches (``adopt_containment``)."""
+          run's before anything else launches (``adopt_containment``);
+        - a launch that never started (its cgroup or its process could not be made, or
+          the run was interrupted first) yields None: the block has no child, and
+          ``end.failure`` (or ``end.interrupted``) says why."""
         slot = assignment.slot
         handle: WorkerHandle | None = None
+        yielded = False
         with anyio.CancelScope() as scope:
             self._launch_scopes.add(scope)
             try:
@@ -155,6 +160,7 @@ class RunContext:
                                      env=child_environment(), program=self.program,
                                      credential=credential, template=self.template,
                                      cgroups=self.cgroups) as handle:
+                    yielded = True
                     yield handle
             except RegistryError:
                 raise  # the journal failed: nothing more may be recorded; the run stops
@@ -165,6 +171,8 @@ class RunContext:
                 self.adopt_containment(handle, slot)
                 self._launch_scopes.discard(scope)
         end.interrupted = scope.cancelled_caught
+        if not yielded:
+            yield None
 
     def welcome(self, seconds: float) -> Welcome:
         ms = int(seconds * 1000)

@@ -50,10 +50,10 @@ from efold.controller.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.run_cgroups import (
     CGROUP,
-    META_OPERATOR_FALLBACK,
     PROCESS_GROUP,
     RunCgroups,
     membership_line,
+    run_token,
 )
 from efold.controller.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
 from efold.controller.shards import ShardTicket, shard_plan
@@ -192,15 +192,13 @@ def open_membership(journal: JournalWriter, wanted: str | None, *, real: bool,
     groups. Refused (``containment_unavailable``, nothing launched) where the campaign
     requires cgroups, or a real run has none and its operator did not pass
     ``--process-group-containment``."""
-    cgroups = RunCgroups.open(use_cgroups=wanted != PROCESS_GROUP)
+    cgroups = RunCgroups.open(use_cgroups=wanted != PROCESS_GROUP, token=run_token(journal))
     try:
         refusal = containment_refusal(wanted, cgroups.mode, cgroups.detail, real=real,
                                       process_group_ok=process_group_ok)
         if refusal is not None:
             raise refusal
-        cgroups.journal(journal)
-        if cgroups.mode != CGROUP and process_group_ok:
-            journal.record_meta(META_OPERATOR_FALLBACK, "--process-group-containment")
+        cgroups.journal(journal, operator_allowed=process_group_ok)
     except BaseException:
         cgroups.close()
         raise

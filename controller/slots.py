@@ -95,22 +95,23 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     receipt: Receipt | None = None
     end = LaunchEnd()
     async with ctx.launch(assignment, end, credential=ctx.reader_credential) as handle:
-        try:
-            with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
-                ended = await serve_probe(ctx, handle, slot, judge_key)
-        except TimeoutError:
-            end.failure = Code.WORKER_TIMEOUT
-            raise
-        if isinstance(ended, Code):  # a permit integrity violation (its stop is taken)
-            end.failure = ended
-        else:
-            terminal = ended
-            if boundary is None:
-                receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence,
-                                    started)
-            if ctx.answers_file is not None:
-                keep_answer(ctx.answers_file, slot, terminal)
-            await handle.acknowledge_done()
+        if handle is not None:  # None: it never started (end says why)
+            try:
+                with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
+                    ended = await serve_probe(ctx, handle, slot, judge_key)
+            except TimeoutError:
+                end.failure = Code.WORKER_TIMEOUT
+                raise
+            if isinstance(ended, Code):  # a permit integrity violation (its stop is taken)
+                end.failure = ended
+            else:
+                terminal = ended
+                if boundary is None:
+                    receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence,
+                                        started)
+                if ctx.answers_file is not None:
+                    keep_answer(ctx.answers_file, slot, terminal)
+                await handle.acknowledge_done()
     if end.interrupted and terminal is None:
         end.failure = Code.INTERRUPTED  # the operator's, not the child's
     if terminal is None:

@@ -28,7 +28,8 @@ from efold.identity import ProcessIdentity
 from efold.registry.errors import RegistryError
 
 JOURNAL_NAME = "journal.sqlite"
-SCHEMA_VERSION = 3  # 2: launches.marker; 3: launches.cgroup, the run's containment in meta
+# 2: launches.marker; 3: launches.cgroup, assignments.isolation, the run's containment in meta
+SCHEMA_VERSION = 3
 # Journals this build still reads (and reaps): a version-2 journal has no cgroup column
 # and no containment in meta; it is a process-group run.
 READABLE_VERSIONS = frozenset({2, SCHEMA_VERSION})
@@ -89,7 +90,8 @@ CREATE TABLE receipts (
 -- a probe slot's cache key (unique across the run) and the snapshot it restores.
 CREATE TABLE assignments (
     slot TEXT PRIMARY KEY, kind TEXT NOT NULL, cache_key TEXT UNIQUE,
-    snapshot_digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL
+    snapshot_digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL,
+    isolation TEXT  -- a checkpoint's: how its fold ran isolated (JSON), as its child said
 );
 """
 
@@ -373,10 +375,13 @@ class JournalWriter(JournalReader):
             values["cgroup"] = cgroup
         return self._insert("launches", values)
 
-    def record_meta(self, key: str, value: str) -> None:
-        """Set a ``meta`` value once (``containment``, ``run_cgroup``): a second value
-        for the same key is refused (``journal_write_failed``), never overwritten."""
-        self._insert("meta", {"key": key, "value": value})
+    def record_meta(self, values: Mapping[str, str]) -> None:
+        """Set ``meta`` values, all in one transaction (``containment`` with its
+        ``run_cgroup``: a crash never leaves one without the other), each once: a second
+        value for a key is refused (``journal_write_failed``), never overwritten."""
+        with self._transaction() as c:
+            for key, value in values.items():
+                c.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def record_exit(self, launch_id: int, exit_status: int | None) -> None:
         with self._transaction() as c:
@@ -485,12 +490,16 @@ class JournalWriter(JournalReader):
             )
 
     def record_assignment(self, slot: str, *, kind: str, snapshot_digest: str,
-                          cache_key: str | None = None) -> None:
-        """Once per slot (or checkpoint); a reused cache key refuses (UNIQUE)."""
-        self._insert("assignments", {
+                          cache_key: str | None = None, isolation: str | None = None) -> None:
+        """Once per slot (or checkpoint); a reused cache key refuses (UNIQUE).
+        ``isolation``: a checkpoint's fold isolation as its prep child reported it."""
+        values: dict[str, Any] = {
             "slot": slot, "kind": kind, "cache_key": cache_key,
             "snapshot_digest": snapshot_digest, "recorded_ns": _now(),
-        })
+        }
+        if isolation is not None:  # a version-2 journal has no such column
+            values["isolation"] = isolation
+        self._insert("assignments", values)
 
     def record_receipt(self, slot: str, digest: str) -> None:
         """A slot's receipt digest, once. A second receipt for a slot is refused."""

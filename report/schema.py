@@ -432,6 +432,21 @@ class RunContainment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     operator_allowed: bool = False
 
 
+class FoldIsolation(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How the run's prepared checkpoints ran their fold code, as their prep children
+    said: counts only (the reasons stay in the journal and ``fold check``).
+    ``checkpoints``: prepared and verified; ``isolated``: with no network (a
+    loopback-only namespace) and writes only beneath their slot (Landlock);
+    ``network_isolated`` / ``writes_isolated``: each alone; ``not_reported``: no word
+    from the child (a journal from before isolation)."""
+
+    checkpoints: int
+    isolated: int
+    network_isolated: int
+    writes_isolated: int
+    not_reported: int
+
+
 class ContainmentEpisode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One containment episode the journal holds (docs/architecture.md §9).
 
@@ -498,6 +513,9 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # What held the run's processes; null when the journal predates it (or a cluster
     # run's merged status).
     containment: RunContainment | None = None
+    # How the prepared checkpoints' fold code ran isolated; null when not read (a
+    # cluster run's merged status, a library caller without the journal).
+    fold_isolation: FoldIsolation | None = None
 
 
 ShardOutcomeName = Literal["complete", "stopped", "interrupted", "refused", "failed", "lost",

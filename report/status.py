@@ -34,6 +34,7 @@ from efold.report.schema import (
     ContainmentEpisode,
     ControllerState,
     EpisodeOutcome,
+    FoldIsolation,
     LaunchKind,
     RunContainment,
     RunStatus,
@@ -132,6 +133,7 @@ class RunFacts(msgspec.Struct, frozen=True):
     # template runs until after its reports; without one, nothing proves it ended.
     template_unended: bool = False
     containment: RunContainment | None = None  # the journaled mode; None: not journaled
+    fold_isolation: FoldIsolation | None = None  # the checkpoints' isolation; None: not read
 
 
 def _refuse(detail: str) -> ReportError:
@@ -272,6 +274,7 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         in_flight=list(facts.in_flight),
         shards=None if facts.shards is None else list(facts.shards),
         damaged_files=sorted(facts.damaged_files), containment=facts.containment,
+        fold_isolation=facts.fold_isolation,
     )
 
 
@@ -353,6 +356,18 @@ def _containment_line(containment: RunContainment | None) -> str:
             "after a controller crash")
 
 
+def _isolation_line(iso: FoldIsolation | None) -> list[str]:
+    if iso is None or iso.checkpoints == 0:
+        return []
+    line = (f"Fold isolation: {iso.isolated} of {_count(iso.checkpoints, 'checkpoint')} "
+            "built with no network and writes only in their slot")
+    if iso.isolated < iso.checkpoints:
+        line += (f" (no network: {iso.network_isolated}, writes confined: "
+                 f"{iso.writes_isolated}, not reported: {iso.not_reported}; "
+                 "`efold-controller fold check` says why)")
+    return [line]
+
+
 def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
     """The headline and its detail lines (plain text; backticks mark commands and codes).
     Built from fixed sentences, fixed codes, ids and counts only."""
@@ -373,6 +388,7 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
             f"{len(status.unexited_launches)} (launch {_ids(status.unexited_launches)})"
             if status.unexited_launches else "0"),
         _containment_line(status.containment),
+        *_isolation_line(status.fold_isolation),
         f"Containment episodes: {len(status.containments)}",
         "Damaged files (gone or unreadable): " + (
             f"{len(status.damaged_files)} ({_ids(status.damaged_files)})"

@@ -85,6 +85,9 @@ def _without_clocks(results: dict[str, Any]) -> dict[str, Any]:
     # Who held the lease when the reports were written: a one-machine pilot writes its
     # own while it holds it; the cluster's are written after it released its lease.
     results["status"].pop("shards"), results["status"].pop("controller")
+    # What held the processes: each shard run has its own (its journal says it); the
+    # merged status of a cluster run carries none.
+    results["status"].pop("containment", None)
     return results
 
 

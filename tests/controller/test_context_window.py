@@ -81,7 +81,7 @@ def test_plan_skips_the_checkpoints_the_window_cannot_take(tmp_path: Path) -> No
     planned = runner.invoke(main, ["plan", "--registration", str(tmp_path / "reg" /
                                    "registration.json"), "--sha256", sha, "--json"])
     assert planned.exit_code == 0, planned.output
-    summary = json.loads(planned.output)
+    summary = json.loads(planned.stdout)  # stderr names the private root
     # compaction fits; cold-rebuild and native (two probes each) do not.
     assert (summary["slots"], summary["eligible"], summary["skipped_inventory_infeasible"]) \
         == (6, 2, 4)

@@ -295,7 +295,7 @@ def test_plan_lists_the_expected_lines_in_json_and_for_a_person(tmp_path: Path) 
             "--sha256", sha]
     planned = runner.invoke(main, [*args, "--json"])
     assert planned.exit_code == 0, planned.output
-    costs = json.loads(planned.output)["estimate"]
+    costs = json.loads(planned.stdout)["estimate"]  # stderr names the private root
     assert list(costs["expected_lines_usd"]) == ["reader", "judge"]
     assert sum(Decimal(v) for v in costs["expected_lines_usd"].values()) \
         == Decimal(costs["expected_usd"])
