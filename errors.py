@@ -238,6 +238,7 @@ class Code(enum.StrEnum):
     CLUSTER_CAP_TOO_SMALL = "cluster_cap_too_small"  # the cap holds no Rmax per shard
     CLUSTER_SHARD_MISPLACED = "cluster_shard_misplaced"  # a shard on a node it is not bound to
     CLUSTER_RECORDS_INVALID = "cluster_records_invalid"  # a shard's records disagree with the run
+    CLUSTER_UNSCHEDULABLE = "cluster_unschedulable"  # a shard not placed on its node in time
     CGROUP_ARGUMENT_INVALID = "cgroup_argument_invalid"  # a run/launch id that is no opaque id, a pids.max below 1
     CGROUP_PATH_REFUSED = "cgroup_path_refused"  # a symlink, `..` or a path that is no run cgroup below ours
     CGROUP_NOT_FOUND = "cgroup_not_found"  # the cgroup (or a file of it) does not exist

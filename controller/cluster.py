@@ -90,14 +90,24 @@ _PR_SET_PDEATHSIG: Final = 1
 _FIXED_CODES: Final = frozenset(code.value for code in Code)
 
 
+# How long every shard has to be placed and its controller started (``--place-seconds``).
+PLACE_SECONDS: Final = 120.0
+
+
 @dataclass(frozen=True)
 class ShardResources:
     """What each shard asks of its node (Ray resources): CPUs, GPUs and named custom
-    resources, e.g. ``{"llama-server": 1}`` for a node that hosts a local model server."""
+    resources, e.g. ``{"llama-server": 1}`` for a node that hosts a local model server;
+    and how long it may wait to be placed (``place_seconds``)."""
 
     cpus: float = 1.0
     gpus: float = 0.0
     custom: dict[str, float] = field(default_factory=dict)
+    place_seconds: float = PLACE_SECONDS
+
+    def asked(self) -> str:
+        need = {"CPU": self.cpus, "GPU": self.gpus, **self.custom}
+        return ", ".join(f"{k} {v:g}" for k, v in need.items() if v)
 
 
 @dataclass
@@ -197,17 +207,45 @@ class ShardHost:
 _Host: Any = ray.remote(max_restarts=0, max_task_retries=0)(ShardHost)
 
 
+# What a gRPC server (a Ray head's GCS) answers an HTTP/2 client's connection preface
+# with: a frame header (9 bytes) whose type byte (the fourth) is SETTINGS (4).
+_H2_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(
+    [0, 0, 0, 4, 0, 0, 0, 0, 0])  # ... and our own empty SETTINGS frame
+_H2_SETTINGS: Final = 4
+
+
+def _speaks_grpc(host: str, port: int) -> str | None:
+    """None when ``host:port`` answers like a gRPC server within ``CONNECT_SECONDS``,
+    else what it did instead (Ray's own client would wait on anything else forever)."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_SECONDS) as conn:
+            conn.settimeout(CONNECT_SECONDS)
+            conn.sendall(_H2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    return "it closed the connection (not a Ray head)"
+                header += chunk
+    except TimeoutError:
+        return f"it answered nothing within {CONNECT_SECONDS:g} s (not a Ray head)"
+    except OSError as exc:
+        return str(exc)
+    if header[3] != _H2_SETTINGS:
+        return "it does not speak gRPC (not a Ray head)"
+    return None
+
+
 def connect(address: str) -> None:
     """Join the cluster at ``address`` (``auto``, ``host:port`` or ``ray://...``);
-    ``cluster_unavailable`` when there is none. A ``host:port`` must accept a TCP
-    connection within ``CONNECT_SECONDS`` first: Ray itself retries a dead head forever."""
+    ``cluster_unavailable`` when there is none. A ``host:port`` must answer as a gRPC
+    server (a Ray head's GCS) within ``CONNECT_SECONDS`` first: Ray itself retries a
+    dead head forever, and waits forever on a listener that is not Ray."""
     host, sep, port = address.rpartition(":")
     if sep and host and port.isdigit() and "://" not in address:
-        try:
-            socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
-        except OSError as exc:
-            raise ControllerError(Code.CLUSTER_UNAVAILABLE,
-                                  f"no Ray cluster at {address}: {exc}") from exc
+        why = _speaks_grpc(host, int(port))
+        if why is not None:
+            raise ControllerError(Code.CLUSTER_UNAVAILABLE, f"no Ray cluster at {address}: {why}")
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
                  configure_logging=False)
@@ -298,7 +336,7 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
         running = [_Shard(p, _host(p.node, resources), n) for p, n in zip(placed, slots,
                                                                              strict=True)]
         with _signals_as_interrupt() as interrupted:
-            _start(running, tickets, reg_bytes, program, run, echo)
+            _start(running, tickets, reg_bytes, program, run, echo, resources, interrupted)
             _watch(running, run, echo, interrupted)
         outcome.interrupted = interrupted.signal
         journal.close()
@@ -314,13 +352,26 @@ def _host(node: str, resources: ShardResources) -> Any:
 
 
 def _start(running: list[_Shard], tickets: list[bytes], reg_bytes: bytes,
-           program: list[str], run: Path, echo: Callable[[str], None]) -> None:
+           program: list[str], run: Path, echo: Callable[[str], None],
+           resources: ShardResources, interrupted: _Interrupt) -> None:
+    """Start every shard; one not placed (its actor not scheduled, or its controller
+    not started) within ``place_seconds``, or by an interruption, ends ``refused``
+    with ``cluster_unschedulable`` (its actor killed): never an unbounded wait."""
     starts = [s.host.start.remote(t, reg_bytes, program)
               for s, t in zip(running, tickets, strict=True)]
+    deadline = time.monotonic() + resources.place_seconds
     for shard, ref in zip(running, starts, strict=True):
         spec = shard.placed.spec
         try:
-            ray.get(ref)
+            if not _placed(ref, deadline, interrupted):
+                ray.kill(shard.host, no_restart=True)
+                echo(f"shard {spec.mark.index}: not placed on node {shard.placed.node[:12]} "
+                     f"within {resources.place_seconds:g} s (it asks {resources.asked()}; "
+                     f"the node has {_available(shard.placed.node)})")
+                _end(shard, run, ShardEnd(index=spec.mark.index, outcome=ShardOutcome.REFUSED,
+                                          exit_status=None,
+                                          code=Code.CLUSTER_UNSCHEDULABLE.value), echo)
+                continue
         except ray.exceptions.RayError as exc:
             cause = getattr(exc, "cause", None)
             code = cause.code.value if isinstance(cause, ControllerError) else None
@@ -331,6 +382,32 @@ def _start(running: list[_Shard], tickets: list[bytes], reg_bytes: bytes,
         echo(f"shard {spec.mark.index}/{spec.mark.count}: node {shard.placed.node[:12]}, "
              f"{shard.slots} slots, {len(spec.checkpoints)} checkpoints, cap {spec.cap_units} units, "
              f"run {shard.placed.run_dir}")
+
+
+def _placed(ref: Any, deadline: float, interrupted: _Interrupt) -> bool:
+    """Whether ``ref`` (a shard's start) completed before ``deadline`` and before any
+    interruption; raises what the start raised."""
+    while True:
+        try:
+            ray.get(ref, timeout=POLL_SECONDS)
+            return True
+        except ray.exceptions.GetTimeoutError:
+            if interrupted.signal is not None or time.monotonic() >= deadline:
+                return False
+
+
+def _available(node: str) -> str:
+    """A node's available resources now, as an operator reads them."""
+    try:
+        have: dict[str, float] = next(
+            (n.get("Resources", {}) for n in ray.nodes()  # type: ignore[no-untyped-call]
+             if str(n.get("NodeID")) == node), {})
+        free = ray.available_resources()  # type: ignore[no-untyped-call]
+    except Exception:  # only a sentence of the refusal: never its cause
+        return "unknown resources"
+    return ", ".join(f"{k} {free.get(k, 0):g} free of {v:g}" for k, v in sorted(have.items())
+                     if k in ("CPU", "GPU") or not k.startswith(("node:", "memory",
+                                                                  "object_store")))
 
 
 def _watch(running: list[_Shard], run: Path, echo: Callable[[str], None],

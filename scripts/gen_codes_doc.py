@@ -497,6 +497,10 @@ MEANINGS: dict[str, str] = {
         "is not enabled for (on a hybrid host it may be bound to a v1 hierarchy).",
     "cgroup_failed": "Any other failure of a cgroup operation; the detail names the "
         "operation and its errno.",
+    "cluster_unschedulable": "`cluster pilot`: a shard was not placed on its node (its "
+        "actor not scheduled, or its controller not started) within `--place-seconds`, "
+        "or an interruption came first; it ends refused with this code, its actor killed, "
+        "and the driver's line names the resources it asked and the node's free ones.",
     "containment_unavailable": "The run requires cgroup containment (the campaign's "
         "`containment = \"cgroup\"`, or any `--real` run without "
         "`--process-group-containment`) and no writable cgroup2 hierarchy is here; the "

@@ -17,6 +17,7 @@ import msgspec
 
 from efold.controller.aggregate import publish_reports, run_reports
 from efold.controller.cluster import (
+    PLACE_SECONDS,
     ClusterOutcome,
     ShardResources,
     connect,
@@ -94,12 +95,17 @@ def _resource(ctx: click.Context, param: click.Parameter,
               metavar="NAME[=AMOUNT]",
               help="A custom Ray resource each shard reserves (repeatable), e.g. "
                    "`--resource llama-server` for nodes that host a local model server.")
+@click.option("--place-seconds", "place_seconds", type=click.FloatRange(min=1.0),
+              default=PLACE_SECONDS, show_default=True,
+              help="How long every shard may wait to be placed on its node and started; "
+                   "a shard not placed by then is refused (cluster_unschedulable).")
 @click.option("--json", "as_json", is_flag=True,
               help="End with one JSON line: the run, its status, per-shard outcomes.")
 def pilot(faux: bool, address: str, shards: int | None, registration: str | None,
           sha256: str | None, campaign: str | None, subset: Subset | None,
           runs_root: str | None, run_dir: str | None, node_runs: str | None, cpus: float,
-          gpus: float, resources: dict[str, float], as_json: bool) -> None:
+          gpus: float, resources: dict[str, float], place_seconds: float,
+          as_json: bool) -> None:
     """Run a campaign sharded over a Ray cluster.
 
     The campaign's authorization is consumed once, here; the cap is split into one part
@@ -133,7 +139,8 @@ def pilot(faux: bool, address: str, shards: int | None, registration: str | None
                 runs_root=Path(runs_root or DEFAULT_RUNS_ROOT),
                 run_dir=Path(run_dir) if run_dir else None,
                 node_root=Path(node_runs) if node_runs else None,
-                resources=ShardResources(cpus=cpus, gpus=gpus, custom=resources),
+                resources=ShardResources(cpus=cpus, gpus=gpus, custom=resources,
+                                         place_seconds=place_seconds),
                 program=default_program(), echo=click.echo)
         finally:
             disconnect()

@@ -85,9 +85,10 @@ def _without_clocks(results: dict[str, Any]) -> dict[str, Any]:
     # Who held the lease when the reports were written: a one-machine pilot writes its
     # own while it holds it; the cluster's are written after it released its lease.
     results["status"].pop("shards"), results["status"].pop("controller")
-    # What held the processes: each shard run has its own (its journal says it); the
-    # merged status of a cluster run carries none.
+    # What held the processes and how the folds ran isolated: each shard run's journal
+    # says it; the merged status of a cluster run carries neither.
     results["status"].pop("containment", None)
+    results["status"].pop("fold_isolation", None)
     return results
 
 
@@ -284,6 +285,30 @@ def test_ctrl_c_interrupts_and_contains_every_shard(ray_cluster: Any, tmp_path: 
                                  text=True, timeout=120)
         assert recover.stdout.startswith("reconciled"), recover.stdout
     assert "Interrupted by the operator" in (run / "summary.md").read_text()
+
+
+def test_a_shard_that_cannot_be_placed_is_refused_in_bounded_time(ray_cluster: Any,
+                                                                   tmp_path: Path) -> None:
+    """Four shards on three one-CPU nodes: the fourth shares a node whose CPU the first
+    holds for its whole run. It is refused (``cluster_unschedulable``) after
+    ``--place-seconds``, naming what it asked and what the node has; the others run;
+    the cluster run is readable and says which shard refused."""
+    campaign = _campaign(tmp_path)
+    started = time.monotonic()
+    done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                           "--campaign", str(campaign), "--runs", str(tmp_path / "runs"),
+                           "--shards", "4", "--place-seconds", "8", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - started
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["shards"]["4"] == "refused"
+    assert all(line["shards"][k] == "complete" for k in ("1", "2", "3"))
+    assert "shard 4: not placed on node" in done.stdout and "it asks CPU 1" in done.stdout
+    summary = (Path(line["run"]) / "summary.md").read_text()
+    assert "Shard 4: refused (`cluster_unschedulable`)" in summary
+    assert took < 300
 
 
 def _marker_alive(run: Path) -> list[int]:
