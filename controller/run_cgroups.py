@@ -10,9 +10,11 @@ with the reason. Either way the mode, and the run cgroup's path, are journaled i
 run's ``meta`` before the first launch, and every launch row carries its cgroup.
 
 Paths are journaled as the kernel names them (relative to the hierarchy's root, as in
-/proc/PID/cgroup), so ``recover`` and ``reap`` find them from any cgroup of the same
-hierarchy (``open_journaled``). A run's cgroups are removed only when empty: the kernel
-refuses to remove a populated one, and so does ``Cgroup.remove``.
+/proc/PID/cgroup), with the run cgroup's inode and a name derived from the journal's
+first epoch, so ``recover`` and ``reap`` find the run's own cgroup from any cgroup of
+the same hierarchy, another cgroup namespace included, and never another run's
+(``open_run_cgroup``). A run's cgroups are removed only when empty: the kernel refuses
+to remove a populated one, and so does ``Cgroup.remove``.
 """
 
 from __future__ import annotations
