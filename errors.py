@@ -239,6 +239,8 @@ class Code(enum.StrEnum):
     CLUSTER_SHARD_MISPLACED = "cluster_shard_misplaced"  # a shard on a node it is not bound to
     CLUSTER_RECORDS_INVALID = "cluster_records_invalid"  # a shard's records disagree with the run
     CLUSTER_UNSCHEDULABLE = "cluster_unschedulable"  # a shard not placed on its node in time
+    CLUSTER_NODE_UNFIT = "cluster_node_unfit"  # a node cannot run efold (its import fails there)
+    CLUSTER_SHARD_UNREACHABLE = "cluster_shard_unreachable"  # a shard run not readable from here
     CGROUP_ARGUMENT_INVALID = "cgroup_argument_invalid"  # a run/launch id that is no opaque id, a pids.max below 1
     CGROUP_PATH_REFUSED = "cgroup_path_refused"  # a symlink, `..` or a path that is no run cgroup below ours
     CGROUP_NOT_FOUND = "cgroup_not_found"  # the cgroup (or a file of it) does not exist

@@ -395,6 +395,7 @@ def run_reports(view: RunView) -> dict[str, bytes]:
     return render_reports(build_run_results(view))
 
 
-def publish_reports(reports: dict[str, bytes], out_dir: str | os.PathLike[str]) -> None:
+def publish_reports(reports: dict[str, bytes], out_dir: str | os.PathLike[str], *,
+                    replace: bool = False) -> None:
     for name in REPORT_FILES:
-        publish_exclusive(Path(out_dir), name, reports[name])
+        publish_exclusive(Path(out_dir), name, reports[name], replace=replace)

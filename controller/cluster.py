@@ -29,17 +29,14 @@ records back and ends with status 130 (143).
 
 from __future__ import annotations
 
-import ctypes
-import io
 import logging
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,6 +51,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from efold.controller.aggregate import PLAN_NAME, RECEIPTS_DIR
 from efold.controller.authorize_run import consume_faux, mint_shard
+from efold.controller.cluster_collect import collect, publish_copy, reach_shards, run_records_tar
 from efold.controller.cluster_run import (
     CLUSTER_NAME,
     CLUSTER_VERSION,
@@ -63,19 +61,20 @@ from efold.controller.cluster_run import (
     ShardOutcome,
     ShardPlaced,
     outcome_of,
-    shard_copy_path,
+    read_shard_ends,
     shard_end_name,
+    shard_scratch_path,
 )
 from efold.controller.errors import ControllerError
 from efold.controller.plan import plan_for
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.runroot import claim_run_dir, new_run_dir, private_subdir
+from efold.controller.shard_keeper import last_line, read_end
 from efold.controller.shards import ShardTicket, checkpoint_keys, plan_shards, shard_plan
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
 from efold.registry import publish_exclusive
-from efold.registry.files import fsync_dir, fsync_fd
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 
@@ -83,10 +82,12 @@ from efold.registry.lease import acquire_lease
 CONNECT_SECONDS: Final = 10.0
 # How often the cluster controller asks each shard how far it is.
 POLL_SECONDS: Final = 0.5
-# A shard's run directory is copied back without these (``slots/``: per-slot scratch
-# trees; ``aggregate`` never reads them, ``prune --slots-only`` removes them).
-_NOT_COPIED: Final = frozenset({"slots"})
-_PR_SET_PDEATHSIG: Final = 1
+# How long one answer from a shard's actor may take (a poll, an interruption's ask),
+# how long its records may take to come back, and how long a shard's actor may stay
+# silent before the shard is recorded lost.
+RPC_SECONDS: Final = 5.0
+COLLECT_SECONDS: Final = 120.0
+UNREACHABLE_SECONDS: Final = 60.0
 _FIXED_CODES: Final = frozenset(code.value for code in Code)
 
 
@@ -117,91 +118,118 @@ class ClusterOutcome:
     interrupted: int | None = None  # the signal that interrupted the cluster run
 
 
-def _as_from_a_shell() -> None:
-    """In the shard controller before it runs. Signals as a shell would leave them: a
-    Ray worker's thread blocks SIGINT and its process ignores SIGHUP and SIGQUIT, and a
-    blocked or ignored disposition survives exec (the controller would never hear an
-    interrupt). Then SIGTERM when the actor process that started it dies, so a killed
-    actor leaves no controller running unwatched (it contains its children as on an
-    operator's SIGTERM)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
 class ShardHost:
-    """One shard's host on its node (a Ray actor, created pinned to that node). Its
-    methods run one at a time on the actor's main thread, the one that started the
-    shard controller (the parent-death signal is bound to that thread)."""
+    """One shard's host on its node (a Ray actor, created pinned to that node). It
+    starts the shard's keeper (``controller.shard_keeper``), which starts the shard
+    controller outside the actor's process tree and interrupts it if this actor's
+    process dies; the actor holds the write end of that death pipe."""
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
         self._ticket: ShardTicket | None = None
         self._scratch: Path | None = None
+        self._keeper: int | None = None  # a pidfd of the keeper
+        self._life: int | None = None  # the keeper's stdout: end of file when it is gone
+        self._death: int | None = None  # held open for the keeper while this process lives
         self._started = 0.0
 
     def node(self) -> str:
         return str(ray.get_runtime_context().get_node_id())
 
     def start(self, ticket_json: bytes, registration: bytes, program: list[str]) -> int:
-        """Start the shard's controller; returns its pid. Refuses (raises) a ticket
-        bound to another node."""
+        """Start the shard's keeper and through it the shard controller; returns the
+        keeper's pid. Refuses (raises) a ticket bound to another node, and a node
+        directory where the shard's scratch directory cannot be made."""
         ticket = msgspec.json.decode(ticket_json, type=ShardTicket)
         if ticket.node != self.node():
             raise ControllerError(Code.CLUSTER_SHARD_MISPLACED,
                                   f"shard {ticket.spec.mark.index} is bound to node "
                                   f"{ticket.node}, not this one")
-        scratch = Path(tempfile.mkdtemp(prefix="efold-shard-"))
-        (scratch / REGISTRATION_NAME).write_bytes(registration)
-        (scratch / "ticket.json").write_bytes(ticket_json)
+        scratch = shard_scratch_path(ticket.run_dir)
+        try:
+            scratch.mkdir(mode=0o700)
+            for name, data in ((REGISTRATION_NAME, registration), ("ticket.json", ticket_json)):
+                fd = os.open(scratch / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with open(fd, "wb") as out:
+                    out.write(data)
+        except OSError as exc:
+            raise ControllerError(Code.PATH_NOT_WRITABLE,
+                                  f"{scratch.parent}: the shard's scratch directory cannot "
+                                  f"be made on node {ticket.node[:12]} "
+                                  f"({exc.strerror or exc})") from None
         argv = [*program, "cluster", "shard", "--registration", str(scratch / REGISTRATION_NAME),
                 "--sha256", ticket.registration_sha256, "--ticket", str(scratch / "ticket.json"),
                 "--json", "--no-progress"]
-        with open(scratch / "out", "wb") as out, open(scratch / "err", "wb") as err:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=err, preexec_fn=_as_from_a_shell)
+        death_r, death_w = os.pipe()
+        try:
+            with open(scratch / "keeper-err", "wb") as err:
+                first = subprocess.Popen(
+                    [program[0], "-m", "efold.controller.shard_keeper", str(scratch),
+                     str(death_r), "--", *argv],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                    pass_fds=(death_r,))
+        finally:
+            os.close(death_r)
+        assert first.stdout is not None
+        line = first.stdout.readline()
+        first.wait()
+        if not line.strip().isdigit():
+            os.close(death_w)
+            raise ControllerError(Code.CLUSTER_NODE_UNFIT,
+                                  f"node {ticket.node[:12]}: the shard keeper did not start "
+                                  f"({_tail(scratch / 'keeper-err')})")
+        pid = int(line)
+        self._keeper = os.pidfd_open(pid)
+        self._life = os.dup(first.stdout.fileno())
+        first.stdout.close()
+        self._death = death_w
         self._ticket, self._scratch, self._started = ticket, scratch, time.monotonic()
-        return self._proc.pid
+        return pid
 
     def poll(self) -> tuple[int | None, int]:
-        """(the controller's exit status or None while it runs, receipts published)."""
-        assert self._proc is not None and self._ticket is not None
+        """(the controller's exit status, or None while it runs, or -1 when its keeper
+        died without one; the receipts published)."""
+        assert self._ticket is not None and self._scratch is not None
         receipts = Path(self._ticket.run_dir) / RECEIPTS_DIR
         try:
             visited = sum(1 for n in os.listdir(receipts)
                           if n.endswith(".json") and not n.startswith("."))
         except OSError:
             visited = 0
-        return self._proc.poll(), visited
+        if not self._keeper_gone():
+            return None, visited
+        end = read_end(self._scratch)
+        return (end.exit_status if end is not None else -1), visited
+
+    def _keeper_gone(self) -> bool:
+        assert self._life is not None
+        ready, _, _ = select.select([self._life], [], [], 0)
+        return bool(ready) and not os.read(self._life, 64)
 
     def interrupt(self) -> None:
-        """Ask the shard controller to stop as an operator's Ctrl-C would."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGINT)
+        """Ask the shard controller (through its keeper) to stop as an operator's
+        Ctrl-C would."""
+        if self._keeper is not None and not self._keeper_gone():
+            signal.pidfd_send_signal(self._keeper, signal.SIGINT)
 
     def collect(self) -> tuple[bytes, bytes, float]:
         """After the controller exited: its run directory's records (a tar without
-        ``slots/``), the last line it printed (its ``--json`` line; a refusal's
-        ``refused: CODE`` line when it refused) and its wall time."""
-        assert self._proc is not None and self._ticket is not None and self._scratch
+        ``slots/``), its last line (its ``--json`` line; a refusal's ``refused: CODE``
+        line when it refused) and its wall time. Removes the scratch directory."""
+        assert self._ticket is not None and self._scratch is not None
         seconds = time.monotonic() - self._started
-        run = Path(self._ticket.run_dir)
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            if run.is_dir():
-                for name in sorted(os.listdir(run)):
-                    if name not in _NOT_COPIED:
-                        tar.add(run / name, arcname=name)
-        lines = (self._scratch / "out").read_bytes().strip().splitlines()
-        refusals = [line for line in (self._scratch / "err").read_bytes().splitlines()
-                    if line.startswith(b"refused: ")]
+        tar = run_records_tar(Path(self._ticket.run_dir))
+        end = read_end(self._scratch)
+        last = end.last_line if end is not None else last_line(self._scratch)
         shutil.rmtree(self._scratch)  # the ticket is spent; its copy goes with it
-        # Its refusal's line when it refused (then it printed no --json line), else the
-        # --json line that ends a run.
-        last = refusals[0] if refusals else lines[-1] if lines else b""
-        return buffer.getvalue(), last, seconds
+        return tar, last.encode(), seconds
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no output"
+    return lines[-1] if lines else "no output"
 
 
 _Host: Any = ray.remote(max_restarts=0, max_task_retries=0)(ShardHost)
@@ -279,6 +307,7 @@ class _Shard:
     slots: int  # planned
     end: ShardEnd | None = None
     shown: int = 0  # the visited count last printed
+    answered: float = field(default_factory=time.monotonic)  # its actor's last answer
 
     def worth_showing(self, visited: int) -> bool:
         """At each tenth of the shard's slots (as ``pilot``'s plain lines)."""
@@ -338,6 +367,14 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
         with _signals_as_interrupt() as interrupted:
             _start(running, tickets, reg_bytes, program, run, echo, resources, interrupted)
             _watch(running, run, echo, interrupted)
+        # A shard lost to the driver may have ended well on its node: read its own run
+        # where this machine reaches it (the node is this one, or a shared filesystem).
+        if any(s.end is not None and s.end.outcome is ShardOutcome.LOST for s in running):
+            by_index = {s.placed.spec.mark.index: s for s in running}
+            for c in collect(run, reach_shards(run), read_shard_ends(run, manifest)):
+                if c.ended is not None:
+                    by_index[c.index].end = c.ended
+                    echo(f"shard {c.index}: its run on its node reads {c.ended.outcome.value}")
         outcome.interrupted = interrupted.signal
         journal.close()
     outcome.ends = {s.placed.spec.mark.index: s.end for s in running if s.end is not None}
@@ -412,6 +449,10 @@ def _available(node: str) -> str:
 
 def _watch(running: list[_Shard], run: Path, echo: Callable[[str], None],
            interrupted: _Interrupt) -> None:
+    """Poll every shard until each has ended. Every ``ray.get`` is bounded: a shard
+    whose actor does not answer for ``UNREACHABLE_SECONDS`` (its node or the Ray head
+    gone) ends ``lost`` with ``cluster_shard_unreachable`` (its keeper interrupts its
+    controller when the actor dies; ``cluster collect`` reads its run later)."""
     asked = False
     while any(s.end is None for s in running):
         if interrupted.signal is not None and not asked:
@@ -421,25 +462,40 @@ def _watch(running: list[_Shard], run: Path, echo: Callable[[str], None],
                 if s.end is None:
                     s.host.interrupt.remote()
         for shard in [s for s in running if s.end is None]:
-            index = shard.placed.spec.mark.index
-            try:
-                status, visited = ray.get(shard.host.poll.remote())
-                if shard.worth_showing(visited):
-                    shard.shown = visited
-                    echo(f"shard {index}: {visited}/{shard.slots} slots visited")
-                if status is None:
-                    continue
-                tar, line, seconds = ray.get(shard.host.collect.remote())
-            except ray.exceptions.RayError:
-                _end(shard, run, ShardEnd(index=index, outcome=ShardOutcome.LOST,
-                                          exit_status=None), echo)
-                continue
-            _publish_copy(run, index, tar)
-            _end(shard, run, ShardEnd(index=index, outcome=outcome_of(status),
-                                      exit_status=status, code=_code_of(line),
-                                      seconds=round(seconds, 3)), echo)
+            _look(shard, run, echo)
         if any(s.end is None for s in running):
             time.sleep(POLL_SECONDS)
+
+
+def _look(shard: _Shard, run: Path, echo: Callable[[str], None]) -> None:
+    """One poll of one shard; its end once its controller exited (or it is lost)."""
+    index = shard.placed.spec.mark.index
+    try:
+        status, visited = ray.get(shard.host.poll.remote(), timeout=RPC_SECONDS)
+        shard.answered = time.monotonic()
+        if shard.worth_showing(visited):
+            shard.shown = visited
+            echo(f"shard {index}: {visited}/{shard.slots} slots visited")
+        if status is None:
+            return
+        if status < 0:  # its keeper died without an end: the controller's fate is unknown
+            raise ray.exceptions.RayError("the shard's keeper died")
+        tar, line, seconds = ray.get(shard.host.collect.remote(), timeout=COLLECT_SECONDS)
+    except ray.exceptions.GetTimeoutError:
+        if time.monotonic() - shard.answered < UNREACHABLE_SECONDS:
+            return
+        echo(f"shard {index}: its actor has not answered for {UNREACHABLE_SECONDS:g} s")
+        _end(shard, run, ShardEnd(index=index, outcome=ShardOutcome.LOST, exit_status=None,
+                                  code=Code.CLUSTER_SHARD_UNREACHABLE.value), echo)
+        return
+    except ray.exceptions.RayError:
+        _end(shard, run, ShardEnd(index=index, outcome=ShardOutcome.LOST,
+                                  exit_status=None), echo)
+        return
+    if tar:
+        publish_copy(run, index, tar)
+    _end(shard, run, ShardEnd(index=index, outcome=outcome_of(status), exit_status=status,
+                              code=_code_of(line), seconds=round(seconds, 3)), echo)
 
 
 def _code_of(line: bytes) -> str | None:
@@ -453,26 +509,6 @@ def _code_of(line: bytes) -> str | None:
         except (msgspec.DecodeError, AttributeError):
             return None
     return code if isinstance(code, str) and code in _FIXED_CODES else None
-
-
-def _publish_copy(run: Path, index: int, tar: bytes) -> None:
-    """Unpack a shard's records into a hidden directory, then rename it into place:
-    the copy is complete or absent."""
-    final = shard_copy_path(run, index)
-    partial = private_subdir(run, SHARDS_DIR, f".{index}.partial")
-    with tarfile.open(fileobj=io.BytesIO(tar), mode="r") as archive:
-        archive.extractall(partial, filter="data")
-    # Every byte durable before the name is: a crash leaves the whole copy or none.
-    for directory, _, files in os.walk(partial):
-        for name in files:
-            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
-            try:
-                fsync_fd(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(directory)
-    os.rename(partial, final)
-    fsync_dir(run / SHARDS_DIR)
 
 
 def _end(shard: _Shard, run: Path, end: ShardEnd, echo: Callable[[str], None]) -> None:

@@ -25,7 +25,7 @@ crashed.
 from __future__ import annotations
 
 import enum
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -140,10 +140,15 @@ class ShardView:
     view: RunView | None  # None: no copy came back (lost, or not ended yet)
 
 
-def read_shards(run: Path, *, allow_damaged: bool = False
-                ) -> tuple[RunView, list[ShardView]]:
+def read_shards(run: Path, *, allow_damaged: bool = False,
+                fresh: Mapping[int, RunView] | None = None,
+                releasing: bool = False) -> tuple[RunView, list[ShardView]]:
     """The cluster run as one ``RunView`` (the whole plan, every shard's receipts and
-    facts merged), and each shard as read. Refuses as the module docstring says."""
+    facts merged), and each shard as read. Refuses as the module docstring says.
+    ``fresh``: shard runs read where they live (``cluster_collect``), by shard index,
+    each taken instead of its copy (their caller checked them as this run's shards).
+    ``releasing``: the caller holds the cluster run's lease and is about to let it go
+    (``cluster collect``): the run reads as its controller gone, not live."""
     plan, reg = run_records(run)
     reg_bytes = (run / REGISTRATION_NAME).read_bytes()
     manifest = read_manifest(run)
@@ -155,14 +160,14 @@ def read_shards(run: Path, *, allow_damaged: bool = False
                              "the shards are not the ones the plan derives")
     # The lease before the shards' records, as ``read_run`` does: if the cluster
     # controller is gone now, what is read after this is final.
-    controller = probe_lease(run).state.value
+    controller = "released" if releasing else probe_lease(run).state.value
     ends = read_shard_ends(run, manifest)
     shards: list[ShardView] = []
     for placed in manifest.shards:
         spec = placed.spec
         copy = shard_copy_path(run, spec.mark.index)
-        view = None
-        if copy.is_dir():
+        view = (fresh or {}).get(spec.mark.index)
+        if view is None and copy.is_dir():
             view = read_run(copy, allow_damaged=allow_damaged)
             if (copy / REGISTRATION_NAME).read_bytes() != reg_bytes or view.plan != shard_plan(
                     plan, spec.mark, spec.checkpoints, spec.cap_units):
@@ -192,6 +197,9 @@ def _merged(reg: Registration, plan: Plan, controller: str, shards: list[ShardVi
     moneys: list[MoneyFact | None] = []
     for shard in shards:
         if shard.view is None:
+            if _never_ran(shard):
+                moneys.append(MoneyFact(settled_units=0, retained_units=0, open_units=0))
+                continue
             states.append("holder_dead")
             moneys.append(None)
             continue
@@ -229,7 +237,8 @@ def _merged(reg: Registration, plan: Plan, controller: str, shards: list[ShardVi
         started_ns=min(a for a, _ in spans) if spans else None,
         ended_ns=max(b for _, b in spans) if spans else None,
         shards=[_state(plan, shard, live) for shard in shards],
-        money=_summed(moneys), damaged_files=sorted(damaged))
+        money=_summed(moneys), damaged_files=sorted(damaged),
+        template_unended=any(s.view.facts.template_unended for s in shards if s.view))
     return registered_view(reg, plan, sorted(receipts.values(), key=lambda r: order[r.slot]),
                            sorted(missing, key=order.__getitem__), in_flight, spends, facts)
 
@@ -244,6 +253,13 @@ def _summed(moneys: list[MoneyFact | None]) -> MoneyFact | None:
                      open_units=sum(m.open_units for m in known))
 
 
+def _never_ran(shard: ShardView) -> bool:
+    """A shard refused with no run of its own (its actor refused before starting a
+    controller, or its controller refused before opening a run): it spent nothing."""
+    return shard.view is None and shard.end is not None \
+        and shard.end.outcome is ShardOutcome.REFUSED
+
+
 def _state(plan: Plan, shard: ShardView, live: bool) -> ShardState:
     """A shard as the report shows it. Without an end record it is ``running`` while
     the cluster controller holds its lease, else ``lost``."""
@@ -254,17 +270,18 @@ def _state(plan: Plan, shard: ShardView, live: bool) -> ShardState:
     return ShardState(index=spec.mark.index, node=shard.placed.node,
                       outcome=cast(ShardOutcomeName, outcome),
                       planned=sum(1 for s in plan.slots if s.checkpoint in kept),
-                      visited=len(shard.view.receipts) if shard.view else 0,
+                      visited=len(shard.view.receipts) if shard.view else
+                      0 if _never_ran(shard) else None,
                       code=end.code if end else None)
-
-
-def read_any_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) -> RunView:
-    """A run's view, one machine's (``aggregate.read_run``) or a cluster run's, merged;
-    ``allow_damaged`` as ``read_run`` takes it."""
-    run = Path(run_dir)
-    return read_shards(run, allow_damaged=allow_damaged)[0] if is_cluster_run(run) \
-        else read_run(run, allow_damaged=allow_damaged)
 
 
 def shard_copy_path(run: Path, index: int) -> Path:
     return run / SHARDS_DIR / str(index)
+
+
+def shard_scratch_path(run_dir: str) -> Path:
+    """Where a shard's actor keeps the shard's ticket, registration and logs on its node,
+    beside the shard's run directory (hidden: never read as a run), until the shard
+    ends: then its keeper, its actor, ``cluster collect`` or ``reap`` removes it."""
+    path = Path(run_dir)
+    return path.parent / f".{path.name}.scratch"

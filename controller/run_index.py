@@ -24,7 +24,7 @@ from typing import Final, Literal
 import msgspec
 
 from efold.controller.aggregate import build_run_results
-from efold.controller.cluster_run import read_any_run
+from efold.controller.cluster_collect import read_any_run
 from efold.controller.errors import ControllerError
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader

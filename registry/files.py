@@ -123,12 +123,15 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def publish_exclusive(
-    directory: str | os.PathLike[str], name: str, data: bytes, *, mode: int = 0o600
+    directory: str | os.PathLike[str], name: str, data: bytes, *, mode: int = 0o600,
+    replace: bool = False,
 ) -> None:
     """Publish ``data`` at ``directory/name`` exactly once, complete and durable.
 
     Raises ``PUBLISH_TARGET_EXISTS`` if the name is taken by anything (a file, a
-    directory, a dangling symlink): the existing entry is never touched.
+    directory, a dangling symlink): the existing entry is never touched. With
+    ``replace`` (a record derived again from the truth, e.g. a cluster run's reports
+    after ``cluster collect``) a file there is replaced whole, by rename.
     ``PATH_NOT_WRITABLE`` (naming the directory) if this user may not create in it.
     ``PATH_REFUSED`` if the directory path holds a symlink; ``FSYNC_FAILED`` (fatal) or
     ``PUBLISH_FAILED`` on an I/O error, after which the final name is absent."""
@@ -150,7 +153,11 @@ def publish_exclusive(
                 raise RegistryError(Code.PUBLISH_FAILED, f"write: errno {exc.errno}") from exc
             fsync_fd(fd)
             try:
-                os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                if replace:
+                    os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                else:
+                    os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd,
+                            follow_symlinks=False)
             except FileExistsError as exc:
                 raise RegistryError(
                     Code.PUBLISH_TARGET_EXISTS,
@@ -165,6 +172,9 @@ def publish_exclusive(
             # The temp name is ours alone (O_EXCL + random suffix): always remove it.
             try:
                 os.unlink(temp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                if not (linked and replace):
+                    raise
             except OSError as exc:
                 if linked:
                     raise RegistryError(

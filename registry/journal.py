@@ -275,6 +275,16 @@ class JournalReader:
         except sqlite3.Error as exc:
             raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
 
+    def size(self) -> int:
+        """Rows in every table: once a run's controller has ended, its journal only
+        grows (``reap`` adds an epoch and its containments), so of two readings of one
+        run the larger is the newer."""
+        try:
+            return sum(self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                       for table in sorted(_TABLES))
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+
     def hold(self, permit_id: str) -> dict[str, Any] | None:
         found = self.rows("holds", "permit_id = ?", (permit_id,))
         return found[0] if found else None

@@ -533,7 +533,7 @@ class ShardState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     node: str
     outcome: ShardOutcomeName
     planned: int
-    visited: int
+    visited: int | None  # None: unknown (none of its records reached this machine)
     code: str | None = None
 
 

@@ -183,7 +183,8 @@ def _check_facts(facts: RunFacts, planned: set[str]) -> None:
                 or not _NODE_ID.fullmatch(shard.node):
             raise _refuse("a shard out of order, with an unknown outcome or node id")
         _check_count("shard slots", shard.planned)
-        _check_count("shard slots", shard.visited)
+        if shard.visited is not None:
+            _check_count("shard slots", shard.visited)
         if shard.code is not None:
             _check_code("shard code", shard.code)
     if facts.money is not None:
@@ -396,7 +397,8 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
     ]
     for shard in status.shards or []:
         code = f" (`{shard.code}`)" if shard.code else ""
-        details.append(f"Shard {shard.index}: {shard.outcome}{code}, {shard.visited} of "
+        visited = "unknown" if shard.visited is None else shard.visited
+        details.append(f"Shard {shard.index}: {shard.outcome}{code}, {visited} of "
                        f"{shard.planned} slots visited, node {shard.node[:12]}")
     for e in status.containments:
         details.append(

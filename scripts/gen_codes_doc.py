@@ -501,6 +501,14 @@ MEANINGS: dict[str, str] = {
         "actor not scheduled, or its controller not started) within `--place-seconds`, "
         "or an interruption came first; it ends refused with this code, its actor killed, "
         "and the driver's line names the resources it asked and the node's free ones.",
+    "cluster_node_unfit": "`cluster pilot`: a shard's node cannot run efold (its actor "
+        "or its keeper fails to import it there: efold missing or broken on that node); "
+        "the shard ends refused with this code and the error it met, and no controller "
+        "ever started there.",
+    "cluster_shard_unreachable": "`cluster pilot`: a shard's Ray actor has not answered "
+        "for 60 s (its node or the Ray head is gone); the shard is recorded lost with "
+        "this code. Its keeper interrupts its controller when the actor dies; "
+        "`cluster collect RUN` reads its run later, where this machine reaches it.",
     "containment_unavailable": "The run requires cgroup containment (the campaign's "
         "`containment = \"cgroup\"`, or any `--real` run without "
         "`--process-group-containment`) and no writable cgroup2 hierarchy is here; the "

@@ -15,7 +15,7 @@ import os
 import click
 
 from efold.controller.aggregate import build_run_results, publish_reports
-from efold.controller.cluster_run import read_any_run
+from efold.controller.cluster_collect import read_any_run
 from efold.controller.commands._options import (
     journal_refusal,
     latest_options,

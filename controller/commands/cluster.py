@@ -25,7 +25,8 @@ from efold.controller.cluster import (
     disconnect,
     run_cluster,
 )
-from efold.controller.cluster_run import ShardOutcome, read_shards
+from efold.controller.cluster_collect import Collected, collect_run, read_cluster
+from efold.controller.cluster_run import ShardOutcome, is_cluster_run
 from efold.controller.commands._options import (
     campaign_option,
     fail,
@@ -155,7 +156,7 @@ def pilot(faux: bool, address: str, shards: int | None, registration: str | None
 
 def _report(outcome: ClusterOutcome, as_json: bool) -> int:
     """Aggregate the cluster run, print its headline and report paths; the exit status."""
-    view, _ = read_shards(outcome.run)
+    view, _, _ = read_cluster(outcome.run)
     reports = run_reports(view)
     publish_reports(reports, outcome.run)
     results = decode_results(reports["results.json"])
@@ -212,3 +213,50 @@ def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose
     status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)
+
+
+def _collected_line(c: Collected) -> str:
+    did = [f"{c.reach.value}"]
+    if c.copied:
+        did.append("copy replaced from its run")
+    if c.ended is not None:
+        did.append(f"ended {c.ended.outcome.value}")
+    if c.scratch_removed:
+        did.append("scratch removed")
+    if c.scratch is not None:
+        did.append(f"scratch left at {c.scratch}")
+    if c.detail:
+        did.append(c.detail)
+    return f"shard {c.index} (node {c.node[:12]}, {c.run_dir}): " + "; ".join(did)
+
+
+@command.command("collect")
+@click.argument("run", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: each shard's line.")
+def collect(run: str, as_json: bool) -> None:
+    """Read a cluster run back from its shards' own runs: after its driver was killed,
+    the Ray head died, or a shard run was reaped, the copies under shards/ are stale.
+
+    Under the cluster run's lease (refused, lease_held, while its controller lives), it
+    re-reads every shard run this machine reaches (this node, or a shared filesystem),
+    replaces each stale copy (never a newer with an older), gives a shard that never
+    got an end record one read from its own run, removes the scratch directory of every
+    ended shard, and writes the merged results.json, summary.md and report.html again.
+    A shard it cannot reach is named (its money and visits stay unknown, never zero).
+
+    Exit status: 0 every shard's run read (or it refused with none), 1 a shard not
+    reached or still running, 2 refused."""
+    path = Path(run)
+    if not is_cluster_run(path):
+        fail("run_not_found", f"{run} is not a cluster run (no cluster.json)")
+    try:
+        done = collect_run(path)
+    except EfoldError as exc:
+        refuse(exc)
+    if as_json:
+        click.echo(msgspec.json.encode({"run": run, "shards": done}).decode())
+    else:
+        for c in done:
+            click.echo(_collected_line(c))
+    unread = [c for c in done if c.reach.value not in ("read", "no_run")]
+    raise SystemExit(1 if unread else 0)

@@ -16,7 +16,7 @@ import click
 import msgspec
 
 from efold.controller.aggregate import build_run_results
-from efold.controller.cluster_run import read_any_run
+from efold.controller.cluster_collect import read_any_run
 from efold.controller.commands._options import (
     journal_refusal,
     latest_options,

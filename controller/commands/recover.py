@@ -8,6 +8,10 @@ The verdict line comes first (and is repeated last): ``reconciled`` only when no
 tied to any launch is alive, every launch has an exit record or a finished containment,
 and no containment is unfinished.
 
+On a cluster run (``cluster pilot``'s) it observes every shard's own run where this
+machine reaches it, and says reconciled only if every one is
+(``controller.cluster_recovery``); a line per shard says what it found.
+
 Exit status: 0 reconciled, 1 not reconciled, 2 refused: ``run_not_found`` (``RUN_DIR``
 missing, not a directory, or a directory without a journal) or the journal cannot be
 read. A refusal is
@@ -19,10 +23,14 @@ report itself stays path-free.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
+from efold.controller.cluster_recovery import cluster_text, observe_cluster
+from efold.controller.cluster_run import is_cluster_run
 from efold.controller.commands._options import (
     echo_report,
     journal_refusal,
@@ -61,6 +69,16 @@ def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
     yield report.verdict
 
 
+def _cluster(run_dir: str, as_json: bool, refuse_: Callable[[str, str], NoReturn]) -> NoReturn:
+    """A cluster run: every shard's own run observed where this machine reaches it."""
+    try:
+        report = observe_cluster(Path(run_dir))
+    except EfoldError as exc:
+        refuse_(exc.code.value, f"{run_dir}: {exc.detail or 'refused'}")
+    echo_report(report, as_json=as_json, text=cluster_text(report))
+    raise SystemExit(0 if report.reconciled else 1)
+
+
 @click.command("recover")
 @click.argument("run_dir", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -79,6 +97,8 @@ def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool,
     JSON object on stdout)."""
     refuse_ = refusal_for(as_json)
     run_dir = resolve_run(run_dir, latest, root, refuse_)
+    if is_cluster_run(Path(run_dir)):
+        _cluster(run_dir, as_json, refuse_)
     try:
         report = observe(run_dir)
     except EfoldError as exc:

@@ -31,16 +31,18 @@ import pytest
 from efold_pilot_kit import alive, journal_rows
 from efold_shard_kit import mint_ticket
 
-from efold.controller.aggregate import read_run
+from efold.controller.aggregate import journal_money, read_run
 from efold.controller.cluster_run import (
     CLUSTER_NAME,
     SHARDS_DIR,
     ClusterManifest,
     read_shards,
     shard_copy_path,
+    shard_scratch_path,
 )
 from efold.errors import Code, EfoldError
 from efold.protocol.records import Receipt
+from efold.registry.lease import LeaseState, probe_lease
 
 CAMPAIGN = """
 name = "cluster-small"
@@ -176,10 +178,24 @@ def _refusals_of_tampered_copies(run: Path, tmp_path: Path) -> None:
     lost = shards[2].placed.spec
     assert {r.slot for r in view.receipts}.isdisjoint(
         {s.slot for s in view.plan.slots if s.checkpoint in lost.checkpoints})
+    # Read through its shards: shard 3's own run, where it lives, is the truth.
     agg = subprocess.run([*CLI, "aggregate", str(gone), "--json"], capture_output=True,
                          text=True, timeout=120)
-    status = json.loads(agg.stdout)["status"]
+    assert json.loads(agg.stdout)["status"]["verdict"] == "complete"
+    # Shard 3's run out of reach too (another node, no shared filesystem): unknown,
+    # never visited 0 or spent 0.
+    shard_run = Path(_manifest(gone).shards[2].run_dir)
+    hidden = shard_run.with_name(shard_run.name + ".away")
+    shard_run.rename(hidden)
+    try:
+        agg = subprocess.run([*CLI, "aggregate", str(gone), "--json"], capture_output=True,
+                             text=True, timeout=120)
+    finally:
+        hidden.rename(shard_run)
+    results = json.loads(agg.stdout)
+    status = results["status"]
     assert status["verdict"] == "crashed" and status["shards"][2]["outcome"] == "lost"
+    assert status["shards"][2]["visited"] is None and results["money"] is None
     assert status["missing_slots"] == status["shards"][2]["planned"] > 0
 
 
@@ -311,6 +327,133 @@ def test_a_shard_that_cannot_be_placed_is_refused_in_bounded_time(ray_cluster: A
     assert took < 300
 
 
+def _shard_money(run_dir: str) -> int:
+    """A shard run's settled units, from its own journal (every caller's holds)."""
+    rows = journal_rows(Path(run_dir), "SELECT state, hold_units, settled_units, "
+                        "partial_units FROM holds")
+    holds = [dict(zip(("state", "hold_units", "settled_units", "partial_units"), r,
+                      strict=True)) for r in rows]
+    return journal_money(holds).settled_units
+
+
+def _ended(run_dir: str, deadline: float) -> None:
+    """Wait until the shard run's controller has let go of its lease and its keeper has
+    removed its scratch directory (the keeper's last act)."""
+    scratch = shard_scratch_path(run_dir)
+    while (probe_lease(run_dir).state is LeaseState.LIVE or scratch.exists()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert probe_lease(run_dir).state is not LeaseState.LIVE, f"{run_dir} still running"
+    assert not scratch.exists(), f"{scratch} left behind"
+
+
+def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,
+                                                       tmp_path: Path) -> None:
+    """SIGKILL of the cluster controller mid-run: every shard's actor dies with it, and
+    every shard's keeper interrupts its controller, which contains its children and
+    ends interrupted, its scratch directory removed. The cluster run, read through its
+    shards, has their money (never 0) and recover agrees with the shard runs; collect
+    writes its reports and end records."""
+    campaign = _campaign(tmp_path, probes=13)
+    runs = tmp_path / "runs"
+    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                            "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
+                            "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        run, manifest = _started(runs, deadline)
+        for placed in manifest.shards:
+            _first_receipt(Path(placed.run_dir), deadline)
+        cli.kill()
+        cli.wait(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    deadline = time.monotonic() + 120
+    for placed in manifest.shards:
+        _ended(placed.run_dir, deadline)
+        stops = journal_rows(Path(placed.run_dir), "SELECT code FROM stops")
+        assert (Code.INTERRUPTED.value,) in stops
+        recover = subprocess.run([*CLI, "recover", placed.run_dir], capture_output=True,
+                                 text=True, timeout=120)
+        assert recover.returncode == 0, recover.stdout
+    spent = sum(_shard_money(p.run_dir) for p in manifest.shards)
+    assert spent > 0
+    # Read through its shards, before any collect: their money, their visits.
+    show = subprocess.run([*CLI, "show", str(run), "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert show.returncode == 0, show.stdout + show.stderr
+    recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
+                             timeout=120)
+    assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), recover.stdout
+    assert recover.stdout.count("shard ") >= 3
+    collect = subprocess.run([*CLI, "cluster", "collect", str(run)], capture_output=True,
+                             text=True, timeout=300)
+    assert collect.returncode == 0, collect.stdout + collect.stderr
+    assert collect.stdout.count("ended interrupted") == 3, collect.stdout
+    results = json.loads((run / "results.json").read_bytes())
+    assert results["money"]["settled"]["units"] == spent
+    assert "a controller held the run lease" not in (run / "summary.md").read_text()
+    status = results["status"]
+    assert [s["outcome"] for s in status["shards"]] == ["interrupted"] * 3
+    visited = sum(len(list(Path(p.run_dir).glob("receipts/*.json"))) for p in manifest.shards)
+    assert sum(s["visited"] for s in status["shards"]) == visited > 0
+    assert status["missing_slots"] + visited == 104
+
+
+def test_a_killed_shard_controller_is_reaped_through_the_cluster_run(ray_cluster: Any,
+                                                                    tmp_path: Path) -> None:
+    """SIGKILL of one shard's controller (children in flight, no containment): the
+    shard ends failed, the cluster run reads UNRECONCILED, and so does recover on it;
+    reap on the cluster run reaps that shard's run on its node and collects it again,
+    after which recover on the cluster run and on the shard run say reconciled, and
+    every planned slot is visited, missing or in flight."""
+    campaign = _campaign(tmp_path, probes=13, extra="concurrency = 2")
+    runs = tmp_path / "runs"
+    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                            "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
+                            "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 120
+        run, manifest = _started(runs, deadline)
+        victim = manifest.shards[1]
+        _first_receipt(Path(victim.run_dir), deadline)
+        (pid,) = journal_rows(Path(victim.run_dir), "SELECT pid FROM epochs")[0]
+        os.kill(int(pid), signal.SIGKILL)  # type: ignore[call-overload]
+        out, err = cli.communicate(timeout=600)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 3, out + err
+    line = json.loads(out.strip().splitlines()[-1])
+    assert line["shards"]["2"] == "failed", line
+    status = json.loads((run / "results.json").read_bytes())["status"]
+    assert status["unreconciled"] is True
+    planned = sum(s["planned"] for s in status["shards"])
+    visited = sum(s["visited"] for s in status["shards"])
+    # The slot in flight at the kill is visited or missing (counted once), never dropped.
+    assert visited + status["missing_slots"] == planned == 104
+    recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
+                             timeout=120)
+    assert recover.returncode == 1 and recover.stdout.startswith("NOT reconciled"), \
+        recover.stdout
+    reap = subprocess.run([*CLI, "reap", str(run)], capture_output=True, text=True,
+                          timeout=300)
+    assert reap.returncode == 0, reap.stdout + reap.stderr
+    for target in (str(run), victim.run_dir):
+        recover = subprocess.run([*CLI, "recover", target], capture_output=True, text=True,
+                                 timeout=120)
+        assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), \
+            recover.stdout
+    status = json.loads((run / "results.json").read_bytes())["status"]
+    assert status["unreconciled"] is False
+    shown = subprocess.run([*CLI, "aggregate", str(run), "--json"], capture_output=True,
+                           text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert _marker_alive(Path(victim.run_dir)) == []
+
+
 def _marker_alive(run: Path) -> list[int]:
     """Pids of live processes carrying the run's launch marker (``recover``'s search)."""
     marker = journal_rows(run, "SELECT marker FROM launches")
@@ -328,7 +471,7 @@ def _marker_alive(run: Path) -> list[int]:
     return found
 
 
-def test_a_node_killed_mid_run_leaves_its_shard_lost(ray_cluster: Any, tmp_path: Path) -> None:
+def test_a_node_killed_mid_run_leaves_its_shard_failed(ray_cluster: Any, tmp_path: Path) -> None:
     # Last in this module: it removes a node from the module's cluster.
     campaign = _campaign(tmp_path, probes=13, extra="concurrency = 2")
     cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
@@ -354,22 +497,33 @@ def test_a_node_killed_mid_run_leaves_its_shard_lost(ray_cluster: Any, tmp_path:
     assert cli.returncode == 3, out + err
     line = json.loads(out.strip().splitlines()[-1])
     index = str(victim.spec.mark.index)
-    assert line["shards"][index] == "lost"
+    # Lost to the driver; its run, which this machine reaches, says its controller died.
+    assert f"shard {index}: lost" in out and f"shard {index}: its run on its node reads " \
+        "failed" in out
+    assert line["shards"][index] == "failed"
     assert all(v == "complete" for k, v in line["shards"].items() if k != index)
     results = json.loads((run / "results.json").read_bytes())
     status = results["status"]
-    assert status["verdict"] == "crashed"
-    lost = status["shards"][victim.spec.mark.index - 1]
-    assert lost["outcome"] == "lost" and lost["visited"] == 0
-    assert status["missing_slots"] == lost["planned"]
-    assert f"Shard {index}: lost" in (run / "summary.md").read_text()
-    # On the dead node's shard run (its controller died with children in flight):
-    # reap contains whatever is left, and then recover says reconciled.
-    reap = subprocess.run([*CLI, "reap", str(victim_run)], capture_output=True, text=True,
+    assert status["verdict"] == "unreconciled"  # its controller died with children out
+    failed = status["shards"][victim.spec.mark.index - 1]
+    visited = len(list(victim_run.glob("receipts/*.json")))
+    # Its receipts, and a slot it left in flight (visited, never scored).
+    assert failed["outcome"] == "failed"
+    assert visited + len(status["in_flight"]) == failed["visited"] > 0
+    assert status["missing_slots"] == failed["planned"] - failed["visited"]
+    assert results["money"]["settled"]["units"] == sum(
+        _shard_money(p.run_dir) for p in manifest.shards)
+    assert f"Shard {index}: failed" in (run / "summary.md").read_text()
+    # reap on the cluster run reaps the dead node's shard run (its controller died with
+    # children in flight) and collects it; then recover says reconciled on both.
+    reap = subprocess.run([*CLI, "reap", str(run)], capture_output=True, text=True,
                           timeout=300)
     assert reap.returncode == 0, reap.stdout + reap.stderr
-    recover = subprocess.run([*CLI, "recover", str(victim_run)], capture_output=True,
-                             text=True, timeout=120)
-    assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), recover.stdout
+    for target in (run, victim_run):
+        recover = subprocess.run([*CLI, "recover", str(target)], capture_output=True,
+                                 text=True, timeout=120)
+        assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), \
+            recover.stdout
+    assert json.loads((run / "results.json").read_bytes())["status"]["verdict"] == "crashed"
     assert _marker_alive(victim_run) == []
     ray_cluster.add_node(num_cpus=1)  # the module's cluster as it was, for any test after
