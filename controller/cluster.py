@@ -84,10 +84,11 @@ CONNECT_SECONDS: Final = 10.0
 POLL_SECONDS: Final = 0.5
 # How long one answer from a shard's actor may take (a poll, an interruption's ask),
 # how long its records may take to come back, and how long a shard's actor may stay
-# silent before the shard is recorded lost.
+# silent before the shard is recorded lost (under Ray's own 60 s for a lost head, after
+# which Ray ends the driver: the cluster controller ends first, its reports written).
 RPC_SECONDS: Final = 5.0
 COLLECT_SECONDS: Final = 120.0
-UNREACHABLE_SECONDS: Final = 60.0
+UNREACHABLE_SECONDS: Final = 30.0
 _FIXED_CODES: Final = frozenset(code.value for code in Code)
 
 
@@ -195,10 +196,12 @@ class ShardHost:
                           if n.endswith(".json") and not n.startswith("."))
         except OSError:
             visited = 0
-        if not self._keeper_gone():
-            return None, visited
+        # The keeper writes the end before anything else, and stays until this actor's
+        # process ends: gone without an end, it was killed.
         end = read_end(self._scratch)
-        return (end.exit_status if end is not None else -1), visited
+        if end is not None:
+            return end.exit_status, visited
+        return (-1 if self._keeper_gone() else None), visited
 
     def _keeper_gone(self) -> bool:
         assert self._life is not None
@@ -412,6 +415,14 @@ def _start(running: list[_Shard], tickets: list[bytes], reg_bytes: bytes,
         except ray.exceptions.RayError as exc:
             cause = getattr(exc, "cause", None)
             code = cause.code.value if isinstance(cause, ControllerError) else None
+            if code:
+                echo(f"shard {spec.mark.index}: refused on its node: {cause}")
+            else:
+                unfit = _unfit(shard.placed.node)
+                if unfit is not None:
+                    code = Code.CLUSTER_NODE_UNFIT.value
+                    echo(f"shard {spec.mark.index}: node {shard.placed.node[:12]} cannot run "
+                         f"efold ({unfit})")
             _end(shard, run, ShardEnd(index=spec.mark.index, outcome=(
                 ShardOutcome.REFUSED if code else ShardOutcome.LOST), exit_status=None,
                 code=code), echo)
@@ -431,6 +442,31 @@ def _placed(ref: Any, deadline: float, interrupted: _Interrupt) -> bool:
         except ray.exceptions.GetTimeoutError:
             if interrupted.signal is not None or time.monotonic() >= deadline:
                 return False
+
+
+# A probe that imports efold on a node, pickled by value (its module is ``__main__``)
+# so that it runs where efold itself cannot be imported and says why.
+_UNFIT_PROBE = """
+def efold_imports():
+    try:
+        import efold.controller.cluster
+    except BaseException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+"""
+
+
+def _unfit(node: str) -> str | None:
+    """Why ``node`` cannot import efold, or None when it can (or cannot be asked)."""
+    space: dict[str, Any] = {"__name__": "__main__"}
+    exec(_UNFIT_PROBE, space)  # a function of __main__: cloudpickle sends it by value
+    probe = ray.remote(num_cpus=0, max_retries=0)(space["efold_imports"])
+    try:
+        why = ray.get(probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node_id=node, soft=False)).remote(), timeout=RPC_SECONDS * 6)
+    except ray.exceptions.RayError:
+        return None
+    return why if isinstance(why, str) else None
 
 
 def _available(node: str) -> str:

@@ -3,8 +3,8 @@ every shard's own run where this machine reaches it (``cluster_collect``).
 
 A cluster run's own journal holds no process: its controller only dispatched. What a
 fault leaves alive is in the shard runs on their nodes. So ``recover`` on a cluster run
-says reconciled only if every shard's run says so (a shard never started, refused with
-no run and no scratch left, has nothing to reconcile); a shard whose run this machine
+says reconciled only if every shard's run says so (a shard that refused before opening
+a run has nothing to reconcile); a shard whose run this machine
 does not reach is not reconciled from here, and the line says where to run
 ``recover`` (the node and the path). ``reap`` reaps every reachable shard run whose
 controller is gone (never a live one: ``lease_held`` there is reported, not forced),
@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 
 from efold.controller.cluster_collect import Reach, ShardRun, collect_run, reach_shards
-from efold.controller.cluster_run import read_manifest, read_shard_ends, shard_scratch_path
+from efold.controller.cluster_run import read_manifest, read_shard_ends
 from efold.controller.reap import reap
 from efold.controller.recovery import observe
 from efold.errors import EfoldError
@@ -57,8 +57,9 @@ def _shard_line(shard: ShardRun, refused: bool, failed: str | None) -> ShardReco
     if shard.reach in (Reach.READ, Reach.RUNNING, Reach.OLDER):
         report = observe(placed.run_dir)
         reconciled, verdict = report.reconciled, report.verdict
-    elif shard.reach is Reach.NO_RUN and refused \
-            and not shard_scratch_path(placed.run_dir).exists():
+    elif refused and shard.reach in (Reach.NO_RUN, Reach.UNREACHABLE):
+        # Its actor refused (nothing started on the node), or its controller refused
+        # and exited before opening a run (and launching anything): nothing is alive.
         reconciled, verdict = True, "reconciled: it refused before any run began"
     elif shard.reach is Reach.UNREACHABLE:
         verdict = (f"not reachable from this machine: run `efold-controller recover "

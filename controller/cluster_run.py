@@ -198,7 +198,12 @@ def _merged(reg: Registration, plan: Plan, controller: str, shards: list[ShardVi
     for shard in shards:
         if shard.view is None:
             if _never_ran(shard):
+                # It spent nothing; its refusal stops the run as a sticky stop would.
                 moneys.append(MoneyFact(settled_units=0, retained_units=0, open_units=0))
+                assert shard.end is not None
+                if shard.end.code is not None:
+                    stops.append(StopFact(code=shard.end.code, sticky=True))
+                    sticky = sticky or shard.end.code
                 continue
             states.append("holder_dead")
             moneys.append(None)

@@ -19,9 +19,10 @@ controller as its own child. Three pipes tie it to the actor:
 
 When the controller exits, the keeper writes ``end.json`` into the scratch directory
 (the exit status as a shell reports it, and the controller's last line: its ``--json``
-line, or its ``refused: CODE`` line), complete or absent. If the actor is gone nobody
-will read it, and the keeper removes the whole scratch directory (ticket, registration,
-logs) itself.
+line, or its ``refused: CODE`` line), complete or absent, for the actor to collect. It
+then waits for the actor's process to end (it ends with its driver, however the driver
+ends) and removes whatever is left of the scratch directory (ticket, registration,
+logs): a shard's scratch outlives its shard only when its keeper is killed.
 
 Usage (by ``controller.cluster`` only): ``python -m efold.controller.shard_keeper
 SCRATCH DEATH_FD -- PROGRAM [ARG...]``.
@@ -113,10 +114,13 @@ def keep(scratch: Path, death_fd: int, program: list[str]) -> int:
         os.close(exited)
     end = KeeperEnd(exit_status=_shell_status(proc.wait()), last_line=last_line(scratch),
                     orphaned=orphaned)
-    if orphaned:
-        shutil.rmtree(scratch, ignore_errors=True)  # nobody is left to read it
-    else:
+    if not orphaned:
         _write_end(scratch, end)
+        # The actor collects it (and removes the scratch directory); stay until the
+        # actor's process ends, which it does when its driver does, however it ends.
+        while os.read(death_fd, 1):
+            pass
+    shutil.rmtree(scratch, ignore_errors=True)  # nobody is left to read it
     return 0
 
 

@@ -250,8 +250,11 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
     missing = [obs.planned.slot for obs in unvisited if obs.eligible]
     unfinished_run = bool(unvisited or facts.in_flight or unexited or unfinished)
     running = live and not interrupted and unfinished_run
+    # A run left unfinished by a sticky stop it recorded (a cluster run's shard that
+    # refused, with its code) stopped; one left unfinished without a word crashed.
     crashed = (not live and not interrupted
-               and (facts.controller == "holder_dead" or unfinished_run))
+               and (facts.controller == "holder_dead"
+                    or (unfinished_run and facts.sticky_stop is None)))
     stop = _stop_code(facts)
     verdict: Verdict
     if unreconciled:
@@ -332,7 +335,8 @@ def _verdict_headline(status: RunStatus) -> str:
     if verdict == "damaged":
         return f"Damaged: {_damage(status)}"
     if verdict == "stopped":
-        return f"Stopped: {status.stop or 'no code'}"
+        gaps = f"; {_gaps(status)}" if status.missing_slots else ""
+        return f"Stopped: {status.stop or 'no code'}{gaps}"
     return "Complete"
 
 

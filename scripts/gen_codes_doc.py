@@ -506,7 +506,7 @@ MEANINGS: dict[str, str] = {
         "the shard ends refused with this code and the error it met, and no controller "
         "ever started there.",
     "cluster_shard_unreachable": "`cluster pilot`: a shard's Ray actor has not answered "
-        "for 60 s (its node or the Ray head is gone); the shard is recorded lost with "
+        "for 30 s (its node or the Ray head is gone); the shard is recorded lost with "
         "this code. Its keeper interrupts its controller when the actor dies; "
         "`cluster collect RUN` reads its run later, where this machine reaches it.",
     "containment_unavailable": "The run requires cgroup containment (the campaign's "

@@ -21,47 +21,31 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from efold_cluster_kit import CLI, RMAX_UNITS
+from efold_cluster_kit import campaign as _campaign
+from efold_cluster_kit import ended as _ended
+from efold_cluster_kit import first_receipt as _first_receipt
+from efold_cluster_kit import shard_money as _shard_money
+from efold_cluster_kit import started as _started
 from efold_pilot_kit import alive, journal_rows
 from efold_shard_kit import mint_ticket
 
-from efold.controller.aggregate import journal_money, read_run
+from efold.controller.aggregate import read_run
 from efold.controller.cluster_run import (
     CLUSTER_NAME,
     SHARDS_DIR,
     ClusterManifest,
     read_shards,
     shard_copy_path,
-    shard_scratch_path,
 )
 from efold.errors import Code, EfoldError
 from efold.protocol.records import Receipt
-from efold.registry.lease import LeaseState, probe_lease
-
-CAMPAIGN = """
-name = "cluster-small"
-suite = "original"
-roles = ["native", "store"]
-probe_limit = {probes}
-selection_seed = 7
-schedule_seed = 7
-cap_usd = "{cap}"
-{extra}
-"""
-RMAX_UNITS = 78_400_000  # the faux reader's Rmax (3.92 USD)
-CLI = [sys.executable, "-m", "efold.controller"]
-
-
-def _campaign(tmp: Path, *, probes: int = 2, cap: str = "60.00", extra: str = "") -> Path:
-    path = tmp / "campaign.toml"
-    path.write_text(CAMPAIGN.format(probes=probes, cap=cap, extra=extra))
-    return path
 
 
 def _cluster_pilot(cluster: Any, campaign: Path, runs: Path, *args: str,
@@ -258,20 +242,6 @@ def test_a_shard_ticket_bound_to_another_node_refuses(ray_cluster: Any, tmp_path
     assert not Path(ticket.run_dir).exists()  # refused before any process started
 
 
-def _started(runs: Path, deadline: float) -> tuple[Path, ClusterManifest]:
-    """The cluster run under ``runs`` once its manifest is published, and the manifest."""
-    while not list(runs.glob("*-cluster-*/cluster.json")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    run = next(runs.glob("*-cluster-*/cluster.json")).parent
-    return run, _manifest(run)
-
-
-def _first_receipt(shard_run: Path, deadline: float) -> None:
-    while not list(shard_run.glob("receipts/*.json")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert list(shard_run.glob("receipts/*.json")), f"{shard_run} never started"
-
-
 def test_ctrl_c_interrupts_and_contains_every_shard(ray_cluster: Any, tmp_path: Path) -> None:
     campaign = _campaign(tmp_path, probes=13)
     runs = tmp_path / "runs"
@@ -325,26 +295,6 @@ def test_a_shard_that_cannot_be_placed_is_refused_in_bounded_time(ray_cluster: A
     summary = (Path(line["run"]) / "summary.md").read_text()
     assert "Shard 4: refused (`cluster_unschedulable`)" in summary
     assert took < 300
-
-
-def _shard_money(run_dir: str) -> int:
-    """A shard run's settled units, from its own journal (every caller's holds)."""
-    rows = journal_rows(Path(run_dir), "SELECT state, hold_units, settled_units, "
-                        "partial_units FROM holds")
-    holds = [dict(zip(("state", "hold_units", "settled_units", "partial_units"), r,
-                      strict=True)) for r in rows]
-    return journal_money(holds).settled_units
-
-
-def _ended(run_dir: str, deadline: float) -> None:
-    """Wait until the shard run's controller has let go of its lease and its keeper has
-    removed its scratch directory (the keeper's last act)."""
-    scratch = shard_scratch_path(run_dir)
-    while (probe_lease(run_dir).state is LeaseState.LIVE or scratch.exists()) \
-            and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert probe_lease(run_dir).state is not LeaseState.LIVE, f"{run_dir} still running"
-    assert not scratch.exists(), f"{scratch} left behind"
 
 
 def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,

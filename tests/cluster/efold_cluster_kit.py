@@ -1,0 +1,74 @@
+"""What the cluster tests share: a small campaign, and waits on a cluster run and its
+shard runs as they appear on this machine."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+from efold_pilot_kit import journal_rows
+
+from efold.controller.aggregate import journal_money
+from efold.controller.cluster_run import CLUSTER_NAME, ClusterManifest, shard_scratch_path
+from efold.registry.lease import LeaseState, probe_lease
+
+CLI = [sys.executable, "-m", "efold.controller"]
+
+
+def manifest(run: Path) -> ClusterManifest:
+    return msgspec.json.decode((run / CLUSTER_NAME).read_bytes(), type=ClusterManifest)
+
+
+CAMPAIGN = """
+name = "cluster-small"
+suite = "original"
+roles = ["native", "store"]
+probe_limit = {probes}
+selection_seed = 7
+schedule_seed = 7
+cap_usd = "{cap}"
+{extra}
+"""
+RMAX_UNITS = 78_400_000  # the faux reader's Rmax (3.92 USD)
+
+
+def campaign(tmp: Path, *, probes: int = 2, cap: str = "60.00", extra: str = "") -> Path:
+    path = tmp / "campaign.toml"
+    path.write_text(CAMPAIGN.format(probes=probes, cap=cap, extra=extra))
+    return path
+
+
+def started(runs: Path, deadline: float) -> tuple[Path, ClusterManifest]:
+    """The cluster run under ``runs`` once its manifest is published, and the manifest."""
+    while not list(runs.glob("*-cluster-*/cluster.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run = next(runs.glob("*-cluster-*/cluster.json")).parent
+    return run, manifest(run)
+
+
+def first_receipt(shard_run: Path, deadline: float) -> None:
+    while not list(shard_run.glob("receipts/*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(shard_run.glob("receipts/*.json")), f"{shard_run} never started"
+
+
+def shard_money(run_dir: str) -> int:
+    """A shard run's settled units, from its own journal (every caller's holds)."""
+    rows = journal_rows(Path(run_dir), "SELECT state, hold_units, settled_units, "
+                        "partial_units FROM holds")
+    holds = [dict(zip(("state", "hold_units", "settled_units", "partial_units"), r,
+                      strict=True)) for r in rows]
+    return journal_money(holds).settled_units
+
+
+def ended(run_dir: str, deadline: float) -> None:
+    """Wait until the shard run's controller has let go of its lease and its keeper has
+    removed its scratch directory (the keeper's last act)."""
+    scratch = shard_scratch_path(run_dir)
+    while (probe_lease(run_dir).state is LeaseState.LIVE or scratch.exists()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert probe_lease(run_dir).state is not LeaseState.LIVE, f"{run_dir} still running"
+    assert not scratch.exists(), f"{scratch} left behind"
