@@ -263,9 +263,10 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
     """A run's view, with what the registration says of its routes."""
     reader = reg.campaign.reader
     summariser = reg.campaign.summariser
+    # The plan's roles only: a cluster shard's plan may hold some of the campaign's.
     summarisers = {} if summariser is None else {
         role.name: f"{summariser.provider}/{summariser.model}"
-        for role in reg.campaign.roles if calls_summariser(role)}
+        for role in reg.campaign.roles if calls_summariser(role) and role.name in plan.roles}
     judge = reg.campaign.judge
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,

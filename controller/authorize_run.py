@@ -81,13 +81,21 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
     )
 
 
+def shard_credential_binding(reg: Registration, route: str) -> str:
+    """The credential variable a shard's authorization binds: the real route's (its
+    name only: the value is read on the shard's node), or the faux placeholder."""
+    return credential_binding(reg) if route == "real" else FAUX_CREDENTIAL_ENV
+
+
 def mint_shard(reg: Registration, reg_bytes: bytes, schedule_sha256: str, run_dir: Path, *,
-               authorization_id: str, cap_units: int) -> tuple[bytes, bytes]:
+               authorization_id: str, cap_units: int, route: str = "faux"
+               ) -> tuple[bytes, bytes]:
     """A cluster run's authorization for one shard (its own domain, ``SHARD``): its
-    bindings are the shard's (schedule, cap, the shard's run directory on its node).
-    Returns the artifact and the raw public key that verifies it."""
-    bindings = run_bindings(reg, reg_bytes, schedule_sha256, run_dir, FAUX_CREDENTIAL_ENV,
-                            cap_units=cap_units)
+    bindings are the shard's (schedule, cap, the shard's run directory on its node, the
+    route's credential variable). Returns the artifact and the raw public key that
+    verifies it."""
+    bindings = run_bindings(reg, reg_bytes, schedule_sha256, run_dir,
+                            shard_credential_binding(reg, route), cap_units=cap_units)
     mint = mint_faux_authorization(bindings, authorization_id=authorization_id,
                                    domain=AuthorizationDomain.SHARD)
     return mint.artifact, mint.trusted_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
@@ -100,7 +108,8 @@ def consume_shard(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lea
     Its bindings must be this run's: this registration, the shard's schedule and cap,
     this run directory; a second use refuses (``authorization_consumed``)."""
     bindings = run_bindings(reg, reg_bytes, schedule_sha256, Path(lease.run_dir),
-                            FAUX_CREDENTIAL_ENV, cap_units=ticket.spec.cap_units)
+                            shard_credential_binding(reg, ticket.route),
+                            cap_units=ticket.spec.cap_units)
     record = consume_authorization(
         ticket.artifact, domain=AuthorizationDomain.SHARD,
         trusted_keys=[Ed25519PublicKey.from_public_bytes(ticket.trusted_key)],
@@ -164,11 +173,12 @@ def check_real_route(reg: Registration, environ: Mapping[str, str]) -> None:
 
 
 def load_grant(reg: Registration, *, authorization: str | None, trusted: Sequence[str],
-               environ: Mapping[str, str]) -> RealGrant:
+               environ: Mapping[str, str], with_credentials: bool = True) -> RealGrant:
     """Read what a real run needs before anything is written: the route check, the
     authorization file, the trusted keys, the account id (``EFOLD_ACCOUNT_ID``) and
-    every credential the profiles name. Each miss refuses with
-    ``lookup_pilot_real_route_unavailable`` naming it."""
+    every credential the profiles name (not ``with_credentials``: a cluster run's
+    controller, which sends nothing; each shard reads them on its node). Each miss
+    refuses with ``lookup_pilot_real_route_unavailable`` naming it."""
     code = Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE
     check_real_route(reg, environ)
     if authorization is None or not trusted:
@@ -184,15 +194,24 @@ def load_grant(reg: Registration, *, authorization: str | None, trusted: Sequenc
             raise
         raise ControllerError(code, f"authorization {authorization} unreadable") from exc
     keys = [load_public_key(k) for k in trusted]
+    return RealGrant(artifact, keys, account_id, {} if not with_credentials
+                     else read_credentials(reg, environ))
+
+
+def read_credentials(reg: Registration, environ: Mapping[str, str], *,
+                     where: str = "") -> dict[str, str]:
+    """Every credential the profiles name, by variable, from ``environ``; a variable
+    not set refuses (``lookup_pilot_real_route_unavailable``, naming it and ``where``)."""
     credentials: dict[str, str] = {}
     for p in (reg.campaign.reader, reg.campaign.summariser):
         if p is None or p.credential_env is None:
             continue
         value = environ.get(p.credential_env)
         if not value:
-            raise ControllerError(code, f"the credential variable {p.credential_env} is not set")
+            raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                                  f"the credential variable {p.credential_env} is not set{where}")
         credentials[p.credential_env] = value
-    return RealGrant(artifact, keys, account_id, credentials)
+    return credentials
 
 
 def consume_real(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 import ray
@@ -50,7 +50,7 @@ import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from efold.controller.aggregate import PLAN_NAME, RECEIPTS_DIR
-from efold.controller.authorize_run import consume_faux, mint_shard
+from efold.controller.authorize_run import RealGrant, consume_faux, consume_real, mint_shard
 from efold.controller.cluster_collect import collect, publish_copy, reach_shards, run_records_tar
 from efold.controller.cluster_run import (
     CLUSTER_NAME,
@@ -321,7 +321,8 @@ class _Shard:
 def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
                 runs_root: Path, run_dir: Path | None, node_root: Path | None,
                 resources: ShardResources, program: list[str],
-                echo: Callable[[str], None]) -> ClusterOutcome:
+                echo: Callable[[str], None], grant: RealGrant | None = None,
+                process_group_ok: bool = False) -> ClusterOutcome:
     """Run the registration's campaign over the connected cluster (the module
     docstring has the order). ``shards`` None: one per eligible node, at most one per
     checkpoint. ``node_root``: where each node makes its shard's run directory (None: the
@@ -341,7 +342,12 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
         lease.set_epoch(journal.record_epoch(current_identity()))
-        auth_id = consume_faux(reg, reg_bytes, plan.schedule_sha256, lease, run_id=run.name)
+        # The campaign's authorization, consumed once, here: the operator's signed one
+        # on the real route (bound to this directory), else a faux one minted now.
+        auth_id = consume_faux(reg, reg_bytes, plan.schedule_sha256, lease, run_id=run.name) \
+            if grant is None else consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
+                                               run_id=run.name, grant=grant)
+        route: Literal["faux", "real"] = "faux" if grant is None else "real"
         publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
         publish_exclusive(run, PLAN_NAME, canonical_json(plan) + b"\n")
         placed: list[ShardPlaced] = []
@@ -353,13 +359,15 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
             part = shard_plan(plan, spec.mark, spec.checkpoints, spec.cap_units)
             shard_auth = f"{auth_id}.shard-{spec.mark.index}"
             artifact, key = mint_shard(reg, reg_bytes, part.schedule_sha256, Path(shard_dir),
-                                       authorization_id=shard_auth, cap_units=spec.cap_units)
+                                       authorization_id=shard_auth, cap_units=spec.cap_units,
+                                       route=route)
             placed.append(ShardPlaced(spec=spec, node=node, run_dir=shard_dir,
                                       authorization_id=shard_auth))
             slots.append(len(part.slots))
             tickets.append(msgspec.json.encode(ShardTicket(
                 spec=spec, node=node, registration_sha256=sha256_hex(reg_bytes),
-                run_dir=shard_dir, artifact=artifact, trusted_key=key)))
+                run_dir=shard_dir, artifact=artifact, trusted_key=key, route=route,
+                process_group_ok=process_group_ok)))
         manifest = ClusterManifest(version=CLUSTER_VERSION, cluster=run.name,
                                    registration_sha256=sha256_hex(reg_bytes),
                                    authorization_id=auth_id, shards=placed)

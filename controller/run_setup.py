@@ -105,7 +105,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     contained when the block ends; ``spawn`` starts each child as its own program.
     ``shard``: one shard of a cluster run (``controller.shards``): the plan narrowed to
     the shard's checkpoints under the shard's part of the cap, and the shard's authorization
-    consumed instead of a faux one. ``process_group_ok``: the operator's
+    consumed instead of a faux or real one (a real shard's ``grant`` carries only the
+    credentials its node's environment holds). ``process_group_ok``: the operator's
     ``--process-group-containment``: a real run may fall back to process-group
     containment where no cgroup can be made (without it, it refuses:
     ``containment_unavailable``; the choice is journaled and reported)."""
@@ -121,8 +122,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                               "a judge model sends real requests: it needs a real run")
     plan, cap = _plan_and_cap(reg, smoke=smoke)
     if shard is not None:
-        if grant is not None or smoke or not admitting:
-            raise ValueError("a shard runs offline, admitting, and is never a smoke")
+        if smoke or not admitting or (grant is not None) != (shard.route == "real"):
+            raise ValueError("a shard admits on its ticket's route, and is never a smoke")
         cap = shard.spec.cap_units
         plan = shard_plan(plan, shard.spec.mark, shard.spec.checkpoints, cap)
     plan_bytes = canonical_json(plan) + b"\n"

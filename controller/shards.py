@@ -37,6 +37,7 @@ off from it would have to stop; the partition keeps every admission local.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 
@@ -62,8 +63,12 @@ class ShardSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class ShardTicket(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a node is handed to run one shard: the spec, the Ray node it is bound to,
-    the registration's sha256, the shard run's directory on that node, and the shard's
-    authorization (``authorize_run.mint_shard``) with the raw key that verifies it."""
+    the registration's sha256, the shard run's directory on that node, the shard's
+    authorization (``authorize_run.mint_shard``) with the raw key that verifies it, and
+    its route: ``faux``, or ``real`` (the cluster run consumed the operator's signed
+    authorization; the shard reads its credentials from its own node's environment,
+    never from the ticket, and its authorization binds the credential variable's name).
+    ``process_group_ok``: the operator's ``--process-group-containment``."""
 
     spec: ShardSpec
     node: str
@@ -71,6 +76,8 @@ class ShardTicket(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_dir: str
     artifact: bytes
     trusted_key: bytes
+    route: Literal["faux", "real"] = "faux"
+    process_group_ok: bool = False
 
 
 def shard_plan(plan: Plan, mark: ShardMark, checkpoints: Sequence[str],

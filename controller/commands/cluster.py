@@ -10,12 +10,19 @@ every other command is unchanged and ``cluster`` refuses with ``cluster_unavaila
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 import msgspec
 
 from efold.controller.aggregate import publish_reports, run_reports
+from efold.controller.authorize_run import (
+    RealGrant,
+    check_real_route,
+    load_grant,
+    read_credentials,
+)
 from efold.controller.cluster import (
     PLACE_SECONDS,
     ClusterOutcome,
@@ -31,6 +38,7 @@ from efold.controller.commands._options import (
     campaign_option,
     fail,
     pilot_registration,
+    real_route_options,
     refuse,
     registration_options,
     subset_options,
@@ -38,9 +46,11 @@ from efold.controller.commands._options import (
 from efold.controller.interrupt import exit_status
 from efold.controller.pilot import Dispatch
 from efold.controller.pilot_view import end_of_run, output_options, run_with_progress, verbosity_of
-from efold.controller.registration import load_registration
+from efold.controller.registration import Registration, load_registration
+from efold.controller.run_setup import check_real_grant
 from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
 from efold.controller.shards import ShardTicket
+from efold.controller.smoke import require_smoke
 from efold.controller.subset import Subset
 from efold.errors import EfoldError
 from efold.report import decode_results
@@ -70,9 +80,13 @@ def _resource(ctx: click.Context, param: click.Parameter,
 
 
 @command.command("pilot")
-@click.option("--faux", is_flag=True, required=True,
-              help="Offline: the faux extractive reader on every shard (the only route a "
-                   "cluster run takes in this build).")
+@click.option("--faux", is_flag=True,
+              help="Offline: the faux extractive reader on every shard.")
+@click.option("--real", is_flag=True,
+              help="The registration's real route on every shard (needs a passing `smoke`, "
+                   "--run-dir, --authorization and --trust; each node's shard reads the "
+                   "profile's credential variable from its own environment).")
+@real_route_options
 @click.option("--ray", "address", required=True, metavar="ADDRESS",
               help="The Ray cluster: `auto`, HOST:PORT of its head, or ray://HOST:PORT.")
 @click.option("--shards", type=click.IntRange(1, 64), default=None,
@@ -102,11 +116,12 @@ def _resource(ctx: click.Context, param: click.Parameter,
                    "a shard not placed by then is refused (cluster_unschedulable).")
 @click.option("--json", "as_json", is_flag=True,
               help="End with one JSON line: the run, its status, per-shard outcomes.")
-def pilot(faux: bool, address: str, shards: int | None, registration: str | None,
-          sha256: str | None, campaign: str | None, subset: Subset | None,
-          runs_root: str | None, run_dir: str | None, node_runs: str | None, cpus: float,
-          gpus: float, resources: dict[str, float], place_seconds: float,
-          as_json: bool) -> None:
+def pilot(faux: bool, real: bool, authorization: str | None, trust: tuple[str, ...],
+          process_group_ok: bool, address: str, shards: int | None,
+          registration: str | None, sha256: str | None, campaign: str | None,
+          subset: Subset | None, runs_root: str | None, run_dir: str | None,
+          node_runs: str | None, cpus: float, gpus: float, resources: dict[str, float],
+          place_seconds: float, as_json: bool) -> None:
     """Run a campaign sharded over a Ray cluster.
 
     The campaign's authorization is consumed once, here; the cap is split into one part
@@ -117,9 +132,21 @@ def pilot(faux: bool, address: str, shards: int | None, registration: str | None
     never re-run elsewhere. The cluster run's directory gets the merged
     results.json, summary.md and report.html.
 
+    --real: the campaign's signed authorization is consumed once, by the cluster run
+    (its --run-dir is the authorization's output root); every shard gets its own
+    single-use authorization bound to its route, and reads the credential from its
+    node's environment (never through Ray): a node without it refuses its shard.
+
     Exit status: 0 every shard complete, 2 refused, 3 a shard stopped, failed or was
     lost, 130/143 interrupted.
     """
+    if faux == real:
+        raise click.UsageError("choose exactly one of --faux (offline) and --real")
+    given = [flag for flag, on in (("--authorization", authorization is not None),
+                                   ("--trust", bool(trust)),
+                                   ("--process-group-containment", process_group_ok)) if on]
+    if given and not real:
+        raise click.UsageError(f"{' and '.join(given)} apply to --real runs")
     if (registration is None) != (sha256 is None):
         raise click.UsageError("--registration and --sha256 go together")
     if run_dir is not None and runs_root is not None:
@@ -129,10 +156,20 @@ def pilot(faux: bool, address: str, shards: int | None, registration: str | None
                                "every node)")
     try:
         made = pilot_registration(campaign=campaign, registration=registration,
-                                  sha256=sha256, subset=subset, real=False)
-        if not made.registration.campaign.reader.is_faux:
+                                  sha256=sha256, subset=subset, real=real)
+        grant = None
+        if real:
+            if run_dir is None:
+                fail("lookup_pilot_real_route_unavailable",
+                     "--real needs --run-dir: the directory the authorization binds")
+            # The cluster run sends nothing: no credential is read here.
+            grant = load_grant(made.registration, authorization=authorization,
+                               trusted=trust, environ=os.environ, with_credentials=False)
+            require_smoke(made.registration, str(sha256), Path(run_dir))
+            check_real_grant(made.registration, made.data, Path(run_dir), grant)
+        elif not made.registration.campaign.reader.is_faux:
             fail("lookup_pilot_real_route_unavailable",
-                 "a cluster run takes a faux reader in this build")
+                 "--faux needs a faux reader (this registration's reader is real: --real)")
         connect(address)
         try:
             outcome = run_cluster(
@@ -142,7 +179,8 @@ def pilot(faux: bool, address: str, shards: int | None, registration: str | None
                 node_root=Path(node_runs) if node_runs else None,
                 resources=ShardResources(cpus=cpus, gpus=gpus, custom=resources,
                                          place_seconds=place_seconds),
-                program=default_program(), echo=click.echo)
+                program=default_program(), echo=click.echo, grant=grant,
+                process_group_ok=process_group_ok)
         finally:
             disconnect()
     except EfoldError as exc:
@@ -181,6 +219,19 @@ def _report(outcome: ClusterOutcome, as_json: bool) -> int:
     return code
 
 
+def shard_dispatch(reg: Registration, ticket: ShardTicket,
+                   environ: Mapping[str, str]) -> Dispatch:
+    """How a shard reaches its reader: its ticket's route. A real shard reads every
+    credential its profiles name from this node's environment (refused, naming the
+    variable and the node, where one is missing), under the real route's rules."""
+    if ticket.route != "real":
+        return Dispatch(shard=ticket)
+    check_real_route(reg, environ)
+    credentials = read_credentials(reg, environ, where=f" on node {ticket.node[:12]}")
+    grant = RealGrant(artifact=b"", trusted_keys=[], account_id="", credentials=credentials)
+    return Dispatch(grant=grant, shard=ticket, process_group_ok=ticket.process_group_ok)
+
+
 @command.command("shard")
 @registration_options(required=True)
 @click.option("--ticket", "ticket_path", required=True, type=click.Path(dir_okay=False),
@@ -198,6 +249,7 @@ def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose
         ticket = msgspec.json.decode(Path(ticket_path).read_bytes(), type=ShardTicket)
         if ticket.registration_sha256 != sha256:
             fail("cluster_records_invalid", "the ticket is for another registration")
+        dispatch = shard_dispatch(loaded.registration, ticket, os.environ)
         run = claim_run_dir(ticket.run_dir)
     except (OSError, msgspec.DecodeError) as exc:
         fail("cluster_records_invalid", f"the ticket is unreadable: {exc}")
@@ -206,7 +258,7 @@ def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose
     click.echo(f"run: {run}")
     try:
         outcome = run_with_progress(loaded.registration, loaded.data, run,
-                                    show=not no_progress, dispatch=Dispatch(shard=ticket),
+                                    show=not no_progress, dispatch=dispatch,
                                     verbosity=verbosity)
     except EfoldError as exc:
         refuse(exc)
