@@ -36,7 +36,6 @@ api = "chat"
 base_url = "{url}"
 stream = false
 catalog = "catalog.toml"
-credential_env = "{env}"
 """
 
 
@@ -59,7 +58,8 @@ def keyed_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             initialize_head=True, connect=False,
             head_node_args={"num_cpus": 1, "env_vars": keyed, "resources": {"keyed": 1}})
         cluster.add_node(num_cpus=1, env_vars=keyed, resources={"keyed": 1})
-        cluster.add_node(num_cpus=1, resources={"keyless": 1})
+        # The node that offers ``keyless`` (its id kept for the placement check).
+        cluster.keyless_id = cluster.add_node(num_cpus=1, resources={"keyless": 1}).node_id
         cluster.wait_for_nodes()
     finally:
         if saved is not None:
@@ -75,12 +75,14 @@ class Operator:
     passing smoke, and the commands (the cluster controller's environment never holds
     the credential)."""
 
-    def __init__(self, tmp: Path, server: Server) -> None:
+    def __init__(self, tmp: Path, server: Server, *, credential: bool = True) -> None:
         self.tmp = tmp
         self.env = {k: v for k, v in os.environ.items() if k not in ("CI", CANARY_ENV)}
         self.env["EFOLD_ACCOUNT_ID"] = "acct-fictional"
         (tmp / "catalog.toml").write_bytes(CATALOG)
-        profile = PROFILE.format(url=server.base_url, env=CANARY_ENV)
+        profile = PROFILE.format(url=server.base_url)
+        if credential:
+            profile += f'credential_env = "{CANARY_ENV}"\n'
         (tmp / "campaign.toml").write_text(
             'name = "loopback-cluster"\nsuite = "original"\ntraces = ["orig-archive-scan"]\n'
             'probe_limit = 2\nroles = ["native", "compaction"]\ncap_usd = "10.00"\n'
@@ -93,7 +95,7 @@ class Operator:
         self.runs.mkdir(mode=0o700)
         smoke = self.run("smoke", *self._registration(), "--run-dir", str(self.runs / "smoke"),
                          "--authorization", self.authorize("smoke", "--smoke"), "--trust",
-                         "approver.pub", "--no-progress", credential=True)
+                         "approver.pub", "--no-progress", credential=credential)
         assert smoke.returncode == 0, smoke.stdout + smoke.stderr
 
     def _registration(self) -> list[str]:
@@ -181,3 +183,23 @@ def test_a_node_without_the_credential_refuses_its_shard(keyed_cluster: Any,
     assert "Shard 1: refused (`lookup_pilot_real_route_unavailable`)" in summary
     status = json.loads((Path(line["run"]) / "results.json").read_bytes())
     assert status["money"]["settled"]["units"] == 0
+
+
+def test_a_shard_placed_by_resource_next_to_its_local_model_server(keyed_cluster: Any,
+                                                                  tmp_path: Path) -> None:
+    """A route without a credential (a local model server on a node, as llama.cpp's):
+    ``--resource keyless`` places the shard on the node that offers it, and it runs
+    there, its requests carrying no credential."""
+    with serve_chat() as local:
+        op = Operator(tmp_path, local, credential=False)
+        sent = len(local.requests)
+        done, line = op.cluster(keyed_cluster, "local", "--shards", "1",
+                                "--resource", "keyless")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert line["shards"] == {"1": "complete"}
+    placed = manifest(Path(line["run"])).shards[0]
+    assert placed.node == keyed_cluster.keyless_id
+    assert len(local.requests) > sent
+    assert all(r["authorization"] is None for r in local.requests[sent:])
+    assert json.loads((Path(line["run"]) / "results.json").read_bytes())["money"][
+        "settled"]["units"] == shard_money(placed.run_dir) > 0
