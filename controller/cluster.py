@@ -51,7 +51,13 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from efold.controller.aggregate import PLAN_NAME, RECEIPTS_DIR
 from efold.controller.authorize_run import RealGrant, consume_faux, consume_real, mint_shard
-from efold.controller.cluster_collect import collect, publish_copy, reach_shards, run_records_tar
+from efold.controller.cluster_collect import (
+    NodeRecords,
+    collect,
+    publish_copy,
+    reach_shards,
+    run_records_tar,
+)
 from efold.controller.cluster_run import (
     CLUSTER_NAME,
     CLUSTER_VERSION,
@@ -75,8 +81,8 @@ from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
 from efold.registry import publish_exclusive
-from efold.registry.journal import JournalWriter
-from efold.registry.lease import acquire_lease
+from efold.registry.journal import JOURNAL_NAME, JournalWriter
+from efold.registry.lease import LeaseState, acquire_lease, probe_lease
 
 # How long a head at HOST:PORT has to accept a connection.
 CONNECT_SECONDS: Final = 10.0
@@ -590,3 +596,41 @@ def _signals_as_interrupt() -> Iterator[_Interrupt]:
 def default_program() -> list[str]:
     """The shard controller's command line: this interpreter, efold's CLI module."""
     return [sys.executable, "-m", "efold.controller"]
+
+
+def node_records(run_dir: str, reap_first: bool) -> NodeRecords:
+    """On a shard's node (a Ray task bound to it): reap the shard's run first when asked
+    and its controller is gone, remove its scratch directory once it has ended, and
+    return its records."""
+    path = Path(run_dir)
+    said = []
+    live = (path / JOURNAL_NAME).is_file() and probe_lease(path).state is LeaseState.LIVE
+    if reap_first and not live and (path / JOURNAL_NAME).is_file():
+        done = subprocess.run([*default_program(), "reap", run_dir], capture_output=True,
+                              text=True, timeout=COLLECT_SECONDS)
+        lines = (done.stdout or done.stderr).strip().splitlines()
+        said.append(f"reap on its node: {lines[0] if lines else f'exit {done.returncode}'}")
+    scratch = shard_scratch_path(run_dir)
+    if not live and scratch.exists():
+        shutil.rmtree(scratch, ignore_errors=True)
+        said.append("scratch removed on its node")
+    return NodeRecords(tar=run_records_tar(path), live=live, said="; ".join(said))
+
+
+def fetch_shard_runs(manifest: ClusterManifest, *, reap_first: bool
+                     ) -> dict[int, NodeRecords | str]:
+    """Every shard's run records as its own node reads them, by shard index (a task
+    bound to the node, at most ``COLLECT_SECONDS``), or why its node could not be asked."""
+    task = ray.remote(num_cpus=0, max_retries=0)(node_records)
+    refs = {p.spec.mark.index: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node_id=p.node, soft=False)).remote(p.run_dir, reap_first) for p in manifest.shards}
+    out: dict[int, NodeRecords | str] = {}
+    for index, ref in refs.items():
+        try:
+            out[index] = ray.get(ref, timeout=COLLECT_SECONDS)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref, force=True)
+            out[index] = f"its node did not answer within {COLLECT_SECONDS:g} s"
+        except ray.exceptions.RayError as exc:
+            out[index] = f"its node could not be asked ({type(exc).__name__})"
+    return out

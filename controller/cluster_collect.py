@@ -27,6 +27,7 @@ import io
 import os
 import shutil
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -87,6 +88,9 @@ class ShardRun:
     reach: Reach
     view: RunView | None  # its run read here (READ, RUNNING)
     detail: str = ""
+    # Where its records were read: its run directory, or their copy fetched from its
+    # node (``cluster collect --ray``).
+    source: Path | None = None
 
 
 def run_records_tar(run_dir: Path) -> bytes:
@@ -140,11 +144,12 @@ def _extent(run_dir: Path) -> tuple[str, int]:
         journal.close()
 
 
-def reach_shard(run: Path, placed: ShardPlaced, reg_bytes: bytes,
-                expected: object) -> ShardRun:
+def reach_shard(run: Path, placed: ShardPlaced, reg_bytes: bytes, expected: object, *,
+                fetched: Path | None = None, live: bool = False) -> ShardRun:
     """Shard ``placed``'s own run as this machine reaches it (the module docstring);
-    ``expected`` is its shard plan."""
-    path = Path(placed.run_dir)
+    ``expected`` is its shard plan. ``fetched``: its records as fetched from its node
+    (``live``: its controller held its lease there), read instead of its path here."""
+    path = fetched or Path(placed.run_dir)
     if not (path / JOURNAL_NAME).is_file():
         here = path.is_dir() or shard_scratch_path(placed.run_dir).exists()
         return ShardRun(placed, Reach.NO_RUN if here else Reach.UNREACHABLE, None)
@@ -155,14 +160,14 @@ def reach_shard(run: Path, placed: ShardPlaced, reg_bytes: bytes,
         return ShardRun(placed, Reach.NOT_ITS_RUN, None, str(exc))
     if not same:
         return ShardRun(placed, Reach.NOT_ITS_RUN, None, "another registration or plan")
-    if probe_lease(path).state is LeaseState.LIVE:
-        return ShardRun(placed, Reach.RUNNING, view)
+    if live or (fetched is None and probe_lease(path).state is LeaseState.LIVE):
+        return ShardRun(placed, Reach.RUNNING, view, source=path)
     copy = shard_copy_path(run, placed.spec.mark.index)
     if (copy / JOURNAL_NAME).is_file():
         (mine, rows), (theirs, copied) = _extent(path), _extent(copy)
         if mine != theirs or rows < copied:
-            return ShardRun(placed, Reach.OLDER, None, "older than the copy")
-    return ShardRun(placed, Reach.READ, view)
+            return ShardRun(placed, Reach.OLDER, None, "older than the copy", source=path)
+    return ShardRun(placed, Reach.READ, view, source=path)
 
 
 def end_from_run(index: int, view: RunView) -> ShardEnd:
@@ -202,9 +207,9 @@ def collect(run: Path, shards: list[ShardRun], ends: dict[int, ShardEnd]) -> lis
     for shard in shards:
         placed, index = shard.placed, shard.placed.spec.mark.index
         copied, ended = False, None
-        if shard.reach is Reach.READ and shard.view is not None:
-            if not _current(run, index, Path(placed.run_dir)):
-                publish_copy(run, index, run_records_tar(Path(placed.run_dir)))
+        if shard.reach is Reach.READ and shard.view is not None and shard.source is not None:
+            if not _current(run, index, shard.source):
+                publish_copy(run, index, run_records_tar(shard.source))
                 copied = True
             old = ends.get(index)
             if old is None or old.outcome is ShardOutcome.LOST:
@@ -266,15 +271,61 @@ def read_any_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False
     return read_run(run, allow_damaged=allow_damaged)
 
 
-def collect_run(run: Path) -> list[Collected]:
+class NodeRecords(msgspec.Struct, frozen=True):
+    """A shard run's records as its own node read them (``cluster collect --ray``)."""
+
+    tar: bytes  # ``run_records_tar``: empty when no run was opened there
+    live: bool  # its controller held its lease
+    said: str = ""  # what the node did first (its ``reap``), one line
+
+
+FETCHED_DIR: Final = ".fetched"
+
+
+def reach_fetched(run: Path, fetched: Mapping[int, NodeRecords | str]) -> list[ShardRun]:
+    """Every shard as its node's records say (``fetched``, by index: the records, or
+    why its node could not be asked), each unpacked under ``shards/.fetched/<k>`` and
+    read there; a shard without an entry is reached here (``reach_shards``)."""
+    plan, _ = run_records(run)
+    reg_bytes = (run / REGISTRATION_NAME).read_bytes()
+    out = []
+    for shard in reach_shards(run):
+        placed = shard.placed
+        got = fetched.get(placed.spec.mark.index)
+        if got is None:
+            out.append(shard)
+        elif isinstance(got, str):
+            out.append(ShardRun(placed, Reach.UNREACHABLE, None, got))
+        elif not got.tar:
+            out.append(ShardRun(placed, Reach.NO_RUN, None, got.said))
+        else:
+            where = private_subdir(run, SHARDS_DIR, FETCHED_DIR, str(placed.spec.mark.index))
+            with tarfile.open(fileobj=io.BytesIO(got.tar), mode="r") as archive:
+                archive.extractall(where, filter="data")
+            found = reach_shard(run, placed, reg_bytes, shard_plan(
+                plan, placed.spec.mark, placed.spec.checkpoints, placed.spec.cap_units),
+                fetched=where, live=got.live)
+            out.append(ShardRun(found.placed, found.reach, found.view,
+                                "; ".join(x for x in (got.said, found.detail) if x),
+                                found.source))
+    return out
+
+
+def collect_run(run: Path, fetched: Mapping[int, NodeRecords | str] | None = None
+                ) -> list[Collected]:
     """``cluster collect``: under the cluster run's lease (``lease_held`` while its
     controller lives), a new epoch of its journal, every reachable ended shard's records
-    collected, and the merged reports written again from what is there now."""
+    collected (``fetched``: as their nodes sent them), and the merged reports written
+    again from what is there now."""
     manifest = read_manifest(run)
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
         lease.set_epoch(journal.record_epoch(current_identity()))
-        done = collect(run, reach_shards(run), read_shard_ends(run, manifest))
+        try:
+            shards = reach_fetched(run, fetched) if fetched else reach_shards(run)
+            done = collect(run, shards, read_shard_ends(run, manifest))
+        finally:
+            shutil.rmtree(run / SHARDS_DIR / FETCHED_DIR, ignore_errors=True)
         view, _, _ = read_cluster(run, allow_damaged=True, releasing=True)
         publish_reports(run_reports(view), run, replace=True)
         journal.close()

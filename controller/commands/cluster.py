@@ -30,10 +30,11 @@ from efold.controller.cluster import (
     connect,
     default_program,
     disconnect,
+    fetch_shard_runs,
     run_cluster,
 )
 from efold.controller.cluster_collect import Collected, collect_run, read_cluster
-from efold.controller.cluster_run import ShardOutcome, is_cluster_run
+from efold.controller.cluster_run import ShardOutcome, is_cluster_run, read_manifest
 from efold.controller.commands._options import (
     campaign_option,
     fail,
@@ -284,8 +285,15 @@ def _collected_line(c: Collected) -> str:
 
 @command.command("collect")
 @click.argument("run", type=click.Path(file_okay=False))
+@click.option("--ray", "address", default=None, metavar="ADDRESS",
+              help="Ask each shard's own node (a Ray task bound to it) for its run, instead "
+                   "of reading its path on this machine: for nodes without a shared "
+                   "filesystem.")
+@click.option("--reap", "reap_first", is_flag=True,
+              help="With --ray: each node first reaps its shard run whose controller is gone "
+                   "(as `reap` does on one machine).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: each shard's line.")
-def collect(run: str, as_json: bool) -> None:
+def collect(run: str, address: str | None, reap_first: bool, as_json: bool) -> None:
     """Read a cluster run back from its shards' own runs: after its driver was killed,
     the Ray head died, or a shard run was reaped, the copies under shards/ are stale.
 
@@ -301,8 +309,17 @@ def collect(run: str, as_json: bool) -> None:
     path = Path(run)
     if not is_cluster_run(path):
         fail("run_not_found", f"{run} is not a cluster run (no cluster.json)")
+    if reap_first and address is None:
+        raise click.UsageError("--reap applies with --ray (on one machine: `reap RUN`)")
     try:
-        done = collect_run(path)
+        fetched = None
+        if address is not None:
+            connect(address)
+            try:
+                fetched = fetch_shard_runs(read_manifest(path), reap_first=reap_first)
+            finally:
+                disconnect()
+        done = collect_run(path, fetched)
     except EfoldError as exc:
         refuse(exc)
     if as_json:

@@ -388,9 +388,12 @@ def test_a_killed_shard_controller_is_reaped_through_the_cluster_run(ray_cluster
                              timeout=120)
     assert recover.returncode == 1 and recover.stdout.startswith("NOT reconciled"), \
         recover.stdout
-    reap = subprocess.run([*CLI, "reap", str(run)], capture_output=True, text=True,
-                          timeout=300)
+    # Reaped on its node by a Ray task bound to it, and collected from there.
+    reap = subprocess.run([*CLI, "cluster", "collect", str(run), "--ray", ray_cluster.address,
+                           "--reap"], capture_output=True, text=True, timeout=300)
     assert reap.returncode == 0, reap.stdout + reap.stderr
+    assert "shard 2 " in reap.stdout and "reap on its node: reconciled" in reap.stdout, \
+        reap.stdout
     for target in (str(run), victim.run_dir):
         recover = subprocess.run([*CLI, "recover", target], capture_output=True, text=True,
                                  timeout=120)
@@ -464,8 +467,14 @@ def test_a_node_killed_mid_run_leaves_its_shard_failed(ray_cluster: Any, tmp_pat
     assert results["money"]["settled"]["units"] == sum(
         _shard_money(p.run_dir) for p in manifest.shards)
     assert f"Shard {index}: failed" in (run / "summary.md").read_text()
-    # reap on the cluster run reaps the dead node's shard run (its controller died with
-    # children in flight) and collects it; then recover says reconciled on both.
+    # Its node is gone: asked through Ray, it cannot answer, and collect says so.
+    asked = subprocess.run([*CLI, "cluster", "collect", str(run), "--ray",
+                            ray_cluster.address], capture_output=True, text=True, timeout=600)
+    assert asked.returncode == 1, asked.stdout + asked.stderr
+    assert f"shard {index} " in asked.stdout and "unreachable" in asked.stdout, asked.stdout
+    # reap on the cluster run (here, where its run is) reaps the dead node's shard run
+    # (its controller died with children in flight) and collects it; then recover says
+    # reconciled on both.
     reap = subprocess.run([*CLI, "reap", str(run)], capture_output=True, text=True,
                           timeout=300)
     assert reap.returncode == 0, reap.stdout + reap.stderr
