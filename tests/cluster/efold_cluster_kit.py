@@ -3,6 +3,7 @@ shard runs as they appear on this machine."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,3 +73,12 @@ def ended(run_dir: str, deadline: float) -> None:
         time.sleep(0.2)
     assert probe_lease(run_dir).state is not LeaseState.LIVE, f"{run_dir} still running"
     assert not scratch.exists(), f"{scratch} left behind"
+
+
+def launch(address: str, campaign: Path, runs: Path) -> subprocess.Popen[str]:
+    """A faux ``cluster pilot`` of ``campaign`` over three shards, running (its output
+    piped): the fault tests kill or interrupt it mid-run."""
+    return subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", address,
+                             "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from efold_cluster_kit import CLI, RMAX_UNITS
+from efold_cluster_kit import CLI, RMAX_UNITS, launch
 from efold_cluster_kit import campaign as _campaign
 from efold_cluster_kit import ended as _ended
 from efold_cluster_kit import first_receipt as _first_receipt
@@ -245,10 +245,7 @@ def test_a_shard_ticket_bound_to_another_node_refuses(ray_cluster: Any, tmp_path
 def test_ctrl_c_interrupts_and_contains_every_shard(ray_cluster: Any, tmp_path: Path) -> None:
     campaign = _campaign(tmp_path, probes=13)
     runs = tmp_path / "runs"
-    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
-                            "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
-                            "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    cli = launch(ray_cluster.address, campaign, runs)
     try:
         deadline = time.monotonic() + 120
         run, manifest = _started(runs, deadline)
@@ -306,9 +303,7 @@ def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,
     writes its reports and end records."""
     campaign = _campaign(tmp_path, probes=13)
     runs = tmp_path / "runs"
-    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
-                            "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
-                            "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cli = launch(ray_cluster.address, campaign, runs)
     try:
         deadline = time.monotonic() + 120
         run, manifest = _started(runs, deadline)
@@ -360,10 +355,7 @@ def test_a_killed_shard_controller_is_reaped_through_the_cluster_run(ray_cluster
     every planned slot is visited, missing or in flight."""
     campaign = _campaign(tmp_path, probes=13, extra="concurrency = 2")
     runs = tmp_path / "runs"
-    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
-                            "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
-                            "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    cli = launch(ray_cluster.address, campaign, runs)
     try:
         deadline = time.monotonic() + 120
         run, manifest = _started(runs, deadline)
@@ -427,10 +419,7 @@ def _marker_alive(run: Path) -> list[int]:
 def test_a_node_killed_mid_run_leaves_its_shard_failed(ray_cluster: Any, tmp_path: Path) -> None:
     # Last in this module: it removes a node from the module's cluster.
     campaign = _campaign(tmp_path, probes=13, extra="concurrency = 2")
-    cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
-                            "--campaign", str(campaign), "--runs", str(tmp_path / "runs"),
-                            "--shards", "3", "--json"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    cli = launch(ray_cluster.address, campaign, tmp_path / "runs")
     try:
         deadline = time.monotonic() + 120
         run, manifest = _started(tmp_path / "runs", deadline)

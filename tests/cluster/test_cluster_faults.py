@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 import ray.cluster_utils
-from efold_cluster_kit import CLI, campaign, ended, first_receipt, shard_money, started
+from efold_cluster_kit import (
+    CLI,
+    campaign,
+    ended,
+    first_receipt,
+    launch,
+    shard_money,
+    started,
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +105,7 @@ def test_the_ray_head_killed_mid_run(tmp_path: Path) -> None:
     cluster.wait_for_nodes()
     runs = tmp_path / "runs"
     try:
-        cli = subprocess.Popen([*CLI, "cluster", "pilot", "--faux", "--ray", cluster.address,
-                                "--campaign", str(campaign(tmp_path, probes=13)),
-                                "--runs", str(runs), "--shards", "3", "--json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cli = launch(cluster.address, campaign(tmp_path, probes=13), runs)
         try:
             deadline = time.monotonic() + 120
             run, manifest = started(runs, deadline)
