@@ -73,13 +73,14 @@ from efold.controller.cluster_run import (
 )
 from efold.controller.errors import ControllerError
 from efold.controller.plan import plan_for
+from efold.controller.proof import signal_pidfd
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.runroot import claim_run_dir, new_run_dir, private_subdir
 from efold.controller.shard_keeper import last_line, read_end
 from efold.controller.shards import ShardTicket, checkpoint_keys, plan_shards, shard_plan
 from efold.digests import canonical_json, sha256_hex
-from efold.errors import Code
-from efold.identity import current_identity
+from efold.errors import Code, EfoldError
+from efold.identity import current_identity, is_same_process
 from efold.registry import publish_exclusive
 from efold.registry.journal import JOURNAL_NAME, JournalWriter
 from efold.registry.lease import LeaseState, acquire_lease, probe_lease
@@ -194,7 +195,8 @@ class ShardHost:
 
     def poll(self) -> tuple[int | None, int]:
         """(the controller's exit status, or None while it runs, or -1 when its keeper
-        died without one; the receipts published)."""
+        died without one and no controller holds its run's lease; the receipts
+        published)."""
         assert self._ticket is not None and self._scratch is not None
         receipts = Path(self._ticket.run_dir) / RECEIPTS_DIR
         try:
@@ -207,7 +209,15 @@ class ShardHost:
         end = read_end(self._scratch)
         if end is not None:
             return end.exit_status, visited
-        return (-1 if self._keeper_gone() else None), visited
+        if not self._keeper_gone():
+            return None, visited
+        # Its keeper was killed: the controller runs on without it while it holds its
+        # run's lease, watched (and interrupted) here until it lets go.
+        orphan = self._orphan()
+        if orphan is None:
+            return -1, visited
+        os.close(orphan)
+        return None, visited
 
     def _keeper_gone(self) -> bool:
         assert self._life is not None
@@ -219,6 +229,32 @@ class ShardHost:
         Ctrl-C would."""
         if self._keeper is not None and not self._keeper_gone():
             signal.pidfd_send_signal(self._keeper, signal.SIGINT)
+        elif (orphan := self._orphan()) is not None:  # its keeper was killed
+            try:
+                signal_pidfd(orphan, signal.SIGINT)
+            finally:
+                os.close(orphan)
+
+    def _orphan(self) -> int | None:
+        """A pidfd of the shard controller once its keeper is gone: the holder of its
+        run's live lease, proven after the pidfd was opened (its start time, not a
+        recycled pid); None when no controller holds it."""
+        if self._ticket is None:
+            return None
+        try:
+            status = probe_lease(self._ticket.run_dir)
+        except (EfoldError, OSError):
+            return None
+        if status.state is not LeaseState.LIVE or status.holder is None:
+            return None
+        try:
+            pidfd = os.pidfd_open(status.holder.pid)
+        except OSError:
+            return None
+        if not is_same_process(status.holder.identity()):
+            os.close(pidfd)
+            return None
+        return pidfd
 
     def collect(self) -> tuple[bytes, bytes, float]:
         """After the controller exited: its run directory's records (a tar without

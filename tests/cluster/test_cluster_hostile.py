@@ -1,0 +1,73 @@
+"""Hostile operator faults on a cluster run (issue 44 review): processes an operator can
+kill that the cluster must still answer for. Real processes on a local Ray cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from efold_cluster_kit import CLI, campaign, first_receipt, launch, started
+from efold_pilot_kit import journal_rows
+
+from efold.controller.cluster_run import shard_scratch_path
+from efold.errors import Code
+from efold.registry.lease import LeaseState, probe_lease
+
+
+def _keeper_of(run_dir: str) -> int:
+    """The pid of the shard keeper whose scratch directory is ``run_dir``'s."""
+    scratch = str(shard_scratch_path(run_dir)).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"efold.controller.shard_keeper" in argv and scratch in argv:
+            return int(entry)
+    raise AssertionError(f"no keeper for {run_dir}")
+
+
+def test_a_killed_keeper_does_not_hide_its_controller_from_an_interruption(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    """SIGKILL of one shard's keeper mid-run, then SIGTERM to the cluster controller:
+    that shard's controller (running on, its keeper gone) is interrupted too and has
+    ended before the cluster controller exits (never left spending after the operator
+    stopped the run); the shard reads interrupted, not lost."""
+    # Long enough that no shard ends on its own before the interruption (~20 s each).
+    runs = tmp_path / "runs"
+    cli = launch(ray_cluster.address, campaign(tmp_path, probes=13, cap="300.00",
+                                               extra="repeats = 6\nconcurrency = 1"), runs)
+    try:
+        deadline = time.monotonic() + 120
+        run, manifest = started(runs, deadline)
+        for placed in manifest.shards:
+            first_receipt(Path(placed.run_dir), deadline)
+        victim = manifest.shards[0]
+        os.kill(_keeper_of(victim.run_dir), signal.SIGKILL)
+        time.sleep(2.0)  # the cluster controller polls the shard (every 0.5 s)
+        assert probe_lease(victim.run_dir).state is LeaseState.LIVE  # it runs on
+        cli.send_signal(signal.SIGTERM)
+        out, err = cli.communicate(timeout=300)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert "Traceback" not in out + err, err
+    assert cli.returncode == 143, out + err
+    # Ended when the cluster controller did: nothing of the run is left running.
+    assert probe_lease(victim.run_dir).state is not LeaseState.LIVE, out
+    stops = journal_rows(Path(victim.run_dir), "SELECT code FROM stops")
+    assert (Code.INTERRUPTED.value,) in stops, stops
+    line = json.loads(out.strip().splitlines()[-1])
+    assert line["shards"]["1"] == "interrupted", line
+    # Its keeper is gone, so nobody else removes its scratch: read back, it is removed.
+    assert not shard_scratch_path(victim.run_dir).exists()
+    recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
+                             timeout=120)
+    assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), recover.stdout
