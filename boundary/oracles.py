@@ -154,7 +154,7 @@ class Evidence:
     expected: Path | None = None  # the case's workspace.expected/, when it has one
     actions: list[ActionRecord] = field(default_factory=list)
     recall_outputs: list[RecallOutput] = field(default_factory=list)
-    # The fold's declared state (``efold.folds.state.declared_state`` of the checkpoint
+    # The fold's declared state (``efold.folds.declared.declared_state`` of the checkpoint
     # the agent resumed from); None: the fold declared no state.
     state: DeclaredState | None = None
 

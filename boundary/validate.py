@@ -3,7 +3,7 @@
 ``run_offline`` folds the case's session with a built-in arm in this process, copies the
 workspace into a private directory, runs the continuation with the faux agent (the case's
 ``faux`` script) answering directly, and evaluates the oracles on the run and on the
-checkpoint's declared state (``folds.state.declared_state``: for a built-in arm, the
+checkpoint's declared state (``folds.declared.declared_state``: for a built-in arm, the
 last ``handoff_state`` record its checkpoint keeps visible, or none). Built-in arms
 only: a plugin or command fold runs only in a contained child, never here.
 A case whose commands cannot run here (``boundary.runner_check``: the test runner is
@@ -42,11 +42,11 @@ from efold.boundary.workspace import Workspace, copy_fixture
 from efold.corpus.model import Event
 from efold.errors import Code
 from efold.folds.checkpoint import folds_recorded
+from efold.folds.declared import declared_state
 from efold.folds.fold import TracePrefix
 from efold.folds.lookup import LookupTool
 from efold.folds.registry import BUILTIN_ARMS
 from efold.folds.snapshot import content_digest
-from efold.folds.state import declared_state
 from efold.folds.store import HistoryStore
 
 NO_HISTORY_TEXT: Final = "This is the start of our work together; there is no earlier history."

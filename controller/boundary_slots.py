@@ -36,8 +36,8 @@ from efold.boundary.runner import run_contained
 from efold.boundary.work import read_work
 from efold.errors import Code
 from efold.folds.checkpoint import Checkpoint, folds_recorded
+from efold.folds.declared import declared_state
 from efold.folds.lookup import lookup_tool_schemas
-from efold.folds.state import declared_state
 from efold.protocol.records import ActionMark, BoundaryRecord, OracleVerdict
 from efold.protocol.tasks import BoundaryTask, Route
 from efold.worker.boundary_body import WORKSPACE_DIR

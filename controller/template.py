@@ -53,6 +53,7 @@ from efold.controller.run_cgroups import (
 from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
+from efold.protocol.assignment import WorkerKind
 from efold.protocol.template_wire import (
     ENCODER,
     FROM_TEMPLATE,
@@ -160,7 +161,7 @@ class Template:
         if not isinstance(msg, TemplateReady):
             self.mark_dead()
 
-    async def fork_child(self, *, kind: str, marker: str, fds: Sequence[tuple[Role, int]],
+    async def fork_child(self, *, kind: WorkerKind, marker: str, fds: Sequence[tuple[Role, int]],
                          cgroup: Cgroup | None = None) -> AdoptedChild | None:
         """A new worker for ``kind`` with ``fds`` relayed, adopted (and placed in
         ``cgroup``, if given, before it is released); None if the template is (or just
@@ -181,10 +182,9 @@ class Template:
                         raise
         return None
 
-    async def _exchange(self, kind: str, marker: str, fds: Sequence[tuple[Role, int]],
+    async def _exchange(self, kind: WorkerKind, marker: str, fds: Sequence[tuple[Role, int]],
                         cgroup: Cgroup | None) -> AdoptedChild | None:
-        request = ForkRequest(kind=kind, marker=marker,  # type: ignore[arg-type]
-                              roles=tuple(role for role, _ in fds))
+        request = ForkRequest(kind=kind, marker=marker, roles=tuple(role for role, _ in fds))
         await self._send(request, [fd for _, fd in fds])
         reply = await self._receive()
         if not isinstance(reply, Forked):

@@ -196,7 +196,7 @@ class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Invariant: ``state`` is ``UNSET`` (the fold returned no state) or a
     # ``DeclaredState``; ``UNSET`` is never encoded, so a checkpoint without state has
     # exactly the bytes (and the content and snapshot digests) it had before the field
-    # existed. Read the declared state through ``folds.state.declared_state``, which
+    # existed. Read the declared state through ``folds.declared.declared_state``, which
     # applies the rule for checkpoints that returned none.
     """
 

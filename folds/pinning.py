@@ -26,30 +26,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Protocol
 
 from efold.digests import digest_of, file_sha256
 from efold.errors import Code
 from efold.folds.errors import FoldError, PluginError
+from efold.folds.registry import BUILTIN_ARMS, plugin_entry_point
+from efold.folds.spec import FoldSpec
 
 _CHUNK = 1 << 20
-
-
-class FoldSpec(Protocol):
-    """What names a fold: a campaign ``Role`` or a ``PrepTask`` (``command`` set: an
-    external command named ``arm``; otherwise a built-in or entry-point arm)."""
-
-    @property
-    def arm(self) -> str: ...
-
-    @property
-    def command(self) -> list[str] | None: ...
-
-    @property
-    def proxy(self) -> object | None: ...  # set: ``command`` starts a proxy fold
-
-    @property
-    def cwd(self) -> str | None: ...  # a command's working directory (None: inherited)
 
 
 def resolve_program(program: str) -> str | None:
@@ -93,8 +77,6 @@ def _skipped(parts: tuple[str, ...]) -> bool:
 
 
 def _entry_point_identity(name: str) -> dict[str, object]:
-    from efold.folds.registry import plugin_entry_point
-
     dist = plugin_entry_point(name).dist
     if dist is None:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"plugin {name!r} has no distribution")
@@ -126,8 +108,6 @@ def _entry_point_identity(name: str) -> dict[str, object]:
 
 def fold_identity(spec: FoldSpec) -> dict[str, object]:
     """The pin document of ``spec``'s fold (see the module docstring)."""
-    from efold.folds.registry import BUILTIN_ARMS
-
     if spec.command is not None:
         return _command_identity(spec.arm, spec.command,
                                  "command" if spec.proxy is None else "proxy", spec.cwd)

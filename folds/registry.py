@@ -34,7 +34,7 @@ from efold.folds.arms import (
 from efold.folds.checkpoint import Checkpoint
 from efold.folds.errors import FoldError, PluginError
 from efold.folds.fold import Fold, TracePrefix, checked
-from efold.folds.pinning import FoldSpec
+from efold.folds.spec import FoldSpec
 from efold.folds.summary import Summariser
 
 ENTRY_POINT_GROUP = "efold.folds"

@@ -7,7 +7,7 @@ active state keys), ``failures`` (id -> ``open`` or ``retired``) and ``obligatio
 ``state-key-equals``, ``anchor-active``, ``failure-open``, ``failure-retired``,
 ``obligation-open``); a checkpoint that declares none makes them ``not_applicable``.
 
-Where it comes from (``declared_state``), first rule that applies:
+Where it comes from (``folds.declared.declared_state``), first rule that applies:
 
 1. **Returned**: the checkpoint's ``state`` (``Checkpoint.state``), when the fold set
    one: an entry-point plugin builds it, an external command returns it in its output
@@ -35,13 +35,9 @@ construction), so a declared state is always well-formed; deriving never raises.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 
 import msgspec
-
-if TYPE_CHECKING:
-    from efold.folds.checkpoint import Checkpoint, ReaderMessage
 
 HANDOFF_TOOL: Final = "handoff_state"
 
@@ -87,32 +83,3 @@ def decode_state(text: str | bytes) -> DeclaredState | None:
         return msgspec.json.decode(text, type=DeclaredState)
     except msgspec.DecodeError:  # ValidationError included
         return None
-
-
-def handoff_record(messages: Sequence[ReaderMessage]) -> ReaderMessage | None:
-    """The last visible handoff record of ``messages`` (module docstring, rule 2)."""
-    handoff_calls: set[str] = set()
-    last: ReaderMessage | None = None
-    for message in messages:
-        if message.role == "tool":
-            if message.tool_call_id is not None and message.tool_call_id in handoff_calls:
-                last = message
-            continue
-        for call in message.tool_calls or ():
-            if call.function.name == HANDOFF_TOOL:
-                handoff_calls.add(call.id)
-    return last
-
-
-def state_from_messages(messages: Sequence[ReaderMessage]) -> DeclaredState | None:
-    """The state the last visible handoff record declares, or None (rule 2)."""
-    record = handoff_record(messages)
-    return None if record is None else decode_state(record.content)
-
-
-def declared_state(checkpoint: Checkpoint) -> DeclaredState | None:
-    """The checkpoint's declared state: the one the fold returned, else the one its
-    visible messages carry, else None (module docstring)."""
-    if isinstance(checkpoint.state, DeclaredState):
-        return checkpoint.state
-    return state_from_messages(checkpoint.messages)

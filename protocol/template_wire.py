@@ -28,6 +28,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from efold.protocol.assignment import WorkerKind
+
 MAX_PACKET: Final = 1024
 # Same name as efold.controller.marker.MARKER_VAR (the controller sits above us).
 LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"
@@ -43,7 +45,7 @@ ROLE_SETS: Final[tuple[tuple[Role, ...], ...]] = (
 
 
 class ForkRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="fork"):
-    kind: Literal["probe", "prep"]
+    kind: WorkerKind
     marker: str  # the launch marker (32 hex digits), set in the grandchild's environ
     roles: tuple[Role, ...]  # what each relayed descriptor is, in packet order
 

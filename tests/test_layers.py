@@ -130,6 +130,94 @@ def test_the_checker_sees_every_kind_of_import(
     assert _targets(module, root=tmp_path) == expected
 
 
+def _is_module(dotted: str, root: pathlib.Path) -> bool:
+    path = root.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _module_imports(path: pathlib.Path, root: pathlib.Path) -> set[str]:
+    """The efold modules ``path`` imports, by dotted name below ``efold`` (a name taken
+    from a package is the submodule when there is one, else the package): every import
+    statement, ``TYPE_CHECKING`` and function-local ones included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module = _module(path, root)
+    package = module if path.name == "__init__.py" else module[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join([*package[: len(package) - (node.level - 1)],
+                                 *([node.module] if node.module else [])])
+            elif node.module and node.module.startswith("efold."):
+                base = node.module.removeprefix("efold.")
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}" if base else alias.name
+                found.add(sub if _is_module(sub, root) else base)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("efold.") for a in node.names
+                         if a.name.startswith("efold."))
+    return {name for name in found if name and _is_module(name, root)}
+
+
+def _circles(root: pathlib.Path, files: list[pathlib.Path]) -> list[list[str]]:
+    """Every set of two or more modules that import each other, directly or round a
+    longer loop (Tarjan's strongly connected components)."""
+    graph = {".".join(_module(f, root)): _module_imports(f, root) for f in files}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_modules_import_each_other() -> None:
+    """A circle hides the order a reader needs: what rests on what. Packages importing
+    their own submodules (``__init__`` re-exports) count like any module."""
+    files = [p for p in _source_files() if p.parent != ROOT]
+    assert _circles(ROOT, files) == []
+
+
+def test_the_circle_check_finds_a_circle(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "folds").mkdir()
+    (tmp_path / "folds" / "__init__.py").write_text("")
+    (tmp_path / "folds" / "a.py").write_text("from efold.folds.b import x\n")
+    (tmp_path / "folds" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from efold.folds import a\n")
+    (tmp_path / "folds" / "c.py").write_text("from efold.folds.a import y\n")
+    files = sorted((tmp_path / "folds").glob("*.py"))
+    assert _circles(tmp_path, files) == [["folds.a", "folds.b"]]
+
+
 def test_every_package_is_shipped_and_in_the_build_digest() -> None:
     """A package left out of the build digest could change under a registration unseen."""
     import tomllib

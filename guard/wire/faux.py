@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -39,21 +38,9 @@ from efold.errors import Code
 from efold.guard.contract import FAUX_BASE_URL
 from efold.guard.errors import GuardError
 from efold.guard.transport import SendTicket, WireRequest, WireResponse, require_ticket
-
-FauxTerminal = Literal["completed", "incomplete", "failed", "error", "cut"]
-
-
-@dataclass(frozen=True)
-class FauxReply:
-    """A scripted reply. ``usage="computed"`` derives faux usage; ``None`` sends no
-    usage (missing); a dict is sent verbatim as the raw ``usage`` object. ``tier=None``
-    omits ``service_tier``. ``terminal="cut"`` ends the stream without a terminal event."""
-
-    items: list[dict[str, Any]]
-    usage: dict[str, Any] | Literal["computed"] | None = "computed"
-    tier: str | None = "default"
-    terminal: FauxTerminal = "completed"
-
+from efold.guard.wire.faux_messages import as_items, messages_usage, render_messages
+from efold.guard.wire.faux_reply import FauxReply as FauxReply
+from efold.guard.wire.faux_reply import FauxTerminal as FauxTerminal
 
 Responder = Callable[[dict[str, Any]], "list[dict[str, Any]] | FauxReply"]
 # ``compactor(input items) -> output items`` of a compaction reply.
@@ -208,8 +195,6 @@ class FauxTransport:
 
     def _messages(self, request: WireRequest) -> WireResponse:
         """The same responder on the Messages API (``faux_messages``)."""
-        from efold.guard.wire.faux_messages import as_items, messages_usage, render_messages
-
         self.sends += 1
         payload = msgspec.json.decode(request.body)
         reply = self._responder(as_items(payload))

@@ -20,12 +20,11 @@ the API reports it), ``service_tier`` ``standard``.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-if TYPE_CHECKING:
-    from efold.guard.wire.faux import FauxReply
+from efold.guard.wire.faux_reply import FauxReply
 
 # FauxReply.terminal -> the stop_reason that ends the message.
 _STOP_REASONS = {"completed": "end_turn", "incomplete": "max_tokens"}

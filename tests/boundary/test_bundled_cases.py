@@ -33,9 +33,9 @@ from efold.boundary.oracles import (
 from efold.boundary.validate import ablation, run_offline
 from efold.corpus.model import Event
 from efold.folds.checkpoint import visible_text
+from efold.folds.declared import declared_state
 from efold.folds.fold import TracePrefix
 from efold.folds.registry import BUILTIN_ARMS
-from efold.folds.state import declared_state
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "boundary" / "cases"

@@ -23,6 +23,7 @@ from efold.folds.checkpoint import (
     ReaderMessage,
     RetainedStore,
 )
+from efold.folds.declared import declared_state, state_from_messages
 from efold.folds.errors import PluginError
 from efold.folds.external import ExternalCommandFold
 from efold.folds.fold import TracePrefix
@@ -34,13 +35,7 @@ from efold.folds.snapshot import (
     read_checkpoint,
     write_checkpoint,
 )
-from efold.folds.state import (
-    HANDOFF_TOOL,
-    DeclaredState,
-    declared_state,
-    decode_state,
-    state_from_messages,
-)
+from efold.folds.state import HANDOFF_TOOL, DeclaredState, decode_state
 
 STATE = DeclaredState(keys={"release/version": "0.4.1"}, anchors=["release/version"],
                       failures={"feed": "retired"}, obligations={"changelog": "open"})
