@@ -333,11 +333,24 @@ def disconnect() -> None:
     ray.shutdown()
 
 
+# Ray's own functions carry no annotations: these two are their only callers' view.
+def _ray_nodes() -> list[dict[str, Any]]:
+    """``ray.nodes()``: every node the head knows, alive or dead."""
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return nodes
+
+
+def _ray_free() -> dict[str, float]:
+    """``ray.available_resources()``: what the cluster has free now."""
+    free: dict[str, float] = ray.available_resources()  # type: ignore[no-untyped-call]
+    return free
+
+
 def eligible_nodes(resources: ShardResources) -> list[str]:
     """The alive nodes with at least one shard's resources, sorted by id."""
     need = {"CPU": resources.cpus, "GPU": resources.gpus, **resources.custom}
     found = []
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    nodes = _ray_nodes()
     for node in nodes:
         have = node.get("Resources", {})
         if node.get("Alive") and all(have.get(k, 0) >= v for k, v in need.items() if v):
@@ -523,9 +536,9 @@ def _available(node: str) -> str:
     """A node's available resources now, as an operator reads them."""
     try:
         have: dict[str, float] = next(
-            (n.get("Resources", {}) for n in ray.nodes()  # type: ignore[no-untyped-call]
+            (n.get("Resources", {}) for n in _ray_nodes()
              if str(n.get("NodeID")) == node), {})
-        free = ray.available_resources()  # type: ignore[no-untyped-call]
+        free = _ray_free()
     except Exception:  # only a sentence of the refusal: never its cause
         return "unknown resources"
     return ", ".join(f"{k} {free.get(k, 0):g} free of {v:g}" for k, v in sorted(have.items())
