@@ -257,7 +257,9 @@ def test_a_hanging_test_is_timed_out(fixture_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "copy" / "tests" / "test_api.py").write_text(
         "import time\n\n\ndef test_hang():\n    print('started', flush=True)\n"
         "    time.sleep(60)\n")
-    ws = Workspace(tmp_path / "copy", allowed_commands=[[*PYTEST, "-s"]], timeout_s=1.5,
+    # The test hangs for 60 s; the timeout leaves pytest time to start and print even
+    # on a loaded machine (it failed there at 1.5 s, before "started" was printed).
+    ws = Workspace(tmp_path / "copy", allowed_commands=[[*PYTEST, "-s"]], timeout_s=8.0,
                    edit=False)
     output = _call(ws, "workspace_test", command=[*PYTEST, "-s"])
     assert output.startswith("timed out\n") and "started" in output
