@@ -76,7 +76,7 @@ from efold.controller.plan import plan_for
 from efold.controller.proof import signal_pidfd
 from efold.controller.registration import REGISTRATION_NAME, Registration
 from efold.controller.runroot import claim_run_dir, new_run_dir, private_subdir
-from efold.controller.shard_keeper import last_line, read_end
+from efold.controller.shard_keeper import last_line, private_file, read_end
 from efold.controller.shards import ShardTicket, checkpoint_keys, plan_shards, shard_plan
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code, EfoldError
@@ -169,7 +169,7 @@ class ShardHost:
                 "--json", "--no-progress"]
         death_r, death_w = os.pipe()
         try:
-            with open(scratch / "keeper-err", "wb") as err:
+            with private_file(scratch / "keeper-err") as err:
                 first = subprocess.Popen(
                     [program[0], "-m", "efold.controller.shard_keeper", str(scratch),
                      str(death_r), "--", *argv],

@@ -29,7 +29,7 @@ import shutil
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
 
 import msgspec
@@ -106,15 +106,40 @@ def run_records_tar(run_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
+def unpack_records(tar: bytes, where: Path) -> None:
+    """Unpack ``run_records_tar``'s bytes (made on a shard's node) into ``where``:
+    regular files and directories inside it only, private, owned by this user. Python's
+    ``data`` filter where this Python has it (3.11.4 and later); before it (efold runs on
+    3.11), the same refusal here (``tarfile.ExtractError``), never an unfiltered
+    extraction."""
+    with tarfile.open(fileobj=io.BytesIO(tar), mode="r") as archive:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(where, filter="data")
+            return
+        members = archive.getmembers()
+        for member in members:
+            parts = PurePosixPath(member.name).parts
+            if not (member.isfile() or member.isdir()) or member.name.startswith("/") \
+                    or ".." in parts:
+                raise tarfile.ExtractError(f"{member.name!r}: not a file or directory "
+                                           "inside the records")
+            member.mode &= 0o700 if member.isdir() else 0o600
+            member.uid, member.gid, member.uname, member.gname = \
+                os.getuid(), os.getgid(), "", ""
+        archive.extractall(where, members=members)
+
+
 def publish_copy(run: Path, index: int, tar: bytes) -> None:
     """Unpack a shard's records into a hidden directory, fsync it, then rename it into
     place (an older copy moved aside first, removed after): the copy is complete or
     absent, and a crash between the renames leaves the shard without a copy (its run is
     read again), never with a mixed one."""
     final = shard_copy_path(run, index)
+    # A partial copy left by a publisher killed mid-copy (we hold the run's lease: it
+    # is nobody's now) would refuse every later copy of this shard.
+    shutil.rmtree(run / SHARDS_DIR / f".{index}.partial", ignore_errors=True)
     partial = private_subdir(run, SHARDS_DIR, f".{index}.partial")
-    with tarfile.open(fileobj=io.BytesIO(tar), mode="r") as archive:
-        archive.extractall(partial, filter="data")
+    unpack_records(tar, partial)
     for directory, _, files in os.walk(partial):
         for name in files:
             fd = os.open(os.path.join(directory, name), os.O_RDONLY)
@@ -300,8 +325,7 @@ def reach_fetched(run: Path, fetched: Mapping[int, NodeRecords | str]) -> list[S
             out.append(ShardRun(placed, Reach.NO_RUN, None, got.said))
         else:
             where = private_subdir(run, SHARDS_DIR, FETCHED_DIR, str(placed.spec.mark.index))
-            with tarfile.open(fileobj=io.BytesIO(got.tar), mode="r") as archive:
-                archive.extractall(where, filter="data")
+            unpack_records(got.tar, where)
             found = reach_shard(run, placed, reg_bytes, shard_plan(
                 plan, placed.spec.mark, placed.spec.checkpoints, placed.spec.cap_units),
                 fetched=where, live=got.live)

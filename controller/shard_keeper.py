@@ -37,7 +37,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import msgspec
 
@@ -83,13 +83,19 @@ def _write_end(scratch: Path, end: KeeperEnd) -> None:
     os.rename(partial, scratch / END_NAME)
 
 
+def private_file(path: Path) -> BinaryIO:
+    """A new file of the scratch directory opened for writing, 0600 whatever the umask
+    (a umask 002 user's ``open`` would make it group-readable)."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+
+
 def _shell_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
 def keep(scratch: Path, death_fd: int, program: list[str]) -> int:
     """Run ``program`` to its end, watching ``death_fd``; write the end record."""
-    with open(scratch / OUT_NAME, "wb") as out, open(scratch / ERR_NAME, "wb") as err:
+    with private_file(scratch / OUT_NAME) as out, private_file(scratch / ERR_NAME) as err:
         proc = subprocess.Popen(program, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
 
     def forward(signum: int, frame: object) -> None:
