@@ -35,7 +35,6 @@ from typing import Final
 import msgspec
 
 from efold.controller.aggregate import (
-    AggregateError,
     RunView,
     publish_reports,
     read_run,
@@ -59,7 +58,7 @@ from efold.controller.cluster_run import (
 from efold.controller.registration import REGISTRATION_NAME
 from efold.controller.runroot import private_subdir
 from efold.controller.shards import shard_plan
-from efold.errors import Code
+from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.registry import publish_exclusive
 from efold.registry.files import fsync_dir, fsync_fd
@@ -181,11 +180,15 @@ def reach_shard(run: Path, placed: ShardPlaced, reg_bytes: bytes, expected: obje
     try:
         view = read_run(path)
         same = (path / REGISTRATION_NAME).read_bytes() == reg_bytes and view.plan == expected
-    except (AggregateError, OSError) as exc:
+        live = same and (live or (fetched is None
+                                  and probe_lease(path).state is LeaseState.LIVE))
+    except (EfoldError, OSError) as exc:
+        # Refused at this shard only (e.g. a link planted at its path: path_refused):
+        # the cluster run is still read, this shard from its copy.
         return ShardRun(placed, Reach.NOT_ITS_RUN, None, str(exc))
     if not same:
         return ShardRun(placed, Reach.NOT_ITS_RUN, None, "another registration or plan")
-    if live or (fetched is None and probe_lease(path).state is LeaseState.LIVE):
+    if live:
         return ShardRun(placed, Reach.RUNNING, view, source=path)
     copy = shard_copy_path(run, placed.spec.mark.index)
     if (copy / JOURNAL_NAME).is_file():

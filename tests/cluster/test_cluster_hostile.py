@@ -71,3 +71,35 @@ def test_a_killed_keeper_does_not_hide_its_controller_from_an_interruption(
     recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
                              timeout=120)
     assert recover.returncode == 0 and recover.stdout.startswith("reconciled"), recover.stdout
+
+
+def test_a_link_planted_at_one_shards_path_refuses_that_shard_only(ray_cluster: Any,
+                                                                   tmp_path: Path) -> None:
+    """A symlink at one shard run's path (its directory moved and linked back): that
+    shard is refused (path_refused, named on its line) and read from its copy; every
+    reader of the cluster run still answers (each used to refuse path_refused for the whole
+    run, exit 2)."""
+    runs = tmp_path / "runs"
+    done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                           "--campaign", str(campaign(tmp_path)), "--runs", str(runs),
+                           "--shards", "2", "--json"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = Path(json.loads(done.stdout.strip().splitlines()[-1])["run"])
+    shard = Path(started(runs, time.monotonic() + 5)[1].shards[0].run_dir)
+    shard.rename(tmp_path / "moved")
+    shard.symlink_to(tmp_path / "moved")
+    for command in (["show", str(run)], ["aggregate", str(run)]):
+        read = subprocess.run([*CLI, *command], capture_output=True, text=True, timeout=120)
+        assert read.returncode == 0 and "Complete" in read.stdout, read.stdout + read.stderr
+    recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
+                             timeout=120)
+    assert recover.returncode == 1 and recover.stdout.startswith("NOT reconciled: shard 1 "), \
+        recover.stdout + recover.stderr
+    assert "not_its_run: path_refused" in recover.stdout
+    collect = subprocess.run([*CLI, "cluster", "collect", str(run)], capture_output=True,
+                             text=True, timeout=120)
+    assert collect.returncode == 1, collect.stdout + collect.stderr
+    assert "shard 1 " in collect.stdout and "not_its_run; path_refused" in collect.stdout
+    assert "shard 2 " in collect.stdout
+    assert shard.is_symlink() and (tmp_path / "moved" / "journal.sqlite").is_file()
