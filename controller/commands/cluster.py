@@ -34,7 +34,12 @@ from efold.controller.cluster import (
     run_cluster,
 )
 from efold.controller.cluster_collect import Collected, collect_run, read_cluster
-from efold.controller.cluster_run import ShardOutcome, is_cluster_run, read_manifest
+from efold.controller.cluster_run import (
+    ShardOutcome,
+    is_cluster_run,
+    read_manifest,
+    read_shard_ends,
+)
 from efold.controller.commands._options import (
     campaign_option,
     fail,
@@ -320,6 +325,7 @@ def collect(run: str, address: str | None, reap_first: bool, as_json: bool) -> N
             finally:
                 disconnect()
         done = collect_run(path, fetched)
+        ends = read_shard_ends(path, read_manifest(path))
     except EfoldError as exc:
         refuse(exc)
     if as_json:
@@ -327,5 +333,9 @@ def collect(run: str, address: str | None, reap_first: bool, as_json: bool) -> N
     else:
         for c in done:
             click.echo(_collected_line(c))
-    unread = [c for c in done if c.reach.value not in ("read", "no_run")]
+    # A shard without a run of its own is read only if it refused before opening one;
+    # else its run is gone or elsewhere (`recover` says NOT reconciled for it too).
+    unread = [c for c in done if c.reach.value != "read" and not (
+        c.reach.value == "no_run" and c.index in ends
+        and ends[c.index].outcome is ShardOutcome.REFUSED)]
     raise SystemExit(1 if unread else 0)

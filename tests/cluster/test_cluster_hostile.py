@@ -103,3 +103,27 @@ def test_a_link_planted_at_one_shards_path_refuses_that_shard_only(ray_cluster: 
     assert "shard 1 " in collect.stdout and "not_its_run; path_refused" in collect.stdout
     assert "shard 2 " in collect.stdout
     assert shard.is_symlink() and (tmp_path / "moved" / "journal.sqlite").is_file()
+
+
+def test_collect_exits_1_for_a_shard_whose_run_is_gone(ray_cluster: Any,
+                                                      tmp_path: Path) -> None:
+    """A shard that ended complete whose run directory no longer holds a run (its
+    journal removed): collect names it no_run and exits 1, as recover says NOT
+    reconciled for it (collect exited 0: only a shard that refused has no run)."""
+    runs = tmp_path / "runs"
+    done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                           "--campaign", str(campaign(tmp_path)), "--runs", str(runs),
+                           "--shards", "2", "--json"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = Path(json.loads(done.stdout.strip().splitlines()[-1])["run"])
+    shard = Path(started(runs, time.monotonic() + 5)[1].shards[0].run_dir)
+    (shard / "journal.sqlite").unlink()
+    collect = subprocess.run([*CLI, "cluster", "collect", str(run)], capture_output=True,
+                             text=True, timeout=120)
+    assert "Traceback" not in collect.stderr, collect.stderr
+    assert f"{shard}): no_run" in collect.stdout, collect.stdout
+    assert collect.returncode == 1, collect.stdout + collect.stderr
+    recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
+                             timeout=120)
+    assert recover.returncode == 1 and recover.stdout.startswith("NOT reconciled: shard 1 ")
