@@ -348,6 +348,9 @@ def collect_run(run: Path, fetched: Mapping[int, NodeRecords | str] | None = Non
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
         lease.set_epoch(journal.record_epoch(current_identity()))
+        # What a collector killed mid-fetch left (nobody's now: we hold the lease) would
+        # refuse this fetch (private_dir_refused).
+        shutil.rmtree(run / SHARDS_DIR / FETCHED_DIR, ignore_errors=True)
         try:
             shards = reach_fetched(run, fetched) if fetched else reach_shards(run)
             done = collect(run, shards, read_shard_ends(run, manifest))

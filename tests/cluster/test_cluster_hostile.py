@@ -127,3 +127,25 @@ def test_collect_exits_1_for_a_shard_whose_run_is_gone(ray_cluster: Any,
     recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
                              timeout=120)
     assert recover.returncode == 1 and recover.stdout.startswith("NOT reconciled: shard 1 ")
+
+
+def test_collect_through_ray_after_a_collector_was_killed_mid_fetch(ray_cluster: Any,
+                                                                     tmp_path: Path) -> None:
+    """A ``cluster collect --ray`` killed while unpacking leaves ``shards/.fetched/<k>``;
+    the next one takes the lease and goes on (it refused private_dir_refused, exit 2,
+    every time after)."""
+    runs = tmp_path / "runs"
+    done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                           "--campaign", str(campaign(tmp_path)), "--runs", str(runs),
+                           "--shards", "2", "--json"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = Path(json.loads(done.stdout.strip().splitlines()[-1])["run"])
+    (run / "shards" / ".fetched" / "1").mkdir(mode=0o700, parents=True)
+    (run / "shards" / ".fetched" / "1" / "journal.sqlite").write_bytes(b"half")
+    collect = subprocess.run([*CLI, "cluster", "collect", str(run), "--ray",
+                              ray_cluster.address], capture_output=True, text=True,
+                             timeout=300)
+    assert collect.returncode == 0, collect.stdout + collect.stderr
+    assert collect.stdout.count("): read") == 2, collect.stdout
+    assert not (run / "shards" / ".fetched").exists()
