@@ -591,10 +591,17 @@ def _look(shard: _Shard, run: Path, echo: Callable[[str], None]) -> None:
         _end(shard, run, ShardEnd(index=index, outcome=ShardOutcome.LOST,
                                   exit_status=None), echo)
         return
+    code = _code_of(line)
     if tar:
-        publish_copy(run, index, tar)
+        try:
+            publish_copy(run, index, tar)
+        except EfoldError as exc:  # records its node sent that will not unpack here
+            echo(f"shard {index}: its records are refused ({exc})")
+            _end(shard, run, ShardEnd(index=index, outcome=ShardOutcome.FAILED,
+                                      exit_status=status, code=exc.code.value), echo)
+            return
     _end(shard, run, ShardEnd(index=index, outcome=outcome_of(status), exit_status=status,
-                              code=_code_of(line), seconds=round(seconds, 3)), echo)
+                              code=code, seconds=round(seconds, 3)), echo)
 
 
 def _code_of(line: bytes) -> str | None:

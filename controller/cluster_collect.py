@@ -35,6 +35,7 @@ from typing import Final
 import msgspec
 
 from efold.controller.aggregate import (
+    AggregateError,
     RunView,
     publish_reports,
     read_run,
@@ -109,8 +110,16 @@ def unpack_records(tar: bytes, where: Path) -> None:
     """Unpack ``run_records_tar``'s bytes (made on a shard's node) into ``where``:
     regular files and directories inside it only, private, owned by this user. Python's
     ``data`` filter where this Python has it (3.11.4 and later); before it (efold runs on
-    3.11), the same refusal here (``tarfile.ExtractError``), never an unfiltered
-    extraction."""
+    3.11), the same refusal here, never an unfiltered extraction. Records it will not
+    unpack refuse: ``cluster_records_invalid``."""
+    try:
+        _unpack(tar, where)
+    except tarfile.TarError as exc:  # FilterError and ExtractError included
+        raise AggregateError(Code.CLUSTER_RECORDS_INVALID,
+                             f"a shard's records will not unpack: {exc}") from None
+
+
+def _unpack(tar: bytes, where: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(tar), mode="r") as archive:
         if hasattr(tarfile, "data_filter"):
             archive.extractall(where, filter="data")
@@ -328,7 +337,11 @@ def reach_fetched(run: Path, fetched: Mapping[int, NodeRecords | str]) -> list[S
             out.append(ShardRun(placed, Reach.NO_RUN, None, got.said))
         else:
             where = private_subdir(run, SHARDS_DIR, FETCHED_DIR, str(placed.spec.mark.index))
-            unpack_records(got.tar, where)
+            try:
+                unpack_records(got.tar, where)
+            except AggregateError as exc:  # that shard's refusal, not the whole run's
+                out.append(ShardRun(placed, Reach.NOT_ITS_RUN, None, exc.detail))
+                continue
             found = reach_shard(run, placed, reg_bytes, shard_plan(
                 plan, placed.spec.mark, placed.spec.checkpoints, placed.spec.cap_units),
                 fetched=where, live=got.live)

@@ -91,7 +91,8 @@ def reap_cluster(run: Path) -> ClusterRecovery:
     reaped; then the cluster run is collected, and observed again."""
     refusals: dict[int, str] = {}
     for shard in reach_shards(run):
-        if shard.reach in (Reach.READ, Reach.OLDER) \
+        # Never a run older than its copy (a restored backup: not the run's truth).
+        if shard.reach is Reach.READ \
                 and probe_lease(shard.placed.run_dir).state is not LeaseState.LIVE:
             try:
                 reap(shard.placed.run_dir)

@@ -20,6 +20,7 @@ from efold.controller.cluster_collect import publish_copy, run_records_tar, unpa
 from efold.controller.cluster_run import SHARDS_DIR, shard_copy_path
 from efold.controller.runroot import private_subdir
 from efold.controller.shard_keeper import KeeperEnd
+from efold.errors import Code, EfoldError
 
 # Debian 12's python3.11 is 3.11.2: tarfile has no extraction filters before 3.11.4,
 # and efold's pyproject accepts any 3.11.
@@ -83,21 +84,23 @@ def test_records_holding_a_link_are_refused(tmp_path: Path) -> None:
             tar.addfile(member, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
         where = tmp_path / f"into-{kind!r}"
         where.mkdir()
-        with pytest.raises(tarfile.TarError):
+        with pytest.raises(EfoldError) as err:  # a fixed code, never a tarfile traceback
             unpack_records(buffer.getvalue(), where)
+        assert err.value.code is Code.CLUSTER_RECORDS_INVALID
         assert not (tmp_path / "escape").exists() and os.listdir(where) == []
         if OLD_PYTHON is not None and _lacks_filters(OLD_PYTHON):  # efold's own refusal
             (tmp_path / "hostile.tar").write_bytes(buffer.getvalue())
             script = (f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n"
-                      "import tarfile\nfrom pathlib import Path\n"
+                      "from pathlib import Path\nfrom efold.errors import EfoldError\n"
                       "from efold.controller.cluster_collect import unpack_records\n"
                       "try:\n"
                       f"    unpack_records(Path({str(tmp_path / 'hostile.tar')!r}).read_bytes(),"
                       f" Path({str(where)!r}))\n"
-                      "except tarfile.TarError as exc:\n    print('refused', exc)\n")
+                      "except EfoldError as exc:\n    print('refused', exc.code.value)\n")
             done = subprocess.run([OLD_PYTHON, "-c", script], capture_output=True, text=True,
                                   timeout=120)
-            assert done.stdout.startswith("refused"), done.stdout + done.stderr
+            assert done.stdout.startswith("refused cluster_records_invalid"), \
+                done.stdout + done.stderr
             assert not (tmp_path / "escape").exists() and os.listdir(where) == []
 
 
