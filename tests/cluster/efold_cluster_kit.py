@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from efold_pilot_kit import journal_rows
@@ -82,3 +83,13 @@ def launch(address: str, campaign: Path, runs: Path) -> subprocess.Popen[str]:
                              "--campaign", str(campaign), "--runs", str(runs), "--shards", "3",
                              "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+
+
+def accounted(results: dict[str, Any]) -> int:
+    """The planned slots a cluster run's results account for: visited (a slot left in
+    flight included), missing, and those whose receipt was journaled but whose copy a
+    SIGKILL between the two writes left unpublished (named as damaged). A slot is never
+    counted nowhere."""
+    status, execution = results["status"], results["execution"]
+    return (sum(s["visited"] for s in status["shards"]) + status["missing_slots"]
+            + execution["receipt_copies_missing"])

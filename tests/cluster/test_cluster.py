@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from efold_cluster_kit import CLI, RMAX_UNITS, launch
+from efold_cluster_kit import CLI, RMAX_UNITS, accounted, launch
 from efold_cluster_kit import campaign as _campaign
 from efold_cluster_kit import ended as _ended
 from efold_cluster_kit import first_receipt as _first_receipt
@@ -343,7 +343,7 @@ def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,
     assert [s["outcome"] for s in status["shards"]] == ["interrupted"] * 3
     visited = sum(len(list(Path(p.run_dir).glob("receipts/*.json"))) for p in manifest.shards)
     assert sum(s["visited"] for s in status["shards"]) == visited > 0
-    assert status["missing_slots"] + visited == 104
+    assert status["missing_slots"] + visited == accounted(results) == 104
 
 
 def test_a_killed_shard_controller_is_reaped_through_the_cluster_run(ray_cluster: Any,
@@ -370,12 +370,12 @@ def test_a_killed_shard_controller_is_reaped_through_the_cluster_run(ray_cluster
     assert cli.returncode == 3, out + err
     line = json.loads(out.strip().splitlines()[-1])
     assert line["shards"]["2"] == "failed", line
-    status = json.loads((run / "results.json").read_bytes())["status"]
+    results = json.loads((run / "results.json").read_bytes())
+    status = results["status"]
     assert status["unreconciled"] is True
-    planned = sum(s["planned"] for s in status["shards"])
-    visited = sum(s["visited"] for s in status["shards"])
-    # The slot in flight at the kill is visited or missing (counted once), never dropped.
-    assert visited + status["missing_slots"] == planned == 104
+    # The slot in flight at the kill is visited, missing, or (killed between journaling
+    # its receipt and publishing it) a missing copy: counted once, never dropped.
+    assert accounted(results) == sum(s["planned"] for s in status["shards"]) == 104
     recover = subprocess.run([*CLI, "recover", str(run)], capture_output=True, text=True,
                              timeout=120)
     assert recover.returncode == 1 and recover.stdout.startswith("NOT reconciled"), \
@@ -449,10 +449,10 @@ def test_a_node_killed_mid_run_leaves_its_shard_failed(ray_cluster: Any, tmp_pat
     assert status["verdict"] == "unreconciled"  # its controller died with children out
     failed = status["shards"][victim.spec.mark.index - 1]
     visited = len(list(victim_run.glob("receipts/*.json")))
-    # Its receipts, and a slot it left in flight (visited, never scored).
+    # Its receipts, and any slot it left in flight (visited, never scored).
     assert failed["outcome"] == "failed"
-    assert visited + len(status["in_flight"]) == failed["visited"] > 0
-    assert status["missing_slots"] == failed["planned"] - failed["visited"]
+    assert failed["visited"] >= visited > 0
+    assert accounted(results) == 104
     assert results["money"]["settled"]["units"] == sum(
         _shard_money(p.run_dir) for p in manifest.shards)
     assert f"Shard {index}: failed" in (run / "summary.md").read_text()
