@@ -21,8 +21,8 @@ import uuid
 
 from bench_kit import parse_runs
 
-from efold.controller.cgroup_mount import NoCgroup2, find_cgroup2
-from efold.controller.cgroups import RunCgroup
+from efold.controller.processes.cgroup_mount import NoCgroup2, find_cgroup2
+from efold.controller.processes.cgroups import RunCgroup
 
 
 def main() -> int:

@@ -117,7 +117,7 @@ def _raw_reply(request: object) -> bytes:
 async def _lockstep_run(exchanges: int) -> float:
     import anyio  # noqa: F401  (the controller side)
 
-    from efold.controller.launcher import supervise
+    from efold.controller.processes.launcher import supervise
     from efold.errors import Code
     from efold.identity import current_identity
     from efold.ipc.messages import Admit, BudgetGrant, DeadlineGrant, Refused, Terminal, Welcome

@@ -23,7 +23,7 @@ request, function calls served by the checkpoint's metered lookup tool,
 ``append_round``, until a reply without tool calls) through a ``Guard`` built from
 ``route_entry``/``route_contract``/``route_transport`` with an in-memory
 ``TestOnlyPermitSource``, the run witness, and the probe's scorer (``corpus.score``) and
-answer hash, as ``controller.judging`` computes them. It asserts that every answer
+answer hash, as ``controller.pilot.judging`` computes them. It asserts that every answer
 hashes to the receipt's ``answer_sha256``, that its correctness equals the receipt's
 ``correct``, and that the checkpoint, request count and lookup calls are the receipt's:
 the baseline provably did the same work. Each run measures the pilot, then its
@@ -113,7 +113,7 @@ class BaselineSetup:
 
 def load_baseline(run: Path) -> BaselineSetup:
     """plan.json, registration.json, the registered suite and the receipts of ``run``:
-    every slot the pilot completed, with the task ``controller.pilot`` gives its child.
+    every slot the pilot completed, with the task ``controller.pilot.pilot`` gives its child.
     Also imports now what the reader loop would import on its first slot."""
     import msgspec
 
@@ -121,10 +121,10 @@ def load_baseline(run: Path) -> BaselineSetup:
     import efold.folds.request
     import efold.guard.wire.faux
     import efold.worker.faux_reader  # noqa: F401
-    from efold.controller.aggregate import PLAN_NAME, RECEIPTS_DIR, receipt_name
-    from efold.controller.campaign import campaign_cases, campaign_items, probe_seconds
-    from efold.controller.profiles import route_of
-    from efold.controller.registration import REGISTRATION_NAME, Registration
+    from efold.controller.campaigns.campaign import campaign_cases, campaign_items, probe_seconds
+    from efold.controller.campaigns.profiles import route_of
+    from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
+    from efold.controller.runs.aggregate import PLAN_NAME, RECEIPTS_DIR, receipt_name
     from efold.protocol.records import Plan, Receipt, SlotStatus
     from efold.protocol.tasks import ProbeTask
     from efold.worker.prep import snapshot_path

@@ -11,9 +11,9 @@ membership journaled, DoneAck, exit reaped and journaled. The baseline spawns
 more spawns show where the time goes: an interpreter that only imports msgspec (the
 floor of any child sharing the msgspec codec) and one that only imports the child's
 modules. The same worker launch is also measured through the fork-server template
-(``efold.controller.template``: forked from a pre-imported template, adopted by the
+(``efold.controller.processes.template``: forked from a pre-imported template, adopted by the
 controller, same protocol), which pays no interpreter start or import, and forked into
-a cgroup of its own as a run in cgroup mode does (``controller.run_cgroups``: create the
+a cgroup of its own as a run in cgroup mode does (``controller.processes.run_cgroups``: create the
 launch's cgroup, place the worker before its release, read its members at DoneAck and
 at exit, remove it), where a writable cgroup2 exists. All are
 interleaved so that machine load hits them alike; medians are printed with the ratio
@@ -34,10 +34,10 @@ from pathlib import Path
 import anyio
 from bench_kit import parse_runs
 
-from efold.controller.adopted import AdoptedProcess
-from efold.controller.launcher import supervise
-from efold.controller.run_cgroups import CGROUP, RunCgroups
-from efold.controller.template import Template, running_template
+from efold.controller.processes.adopted import AdoptedProcess
+from efold.controller.processes.launcher import supervise
+from efold.controller.processes.run_cgroups import CGROUP, RunCgroups
+from efold.controller.processes.template import Template, running_template
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant, DeadlineGrant, Prepared, Welcome
 from efold.protocol.assignment import ASSIGNMENT_VERSION, Assignment

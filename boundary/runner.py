@@ -30,7 +30,7 @@ output. Rules:
   reaped. A process that both left the group and re-executed with a cleaned environment
   (``env -i``) is beyond this sweep (as it is beyond the controller's marker rule).
 - Signals go through a pidfd opened before the process's start time is re-checked, so a
-  recycled pid is never signalled (as in ``efold.controller.proof``).
+  recycled pid is never signalled (as in ``efold.controller.processes.proof``).
 - The output kept is the **tail**: at most ``output_limit`` bytes, decoded as UTF-8 with
   replacement; ``truncated`` says whether earlier output was dropped.
 - A command that cannot start gives exit 127 (not found) or 126 (not executable) and the
@@ -39,7 +39,7 @@ output. Rules:
 
 This module sits below the controller and cannot use its containment helpers; in the
 controller process itself, a caller must register the leader as a direct child (see
-``efold.controller.subreaper``) while workers may be live.
+``efold.controller.processes.subreaper``) while workers may be live.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from efold.isolation import ChildIsolation, Isolation
 DEFAULT_OUTPUT_LIMIT: Final = 64 * 1024
 SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 RUN_MARKER_VAR: Final = "EFOLD_RUN_MARKER"
-LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"  # efold.controller.marker.MARKER_VAR
+LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"  # efold.controller.processes.marker.MARKER_VAR
 PYTHON_NAMES: Final = frozenset({"python", "python3"})
 
 _SWEEP_ROUNDS: Final = 50  # at most; a round that finds nothing ends the sweep

@@ -8,7 +8,7 @@ that selection, registration, the plan and preparation treat it as they treat a 
   the session's own trace id (the fold sees exactly what ``boundary run`` folds);
 * its one **probe** (id ``continuation``, category ``boundary``) carries the
   continuation stimulus as its question. It is never scored from an answer: the slot is
-  judged by the case's oracles (``controller.boundary_slots``).
+  judged by the case's oracles (``controller.pilot.boundary_slots``).
 
 ``select_cases`` resolves the names: a case's full id, or its stable short id (``B01``,
 ``X07``: the part before the first ``-``), or ``all``. The cases' lock must hold for

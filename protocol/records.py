@@ -13,7 +13,7 @@ import msgspec
 
 # OPAQUE_ID: the only form of id a report accepts, defined once below both the corpus and
 # the reports; ``register`` refuses a campaign whose ids would not be ones
-# (``controller.reportable``).
+# (``controller.campaigns.reportable``).
 from efold.corpus.model import OPAQUE_ID as OPAQUE_ID
 from efold.corpus.model import Availability, Outcome
 from efold.digests import digest_of
@@ -104,7 +104,7 @@ class ActionMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_d
 
 
 class BoundaryRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """A boundary slot's judgement (``controller.boundary_slots``): the case's id and version,
+    """A boundary slot's judgement (``controller.pilot.boundary_slots``): the case's id and version,
     every oracle's verdict in the case's order, ``passed`` (every oracle passed; None
     when none failed and one was not applicable, or when nothing was judged), the
     actions in call order, how the agent loop ended, its requests and tokens (the
@@ -167,7 +167,7 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     lookup_bytes: int = 0
     meter_abort: str | None = None
     # Defaulted (19-B): the reader-visible size of the checkpoint the slot read, as the
-    # controller counted it from the verified messages (``controller.evidence``):
+    # controller counted it from the verified messages (``controller.pilot.evidence``):
     # chars/4 estimated tokens and UTF-8 bytes. Null when the slot read no checkpoint.
     checkpoint_tokens: int | None = None
     checkpoint_bytes: int | None = None
@@ -205,7 +205,7 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schedule_sha256: str  # ``schedule_digest(slots, smoke)``
     version: int = PLAN_VERSION
     smoke: bool = False  # the configured-process smoke of a registration (one slot per role)
-    # A cluster run's shard (``controller.shards``): its slots are the whole plan's slots
+    # A cluster run's shard (``controller.campaigns.shards``): its slots are the whole plan's slots
     # of the shard's checkpoints, its cap the shard's part of the campaign's cap. Null
     # for a one-machine run.
     shard: ShardMark | None = None

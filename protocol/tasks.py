@@ -55,7 +55,7 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     command (named ``arm``, limited to ``timeout_seconds``, run in ``cwd`` with ``env``
     added), or the proxy it starts when ``proxy`` is set. ``fold_sha256`` set: the
     fold's pin (``efold.folds.pinning``), recomputed by the child just before it builds;
-    any difference refuses. Built by ``efold.controller.preparation.prep_task``."""
+    any difference refuses. Built by ``efold.controller.pilot.preparation.prep_task``."""
 
     arm: str
     trace_file: str  # path of the trace JSONL (reader-safe: no probes)

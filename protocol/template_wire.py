@@ -1,4 +1,4 @@
-"""The fork-server template's wire: what ``efold.controller.template`` and
+"""The fork-server template's wire: what ``efold.controller.processes.template`` and
 ``efold.worker.template`` say over their control socket.
 
 The control socket is one end of a ``SOCK_SEQPACKET`` socketpair, so every message is
@@ -31,7 +31,7 @@ import msgspec
 from efold.protocol.assignment import WorkerKind
 
 MAX_PACKET: Final = 1024
-# Same name as efold.controller.marker.MARKER_VAR (the controller sits above us).
+# Same name as efold.controller.processes.marker.MARKER_VAR (the controller sits above us).
 LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"
 MARKER_FORM: Final = re.compile(r"[0-9a-f]{32}")
 

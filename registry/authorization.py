@@ -85,7 +85,7 @@ _COMMITMENT_LABEL = b"efold-account-commitment-v1"
 class AuthorizationDomain(enum.StrEnum):
     REAL = "efold-real-authorization-v1"
     FAUX = "efold-faux-authorization-v1"
-    # A cluster run's part for one shard (``efold.controller.shards``), minted by the
+    # A cluster run's part for one shard (``efold.controller.campaigns.shards``), minted by the
     # cluster controller after it consumed the campaign's own authorization.
     SHARD = "efold-shard-authorization-v1"
 

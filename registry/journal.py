@@ -47,8 +47,8 @@ CREATE TABLE launches (
     slot TEXT NOT NULL, kind TEXT NOT NULL, pid INTEGER NOT NULL,
     start_time INTEGER NOT NULL, boot_id TEXT NOT NULL, pgid INTEGER NOT NULL,
     launched_ns INTEGER NOT NULL, exited_ns INTEGER, exit_status INTEGER,
-    marker TEXT,  -- the launch's environment marker (controller/marker.py)
-    cgroup TEXT  -- the launch's cgroup (controller/run_cgroups.py), None: process-group mode
+    marker TEXT,  -- the launch's environment marker (controller/processes/marker.py)
+    cgroup TEXT  -- the launch's cgroup (controller/processes/run_cgroups.py), None: process-group mode
 );
 -- Containment: one row per episode, its members persisted before the first signal.
 CREATE TABLE containments (

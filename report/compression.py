@@ -1,7 +1,7 @@
 """Checkpoint sizes per role and their compression against the native role.
 
 A receipt carries the reader-visible size of the checkpoint its slot read (chars/4
-estimated tokens and UTF-8 bytes, counted by the controller: ``controller.evidence``).
+estimated tokens and UTF-8 bytes, counted by the controller: ``controller.pilot.evidence``).
 Every probe of one role x suite x trace x repeat reads the same checkpoint, so a size is
 counted once per checkpoint, never once per slot (``report.join`` refuses a checkpoint
 recorded with two sizes). Sizes are facts of the checkpoint, whatever the slot's status
@@ -59,7 +59,7 @@ def checkpoint_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, 
 
 def transcript_sizes(observations: Iterable[Observation]) -> dict[CheckpointId, Size]:
     """The full transcript's size at each of one role's checkpoints, where its receipts
-    carry it (``controller.evidence.transcript_size``)."""
+    carry it (``controller.pilot.evidence.transcript_size``)."""
     return _sizes(observations, lambda r: (r.transcript_tokens, r.transcript_bytes))
 
 

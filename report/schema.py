@@ -260,7 +260,7 @@ class SizeRatio(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class Compression(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The reader-visible size of a role's checkpoints (chars/4 estimated tokens and
-    UTF-8 bytes, ``controller.evidence``), each checkpoint (one per suite, trace and
+    UTF-8 bytes, ``controller.pilot.evidence``), each checkpoint (one per suite, trace and
     repeat) counted once, over the ``checkpoints`` whose receipts carry a size (at least
     one). Medians are nearest-rank (an observed size). ``versus_reference``: against the
     full transcript when every receipt carries its size; otherwise against the native

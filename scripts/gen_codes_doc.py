@@ -478,7 +478,7 @@ MEANINGS: dict[str, str] = {
     "cluster_records_invalid": "A cluster run's records disagree: `cluster.json` is not "
         "the shards its plan derives, a shard's copy holds another registration or plan, "
         "or a shard's ticket is unreadable or for another registration.",
-    # controller/cgroups.py, controller/cgroup_mount.py (the membership layer; launches
+    # controller/processes/cgroups.py, controller/processes/cgroup_mount.py (the membership layer; launches
     # do not use it yet)
     "cgroup_argument_invalid": "A run or launch id that is not an opaque id (so cannot "
         "name a cgroup), or a `pids.max` below 1.",

@@ -1,6 +1,6 @@
 """Mutation testing for a few rules: would the tests notice if the rule were wrong?
 
-    python scripts/mutate.py --target controller/proof.py:prove \\
+    python scripts/mutate.py --target controller/processes/proof.py:prove \\
         --tests tests/containment/test_proof.py [--tests ...] [--timeout 300]
 
 Run it with the development environment's interpreter (the one with efold's

@@ -156,7 +156,7 @@ def _campaign_structs() -> list[type[msgspec.Struct]]:
     """The structs a campaign file decodes into: every struct of the campaign module
     shaped like a campaign (it has ``name``, ``suite`` and ``roles``), and everything
     nested in them. Found by shape, so renaming a class does not hide a field."""
-    import efold.controller.campaign as campaign
+    import efold.controller.campaigns.campaign as campaign
 
     roots = [
         value for value in vars(campaign).values()
@@ -164,7 +164,7 @@ def _campaign_structs() -> list[type[msgspec.Struct]]:
         and value.__module__ == campaign.__name__
         and {"name", "suite", "roles"} <= set(value.__struct_fields__)
     ]
-    assert roots, "no campaign struct found in efold.controller.campaign"
+    assert roots, "no campaign struct found in efold.controller.campaigns.campaign"
     return _walk(roots)[0]
 
 
@@ -204,14 +204,14 @@ def test_campaign_doc_gives_every_scalar_default() -> None:
 
 
 def test_campaign_doc_names_every_suite_and_arm() -> None:
-    from efold.controller.campaign import ARMS, SUITES
+    from efold.controller.campaigns.campaign import ARMS, SUITES
 
     shown = _ticked((DOCS / "campaign.md").read_text(encoding="utf-8"))
     assert [name for name in (*SUITES, *ARMS) if name not in shown] == []
 
 
 def test_campaign_doc_example_is_the_bundled_default_campaign() -> None:
-    from efold.controller.campaign import bundled_campaign, parse_campaign
+    from efold.controller.campaigns.campaign import bundled_campaign, parse_campaign
 
     text = (DOCS / "campaign.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- campaign-example: default -->\s*```toml\n(.*?)```", text, re.S)

@@ -25,6 +25,13 @@ LAYERS: list[set[str]] = [
 ]
 LAYER_OF = {unit: depth for depth, units in enumerate(LAYERS) for unit in units}
 
+# Inside ``controller/``: its rooms, top to bottom (each ``__init__`` says what it owns);
+# a room imports its own modules and the rooms below it. ``__main__`` and ``cli`` sit
+# above every room (``cli`` loads the commands by name), ``errors`` below them all.
+CONTROLLER_ROOMS: list[str] = ["__main__", "cli", "commands", "cluster", "pilot", "runs", "campaigns",
+                               "processes", "errors"]
+CONTROLLER_TOP = {"__init__.py", "__main__.py", "cli.py", "errors.py"}
+
 # Parent-only packages start once per command, not once per child: they import at the
 # top, so that a function-local import never hides a cycle there.
 PARENT_ONLY = {"controller", "report"}
@@ -92,6 +99,49 @@ def _violations() -> tuple[list[str], list[str]]:
             if unit in PARENT_ONLY and in_function:
                 hidden.append(f"{where} imports {target} inside a function")
     return upward, hidden
+
+
+def _room_violations(root: pathlib.Path) -> list[str]:
+    """Imports inside ``controller/`` that climb from a room to one above it, or reach a
+    room that is not declared."""
+    rank = {room: i for i, room in enumerate(CONTROLLER_ROOMS)}
+    found: list[str] = []
+    for path in sorted((root / "controller").rglob("*.py")):
+        rel = path.relative_to(root / "controller")
+        room = rel.parts[0].removesuffix(".py")
+        for target in _module_imports(path, root):
+            parts = target.split(".")
+            if parts[0] != "controller" or len(parts) < 2:
+                continue
+            other = parts[1]
+            if other == room:
+                continue
+            if room not in rank or other not in rank or rank[other] <= rank[room]:
+                found.append(f"controller/{rel} ({room}) -> {target}")
+    return found
+
+
+def test_controller_rooms_import_only_down() -> None:
+    assert _room_violations(ROOT) == []
+
+
+def test_controller_top_level_holds_only_its_entry_points_and_rooms() -> None:
+    top = {p.name for p in (ROOT / "controller").glob("*.py")}
+    rooms = {p.parent.name for p in (ROOT / "controller").glob("*/__init__.py")}
+    assert top == CONTROLLER_TOP
+    assert rooms == set(CONTROLLER_ROOMS) - {"__main__", "cli", "errors"}
+
+
+def test_the_room_check_finds_an_upward_import(tmp_path: pathlib.Path) -> None:
+    for room in ("runs", "pilot"):
+        (tmp_path / "controller" / room).mkdir(parents=True)
+        (tmp_path / "controller" / room / "__init__.py").write_text("")
+    (tmp_path / "controller" / "__init__.py").write_text("")
+    (tmp_path / "controller" / "pilot" / "slots.py").write_text("")
+    (tmp_path / "controller" / "runs" / "reap.py").write_text(
+        "from efold.controller.pilot.slots import x\n")
+    assert _room_violations(tmp_path) == [
+        "controller/runs/reap.py (runs) -> controller.pilot.slots"]
 
 
 def test_every_package_is_in_a_layer() -> None:

@@ -130,10 +130,10 @@ def test_ctrl_c_during_a_mutant_restores_the_file(mutate: ModuleType, tree: Path
 
 def test_list_prints_the_mutants_and_runs_nothing(mutate: ModuleType,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    assert mutate.main(["--target", "controller/proof.py:prove", "--list"]) == 0
+    assert mutate.main(["--target", "controller/processes/proof.py:prove", "--list"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == f"{len(out) - 1} mutants" and len(out) > 10
-    assert all(line.startswith("controller/proof.py:") for line in out[:-1])
+    assert all(line.startswith("controller/processes/proof.py:") for line in out[:-1])
     assert any("entry.pgid != member.pgid -> False" in line for line in out)
 
 

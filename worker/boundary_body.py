@@ -15,7 +15,7 @@ checkpoint exactly as the reader does (``ReaderProbe.restore``), then:
 4. writes its work record (``boundary.work``) and names its sha256 in the ``Terminal``.
 
 It judges nothing: the controller evaluates the case's oracles after this process has
-exited (``controller.boundary_slots``). A run that ends by the agent (an answer, no
+exited (``controller.pilot.boundary_slots``). A run that ends by the agent (an answer, no
 output, the action limit, the request limit) is ``answered``; a lost request, an
 integrity stop or another refusal ends it as the reader's would.
 """

@@ -10,19 +10,19 @@ from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 import click
 import msgspec
 
-from efold.controller.campaign import named_campaign
-from efold.controller.errors import ControllerError
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import named_campaign
+from efold.controller.campaigns.registration import (
     Registration,
     compute_registration,
     encode_registration,
     load_registration,
     subset_registration,
 )
-from efold.controller.reportable import check_reportable
-from efold.controller.run_index import latest_run, not_a_run, private_run
-from efold.controller.runroot import DEFAULT_RUNS_ROOT
-from efold.controller.subset import Subset, requested
+from efold.controller.campaigns.reportable import check_reportable
+from efold.controller.campaigns.subset import Subset, requested
+from efold.controller.errors import ControllerError
+from efold.controller.runs.run_index import latest_run, not_a_run, private_run
+from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import Code, EfoldError
 from efold.registry.errors import RegistryError
 from efold.registry.journal import journal_path

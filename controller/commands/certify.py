@@ -20,7 +20,7 @@ import msgspec
 from efold.certify.child import Target
 from efold.certify.report import human_summary
 from efold.certify.run import DEFAULT_TIMEOUT_S, certify
-from efold.controller.campaign import named_campaign
+from efold.controller.campaigns.campaign import named_campaign
 from efold.controller.commands._options import refuse
 from efold.controller.errors import CampaignError
 from efold.errors import Code, EfoldError

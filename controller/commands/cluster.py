@@ -1,6 +1,6 @@
 """``efold-controller cluster``: a campaign over a Ray cluster (``pip install 'efold[ray]'``).
 
-``cluster pilot`` is the cluster controller (``controller.cluster``); ``cluster shard``
+``cluster pilot`` is the cluster controller (``controller.cluster.dispatch``); ``cluster shard``
 is what each node runs for its shard: an ordinary efold controller, started by the
 shard's Ray actor, never by hand. Only this command imports Ray, so without the extra
 every other command is unchanged and ``cluster`` refuses with ``cluster_unavailable``
@@ -16,14 +16,10 @@ from pathlib import Path
 import click
 import msgspec
 
-from efold.controller.aggregate import publish_reports, run_reports
-from efold.controller.authorize_run import (
-    RealGrant,
-    check_real_route,
-    load_grant,
-    read_credentials,
-)
-from efold.controller.cluster import (
+from efold.controller.campaigns.registration import Registration, load_registration
+from efold.controller.campaigns.shards import ShardTicket
+from efold.controller.campaigns.subset import Subset
+from efold.controller.cluster.dispatch import (
     PLACE_SECONDS,
     ClusterOutcome,
     ShardResources,
@@ -32,13 +28,6 @@ from efold.controller.cluster import (
     disconnect,
     fetch_shard_runs,
     run_cluster,
-)
-from efold.controller.cluster_collect import Collected, collect_run, read_cluster
-from efold.controller.cluster_run import (
-    ShardOutcome,
-    is_cluster_run,
-    read_manifest,
-    read_shard_ends,
 )
 from efold.controller.commands._options import (
     campaign_option,
@@ -49,15 +38,31 @@ from efold.controller.commands._options import (
     registration_options,
     subset_options,
 )
-from efold.controller.interrupt import exit_status
-from efold.controller.pilot import Dispatch
-from efold.controller.pilot_view import end_of_run, output_options, run_with_progress, verbosity_of
-from efold.controller.registration import Registration, load_registration
-from efold.controller.run_setup import check_real_grant
-from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
-from efold.controller.shards import ShardTicket
-from efold.controller.smoke import require_smoke
-from efold.controller.subset import Subset
+from efold.controller.pilot.pilot import Dispatch
+from efold.controller.pilot.pilot_view import (
+    end_of_run,
+    output_options,
+    run_with_progress,
+    verbosity_of,
+)
+from efold.controller.pilot.smoke import require_smoke
+from efold.controller.runs.aggregate import publish_reports, run_reports
+from efold.controller.runs.authorize_run import (
+    RealGrant,
+    check_real_route,
+    load_grant,
+    read_credentials,
+)
+from efold.controller.runs.cluster_collect import Collected, collect_run, read_cluster
+from efold.controller.runs.cluster_run import (
+    ShardOutcome,
+    is_cluster_run,
+    read_manifest,
+    read_shard_ends,
+)
+from efold.controller.runs.interrupt import exit_status
+from efold.controller.runs.run_setup import check_real_grant
+from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
 from efold.errors import EfoldError
 from efold.report import decode_results
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from efold.controller.aggregate import build_run_results
-from efold.controller.cluster_collect import read_any_run
+from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
 from efold.controller.commands._options import (
     journal_refusal,
     latest_options,
@@ -24,8 +23,9 @@ from efold.controller.commands._options import (
     resolve_run,
 )
 from efold.controller.errors import ControllerError
-from efold.controller.registration import REGISTRATION_NAME, Registration
-from efold.controller.run_index import is_run_dir
+from efold.controller.runs.aggregate import build_run_results
+from efold.controller.runs.cluster_collect import read_any_run
+from efold.controller.runs.run_index import is_run_dir
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME

@@ -1,6 +1,6 @@
 """``efold-controller fold check FOLD [--campaign FILE] [--trace T] [--json]``: build a
 fold once in a contained prep child and say whether efold can use what it kept
-(``controller.fold_check``).
+(``controller.pilot.fold_check``).
 
 Exit 0: the checkpoint was built and is usable; 1: the fold failed, or its checkpoint
 is unusable (inventory-infeasible, excluded, or an arm that does not apply to the
@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import click
 
 from efold.controller.commands._options import echo_report, refuse
-from efold.controller.fold_check import KIND_NAMES, FoldCheck, check_fold, resolve
-from efold.controller.interrupt import exit_status
+from efold.controller.pilot.fold_check import KIND_NAMES, FoldCheck, check_fold, resolve
+from efold.controller.runs.interrupt import exit_status
 from efold.errors import EfoldError
 from efold.isolation import Isolation
 

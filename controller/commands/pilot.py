@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from efold.controller.authorize_run import load_grant
+from efold.controller.campaigns.registration import REGISTRATION_NAME
+from efold.controller.campaigns.subset import Subset
 from efold.controller.commands._options import (
     campaign_option,
     fail,
@@ -18,8 +19,8 @@ from efold.controller.commands._options import (
     subset_options,
 )
 from efold.controller.errors import ControllerError
-from efold.controller.pilot import Dispatch
-from efold.controller.pilot_view import (
+from efold.controller.pilot.pilot import Dispatch
+from efold.controller.pilot.pilot_view import (
     Verbosity,
     end_of_run,
     output_options,
@@ -27,12 +28,11 @@ from efold.controller.pilot_view import (
     tell_containment,
     verbosity_of,
 )
-from efold.controller.registration import REGISTRATION_NAME
-from efold.controller.run_setup import check_containment, check_real_grant
-from efold.controller.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
-from efold.controller.smoke import require_smoke
-from efold.controller.subset import Subset
-from efold.controller.template import Launcher
+from efold.controller.pilot.smoke import require_smoke
+from efold.controller.processes.template import Launcher
+from efold.controller.runs.authorize_run import load_grant
+from efold.controller.runs.run_setup import check_containment, check_real_grant
+from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 

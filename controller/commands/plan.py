@@ -12,11 +12,11 @@ from decimal import Decimal
 import click
 import msgspec
 
+from efold.controller.campaigns.plan import plan_estimate, plan_for
+from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import refuse, registration_options
-from efold.controller.interrupt import exit_status
-from efold.controller.plan import plan_estimate, plan_for
-from efold.controller.preflight import run_preflight
-from efold.controller.registration import load_registration
+from efold.controller.pilot.preflight import run_preflight
+from efold.controller.runs.interrupt import exit_status
 from efold.errors import EfoldError
 from efold.guard import units_to_usd
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import click
 
-from efold.controller.campaign import named_campaign
+from efold.controller.campaigns.campaign import named_campaign
+from efold.controller.campaigns.registration import (
+    compute_registration,
+    subset_of,
+    write_registration,
+)
+from efold.controller.campaigns.reportable import check_reportable
+from efold.controller.campaigns.subset import Subset, describe
 from efold.controller.commands._options import refuse, subset_options
-from efold.controller.registration import compute_registration, subset_of, write_registration
-from efold.controller.reportable import check_reportable
-from efold.controller.subset import Subset, describe
 from efold.errors import EfoldError
 
 

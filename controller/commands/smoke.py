@@ -7,20 +7,20 @@ from pathlib import Path
 
 import click
 
-from efold.controller.authorize_run import load_grant
+from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import real_route_options, refuse, registration_options
-from efold.controller.pilot import Dispatch
-from efold.controller.pilot_view import (
+from efold.controller.pilot.pilot import Dispatch
+from efold.controller.pilot.pilot_view import (
     output_options,
     print_summary,
     run_with_progress,
     tell_containment,
     verbosity_of,
 )
-from efold.controller.registration import load_registration
-from efold.controller.run_setup import check_containment, check_real_grant
-from efold.controller.runroot import claim_run_dir
-from efold.controller.smoke import record_smoke, smoke_failures
+from efold.controller.pilot.smoke import record_smoke, smoke_failures
+from efold.controller.runs.authorize_run import load_grant
+from efold.controller.runs.run_setup import check_containment, check_real_grant
+from efold.controller.runs.runroot import claim_run_dir
 from efold.errors import EfoldError
 
 

@@ -36,8 +36,8 @@ from efold_cluster_kit import started as _started
 from efold_pilot_kit import alive, journal_rows
 from efold_shard_kit import mint_ticket
 
-from efold.controller.aggregate import read_run
-from efold.controller.cluster_run import (
+from efold.controller.runs.aggregate import read_run
+from efold.controller.runs.cluster_run import (
     CLUSTER_NAME,
     SHARDS_DIR,
     ClusterManifest,
@@ -226,7 +226,7 @@ def test_shards_racing_for_the_last_rmax_keep_the_campaign_cap(ray_cluster: Any,
 def test_a_shard_ticket_bound_to_another_node_refuses(ray_cluster: Any, tmp_path: Path) -> None:
     import ray
 
-    from efold.controller.cluster import ShardHost, default_program
+    from efold.controller.cluster.dispatch import ShardHost, default_program
 
     reg_bytes, ticket = mint_ticket(tmp_path, node="0" * 56)
     ray.init(address=ray_cluster.address, log_to_driver=False)

@@ -14,7 +14,7 @@ from typing import Any
 from efold_cluster_kit import CLI, campaign, first_receipt, launch, started
 from efold_pilot_kit import journal_rows
 
-from efold.controller.cluster_run import shard_scratch_path
+from efold.controller.runs.cluster_run import shard_scratch_path
 from efold.errors import Code
 from efold.registry.lease import LeaseState, probe_lease
 
@@ -29,7 +29,7 @@ def _keeper_of(run_dir: str) -> int:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"efold.controller.shard_keeper" in argv and scratch in argv:
+        if b"efold.controller.cluster.shard_keeper" in argv and scratch in argv:
             return int(entry)
     raise AssertionError(f"no keeper for {run_dir}")
 

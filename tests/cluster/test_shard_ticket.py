@@ -1,4 +1,4 @@
-"""A shard's ticket (``controller.shards.ShardTicket``) is single use and binds its
+"""A shard's ticket (``controller.campaigns.shards.ShardTicket``) is single use and binds its
 shard: the real ``efold-controller cluster shard`` command, run by hand as a replay
 would be (no Ray involved: the ticket's own bindings and the burn registry refuse).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 from efold_shard_kit import mint_ticket
 
-from efold.controller.shards import ShardTicket
+from efold.controller.campaigns.shards import ShardTicket
 
 CLI = [sys.executable, "-m", "efold.controller"]
 

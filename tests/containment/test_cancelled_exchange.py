@@ -9,7 +9,7 @@ import anyio
 import pytest
 from proc_harness import FAST, Run, alive, make_assignment, program, welcome
 
-from efold.controller.launcher import supervise
+from efold.controller.processes.launcher import supervise
 from efold.errors import Code
 from efold.ipc import IpcPoisoned, IpcTimeout
 from efold.registry.journal import JournalReader

@@ -1,4 +1,4 @@
-"""Membership by cgroup v2 (controller/cgroups.py, controller/cgroup_mount.py): real
+"""Membership by cgroup v2 (controller/processes/cgroups.py, controller/processes/cgroup_mount.py): real
 processes in real cgroups, every verdict checked from /proc, never from our own records.
 
 The cgroup tests skip, saying why, only where this process has no writable cgroup2 (the
@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from as_user import NOBODY, ordinary_python
 
-from efold.controller.cgroup_mount import (
+from efold.controller.errors import ControllerError
+from efold.controller.processes.cgroup_mount import (
     Cgroup2,
     NoCgroup2,
     find_cgroup2,
@@ -32,8 +33,7 @@ from efold.controller.cgroup_mount import (
     parse_cgroup2_mount,
     parse_own_cgroup,
 )
-from efold.controller.cgroups import RunCgroup, cgroup_of, start_time
-from efold.controller.errors import ControllerError
+from efold.controller.processes.cgroups import RunCgroup, cgroup_of, start_time
 from efold.errors import Code
 
 FOUND = find_cgroup2()
@@ -192,8 +192,8 @@ def test_escapees_stay_members_and_die_with_the_cgroup(run: RunCgroup) -> None:
 
 PLACER = textwrap.dedent("""
     import os, subprocess, sys, time
-    from efold.controller.cgroup_mount import find_cgroup2
-    from efold.controller.cgroups import RunCgroup
+    from efold.controller.processes.cgroup_mount import find_cgroup2
+    from efold.controller.processes.cgroups import RunCgroup
     run = RunCgroup.create(find_cgroup2(), sys.argv[1])
     launch = run.launch_cgroup("fold")
     leader = subprocess.Popen([sys.executable, "-c", sys.argv[2], os.environ["MARK"]],
@@ -207,8 +207,8 @@ PLACER = textwrap.dedent("""
 
 RECOVER = textwrap.dedent("""
     import json, sys
-    from efold.controller.cgroup_mount import find_cgroup2
-    from efold.controller.cgroups import RunCgroup
+    from efold.controller.processes.cgroup_mount import find_cgroup2
+    from efold.controller.processes.cgroups import RunCgroup
     run = RunCgroup.open_path(find_cgroup2(), sys.argv[1])
     seen = sorted(m.pid for m in run.members())
     frozen = run.freeze()
@@ -402,7 +402,7 @@ def test_find_cgroup2_falls_back_with_a_reason(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # the probe child is gone
 
 
-PROBE = ("from efold.controller.cgroup_mount import find_cgroup2; f = find_cgroup2(); "
+PROBE = ("from efold.controller.processes.cgroup_mount import find_cgroup2; f = find_cgroup2(); "
          "print(f.mode, getattr(f, 'reason', ''))")
 
 
@@ -423,8 +423,8 @@ def test_an_ordinary_user_gets_the_fallback_not_an_error() -> None:
 
 DELEGATED = textwrap.dedent("""
     import json, os, subprocess, sys
-    from efold.controller.cgroup_mount import find_cgroup2
-    from efold.controller.cgroups import RunCgroup
+    from efold.controller.processes.cgroup_mount import find_cgroup2
+    from efold.controller.processes.cgroups import RunCgroup
     sys.stdin.readline()
     found = find_cgroup2()
     run = RunCgroup.create(found, "deleg")

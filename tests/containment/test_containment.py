@@ -24,17 +24,17 @@ from proc_harness import (
     welcome,
 )
 
-from efold.controller.adopted import AdoptedProcess
-from efold.controller.containment import (
+from efold.controller.processes.adopted import AdoptedProcess
+from efold.controller.processes.containment import (
     ContainmentOutcome,
     ContainmentPolicy,
     SurvivorReason,
     contain,
 )
-from efold.controller.launcher import WorkerHandle, launch_worker
-from efold.controller.proctable import read_entry, scan
-from efold.controller.subreaper import DIRECT_CHILDREN, is_subreaper
-from efold.controller.template import Template, running_template
+from efold.controller.processes.launcher import WorkerHandle, launch_worker
+from efold.controller.processes.proctable import read_entry, scan
+from efold.controller.processes.subreaper import DIRECT_CHILDREN, is_subreaper
+from efold.controller.processes.template import Template, running_template
 from efold.errors import Code
 from efold.identity import ProcessIdentity, identity_of
 from efold.ipc import Prepared
@@ -303,8 +303,8 @@ def test_the_controller_is_a_subreaper_after_a_launch(tmp_path: Path) -> None:
         "import anyio\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / 'worker' / 'programs')!r})\n"
         "from proc_harness import make_assignment, open_run, welcome\n"
-        "from efold.controller.launcher import supervise\n"
-        "from efold.controller.subreaper import is_subreaper\n"
+        "from efold.controller.processes.launcher import supervise\n"
+        "from efold.controller.processes.subreaper import is_subreaper\n"
         "before = is_subreaper()\n"
         "run = open_run(Path(sys.argv[1]))\n"
         "async def main():\n"

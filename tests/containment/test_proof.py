@@ -1,4 +1,4 @@
-"""``controller.proof.prove`` on real processes: every clause of the identity proof is
+"""``controller.processes.proof.prove`` on real processes: every clause of the identity proof is
 needed (a recorded member is ALIVE only when boot id, start time, liveness and process
 group all match what /proc shows now). Each test below fails when its clause is deleted
 from ``prove`` (checked by ``scripts/mutate.py``, docs/reliability.md)."""
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from efold.controller import proof as proof_module
-from efold.controller.proof import (
+from efold.controller.processes import proof as proof_module
+from efold.controller.processes.proof import (
     ROLE_DESCENDANT,
     ROLE_LEADER,
     Member,
@@ -27,7 +27,7 @@ from efold.controller.proof import (
     prove,
     signal_pidfd,
 )
-from efold.controller.subreaper import DIRECT_CHILDREN
+from efold.controller.processes.subreaper import DIRECT_CHILDREN
 from efold.identity import ProcessIdentity, boot_id, identity_of
 
 

@@ -1,5 +1,5 @@
 """With several launches in flight, a launch's fresh child must never be taken for an
-adopted orphan of another launch being scanned (rule 4 of ``controller.membership``):
+adopted orphan of another launch being scanned (rule 4 of ``controller.processes.membership``):
 scans wait until every child the controller made on purpose is registered
 (``DirectChildren.spawning``/``quiet``). Real processes, the real /proc scan."""
 
@@ -11,9 +11,9 @@ import sys
 
 import anyio
 
-from efold.controller.membership import tied_processes
-from efold.controller.proctable import scan
-from efold.controller.subreaper import DIRECT_CHILDREN, DirectChildren, become_subreaper
+from efold.controller.processes.membership import tied_processes
+from efold.controller.processes.proctable import scan
+from efold.controller.processes.subreaper import DIRECT_CHILDREN, DirectChildren, become_subreaper
 from efold.identity import identity_of
 
 

@@ -1,4 +1,4 @@
-"""The fork-server template launcher (efold.controller.template, efold.worker.template)
+"""The fork-server template launcher (efold.controller.processes.template, efold.worker.template)
 with real processes: adopted children run the unchanged protocol, lead their own group
 under the controller, are journaled like spawned ones; a dead template falls back to
 spawns; the template never reads the descriptors it relays."""
@@ -31,14 +31,14 @@ from proc_harness import (
     welcome,
 )
 
-from efold.controller.adopted import AdoptedProcess
-from efold.controller.launcher import launch_worker, supervise
-from efold.controller.marker import MARKER_VAR, marker_of
-from efold.controller.proctable import read_entry
-from efold.controller.reap import reap
-from efold.controller.recovery import observe
-from efold.controller.subreaper import DIRECT_CHILDREN, become_subreaper
-from efold.controller.template import TEMPLATE_KIND, TEMPLATE_SLOT, running_template
+from efold.controller.processes.adopted import AdoptedProcess
+from efold.controller.processes.launcher import launch_worker, supervise
+from efold.controller.processes.marker import MARKER_VAR, marker_of
+from efold.controller.processes.proctable import read_entry
+from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreaper
+from efold.controller.processes.template import TEMPLATE_KIND, TEMPLATE_SLOT, running_template
+from efold.controller.runs.reap import reap
+from efold.controller.runs.recovery import observe
 from efold.errors import Code
 from efold.identity import identity_of
 from efold.ipc import Prepared, Terminal, TerminalStatus
@@ -303,10 +303,10 @@ def test_aggregate_leaves_the_template_out_of_the_slot_facts(tmp_path: Path) -> 
     from click.testing import CliRunner
     from efold_pilot_kit import small_registration
 
-    from efold.controller.aggregate import read_run
     from efold.controller.cli import main
-    from efold.controller.pilot import run_pilot
-    from efold.controller.runroot import claim_run_dir
+    from efold.controller.pilot.pilot import run_pilot
+    from efold.controller.runs.aggregate import read_run
+    from efold.controller.runs.runroot import claim_run_dir
     from efold.report import decode_results
 
     reg, raw = small_registration()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from efold.controller.authorize_run import run_bindings
-from efold.controller.campaign import parse_campaign
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration
 from efold.controller.errors import CampaignError
-from efold.controller.registration import compute_registration
+from efold.controller.runs.authorize_run import run_bindings
 from efold.errors import Code
 
 CAMPAIGN = """

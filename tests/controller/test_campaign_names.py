@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from efold.controller.campaign import parse_campaign
+from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.cli import main
 from efold.controller.errors import CampaignError
 from efold.errors import Code

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from efold.controller.campaign import ProxySpec, parse_campaign
+from efold.controller.campaigns.campaign import ProxySpec, parse_campaign
 from efold.controller.errors import CampaignError
-from efold.controller.preparation import prep_task
+from efold.controller.pilot.preparation import prep_task
 from efold.errors import Code
 from efold.folds.pinning import fold_identity
 

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from efold.controller.campaign import parse_campaign
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration
 from efold.controller.cli import main
 from efold.controller.errors import CampaignError
-from efold.controller.registration import compute_registration
 from efold.errors import Code
 
 FAUX_CAMPAIGN = """

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from loopback_chat import CATALOG
 
-from efold.controller.campaign import parse_campaign
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.profiles import profile_envelope
 from efold.controller.cli import main
 from efold.controller.errors import CampaignError
-from efold.controller.profiles import profile_envelope
 from efold.errors import Code
 from efold.guard import INPUT_ENVELOPE, Contract, GuardError, WireApi, parse_catalog
 from efold.guard.money import units_to_usd

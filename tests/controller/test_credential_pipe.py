@@ -14,9 +14,9 @@ import msgspec
 import pytest
 from proc_harness import FAST, PROGRAMS, Run, make_assignment, welcome
 
-from efold.controller.childenv import child_environment
 from efold.controller.errors import ControllerError
-from efold.controller.launcher import WorkerHandle, launch_worker, supervise
+from efold.controller.processes.childenv import child_environment
+from efold.controller.processes.launcher import WorkerHandle, launch_worker, supervise
 from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
 from efold.ipc import IpcEof, Prepared, Terminal

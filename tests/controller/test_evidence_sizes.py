@@ -1,6 +1,6 @@
 """The checkpoint's reader-visible size in the evidence and the receipt (19-B).
 
-The controller counts it from the verified snapshot's messages (``controller.evidence``),
+The controller counts it from the verified snapshot's messages (``controller.pilot.evidence``),
 never from the fold's own receipt; on every built-in arm the two countings agree, which
 is what makes the controller's figure the same one the folds' budgets use."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from efold.controller.evidence import Evidence, VisibleSize, checkpoint_evidence, visible_size
-from efold.controller.judging import judge_slot, refused_receipt
+from efold.controller.pilot.evidence import Evidence, VisibleSize, checkpoint_evidence, visible_size
+from efold.controller.pilot.judging import judge_slot, refused_receipt
 from efold.corpus import load_suite
 from efold.corpus.model import Availability, FunctionCall, Probe, SuiteItem, ToolCall
 from efold.errors import Code

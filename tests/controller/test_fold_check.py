@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.preflight import run_preflight
-from efold.controller.prep_launch import CAUSE_CODES, CAUSE_MAX_BYTES, read_cause
-from efold.controller.registration import compute_registration, encode_registration
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration, encode_registration
+from efold.controller.pilot.preflight import run_preflight
+from efold.controller.pilot.prep_launch import CAUSE_CODES, CAUSE_MAX_BYTES, read_cause
 from efold.corpus import original_suite
 from efold.errors import Code
 from efold.folds import TracePrefix, checkpoint_availability, get_fold

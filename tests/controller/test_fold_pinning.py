@@ -20,10 +20,13 @@ import pytest
 from plugin_kit import installed_plugin
 from proc_harness import FAST, Run, make_assignment, welcome
 
-from efold.controller.campaign import DEFAULT_INSTRUCTIONS, Role, bundled_campaign, parse_campaign
-from efold.controller.errors import CampaignError
-from efold.controller.preparation import prep_task
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import (
+    DEFAULT_INSTRUCTIONS,
+    Role,
+    bundled_campaign,
+    parse_campaign,
+)
+from efold.controller.campaigns.registration import (
     Registration,
     RegistrationError,
     compute_registration,
@@ -31,6 +34,8 @@ from efold.controller.registration import (
     registration_sha256,
     write_registration,
 )
+from efold.controller.errors import CampaignError
+from efold.controller.pilot.preparation import prep_task
 from efold.digests import canonical_json
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
@@ -287,7 +292,7 @@ def _prep_assignment(run: Run, task: PrepTask):  # type: ignore[no-untyped-def]
 
 
 async def _launch_prep(run: Run, task: PrepTask) -> tuple[bool, Code | None]:
-    from efold.controller.launcher import supervise
+    from efold.controller.processes.launcher import supervise
     from efold.ipc import Prepared
 
     a = _prep_assignment(run, task)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from as_user import USERS, give, run_cli, workspace
 
-from efold.controller.campaign import load_campaign
+from efold.controller.campaigns.campaign import load_campaign
 from efold.controller.errors import CampaignError
 from efold.errors import Code
 from efold.input_files import (
@@ -170,9 +170,9 @@ def test_a_boundary_lock_that_is_a_fifo_is_refused(user: str) -> None:
 
 def test_a_real_run_s_authorization_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
     """``smoke`` and ``pilot --real`` read ``--authorization`` (a FIFO hung them)."""
-    from efold.controller.authorize_run import load_grant
-    from efold.controller.campaign import parse_campaign
-    from efold.controller.registration import compute_registration
+    from efold.controller.campaigns.campaign import parse_campaign
+    from efold.controller.campaigns.registration import compute_registration
+    from efold.controller.runs.authorize_run import load_grant
 
     text = FAUX.replace('cap_usd = "5"', 'cap_usd = "500"') + (
         '[reader]\nprovider = "openai"\nmodel = "gpt-5"\nbase_url = "http://127.0.0.1:9/v1"\n')

@@ -9,11 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.errors import CampaignError
-from efold.controller.judge_profile import JudgeProfile, judge_terms
-from efold.controller.profiles import profile_rmax_units
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.judge_profile import JudgeProfile, judge_terms
+from efold.controller.campaigns.profiles import profile_rmax_units
+from efold.controller.campaigns.registration import (
     compute_registration,
     encode_registration,
     load_registration,
@@ -21,6 +20,7 @@ from efold.controller.registration import (
     registration_sha256,
     write_registration,
 )
+from efold.controller.errors import CampaignError
 from efold.errors import Code
 from efold.guard.money import UNITS_PER_USD
 from efold.worker import judge as worker_judge

@@ -1,4 +1,4 @@
-"""The judge's part of a receipt (19-C, ``controller.judging``): scores only from a
+"""The judge's part of a receipt (19-C, ``controller.pilot.judging``): scores only from a
 completed slot whose one judge request the controller's own ledger admitted and
 settled; otherwise the code of why not; a claim of scores with no admitted judge
 request is an unguarded dispatch (a sticky stop)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from efold.controller.evidence import Evidence
-from efold.controller.judging import JudgeFacts, judge_slot
+from efold.controller.pilot.evidence import Evidence
+from efold.controller.pilot.judging import JudgeFacts, judge_slot
 from efold.corpus import load_suite
 from efold.corpus.model import Availability, Probe
 from efold.errors import Code

@@ -1,4 +1,4 @@
-"""Judging a probe slot (``controller.judging``): facts in, a receipt and the stops it
+"""Judging a probe slot (``controller.pilot.judging``): facts in, a receipt and the stops it
 implies out. Pure: no journal, no run, no clock; the ledger it reads is left as it was."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from efold.controller.evidence import Evidence
-from efold.controller.judging import Verdict, judge_slot, refused_receipt, slot_end
-from efold.controller.stops import SlotEnd
+from efold.controller.campaigns.stops import SlotEnd
+from efold.controller.pilot.evidence import Evidence
+from efold.controller.pilot.judging import Verdict, judge_slot, refused_receipt, slot_end
 from efold.corpus import load_suite
 from efold.corpus.model import Availability, Outcome, Probe
 from efold.digests import sha256_hex

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from loopback_chat import CATALOG
 
-from efold.controller.campaign import load_campaign, parse_campaign
+from efold.controller.campaigns.campaign import load_campaign, parse_campaign
 from efold.controller.errors import CampaignError
 from efold.errors import Code
 

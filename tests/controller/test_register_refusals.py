@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from as_user import USERS, give, run_cli, workspace
 
-from efold.controller.campaign import (
+from efold.controller.campaigns.campaign import (
     DEADLINE_MAXIMA,
     MAX_STEP_SECONDS,
     cap_units,
     parse_campaign,
 )
-from efold.controller.childenv import ALLOWED
+from efold.controller.campaigns.plan import plan_for
+from efold.controller.campaigns.registration import compute_registration
+from efold.controller.campaigns.reportable import check_reportable
 from efold.controller.errors import CampaignError
-from efold.controller.plan import plan_for
-from efold.controller.registration import compute_registration
-from efold.controller.reportable import check_reportable
+from efold.controller.processes.childenv import ALLOWED
 from efold.errors import Code
 from efold.report.join import join_receipts
 
@@ -159,7 +159,7 @@ def test_a_trace_id_whose_slot_id_the_report_refuses_is_refused_at_register(
 
 @pytest.mark.parametrize("campaign", ["default", "hard", "boundary", "resume"])
 def test_every_bundled_campaign_is_reportable(campaign: str) -> None:
-    from efold.controller.campaign import bundled_campaign
+    from efold.controller.campaigns.campaign import bundled_campaign
 
     spec, raw = bundled_campaign(campaign)
     check_reportable(compute_registration(spec, raw))

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from efold.controller.campaign import bundled_campaign, parse_campaign
-from efold.controller.errors import CampaignError
-from efold.controller.plan import Estimate, estimate, plan_for
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import bundled_campaign, parse_campaign
+from efold.controller.campaigns.plan import Estimate, estimate, plan_for
+from efold.controller.campaigns.registration import (
     RegistrationError,
     compute_registration,
     encode_registration,
     load_registration,
     write_registration,
 )
+from efold.controller.errors import CampaignError
 from efold.errors import Code
 from efold.registry.errors import RegistryError
 
@@ -83,7 +83,7 @@ def test_registration_is_deterministic_and_binds_every_digest(tmp_path: Path) ->
 
 def test_a_changed_build_refuses_the_registration(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import efold.controller.registration as registration
+    import efold.controller.campaigns.registration as registration
 
     path, sha = write_registration(reg_of(), tmp_path / "reg")
     monkeypatch.setattr(registration, "build_digest", lambda root=None: "e" * 64)
@@ -119,8 +119,8 @@ def test_native_on_a_hard_trace_is_found_infeasible_by_its_prep_child() -> None:
     """The plan runs no fold code, so it cannot know; the contained prep children that
     build the checkpoints (``plan``, ``preflight``, ``pilot``) find the native
     checkpoint's first request above the input envelope."""
-    from efold.controller.preflight import run_preflight
-    from efold.controller.registration import encode_registration
+    from efold.controller.campaigns.registration import encode_registration
+    from efold.controller.pilot.preflight import run_preflight
 
     text = BASE.replace('suite = "original"', 'suite = "hard"\nseeds = [101]').replace(
         '"ceiling"]', '"store"]')
@@ -179,7 +179,7 @@ provider = "faux"
 
 
 def _reader_units_per_slot(reg) -> int:  # type: ignore[no-untyped-def]
-    from efold.controller.profiles import profile_catalog
+    from efold.controller.campaigns.profiles import profile_catalog
     from efold.guard.estimate import expected_slot_units
 
     reader = reg.campaign.reader
@@ -187,13 +187,13 @@ def _reader_units_per_slot(reg) -> int:  # type: ignore[no-untyped-def]
 
 
 def test_the_estimate_sums_a_reader_a_summariser_and_a_judge_line() -> None:
-    from efold.controller.plan import (
+    from efold.controller.campaigns.plan import (
         SUMMARY_INPUT_TOKENS,
         SUMMARY_OUTPUT_TOKENS,
         judge_input_tokens,
         plan_estimate,
     )
-    from efold.controller.profiles import profile_catalog
+    from efold.controller.campaigns.profiles import profile_catalog
     from efold.guard.estimate import ASSUMED_SCENARIO, expected_request_units
 
     reg = reg_of(SUMMARISED)
@@ -241,7 +241,7 @@ def test_the_estimate_sums_a_reader_a_summariser_and_a_judge_line() -> None:
 
 
 def test_without_a_summariser_or_a_judge_only_the_reader_line_applies() -> None:
-    from efold.controller.plan import plan_estimate
+    from efold.controller.campaigns.plan import plan_estimate
 
     reg = reg_of()
     plan = plan_for(reg)

@@ -1,4 +1,4 @@
-"""Sharding a plan (``controller.shards``): pure functions, no Ray.
+"""Sharding a plan (``controller.campaigns.shards``): pure functions, no Ray.
 
 - the cap split: every part at least Rmax, the parts summing to C exactly, for any
   expected costs; refused when C cannot hold an Rmax per shard;
@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from efold.controller.campaign import parse_campaign
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.plan import plan_for
+from efold.controller.campaigns.registration import compute_registration
+from efold.controller.campaigns.shards import deal, plan_shards, shard_plan, split_cap
 from efold.controller.errors import ControllerError
-from efold.controller.plan import plan_for
-from efold.controller.registration import compute_registration
-from efold.controller.shards import deal, plan_shards, shard_plan, split_cap
 from efold.errors import Code
 from efold.protocol.records import ShardMark
 

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from efold.controller.stops import InScheduleOrder, SlotEnd, StopPolicy
+from efold.controller.campaigns.stops import InScheduleOrder, SlotEnd, StopPolicy
 from efold.errors import Code
 
 C, L, INV, A = SlotEnd.COMPLETED, SlotEnd.LOST, SlotEnd.INVALID, SlotEnd.OWN_ABORT

@@ -13,11 +13,9 @@ import click
 import msgspec
 import pytest
 
-from efold.controller.campaign import Campaign, bundled_campaign, parse_campaign
-from efold.controller.commands._options import pilot_registration
-from efold.controller.errors import CampaignError, ControllerError
-from efold.controller.plan import plan_for
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import Campaign, bundled_campaign, parse_campaign
+from efold.controller.campaigns.plan import plan_for
+from efold.controller.campaigns.registration import (
     SELECTION_ALGORITHM,
     Digests,
     Registration,
@@ -31,7 +29,9 @@ from efold.controller.registration import (
     subset_registration,
     write_registration,
 )
-from efold.controller.subset import Subset
+from efold.controller.campaigns.subset import Subset
+from efold.controller.commands._options import pilot_registration
+from efold.controller.errors import CampaignError, ControllerError
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 

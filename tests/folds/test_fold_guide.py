@@ -31,10 +31,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from efold.controller.campaign import Campaign, parse_campaign
-from efold.controller.childenv import child_environment
+from efold.controller.campaigns.campaign import Campaign, parse_campaign
+from efold.controller.campaigns.registration import compute_registration, folds_document
 from efold.controller.errors import CampaignError
-from efold.controller.registration import compute_registration, folds_document
+from efold.controller.processes.childenv import child_environment
 from efold.corpus import original_suite
 from efold.errors import Code
 from efold.folds import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from proc_harness import FAST, Run, make_assignment, program, welcome
 
-from efold.controller.launcher import supervise
+from efold.controller.processes.launcher import supervise
 from efold.errors import Code
 from efold.ipc import (
     IpcBadMac,

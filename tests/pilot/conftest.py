@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from efold_pilot_kit import small_registration
 
-from efold.controller.registration import Registration
+from efold.controller.campaigns.registration import Registration
 
 
 @pytest.fixture

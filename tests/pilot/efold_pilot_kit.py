@@ -7,14 +7,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.pilot import run_pilot
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import (
     Registration,
     compute_registration,
     encode_registration,
 )
-from efold.controller.runroot import claim_run_dir
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,8 +62,8 @@ HANGING_PILOT = """
 import sys
 sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
-from efold.controller.pilot import run_pilot
-from efold.controller.runroot import claim_run_dir
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 reg, raw = small_registration()
 run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {marker!r}))
 """

@@ -20,10 +20,10 @@ import msgspec
 import pytest
 from efold_pilot_kit import small_registration
 
-from efold.controller.campaign import suite_items, validate_campaign
+from efold.controller.campaigns.campaign import suite_items, validate_campaign
+from efold.controller.campaigns.plan import ineligible_code
+from efold.controller.campaigns.profiles import Profile, SummariserProfile
 from efold.controller.errors import CampaignError
-from efold.controller.plan import ineligible_code
-from efold.controller.profiles import Profile, SummariserProfile
 from efold.corpus.model import Trace
 from efold.errors import Code
 from efold.folds import TracePrefix

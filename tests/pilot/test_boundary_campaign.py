@@ -25,18 +25,18 @@ from efold.boundary.case import load_case
 from efold.boundary.suite import bundled_cases_root, select_cases
 from efold.boundary.validate import run_offline
 from efold.boundary.work import WORK_NAME, WorkRecord, write_work
-from efold.controller.boundary_slots import CheckpointFacts, judge_boundary
-from efold.controller.campaign import parse_campaign
-from efold.controller.errors import CampaignError
-from efold.controller.pilot import run_pilot
-from efold.controller.profiles import route_of
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.profiles import route_of
+from efold.controller.campaigns.registration import (
     compute_registration,
     encode_registration,
     load_registration,
     write_registration,
 )
-from efold.controller.runroot import claim_run_dir
+from efold.controller.errors import CampaignError
+from efold.controller.pilot.boundary_slots import CheckpointFacts, judge_boundary
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
 from efold.protocol.records import BoundaryRecord, Receipt
 from efold.report.errors import ReportError

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.judge_profile import JudgeProfile, judge_terms
-from efold.controller.permits import DurablePermitSource
-from efold.controller.profiles import caller_terms, route_of
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.judge_profile import JudgeProfile, judge_terms
+from efold.controller.campaigns.profiles import caller_terms, route_of
+from efold.controller.runs.permits import DurablePermitSource
 from efold.errors import Code
 from efold.guard import Guard
 from efold.guard.ledger import SettleKind

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from efold_pilot_kit import small_registration
 
-from efold.controller.pilot import run_pilot
-from efold.controller.registration import write_registration
-from efold.controller.runroot import claim_run_dir
+from efold.controller.campaigns.registration import write_registration
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 
 
 def efold(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from efold_pilot_kit import faulty_program, small_registration
 
-from efold.controller.preflight import run_preflight
+from efold.controller.pilot.preflight import run_preflight
 from efold.errors import Code
 
 
@@ -44,7 +44,7 @@ def test_preflight_cli_exits_nonzero_on_failure(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from efold.controller.registration import write_registration
+    from efold.controller.campaigns.registration import write_registration
 
     reg, _ = small_registration()
     path, sha = write_registration(reg, tmp_path / "reg")

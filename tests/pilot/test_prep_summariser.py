@@ -17,13 +17,18 @@ import pytest
 from efold_pilot_kit import small_registration
 from loopback_chat import CATALOG, COMPLETION_TOKENS, PROMPT_TOKENS, REPLY, Server, serve_chat
 
-from efold.controller.prep_launch import PrepResult, run_prep
-from efold.controller.preparation import checkpoints_of, prep_task
-from efold.controller.profiles import SummariserProfile, caller_terms, profile_entry, route_of
-from efold.controller.registration import Registration
-from efold.controller.run_context import RunContext, SummariserRoute
-from efold.controller.run_setup import open_run
-from efold.controller.runroot import claim_run_dir, private_subdir
+from efold.controller.campaigns.profiles import (
+    SummariserProfile,
+    caller_terms,
+    profile_entry,
+    route_of,
+)
+from efold.controller.campaigns.registration import Registration
+from efold.controller.pilot.prep_launch import PrepResult, run_prep
+from efold.controller.pilot.preparation import checkpoints_of, prep_task
+from efold.controller.runs.run_context import RunContext, SummariserRoute
+from efold.controller.runs.run_setup import open_run
+from efold.controller.runs.runroot import claim_run_dir, private_subdir
 from efold.corpus import dump_trace, trace_digest
 from efold.errors import Code
 from efold.folds.model_summary import MODEL_SUMMARY_OPENING

@@ -1,5 +1,5 @@
-"""What the operator sees while a pilot runs (``controller.pilot_view``), and the run's
-``controller.log`` (``controller.run_log``): real ``efold-controller pilot --faux`` runs
+"""What the operator sees while a pilot runs (``controller.pilot.pilot_view``), and the run's
+``controller.log`` (``controller.runs.run_log``): real ``efold-controller pilot --faux`` runs
 of the small campaign, stdout to a pipe (and once to a pseudo-terminal)."""
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from pathlib import Path
 import pytest
 from efold_pilot_kit import faulty_program, small_registration
 
-from efold.controller.campaign import suite_items
-from efold.controller.pilot import ProgressEvent, run_pilot
-from efold.controller.pilot_view import (
+from efold.controller.campaigns.campaign import suite_items
+from efold.controller.campaigns.registration import Registration, write_registration
+from efold.controller.pilot.pilot import ProgressEvent, run_pilot
+from efold.controller.pilot.pilot_view import (
     RunView,
     Verbosity,
     accuracy_text,
     next_mark,
     spend_text,
 )
-from efold.controller.registration import Registration, write_registration
-from efold.controller.run_log import LOG_NAME, RunLog
-from efold.controller.runroot import claim_run_dir
+from efold.controller.runs.run_log import LOG_NAME, RunLog
+from efold.controller.runs.runroot import claim_run_dir
 from efold.digests import sha256_hex
 from efold.guard import units_to_usd
 from efold.report import decode_results
@@ -448,7 +448,7 @@ def test_the_summary_labels_faux_money_and_aligns_its_decimals(normal: Pilot) ->
 
 
 def test_aligned_amounts_pads_with_zeros_and_never_rounds() -> None:
-    from efold.controller.pilot_view import aligned_amounts
+    from efold.controller.pilot.pilot_view import aligned_amounts
 
     assert aligned_amounts(["0.234448", "0.32738", "12"]) == ["0.234448", "0.327380",
                                                               "12.000000"]

@@ -20,10 +20,10 @@ import pytest
 from efold_pilot_kit import small_registration
 from loopback_compact import ENCRYPTED_PREFIX, serve_compact
 
-from efold.controller.campaign import suite_items
-from efold.controller.feasibility import opaque_reader_code
-from efold.controller.plan import FAUX_COMPACTORS, ineligible_code
-from efold.controller.profiles import Profile, SummariserProfile
+from efold.controller.campaigns.campaign import suite_items
+from efold.controller.campaigns.feasibility import opaque_reader_code
+from efold.controller.campaigns.plan import FAUX_COMPACTORS, ineligible_code
+from efold.controller.campaigns.profiles import Profile, SummariserProfile
 from efold.corpus.model import Trace
 from efold.errors import Code
 from efold.folds import TracePrefix

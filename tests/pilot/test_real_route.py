@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from loopback_chat import CATALOG, Server, serve_chat
 
-from efold.controller.authorize_run import check_real_route
-from efold.controller.campaign import parse_campaign
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration, load_registration
 from efold.controller.errors import ControllerError
-from efold.controller.registration import compute_registration, load_registration
-from efold.controller.smoke import route_digest
+from efold.controller.pilot.smoke import route_digest
+from efold.controller.runs.authorize_run import check_real_route
 from efold.errors import Code
 from efold.registry.journal import JournalReader
 

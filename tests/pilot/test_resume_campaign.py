@@ -17,7 +17,7 @@ from pathlib import Path
 from efold.boundary.case import load_cases
 from efold.boundary.suite import bundled_cases_root
 from efold.certify.continuation import TASKS
-from efold.controller.campaign import bundled_campaign
+from efold.controller.campaigns.campaign import bundled_campaign
 
 
 def test_the_cases_are_the_continuation_tasks() -> None:

@@ -25,8 +25,8 @@ from efold_pilot_kit import (
 )
 
 from efold.controller.cli import main
-from efold.controller.pilot import run_pilot
-from efold.controller.runroot import claim_run_dir
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.report import decode_results
 from efold.report.schema import RunStatus
@@ -108,7 +108,7 @@ def test_a_run_that_outlives_its_deadline_says_it_stopped(
     import sys
     import time as real_time
 
-    from efold.controller import pilot
+    from efold.controller.pilot import pilot
 
     deadline_set: list[bool] = []
 

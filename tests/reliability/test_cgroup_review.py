@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from efold.controller.cgroup_mount import Cgroup2, find_cgroup2
+from efold.controller.processes.cgroup_mount import Cgroup2, find_cgroup2
 
 FOUND = find_cgroup2()
 CG = Path(FOUND.mount) if isinstance(FOUND, Cgroup2) else Path("/nonexistent")

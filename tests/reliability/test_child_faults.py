@@ -36,13 +36,13 @@ import pytest
 from efold_pilot_kit import faulty_program, small_registration
 from reliability_kit import LONG, budget
 
-from efold.controller.aggregate import RECEIPTS_DIR, AggregateError, read_run, run_reports
-from efold.controller.marker import markers_by_process
-from efold.controller.pilot import PilotOutcome, run_pilot
-from efold.controller.proctable import scan
-from efold.controller.recovery import observe
-from efold.controller.registration import Registration
-from efold.controller.runroot import claim_run_dir
+from efold.controller.campaigns.registration import Registration
+from efold.controller.pilot.pilot import PilotOutcome, run_pilot
+from efold.controller.processes.marker import markers_by_process
+from efold.controller.processes.proctable import scan
+from efold.controller.runs.aggregate import RECEIPTS_DIR, AggregateError, read_run, run_reports
+from efold.controller.runs.recovery import observe
+from efold.controller.runs.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
@@ -70,7 +70,7 @@ def _pilot(tmp: Path, mode: str, roles: str = NATIVE,
 def _restored_entries(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Per slot, how many entries of its restored checkpoint copy the controller removed
     once the slot was over (0: the child restored nothing)."""
-    import efold.controller.slots as slots
+    import efold.controller.pilot.slots as slots
 
     real = slots.discard_restored_copy
     removed: dict[str, int] = {}
@@ -282,7 +282,7 @@ def test_a_snapshot_tampered_for_one_launch_refuses_only_that_slot(
     """The controller's ``run_probe`` wrapped: a byte of the manifest flipped just
     before the first probe launch, put back right after it. That slot refuses; every
     later probe of the same checkpoint restores the pristine bytes and completes."""
-    import efold.controller.pilot as pilot
+    import efold.controller.pilot.pilot as pilot
 
     real = pilot.run_probe
     hit: list[str] = []
@@ -381,7 +381,7 @@ def _break(run: Path, f: FinishedRun) -> None:
 def _forge(run: Path, f: FinishedRun) -> None:
     """The killed slot re-encoded as completed with nothing retained (canonically, as the
     controller would write it): hiding lost money is a change like any other."""
-    from efold.controller.receipts import encode_receipt
+    from efold.controller.pilot.receipts import encode_receipt
 
     path = _rfile(run, f.killed)
     receipt = msgspec.json.decode(path.read_bytes(), type=Receipt)

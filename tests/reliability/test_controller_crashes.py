@@ -25,11 +25,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from efold_pilot_kit import small_registration
 from reliability_kit import LONG
 
-from efold.controller.aggregate import read_run, run_reports
-from efold.controller.marker import markers_by_process
-from efold.controller.proctable import scan
-from efold.controller.reap import reap
-from efold.controller.recovery import observe
+from efold.controller.processes.marker import markers_by_process
+from efold.controller.processes.proctable import scan
+from efold.controller.runs.aggregate import read_run, run_reports
+from efold.controller.runs.reap import reap
+from efold.controller.runs.recovery import observe
 from efold.errors import EfoldError
 
 HERE = Path(__file__).resolve().parent

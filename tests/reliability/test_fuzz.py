@@ -60,13 +60,13 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from reliability_kit import budget
 
-from efold.controller.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
-from efold.controller.campaign import Campaign, load_campaign, parse_campaign
-from efold.controller.errors import CampaignError
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import Campaign, load_campaign, parse_campaign
+from efold.controller.campaigns.registration import (
     LoadedRegistration,
     load_registration,
 )
+from efold.controller.errors import CampaignError
+from efold.controller.runs.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
 from efold.corpus import (
     CorpusError,
     ProbeFile,
@@ -1236,8 +1236,8 @@ class PilotRun:
 def pilot_run(tmp_path_factory: pytest.TempPathFactory) -> PilotRun:
     from efold_pilot_kit import small_registration
 
-    from efold.controller.pilot import run_pilot
-    from efold.controller.runroot import claim_run_dir
+    from efold.controller.pilot.pilot import run_pilot
+    from efold.controller.runs.runroot import claim_run_dir
 
     reg, reg_bytes = small_registration(roles='["native"]')
     run = claim_run_dir(tmp_path_factory.mktemp("pilot") / "run")

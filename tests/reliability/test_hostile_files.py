@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 from efold_pilot_kit import small_registration
 
-import efold.controller.authorize_run as authorize_run
-import efold.controller.pilot as pilot
+import efold.controller.pilot.pilot as pilot
+import efold.controller.runs.authorize_run as authorize_run
 import efold.digests as digests
-from efold.controller.registration import Registration, load_registration
-from efold.controller.runroot import claim_run_dir, new_run_dir, private_subdir
-from efold.controller.slots import run_probe
-from efold.controller.tree import inspect_tree
+from efold.controller.campaigns.registration import Registration, load_registration
+from efold.controller.pilot.slots import run_probe
+from efold.controller.processes.tree import inspect_tree
+from efold.controller.runs.runroot import claim_run_dir, new_run_dir, private_subdir
 from efold.errors import Code, EfoldError
 from efold.protocol.records import SlotStatus
 from efold.registry.authorization import (
@@ -99,7 +99,7 @@ def native() -> tuple[Registration, bytes]:
 def _patch_everywhere(monkeypatch: pytest.MonkeyPatch, original: Any, replacement: Any) -> None:
     """Replace ``original`` under every name an efold module imported it by, so a hook
     survives the controller's code moving between modules."""
-    import efold.controller.pilot  # noqa: F401  (the pilot's modules are all loaded)
+    import efold.controller.pilot.pilot  # noqa: F401  (the pilot's modules are all loaded)
 
     for name, module in list(sys.modules.items()):
         if name == "efold" or name.startswith("efold."):
@@ -219,7 +219,7 @@ def test_a_checkpoints_directory_swapped_for_a_link_mid_run_is_refused(
 def test_a_link_at_a_trace_file_is_refused_and_its_target_kept(
         tmp_path: Path, victim: Path, native: tuple[Registration, bytes],
         monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
-    from efold.controller.plan import plan_for
+    from efold.controller.campaigns.plan import plan_for
 
     before = _state(victim)
     trace_ids = {s.trace_id for s in plan_for(native[0]).slots}
@@ -582,7 +582,7 @@ def test_inspect_tree_never_walks_a_link_and_rejects_shared_directories(
 def test_inspect_tree_refuses_a_directory_swapped_for_a_link_after_listing(
         tmp_path: Path, victim: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The race the descriptor walk closes: listed as a directory, a link when opened."""
-    import efold.controller.tree as tree
+    import efold.controller.processes.tree as tree
 
     root = tmp_path / "slot"
     (root / "sub").mkdir(parents=True, mode=0o700)

@@ -19,9 +19,9 @@ import pytest
 from efold_pilot_kit import kill_controller_when
 from plugin_kit import installed_plugin
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.recovery import observe
-from efold.controller.registration import compute_registration, write_registration
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration, write_registration
+from efold.controller.runs.recovery import observe
 
 PILOT_DIR = Path(hostile_tree.__file__).resolve().parent
 
@@ -123,9 +123,9 @@ def test_a_hostile_fold_leaves_nothing_alive(tmp_path: Path, kind: str, command:
 
 CRASHING_PILOT = """
 import sys
-from efold.controller.pilot import run_pilot
-from efold.controller.registration import load_registration
-from efold.controller.runroot import claim_run_dir
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.campaigns.registration import load_registration
+from efold.controller.runs.runroot import claim_run_dir
 loaded = load_registration({path!r}, {sha!r})
 run_pilot(loaded.registration, loaded.data, claim_run_dir({run!r}))
 """

@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.pilot import run_pilot
-from efold.controller.registration import (
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import (
     compute_registration,
     load_registration,
     write_registration,
 )
-from efold.controller.runroot import claim_run_dir
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 
 SIMULATING_CHILD = Path(__file__).resolve().parent / "simulating_child.py"
 

@@ -17,11 +17,11 @@ import msgspec
 import pytest
 from report_figures_kit import RIGHT, WRONG, C, Run, figures_run
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.evidence import visible_size
-from efold.controller.pilot import run_pilot
-from efold.controller.registration import compute_registration, encode_registration
-from efold.controller.runroot import claim_run_dir
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration, encode_registration
+from efold.controller.pilot.evidence import visible_size
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 from efold.corpus.model import Outcome
 from efold.errors import Code
 from efold.folds.snapshot import read_checkpoint

@@ -28,12 +28,12 @@ from report_figures_kit import (
     run_facts,
 )
 
-from efold.controller.campaign import parse_campaign
-from efold.controller.evidence import Evidence
-from efold.controller.judging import judge_slot
-from efold.controller.pilot import run_pilot
-from efold.controller.registration import compute_registration, encode_registration
-from efold.controller.runroot import claim_run_dir
+from efold.controller.campaigns.campaign import parse_campaign
+from efold.controller.campaigns.registration import compute_registration, encode_registration
+from efold.controller.pilot.evidence import Evidence
+from efold.controller.pilot.judging import judge_slot
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.runs.runroot import claim_run_dir
 from efold.corpus import load_suite
 from efold.corpus.model import Availability
 from efold.errors import Code

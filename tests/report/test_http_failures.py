@@ -10,8 +10,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from efold.controller.evidence import Evidence
-from efold.controller.judging import judge_slot
+from efold.controller.pilot.evidence import Evidence
+from efold.controller.pilot.judging import judge_slot
 from efold.corpus import load_suite
 from efold.corpus.model import Availability, Probe
 from efold.errors import Code

@@ -13,7 +13,7 @@ import pytest
 from proc_harness import DIGEST, FAST, Run, make_assignment, program, welcome
 
 from efold.controller.errors import ControllerError
-from efold.controller.launcher import launch_worker, supervise
+from efold.controller.processes.launcher import launch_worker, supervise
 from efold.errors import Code
 from efold.ipc import (
     Admit,
@@ -86,7 +86,7 @@ async def test_prep_then_probe_end_to_end(run: Run) -> None:
 
 
 async def test_the_identity_is_journaled_before_any_message_is_read(run: Run) -> None:
-    from efold.controller.proctable import read_entry
+    from efold.controller.processes.proctable import read_entry
 
     a = make_assignment(run, kind="prep")
     handle = await launch_worker(run.journal, a)
@@ -172,7 +172,7 @@ def test_the_child_imports_nothing_heavy() -> None:
 
 
 def _our_children() -> set[int]:
-    from efold.controller.proctable import scan
+    from efold.controller.processes.proctable import scan
 
     return {e.pid for e in scan().values() if e.ppid == os.getpid()}
 
@@ -188,7 +188,7 @@ async def test_a_program_that_cannot_start_is_launch_failed(run: Run) -> None:
 async def test_a_launch_that_cannot_be_journaled_leaves_no_child(run: Run) -> None:
     import sqlite3
 
-    from efold.controller.subreaper import DIRECT_CHILDREN
+    from efold.controller.processes.subreaper import DIRECT_CHILDREN
 
     before_children, before_direct = _our_children(), DIRECT_CHILDREN.pids()
     assignment = make_assignment(run)

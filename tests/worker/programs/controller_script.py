@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 from proc_harness import make_assignment, open_run, program, welcome
 
-from efold.controller.containment import ContainmentPolicy
-from efold.controller.launcher import launch_worker
+from efold.controller.processes.containment import ContainmentPolicy
+from efold.controller.processes.launcher import launch_worker
 from efold.errors import Code
 
 

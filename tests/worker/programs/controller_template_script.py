@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 from proc_harness import make_assignment, open_run, program, welcome
 
-from efold.controller.launcher import launch_worker
-from efold.controller.template import running_template
+from efold.controller.processes.launcher import launch_worker
+from efold.controller.processes.template import running_template
 
 
 async def main(root: Path) -> None:

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from efold.controller.containment import ContainmentPolicy
-from efold.controller.proctable import read_entry
+from efold.controller.processes.containment import ContainmentPolicy
+from efold.controller.processes.proctable import read_entry
 from efold.identity import ProcessIdentity, current_identity, identity_of
 from efold.ipc.lockstep import controller_core
 from efold.ipc.messages import Binding, BudgetGrant, DeadlineGrant, Welcome

@@ -1,0 +1,415 @@
+"""The pilot: one registered campaign, end to end, under one writer.
+
+Order (each step completes before the next; nothing is resumed or reused):
+1. (the caller) claim a new run directory;
+2. open the run (``controller.runs.run_setup.open_run``): take the run lease, open the
+   journal, start epoch 1; consume the authorization (faux: minted, burned in the faux
+   registry, pair verified) before any child starts; publish registration.json and
+   plan.json into the run;
+3. write reader-safe traces; one prep child per checkpoint (role × trace × repeat);
+   verify each snapshot; learn from it whether the checkpoint is inventory-infeasible;
+   compute evaluator-side evidence (availability, exclusions). No fold code ever runs
+   in the controller;
+4. one probe child per slot, launched in schedule order with up to ``concurrency``
+   in flight, the durable permit source answering every one of them; one receipt per
+   visited slot; the stop policies read each slot's end in schedule order;
+5. aggregate: results.json, summary.md, report.html; release the lease.
+
+A stop closes admission: every later slot is still visited, in order, and receives an
+``unadmitted`` receipt with the refusal's code (``lookup_stopped``; ``interrupted`` after
+SIGINT/SIGTERM, ``controller.runs.interrupt``; ``not_admitted_cap`` once the cap refused)
+without a child being launched, so the counts of a stopped run are complete and honest.
+Only a controller that dies leaves slots unvisited (they stay in the plan's inventory,
+never in the execution counts).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import anyio
+import anyio.abc
+
+from efold.boundary.case import Case
+from efold.controller.campaigns.campaign import Campaign
+from efold.controller.campaigns.plan import ineligible_code
+from efold.controller.campaigns.profiles import route_of
+from efold.controller.campaigns.registration import Registration
+from efold.controller.campaigns.shards import ShardTicket
+from efold.controller.campaigns.stops import InScheduleOrder, SlotEnd
+from efold.controller.pilot.boundary_slots import CheckpointFacts, boundary_task, checkpoint_facts
+from efold.controller.pilot.evidence import (
+    Evidence,
+    VisibleSize,
+    checkpoint_evidence,
+    transcript_size,
+)
+from efold.controller.pilot.judging import refused_receipt
+from efold.controller.pilot.prep_launch import PrepCause
+from efold.controller.pilot.preparation import Preparation, checkpoints_of, prepare_checkpoints
+from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
+from efold.controller.processes.template import Launcher
+from efold.controller.runs.aggregate import read_run, run_reports
+from efold.controller.runs.authorize_run import RealGrant
+from efold.controller.runs.interrupt import Say, interruptible, say
+from efold.controller.runs.run_context import RunContext
+from efold.controller.runs.run_setup import open_run
+from efold.controller.runs.runroot import private_subdir
+from efold.corpus.model import SuiteItem
+from efold.errors import Code
+from efold.folds.snapshot import RestoredCheckpoint
+from efold.protocol.assignment import SnapshotRef
+from efold.protocol.records import Plan, PlannedSlot, Receipt
+from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
+from efold.registry import publish_exclusive
+
+
+@dataclass(frozen=True)
+class PilotOutcome:
+    run_dir: Path
+    stop_code: Code | None
+    receipts: list[Receipt]
+    plan: Plan
+    reports: dict[str, bytes]
+    interrupted: int | None = None  # the signal that interrupted the run, if one did
+    # Checkpoint -> why its prep child says the fold failed: shown to the operator,
+    # never a decision (the refused slots carry the controller's own code).
+    causes: dict[str, PrepCause] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """How a run reaches its reader: offline (no grant) or on the real route with the
+    operator's grant; ``smoke``: the configured-process smoke (one slot per role, its
+    own cap); ``keep_answers``: a real run's answers are kept in an owner-only private
+    artifact of the run (``answers.jsonl``), outside every report; ``launcher``: how its
+    children start (``controller.processes.template``: forked from a fork-server template, or
+    each spawned); ``shard``: one shard of a cluster run (``controller.campaigns.shards``)."""
+
+    grant: RealGrant | None = None
+    smoke: bool = False
+    keep_answers: bool = False
+    launcher: Launcher = "template"
+    shard: ShardTicket | None = None
+    # A real run's operator passed --process-group-containment (``run_setup.open_run``).
+    process_group_ok: bool = False
+
+
+OFFLINE: Final = Dispatch()  # the faux route
+
+
+@dataclass(frozen=True)
+class CheckpointDone:
+    """A checkpoint whose prep child has ended: ``ready`` when its snapshot verified and
+    every probe asked of it fits (its slots will be launched); else it failed or is
+    inventory-infeasible (its slots are refused with the code their receipts carry)."""
+
+    key: str
+    role: str
+    ready: bool
+    elapsed_ms: int
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """What a run reports as it goes, to whoever shows it (``controller.pilot.pilot_view``).
+
+    ``phase`` is ``prep`` (one unit per checkpoint) or ``probe`` (one per planned slot);
+    ``done`` of ``total`` units are finished. Each phase opens with ``done == 0`` and
+    ends with one event where ``done == total``. ``checkpoint`` / ``receipt``: the unit
+    that just finished, when one did (a stop ends the prep phase without the rest).
+    ``settled_units``: the run's settled spend so far (summaries and probes);
+    ``retained_units``: what their closed holds retained without a settlement so far
+    (``report.schema.RunMoney.retained``); ``cap_units``: the run's cap.
+
+    Invariant: content-free, like the receipts it carries: ids, codes and numbers."""
+
+    phase: Literal["prep", "probe"]
+    done: int
+    total: int
+    settled_units: int
+    retained_units: int
+    cap_units: int
+    checkpoint: CheckpointDone | None = None
+    receipt: Receipt | None = None
+
+
+Progress = Callable[[ProgressEvent], None]
+
+
+def _ignore(event: ProgressEvent) -> None:
+    pass
+
+
+async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
+                  progress: Progress | None = None,
+                  program: Sequence[str] | None = None,
+                  dispatch: Dispatch = OFFLINE, tell: Say = say) -> PilotOutcome:
+    """The pilot; ``tell`` says what an interruption does (``controller.runs.interrupt``)."""
+    tick = progress or _ignore
+    async with open_run(reg, reg_bytes, run, admitting=True, program=program,
+                        grant=dispatch.grant, smoke=dispatch.smoke,
+                        keep_answers=dispatch.keep_answers,
+                        launcher=dispatch.launcher, shard=dispatch.shard,
+                        process_group_ok=dispatch.process_group_ok) as opened:
+        ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
+
+        causes: dict[str, PrepCause] = {}
+
+        async def body() -> tuple[list[Receipt], dict[str, bytes]]:
+            facts: dict[str, CheckpointFacts] = {}
+            preps, evidence = await _prepare(ctx, plan, items, reg, tick, cases, facts)
+            causes.update({key: p.result.cause for key, p in preps.items()
+                           if p.result.cause is not None})
+            receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick,
+                                        Boundary(cases, facts, real=dispatch.grant is not None))
+            # -- aggregate ---------------------------------------------------------------
+            reports = run_reports(read_run(run))
+            for name, data in reports.items():
+                publish_exclusive(run, name, data)
+            return receipts, reports
+
+        receipts, reports = await interruptible(ctx, body, tell)
+        stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
+    return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes)
+
+
+async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
+                   reg: Registration, tick: Progress, cases: dict[str, Case],
+                   facts: dict[str, CheckpointFacts]
+                   ) -> tuple[dict[str, Preparation], dict[tuple[str, str], Evidence]]:
+    """One prep child per checkpoint an eligible slot uses, and the evaluator-side
+    evidence (availability, exclusions) of every probe asked of a feasible one; for a
+    boundary case's checkpoint, into ``facts``, what judging its slots needs of it."""
+    evidence: dict[tuple[str, str], Evidence] = {}
+    firsts = list(checkpoints_of(plan, eligible_only=True).values())  # the order preps run in
+    ready: set[str] = set()
+    settled = retained = 0
+    launched: tuple[PlannedSlot, float] | None = None
+
+    def prep_tick(phase: str, done: int, total: int) -> None:
+        # ``prepare_checkpoints`` ticks before each checkpoint and once at the end, and
+        # launches checkpoint ``done`` unless admission has closed (then it launches no
+        # more): so each tick ends the checkpoint the previous one started, if any.
+        nonlocal settled, retained, launched
+        finished = None
+        if launched is not None:
+            first, started = launched
+            settled += ctx.source.ledger(first.checkpoint).settled_units
+            retained += ctx.source.ledger(first.checkpoint).retained_units
+            finished = CheckpointDone(first.checkpoint, first.role, first.checkpoint in ready,
+                                      int((time.monotonic() - started) * 1000))
+        launched = None
+        if done < total and not ctx.policy.stopped:
+            launched = (firsts[done], time.monotonic())
+        tick(ProgressEvent("prep", done, total, settled, retained, ctx.source.cap_units,
+                           checkpoint=finished))
+
+    transcripts: dict[str, VisibleSize] = {}  # trace id -> its full transcript's size
+
+    def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
+        ready.add(key)
+        if first.trace_id in cases:
+            facts[key] = checkpoint_facts(restored.checkpoint)
+        asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
+        # The plan's trace, never what the fold's data claims.
+        wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
+        if first.trace_id not in transcripts:
+            transcripts[first.trace_id] = transcript_size(items[first.trace_id].trace)
+        for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted,
+                                           transcripts[first.trace_id]).items():
+            evidence[(key, pid)] = ev
+
+    preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True,
+                                      tick=prep_tick, on_prepared=on_prepared)
+    return preps, evidence
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A run's boundary cases (by their item's trace id), the facts of their prepared
+    checkpoints (by checkpoint key), and whether the route is real."""
+
+    cases: dict[str, Case]
+    facts: dict[str, CheckpointFacts]
+    real: bool
+
+
+async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
+                     preps: dict[str, Preparation], evidence: dict[tuple[str, str], Evidence],
+                     reg: Registration, tick: Progress, boundary: Boundary) -> list[Receipt]:
+    """One probe child per slot, launched in schedule order, up to the campaign's
+    ``concurrency`` in flight at once; a slot whose admission is already closed when
+    its turn to launch comes is visited without a launch. The stop policies read every
+    slot's end in schedule order (``stops.InScheduleOrder``). A boundary case's slot
+    runs the ``boundary`` body (``controller.pilot.boundary_slots``).
+
+    Admission stays serialized in the single writer: every permit exchange of every
+    child in flight is answered by the one durable permit source, on this one thread,
+    and the cap rule counts every active hold, so T + Rmax <= C holds whatever N is.
+    Returns the receipts in schedule order."""
+    campaign = reg.campaign
+    start_slot = _slot_starter(ctx, items, reg, evidence, boundary)
+    private_subdir(ctx.run_dir, "slots")
+    private_subdir(ctx.run_dir, "receipts")
+    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
+    receipts: dict[int, Receipt] = {}
+    total = len(plan.slots)
+    settled = sum(ctx.source.ledger(key).settled_units for key in preps)
+    retained = sum(ctx.source.ledger(key).retained_units for key in preps)
+    in_order = InScheduleOrder(ctx.policy)
+    # Invariant: one token per child in flight; a slot launches only holding one.
+    window = anyio.Semaphore(campaign.concurrency)
+
+    def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
+        nonlocal settled, retained
+        for at, code in in_order.finish(n, end):
+            if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
+                ctx.take_stop(code, plan.slots[at].slot)
+        receipts[n] = receipt
+        settled += receipt.spend.settled_units
+        retained += receipt.spend.retained_units
+        tick(ProgressEvent("probe", len(receipts), total, settled, retained,
+                           ctx.source.cap_units, receipt=receipt))
+
+    async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> None:
+        try:
+            done = await start_slot(n, planned, snapshot)
+            visited(n, done.receipt, done.end)
+        finally:
+            window.release()
+
+    tick(ProgressEvent("probe", 0, total, settled, retained, ctx.source.cap_units))
+    async with _task_group() as in_flight:
+        for n, planned in enumerate(plan.slots):
+            await window.acquire()  # in schedule order: a slot waits for a free place
+            snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline,
+                                  campaign)
+            if isinstance(snapshot, Code):  # refused: visited without a launch
+                window.release()
+                receipt = refused_receipt(planned, snapshot)
+                write_slot_receipt(ctx, receipt)
+                visited(n, receipt, None)
+                continue
+            in_flight.start_soon(launched, n, planned, snapshot)
+    ordered = [receipts[n] for n in sorted(receipts)]
+    ended = _admission_ended(ctx, ordered)
+    if ended is not None and ctx.policy.stop_code is None:  # the report's status names it
+        ctx.journal.record_stop(epoch=ctx.epoch, code=ended.value, slot=None, sticky=False)
+    return ordered
+
+
+SlotStarter = Callable[[int, PlannedSlot, SnapshotRef], Awaitable[SlotResult]]
+
+
+def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registration,
+                  evidence: dict[tuple[str, str], Evidence], boundary: Boundary
+                  ) -> SlotStarter:
+    """How the slot at schedule position ``n`` is run once admitted: its task (the
+    probe's question, or its boundary case), its cache key, then ``slots.run_probe``."""
+    campaign = reg.campaign
+    route = route_of(campaign.reader)
+    judge = campaign.judge
+    judge_route = route_of(judge) if judge is not None else None
+    cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
+    probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
+    roles = {r.name: r for r in campaign.roles}
+
+    async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> SlotResult:
+        probe = probes[(planned.trace_id, planned.probe_id)]
+        case = boundary.cases.get(planned.trace_id)
+        task: ProbeTask | BoundaryTask
+        slot_case = None
+        if case is not None:
+            task = boundary_task(case, route)
+            slot_case = BoundarySlot(case, boundary.facts[planned.checkpoint], route,
+                                     boundary.real)
+        else:
+            task = ProbeTask(
+                question=probe.question, instructions=roles[planned.role].instructions,
+                route=route, judge=None if judge is None or judge_route is None else
+                JudgeTask(route=judge_route, rubric=list(judge.rubric),
+                          pass_threshold=judge.pass_threshold, expected=list(probe.expected)))
+        return await run_probe(
+            ctx, planned=planned, probe=probe,
+            slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
+            snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
+            task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
+            boundary=slot_case,
+        )
+
+    return start
+
+
+@asynccontextmanager
+async def _task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    """A task group whose single failure leaves it as itself, not wrapped in an
+    exception group: a journal failure in one slot (``RegistryError``) reaches the
+    command as the refusal it is, after every other child in flight was cancelled
+    and contained on its way out (``launcher.supervise``, shielded)."""
+    try:
+        async with anyio.create_task_group() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        if len(failed.exceptions) == 1:
+            raise failed.exceptions[0] from None
+        raise
+
+
+def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | None:
+    """Why admission closed before the schedule ended, when no rule was broken: the cap
+    refused (``not_admitted_cap``) or ``deadlines.run_seconds`` passed (``run_deadline``).
+    Not sticky: such a run stops, it did not fail."""
+    if ctx.source.cap_refused:
+        return Code.NOT_ADMITTED_CAP
+    if any(receipt.code == Code.RUN_DEADLINE for receipt in receipts):
+        return Code.RUN_DEADLINE
+    return None
+
+
+def _admission(ctx: RunContext, planned: PlannedSlot, prepared: Preparation | None,
+               run_deadline: float, campaign: Campaign) -> SnapshotRef | Code:
+    """The verified snapshot a slot's probe child restores, or the code it is refused
+    with before any launch (first cause first)."""
+    prep = prepared.result if prepared is not None else None
+    snapshot = prep.snapshot if prep is not None else None
+    if not planned.eligible:
+        return ineligible_code(planned.arm, campaign) or Code.INVENTORY_INFEASIBLE
+    if prepared is not None and prepared.feasible is False:
+        return Code.INVENTORY_INFEASIBLE
+    if prep is not None and snapshot is None:  # its checkpoint failed: why
+        return prep.code or Code.LOOKUP_PREPARATION_INVALID
+    if ctx.interrupted is not None:  # the operator ended the run
+        return Code.INTERRUPTED
+    if ctx.policy.stopped:  # admission is closed for the rest of the run
+        return Code.LOOKUP_STOPPED
+    if ctx.source.cap_refused:  # spend never falls: every later admit refuses
+        return Code.NOT_ADMITTED_CAP
+    if time.monotonic() > run_deadline:
+        return Code.RUN_DEADLINE
+    if snapshot is None:  # never prepared (admission closed during the preps)
+        return Code.LOOKUP_PREPARATION_INVALID
+    return snapshot
+
+
+def run_pilot(reg: Registration, reg_bytes: bytes, run: Path, *,
+              progress: Progress | None = None,
+              program: Sequence[str] | None = None,
+              dispatch: Dispatch = OFFLINE, tell: Say = say) -> PilotOutcome:
+    """Synchronous entry: the async pilot on the trio backend."""
+    previous = os.umask(0o077)  # everything the run writes is owner-only
+    try:
+        return anyio.run(
+            lambda: execute(reg, reg_bytes, run, progress=progress, program=program,
+                            dispatch=dispatch, tell=tell),
+            backend="trio",
+        )
+    finally:
+        os.umask(previous)

@@ -1,0 +1,173 @@
+"""Preparing a plan's checkpoints: one contained prep child each, then feasibility.
+
+The one place checkpoints are built, for ``pilot`` (in the run), ``preflight`` and
+``plan`` (in a private temporary root). Every fold, built-in or plugin, runs only in a
+prep child under the launcher, journal, watchdog and containment
+(``controller.pilot.prep_launch``), given the prep task ``prep_task`` builds (the role's fold,
+pinned); the controller reads the verified snapshot as data to decide whether the
+checkpoint's first request can ever be admitted (``controller.campaigns.feasibility``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from efold.controller.campaigns.campaign import ProxySpec, Role
+from efold.controller.campaigns.feasibility import first_request_fits
+from efold.controller.campaigns.profiles import Profile, profile_entry
+from efold.controller.campaigns.registration import Registration, verify_fold_pins
+from efold.controller.errors import CampaignError
+from efold.controller.pilot.prep_launch import PrepResult, run_prep
+from efold.controller.runs.run_context import RunContext
+from efold.controller.runs.runroot import private_subdir
+from efold.corpus import dump_trace, trace_digest
+from efold.corpus.model import SuiteItem
+from efold.errors import Code
+from efold.folds.errors import FoldError
+from efold.folds.external import DEFAULT_TIMEOUT_S
+from efold.folds.pinning import fold_sha256
+from efold.folds.registry import calls_summariser
+from efold.folds.snapshot import RestoredCheckpoint
+from efold.guard import INPUT_ENVELOPE
+from efold.protocol.records import Plan, PlannedSlot
+from efold.protocol.tasks import PrepTask, ProxyTask, Route
+from efold.registry import publish_exclusive
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+# Called once per feasible checkpoint with its verified snapshot (evidence, while it is
+# in memory: the decoded snapshot is not kept, so a run holds one at a time).
+OnPrepared = Callable[[str, PlannedSlot, RestoredCheckpoint], None]
+
+
+@dataclass(frozen=True)
+class Preparation:
+    result: PrepResult  # its ``restored`` is always None here (see ``OnPrepared``)
+    # Whether round 1 of every probe asked of it fits the input envelope; None when the
+    # checkpoint could not be prepared (its slots are refused with the prep's code).
+    feasible: bool | None
+
+
+def checkpoints_of(plan: Plan, *, eligible_only: bool) -> dict[str, PlannedSlot]:
+    """The first planned slot of every checkpoint, in schedule order."""
+    firsts: dict[str, PlannedSlot] = {}
+    for s in plan.slots:
+        if (s.eligible or not eligible_only) and s.checkpoint not in firsts:
+            firsts[s.checkpoint] = s
+    return firsts
+
+
+def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
+              registration: Registration | None = None,
+              summariser: Route | None = None, reader: Profile | None = None) -> PrepTask:
+    """The prep task that builds ``role``'s checkpoint: its arm, its command and timeout
+    (command roles), and its fold pin, which the prep child recomputes just before
+    building and refuses (``worker_digest_mismatch``) if the fold changed.
+
+    With ``registration`` the pins of every role are recomputed now and must still
+    derive the registered ``folds`` digest (else ``registration_digest_mismatch``), so
+    a fold changed after ``load_registration`` is refused here even before the child
+    sees it; without it the pin is the fold as it is now. ``summariser``: the run's
+    summariser route, given to the task only when the role's fold is a built-in arm
+    that summarises or a proxy fold (``folds.registry.calls_summariser``): no other
+    fold sends. ``reader``: the profile a proxy fold's capture endpoint presents as
+    the model it fronts (default: the registration's reader, else the faux one)."""
+    if registration is not None:
+        if role not in registration.campaign.roles:
+            raise CampaignError(Code.CAMPAIGN_INVALID,
+                                f"role {role.name!r} is not a role of the registered campaign")
+        verify_fold_pins(registration)
+    try:
+        pin = fold_sha256(role)
+    except FoldError as exc:
+        raise CampaignError(Code.CAMPAIGN_INVALID,
+                            f"role {role.name!r}: cannot pin its fold: {exc.detail}") from exc
+    timeout = None
+    if role.command is not None:
+        timeout = DEFAULT_TIMEOUT_S if role.timeout_seconds is None else role.timeout_seconds
+    return PrepTask(
+        arm=role.arm,
+        trace_file=trace_file,
+        trace_sha256=trace_sha256,
+        command=None if role.command is None else list(role.command),
+        timeout_seconds=timeout,
+        fold_sha256=pin,
+        summariser=summariser if calls_summariser(role) else None,
+        settings=role.settings, cwd=role.cwd, env=role.env,
+        proxy=None if role.proxy is None else proxy_task(
+            role.proxy, reader or (registration.campaign.reader if registration else Profile())),
+        isolation_required=(registration is not None
+                            and registration.campaign.isolation == "required"),
+    )
+
+
+def proxy_task(spec: ProxySpec, reader: Profile) -> ProxyTask:
+    """A proxy fold's wiring: the role's two variable names, and the model its capture
+    endpoint presents (the reader's, with the context window its catalog gives, else
+    the input envelope as estimated tokens, bytes / 4)."""
+    window = profile_entry(reader).context_window or INPUT_ENVELOPE // 4
+    return ProxyTask(upstream_env=spec.upstream_env, port_env=spec.port_env,
+                     model=reader.model, context_window=window)
+
+
+def _longest_questions(plan: Plan, items: dict[str, SuiteItem]) -> dict[str, str]:
+    questions = {(t, p.id): p.question for t, i in items.items() for p in i.probes.probes}
+    longest: dict[str, str] = {}
+    for s in plan.slots:
+        q = questions[(s.trace_id, s.probe_id)]
+        if len(q) > len(longest.get(s.checkpoint, "")):
+            longest[s.checkpoint] = q
+    return longest
+
+
+def _publish_traces(run: Path, items: dict[str, SuiteItem],
+                    trace_ids: set[str]) -> dict[str, tuple[str, str]]:
+    """Reader-safe trace files (no probes) for the prep children: path and digest."""
+    traces = private_subdir(run, "traces")
+    out: dict[str, tuple[str, str]] = {}
+    for trace_id in sorted(trace_ids):
+        trace = items[trace_id].trace
+        publish_exclusive(traces, f"{trace_id}.jsonl", dump_trace(trace))
+        out[trace_id] = (str(traces / f"{trace_id}.jsonl"), trace_digest(trace))
+    return out
+
+
+async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
+                              reg: Registration, *, eligible_only: bool,
+                              tick: Progress | None = None,
+                              on_prepared: OnPrepared | None = None
+                              ) -> dict[str, Preparation]:
+    """Prepare the plan's checkpoints in schedule order (only those an eligible slot uses
+    when ``eligible_only``). Stops launching once admission closes (a sticky stop or an
+    interruption): later checkpoints are absent from the result."""
+    campaign = reg.campaign
+    roles = {r.name: r for r in campaign.roles}
+    firsts = checkpoints_of(plan, eligible_only=eligible_only)
+    traces = _publish_traces(ctx.run_dir, items, {s.trace_id for s in firsts.values()})
+    questions = _longest_questions(plan, items)
+    private_subdir(ctx.run_dir, "checkpoints")
+    out: dict[str, Preparation] = {}
+    for n, (key, first) in enumerate(firsts.items()):
+        if tick is not None:
+            tick("prep", n, len(firsts))
+        if ctx.policy.stopped:
+            break
+        path, digest = traces[first.trace_id]
+        # The role's fold, pinned: the registered fold digests are re-derived first and
+        # the child re-checks its own fold's pin just before building.
+        task = prep_task(roles[first.role], trace_file=path, trace_sha256=digest,
+                         registration=reg,
+                         summariser=ctx.summariser.route if ctx.summariser else None)
+        result = await run_prep(
+            ctx, key=key, slot_dir=private_subdir(ctx.run_dir, "checkpoints", key), task=task)
+        feasible = None
+        if result.restored is not None:
+            feasible = first_request_fits(result.restored.checkpoint, campaign, first.role,
+                                          questions[key])
+            if feasible and on_prepared is not None:
+                on_prepared(key, first, result.restored)
+        out[key] = Preparation(replace(result, restored=None), feasible)
+    if tick is not None:
+        tick("prep", len(firsts), len(firsts))
+    return out

@@ -1,0 +1,29 @@
+"""Writing one content-free receipt per visited slot.
+
+Order: the receipt's digest is journaled first, then the file is published
+(exclusive, fsynced). A crash in between leaves a journaled receipt whose copy is
+missing: aggregation counts it as a missing copy, never invents it. A receipt is
+written once; a second one for the same slot refuses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from efold.controller.runs.aggregate import RECEIPTS_DIR, receipt_name
+from efold.digests import canonical_json, sha256_hex
+from efold.protocol.records import Receipt
+from efold.registry import publish_exclusive
+from efold.registry.journal import JournalWriter
+
+
+def encode_receipt(receipt: Receipt) -> bytes:
+    return canonical_json(receipt) + b"\n"
+
+
+def write_receipt(run_dir: Path, journal: JournalWriter, receipt: Receipt) -> str:
+    data = encode_receipt(receipt)
+    digest = sha256_hex(data)
+    journal.record_receipt(receipt.slot, digest)
+    publish_exclusive(run_dir / RECEIPTS_DIR, receipt_name(receipt.slot), data)
+    return digest

@@ -1,0 +1,211 @@
+"""One probe slot end to end: launch, serve, judge, receipt.
+
+The child is launched as every child of the run is (``RunContext.launch``) and served
+by ``controller.pilot.probe_server``; whatever happens to it (clean exit, crash, timeout, IPC
+violation) ends in a journaled, contained launch, every sticky stop its containment
+decided taken before anything else is launched. Then the slot is judged
+(``controller.pilot.judging``, pure), the stops the verdict names are taken, and exactly one
+receipt is written: journal first, then the file.
+
+Then the slot's restored checkpoint copy (``slots/<slot>/checkpoint/``, a copy of the
+pristine snapshot in ``checkpoints/<key>/`` that the controller keeps) is removed, and
+only then: once the journal shows the receipt and every probe launch of the slot proven
+over (an exit record with a reaped status, every containment episode finished
+``contained``). Nothing later reads it: ``aggregate`` reads plan, registration, receipts
+and the journal; ``recover``, ``reap`` and the status read the journal, the lease and
+/proc. A slot that is not proven over keeps its directory untouched, as evidence. The
+removal never follows a link (``runroot.remove_at``) and never stops the run: what it
+could not remove is counted (``SlotResult.cleanup``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from efold.boundary.case import Case
+from efold.controller.campaigns.stops import SlotEnd
+from efold.controller.pilot.boundary_slots import CheckpointFacts, judge_boundary
+from efold.controller.pilot.evidence import Evidence
+from efold.controller.pilot.judging import JudgeFacts, judge_slot, slot_end
+from efold.controller.pilot.probe_server import serve_probe
+from efold.controller.pilot.receipts import write_receipt
+from efold.controller.processes.subreaper import DIRECT_CHILDREN
+from efold.controller.runs.run_context import LaunchEnd, RunContext
+from efold.controller.runs.runroot import Removal, remove_at
+from efold.corpus.model import Probe
+from efold.errors import Code, EfoldError
+from efold.ipc.messages import Terminal, TerminalStatus
+from efold.protocol.assignment import SnapshotRef
+from efold.protocol.records import BoundaryRecord, PlannedSlot, Receipt
+from efold.protocol.tasks import BoundaryTask, ProbeTask, Route
+from efold.registry.files import open_dir_nofollow, write_all
+from efold.registry.journal import JournalReader
+from efold.worker.judge import judge_run_id
+from efold.worker.reader import RESTORED_DIR
+
+
+@dataclass(frozen=True)
+class SlotResult:
+    receipt: Receipt
+    end: SlotEnd | None  # how the stop policy sees it; None: never admitted
+    # The restored copy's removal; None: kept (the slot is not proven over).
+    cleanup: Removal | None = None
+
+
+@dataclass(frozen=True)
+class BoundarySlot:
+    """What a boundary slot needs beyond a question slot's: its case, the facts of the
+    checkpoint it resumes from, the agent's route, and whether the route is real (the
+    environment identity then names the runtime and the build)."""
+
+    case: Case
+    facts: CheckpointFacts
+    route: Route
+    real: bool
+
+
+async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot_dir: Path,
+                    snapshot: SnapshotRef, cache_key: str, task: ProbeTask | BoundaryTask,
+                    evidence: Evidence, boundary: BoundarySlot | None = None) -> SlotResult:
+    """One probe slot end to end; its receipt is written (journal, then file) here. A
+    question slot is concluded as soon as its child's terminal arrives; a boundary slot
+    (``boundary``) only after its child has exited, when its oracles are evaluated
+    (``controller.pilot.boundary_slots``)."""
+    slot = planned.slot
+    started = time.monotonic()
+    # Journaled before the launch: the child confirms its cache key and snapshot here.
+    ctx.journal.record_assignment(slot, kind="probe", cache_key=cache_key,
+                                  snapshot_digest=snapshot.digest)
+    assignment = ctx.assignment(kind="probe", body="reader" if boundary is None else "boundary",
+                                slot=slot, slot_dir=slot_dir, cache_key=cache_key,
+                                snapshot=snapshot, task=task)
+    # 19-C: the judge's requests are their own caller, on their own ledger key, under
+    # the same cap; its terms are set before the slot's first admission.
+    judge_key = judge_run_id(slot) if isinstance(task, ProbeTask) and task.judge else None
+    if judge_key is not None and ctx.judge is not None:
+        ctx.source.set_terms(judge_key, ctx.judge.terms)
+    terminal: Terminal | None = None
+    receipt: Receipt | None = None
+    end = LaunchEnd()
+    async with ctx.launch(assignment, end, credential=ctx.reader_credential) as handle:
+        if handle is not None:  # None: it never started (end says why)
+            try:
+                with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
+                    ended = await serve_probe(ctx, handle, slot, judge_key)
+            except TimeoutError:
+                end.failure = Code.WORKER_TIMEOUT
+                raise
+            if isinstance(ended, Code):  # a permit integrity violation (its stop is taken)
+                end.failure = ended
+            else:
+                terminal = ended
+                if boundary is None:
+                    receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence,
+                                        started)
+                if ctx.answers_file is not None:
+                    keep_answer(ctx.answers_file, slot, terminal)
+                await handle.acknowledge_done()
+    if end.interrupted and terminal is None:
+        end.failure = Code.INTERRUPTED  # the operator's, not the child's
+    if terminal is None:
+        # The worker is gone without a terminal: what it held is lost (whether its
+        # request went out is unknown, so the hold stays retained).
+        ctx.source.abandon_slot(slot, end.failure or Code.LOOKUP_WORKER_LOST)
+        if judge_key is not None:
+            ctx.source.abandon_slot(judge_key, end.failure or Code.LOOKUP_WORKER_LOST)
+    if receipt is None:
+        record = None
+        if boundary is not None and terminal is not None \
+                and terminal.status is TerminalStatus.ANSWERED:
+            b = boundary
+            # The oracles may run a contained command (``tests-pass``) as this process's
+            # own, unregistered child: no other launch in flight may scan for orphans
+            # until it is over (``DirectChildren.spawning``).
+            with DIRECT_CHILDREN.spawning():
+                record = await anyio.to_thread.run_sync(
+                    lambda: judge_boundary(b.case, slot_dir, terminal.work_sha256, b.facts,
+                                           b.route, real=b.real))
+        receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started,
+                            boundary=record)
+    cleanup = discard_restored_copy(ctx.journal, slot, slot_dir)
+    return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt), cleanup)
+
+
+def slot_proven_over(journal: JournalReader, slot: str) -> bool:
+    """Whether ``slot``'s receipt is journaled and each of its probe launches is over
+    for certain: an exit record with a reaped status, and every containment episode of
+    the launch finished ``contained``. A slot with no launch is not (nothing to prove)."""
+    if not journal.rows("receipts", "slot = ?", (slot,)):
+        return False
+    launches = journal.rows("launches", "slot = ? AND kind = 'probe'", (slot,))
+    for launch in launches:
+        if launch["exited_ns"] is None or launch["exit_status"] is None:
+            return False
+        episodes = journal.rows("containments", "launch_id = ?", (launch["launch_id"],))
+        if any(e["finished_ns"] is None or e["result"] != "contained" for e in episodes):
+            return False
+    return bool(launches)
+
+
+def discard_restored_copy(journal: JournalReader, slot: str, slot_dir: Path) -> Removal | None:
+    """Remove ``slot_dir/checkpoint`` once the slot is proven over (see the module
+    docstring); None when it is not (the directory is kept untouched). Never raises for
+    the journal or the file system: a failure is counted in the result."""
+    try:
+        if not slot_proven_over(journal, slot):
+            return None
+        fd = open_dir_nofollow(slot_dir)
+    except EfoldError:
+        return Removal(failures=1)
+    try:
+        return remove_at(fd, RESTORED_DIR)
+    finally:
+        os.close(fd)
+
+
+def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Terminal | None,
+              failure: Code | None, evidence: Evidence, started: float, *,
+              boundary: BoundaryRecord | None = None) -> Receipt:
+    """Judge the slot (pure), take the stops the verdict names, write its receipt."""
+    judge = None if ctx.judge is None else JudgeFacts(
+        ctx.source.ledger(judge_run_id(planned.slot)), ctx.judge.rubric,
+        ctx.judge.pass_threshold)
+    verdict = judge_slot(planned, probe, ctx.source.ledger(planned.slot), terminal=terminal,
+                         failure=failure, evidence=evidence,
+                         elapsed_ms=int((time.monotonic() - started) * 1000), judge=judge,
+                         boundary=boundary)
+    ctx.take_stops(verdict.stops, planned.slot)
+    write_slot_receipt(ctx, verdict.receipt)
+    return verdict.receipt
+
+
+def write_slot_receipt(ctx: RunContext, receipt: Receipt) -> None:
+    """The slot's receipt (``controller.pilot.receipts``), then its status in the journal."""
+    write_receipt(ctx.run_dir, ctx.journal, receipt)
+    ctx.journal.record_slot_status(receipt.slot, receipt.status.value, receipt.code)
+
+
+def keep_answer(answers_file: Path, slot: str, terminal: Terminal) -> None:
+    """Append one answered slot's answer to the run's private answers artifact
+    (``--keep-answers``): owner-only, created on first use, each line written whole
+    and fsynced. Reports never read it: they stay content-free. A run ended by a non-2xx
+    answer adds its ``http`` evidence: status, kind and the server's sanitised words
+    (``guard.wire.failure``), which only this owner-only file may hold."""
+    line: dict[str, Any] = {"slot": slot, "status": terminal.status.value,
+                            "answer": terminal.answer}
+    if terminal.http is not None:
+        line["http"] = msgspec.to_builtins(terminal.http)
+    data = msgspec.json.encode(line) + b"\n"
+    fd = os.open(answers_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

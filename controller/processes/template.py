@@ -1,0 +1,437 @@
+"""The controller's side of the fork-server template (``efold.worker.template``).
+
+``running_template`` starts ``python -I -m efold.worker --control-fd N`` like a
+worker (allowlisted environment with a launch marker of its own, stdio on /dev/null,
+``start_new_session=True``, a pidfd, registered in ``DIRECT_CHILDREN``, journaled as a
+launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``), waits for its
+``TemplateReady``, and yields a ``Template``. ``launch_worker(..., template=...)`` asks
+it for each child (``Template.fork_child``); on exit the template is closed (EOF on its
+control socket), contained if it does not leave in time or leaves processes behind
+(``efold.controller.processes.containment``), reaped, and its exit journaled.
+
+If the controller dies, ``recover``/``reap`` find the template through its launch row
+like any launch: its group, and its marker, which every process forked from it shows in
+``/proc/PID/environ`` (see ``efold.worker.template`` on markers).
+
+Failure: any broken exchange (EOF, a malformed or unexpected reply, a timeout, a child
+that fails the adoption checks) marks the template dead for good, and every later launch
+spawns. The failing launch spawns too when no worker can have run, i.e. the failure
+came before ``Release`` (a grandchild that never got its "go" byte exits untouched).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import anyio
+import anyio.abc
+import msgspec
+
+from efold.controller.errors import ControllerError
+from efold.controller.processes.adopted import AdoptedProcess
+from efold.controller.processes.cgroups import Cgroup, cgroup_of
+from efold.controller.processes.childenv import child_environment
+from efold.controller.processes.containment import ContainmentPolicy, LaunchTarget, contain
+from efold.controller.processes.marker import MARKER_VAR, new_marker
+from efold.controller.processes.membership import left_behind
+from efold.controller.processes.proctable import read_entry
+from efold.controller.processes.run_cgroups import (
+    RunCgroups,
+    discard_cgroup,
+    kill_cgroup,
+    live_in_cgroup,
+)
+from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreaper
+from efold.errors import Code, EfoldError
+from efold.identity import ProcessIdentity, identity_of, process_group
+from efold.protocol.assignment import WorkerKind
+from efold.protocol.template_wire import (
+    ENCODER,
+    FROM_TEMPLATE,
+    LAUNCH_MARKER_VAR,
+    MAX_PACKET,
+    Forked,
+    ForkRequest,
+    Release,
+    Released,
+    Role,
+    TemplateReady,
+)
+from efold.registry.journal import JournalWriter
+
+# How a run starts its children: forked from a template, or each spawned.
+Launcher = Literal["template", "spawn"]
+TEMPLATE_KIND: Final = "template"
+# Not an opaque id (those start alphanumeric): it can never be a planned slot's.
+TEMPLATE_SLOT: Final = "-template-"
+# The worker's own program: ``efold.worker`` runs the template given ``--control-fd``.
+TEMPLATE_PROGRAM: Final[tuple[str, ...]] = (sys.executable, "-I", "-m", "efold.worker")
+DEFAULT_READY_TIMEOUT: Final = 10.0  # seconds for the template's imports
+DEFAULT_EXCHANGE_TIMEOUT: Final = 5.0  # seconds per reply once it is ready
+DEFAULT_EXIT_GRACE: Final = 2.0  # seconds from EOF on its socket to its exit
+
+assert LAUNCH_MARKER_VAR == MARKER_VAR  # the wire's copy (it sits below the controller)
+
+
+class TemplateBroken(Exception):
+    """The template failed an exchange (internal: it becomes ``alive = False``)."""
+
+
+@dataclass
+class AdoptedChild:
+    """A template's grandchild, adopted: the controller's own child, registered in
+    ``DIRECT_CHILDREN``, in its own session and group (pgid == pid)."""
+
+    identity: ProcessIdentity
+    pgid: int
+    pidfd: int  # the launch pidfd (the launcher owns it from here)
+    process: AdoptedProcess
+
+
+class Template:
+    """One running template, as the launcher sees it.
+
+    Adoption race, and why there is no window: rule 4 of ``efold.controller.processes.membership``
+    attributes any process parented to the controller and not in ``DIRECT_CHILDREN`` to
+    whichever launch is being contained. The grandchild is registered (pidfd opened,
+    identity read, ``DIRECT_CHILDREN.add``) while it is still the intermediate's child,
+    and only then released (``Release``): it is reparented to the controller only after
+    it is registered, so no containment can ever see it as an unregistered child. (The
+    launcher's ``DIRECT_CHILDREN.spawning()`` around every launch holds scans off
+    meanwhile as well; this ordering does not depend on it.)
+    """
+
+    def __init__(self, *, control: socket.socket, template: ProcessIdentity,
+                 exchange_timeout: float) -> None:
+        self._control = control
+        self.identity = template  # the template process (its launch row's identity)
+        self.exchange_timeout = exchange_timeout
+        # Invariant: at most one exchange on the control socket at a time (the wire is
+        # strictly in turn); held from the request to ``Released``.
+        self._lock = anyio.Lock()
+        # Invariant: once False, never True again: every later launch spawns.
+        self.alive = True
+
+    def mark_dead(self) -> None:
+        self.alive = False
+
+    async def _send(self, msg: msgspec.Struct, fds: Sequence[int] = ()) -> None:
+        data = ENCODER.encode(msg)
+        with anyio.fail_after(self.exchange_timeout):
+            while True:
+                try:
+                    socket.send_fds(self._control, [data], list(fds))
+                    return
+                except BlockingIOError:
+                    await anyio.wait_writable(self._control)
+
+    async def _receive(self) -> object:
+        with anyio.fail_after(self.exchange_timeout):
+            while True:
+                try:
+                    data, fds, flags, _ = socket.recv_fds(self._control, MAX_PACKET, 0)
+                    break
+                except BlockingIOError:
+                    await anyio.wait_readable(self._control)
+        for fd in fds:
+            os.close(fd)
+        if not data or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise TemplateBroken("eof or oversized reply")
+        try:
+            return FROM_TEMPLATE.decode(data)
+        except msgspec.DecodeError as exc:
+            raise TemplateBroken("malformed reply") from exc
+
+    async def wait_ready(self, timeout: float) -> None:
+        try:
+            with anyio.fail_after(timeout):
+                msg = await self._receive()
+        except (TemplateBroken, OSError, TimeoutError):
+            self.mark_dead()
+            return
+        if not isinstance(msg, TemplateReady):
+            self.mark_dead()
+
+    async def fork_child(self, *, kind: WorkerKind, marker: str, fds: Sequence[tuple[Role, int]],
+                         cgroup: Cgroup | None = None) -> AdoptedChild | None:
+        """A new worker for ``kind`` with ``fds`` relayed, adopted (and placed in
+        ``cgroup``, if given, before it is released); None if the template is (or just
+        became) unusable and no worker ran: spawn instead. Raises ``launch_failed`` if
+        the template broke after the child was released, a cgroup code if it could not
+        be placed (it is killed unreleased)."""
+        if not self.alive:
+            return None
+        with anyio.CancelScope(shield=True):  # a half-done exchange would desync the wire
+            async with self._lock:
+                if not self.alive:
+                    return None
+                try:
+                    return await self._exchange(kind, marker, fds, cgroup)
+                except (TemplateBroken, OSError, TimeoutError, EfoldError) as exc:
+                    self.mark_dead()
+                    if isinstance(exc, ControllerError):
+                        raise
+        return None
+
+    async def _exchange(self, kind: WorkerKind, marker: str, fds: Sequence[tuple[Role, int]],
+                        cgroup: Cgroup | None) -> AdoptedChild | None:
+        request = ForkRequest(kind=kind, marker=marker, roles=tuple(role for role, _ in fds))
+        await self._send(request, [fd for _, fd in fds])
+        reply = await self._receive()
+        if not isinstance(reply, Forked):
+            raise TemplateBroken("refused or unexpected reply")
+        child = _register(reply.pid, template=self.identity)
+        if child is None:
+            raise TemplateBroken("child failed its adoption checks")
+        try:
+            if cgroup is not None and cgroup_of(child.identity.pid) != cgroup.rel:
+                # Not born there (the template could not clone into it): move it, held,
+                # before it has run anything of its own.
+                cgroup.place(child.identity.pid)
+            await self._send(Release())
+        except BaseException:
+            _abandon(child)  # unreleased: it exits untouched once its intermediate goes
+            raise
+        try:
+            if not isinstance(await self._receive(), Released):
+                raise TemplateBroken("unexpected reply to release")
+            entry = read_entry(child.identity.pid)
+            if entry is None or entry.ppid != os.getpid() \
+                    or entry.start_time != child.identity.start_time:
+                raise ControllerError(Code.LAUNCH_FAILED, "adopted child is not ours")
+        except BaseException as exc:
+            _abandon(child)
+            if isinstance(exc, (TemplateBroken, OSError, TimeoutError)):
+                # Released (maybe): the child may have read its key pipe. No respawn.
+                raise ControllerError(Code.LAUNCH_FAILED, "template broke after release") \
+                    from exc
+            raise
+        return child
+
+    def close(self) -> None:
+        self.alive = False
+        self._control.close()
+
+
+def _forked_by(pid: int, template: ProcessIdentity) -> bool:
+    """Whether ``pid`` is a grandchild of ``template`` (through its intermediate), started
+    after it: a reply naming any other process is never believed, let alone signalled."""
+    entry = read_entry(pid)
+    parent = read_entry(entry.ppid) if entry is not None else None
+    return (entry is not None and parent is not None and parent.ppid == template.pid
+            and entry.start_time >= template.start_time
+            and parent.start_time >= template.start_time)
+
+
+def _register(pid: int, *, template: ProcessIdentity) -> AdoptedChild | None:
+    """Open the child's pidfds, read its identity, check it is the template's grandchild
+    and leads its own group, and register it in ``DIRECT_CHILDREN``; None (nothing
+    registered; a grandchild in the wrong group killed) if it does not check out. It is
+    still its intermediate's child here: the pid stays its own (its zombie would be
+    unreaped), so the checks made after ``pidfd_open`` are about the process it names."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if not _forked_by(pid, template):
+        os.close(pidfd)
+        return None
+    try:
+        identity = identity_of(pid)
+        pgid = process_group(pid)
+        process = AdoptedProcess(pid)
+    except OSError:
+        os.close(pidfd)
+        return None
+    if pgid != pid:
+        _signal(pidfd, signal.SIGKILL)
+        os.close(pidfd)
+        process.close()
+        return None
+    DIRECT_CHILDREN.add(identity)
+    return AdoptedChild(identity=identity, pgid=pgid, pidfd=pidfd, process=process)
+
+
+def _signal(pidfd: int, sig: int) -> None:
+    try:
+        signal.pidfd_send_signal(pidfd, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _abandon(child: AdoptedChild) -> None:
+    """Kill a registered child that no launch will own; keep it registered (its zombie
+    is reaped by ``AdoptedProcess.wait`` at the template's end)."""
+    _signal(child.pidfd, signal.SIGKILL)
+    os.close(child.pidfd)
+    _ABANDONED.append(child.process)
+
+
+# Killed children whose reparenting may still be under way; reaped at the template's end.
+_ABANDONED: list[AdoptedProcess] = []
+
+
+@dataclass
+class _TemplateLaunch:
+    """The template process as a launch (its own journal row and containment target)."""
+
+    journal: JournalWriter
+    epoch: int
+    launch_id: int
+    identity: ProcessIdentity
+    pgid: int
+    pidfd: int
+    marker: str
+    process: anyio.abc.Process
+    cgroup: Cgroup | None  # the template's own cgroup (its forked workers leave it)
+
+    @property
+    def target(self) -> LaunchTarget:
+        return LaunchTarget(launch_id=self.launch_id, epoch=self.epoch, slot=TEMPLATE_SLOT,
+                            leader=self.identity, pgid=self.pgid, leader_pidfd=self.pidfd,
+                            marker=self.marker, cgroup=self.cgroup)
+
+    def leftovers(self) -> bool:
+        """Whether processes tied to the template outlive it (``left_behind``, or a
+        live member of its cgroup)."""
+        return left_behind(self.identity, self.pgid, self.marker)[0] \
+            or bool(live_in_cgroup(self.cgroup))
+
+
+async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
+                 env: dict[str, str] | None, cgroups: RunCgroups | None
+                 ) -> tuple[_TemplateLaunch, socket.socket]:
+    cgroup = cgroups.new_launch() if cgroups is not None else None
+    try:
+        return await _start_in(journal, epoch, program, env, cgroup)
+    except BaseException:
+        discard_cgroup(cgroup)
+        raise
+
+
+async def _start_in(journal: JournalWriter, epoch: int, program: Sequence[str],
+                    env: dict[str, str] | None, cgroup: Cgroup | None
+                    ) -> tuple[_TemplateLaunch, socket.socket]:
+    become_subreaper()
+    marker = new_marker()
+    env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        process = await anyio.open_process(
+            [*program, "--control-fd", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            pass_fds=[theirs.fileno()], env=env,
+        )
+    except OSError as exc:
+        ours.close()
+        raise ControllerError(Code.LAUNCH_FAILED, f"template spawn errno {exc.errno}") from exc
+    finally:
+        theirs.close()
+    try:
+        if cgroup is not None:
+            cgroup.place(process.pid)  # before it reads its control socket
+        pidfd = os.pidfd_open(process.pid)
+        identity = identity_of(process.pid)
+        pgid = process_group(process.pid)
+    except (OSError, ControllerError) as exc:
+        ours.close()
+        process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+        if isinstance(exc, ControllerError):
+            raise
+        raise ControllerError(Code.LAUNCH_FAILED, "template vanished before its identity") \
+            from exc
+    DIRECT_CHILDREN.add(identity)
+    launch = _TemplateLaunch(journal=journal, epoch=epoch, launch_id=-1, identity=identity,
+                             pgid=pgid, pidfd=pidfd, marker=marker, process=process,
+                             cgroup=cgroup)
+    try:
+        launch.launch_id = journal.record_launch(
+            epoch=epoch, slot=TEMPLATE_SLOT, kind=TEMPLATE_KIND, identity=identity,
+            pgid=pgid, marker=marker, cgroup=cgroup.rel if cgroup is not None else None,
+        )
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            ours.close()
+            _signal(pidfd, signal.SIGKILL)
+            if cgroup is not None:
+                kill_cgroup(cgroup)
+            await process.wait()
+            os.close(pidfd)
+            DIRECT_CHILDREN.discard(identity.pid)
+        raise
+    ours.setblocking(False)
+    return launch, ours
+
+
+async def _finish(launch: _TemplateLaunch, template: Template,
+                  policy: ContainmentPolicy, exit_grace: float) -> None:
+    """Close the control socket (the template leaves on EOF), contain what is left,
+    reap, journal the exit."""
+    template.close()
+    exited = False
+    with anyio.move_on_after(exit_grace):
+        await anyio.wait_readable(launch.pidfd)
+        exited = True
+    if exited:
+        await DIRECT_CHILDREN.quiet()  # then scan at once (``DirectChildren``)
+    if not exited or launch.leftovers():
+        await contain(launch.target, journal=launch.journal,
+                      cause=Code.WORKER_TIMEOUT if not exited else Code.LOOKUP_WORKER_LOST,
+                      policy=policy)
+    with anyio.move_on_after(policy.kill_wait):
+        await launch.process.wait()
+    for process in list(_ABANDONED):
+        with anyio.move_on_after(policy.kill_wait):
+            await process.wait()
+            DIRECT_CHILDREN.discard(process.pid)
+            _ABANDONED.remove(process)
+    status = launch.process.returncode
+    if status is not None:
+        DIRECT_CHILDREN.discard(launch.identity.pid)
+        os.close(launch.pidfd)
+    discard_cgroup(launch.cgroup)
+    try:
+        launch.journal.record_exit(launch.launch_id, status)
+    except (EfoldError, sqlite3.Error):
+        pass  # bookkeeping; a containment episode, if any, is the record
+
+
+@asynccontextmanager
+async def running_template(
+    journal: JournalWriter,
+    epoch: int,
+    *,
+    program: Sequence[str] = TEMPLATE_PROGRAM,
+    env: dict[str, str] | None = None,
+    policy: ContainmentPolicy | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
+    exit_grace: float = DEFAULT_EXIT_GRACE,
+    cgroups: RunCgroups | None = None,
+) -> AsyncIterator[Template]:
+    """A running template for the block (see the module docstring). ``program`` is the
+    argv prefix (``--control-fd N`` is appended); ``env`` None is the allowlist. Every
+    launch made through it must be closed before the block ends: the end contains
+    whatever the template left, its forked workers included. ``cgroups``: the run's
+    membership; in cgroup mode the template runs in a cgroup of its own and each worker
+    it forks is moved to the launch's cgroup before it is released."""
+    launch, control = await _start(journal, epoch, program, env, cgroups)
+    template = Template(control=control, template=launch.identity,
+                        exchange_timeout=exchange_timeout)
+    try:
+        await template.wait_ready(ready_timeout)
+        yield template
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _finish(launch, template, policy or ContainmentPolicy(), exit_grace)

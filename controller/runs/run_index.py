@@ -1,0 +1,236 @@
+"""The run directories under a runs root, and what each one's own records say.
+
+Read-only, like ``aggregate``: a run directory is a directory directly under the root
+(one level down, never followed through a symlink) that holds ``journal.sqlite``. Its
+start is the first controller epoch the journal recorded (``epochs.started_ns``, written
+when the controller took the run lease); only when the journal records none, or cannot
+be read, is it the directory's mtime, and the entry says so (``started_from``).
+
+Campaign, status, counts and spend come from ``efold.controller.runs.aggregate``
+(``read_run`` + ``build_run_results``): the status is ``efold.report.status``'s verdict,
+never recomputed here; the spend is the journal's (every caller, settled and retained,
+against the cap), never the receipts'. A receipt that fails its checks does not hide
+the run: it is read with ``allow_damaged``, so the run shows as ``damaged`` with the
+file named. A run whose records refuse is listed with the refusal's fixed code instead
+of failing the whole listing.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Final, Literal
+
+import msgspec
+
+from efold.controller.runs.aggregate import build_run_results
+from efold.controller.runs.cluster_collect import read_any_run
+from efold.controller.errors import ControllerError
+from efold.errors import Code, EfoldError
+from efold.registry.journal import JOURNAL_NAME, JournalReader
+from efold.report import REPORT_FILES, Results
+from efold.report.numbers import spend_line
+from efold.report.schema import Execution, Money, RunMoney
+from efold.report.status import status_banner
+
+StartSource = Literal["journal", "mtime"]
+
+
+class FoundRun(msgspec.Struct, frozen=True):
+    """A run directory and its start (ns since the epoch, UTC)."""
+
+    path: str
+    started_ns: int
+    started_from: StartSource
+
+
+class RunEntry(msgspec.Struct, frozen=True):
+    """One line of ``runs``. The fields from the run's records are null when it refused
+    (``refused``: its fixed code, ``detail``: why)."""
+
+    name: str
+    path: str
+    started: str  # ISO 8601, UTC, whole seconds
+    started_from: StartSource
+    campaign: str | None = None
+    status: str | None = None  # the verdict of efold.report.status
+    stop: str | None = None
+    visited: int | None = None
+    planned: int | None = None
+    reader_faux: bool | None = None
+    # The journal's money (every caller: settled, retained, open, charged) and the cap;
+    # null when the run refused or its journal money is unknown (a cluster shard that
+    # never came back). ``settled_*`` repeat ``money.settled`` for older readers.
+    settled_units: int | None = None
+    settled_usd: str | None = None
+    money: RunMoney | None = None
+    cap: Money | None = None
+    damaged_files: list[str] = []  # names inside the run directory (status ``damaged``)
+    refused: str | None = None
+    detail: str | None = None
+
+
+class RunDetails(msgspec.Struct, frozen=True):
+    """What ``show`` prints: the run's entry, its status headline, its counts, and the
+    path of each report in the run directory (null when absent)."""
+
+    run: RunEntry
+    headline: str
+    execution: Execution
+    reports: dict[str, str | None]
+
+
+def is_run_dir(path: str | os.PathLike[str]) -> bool:
+    return not_a_run(path) is None
+
+
+# The private temporary root of ``plan``, ``preflight`` and ``fold check``: its run is
+# ``<root>/run`` (``recover`` and ``reap`` accept the root itself: ``private_run``).
+PRIVATE_ROOT_PREFIX: Final = "efold-preflight-"
+PRIVATE_RUN: Final = "run"
+
+
+def private_run(path: str) -> str:
+    """The run inside a private root named ``path`` (an ``efold-preflight-*`` directory
+    holding ``run/``), else ``path`` as given."""
+    inner = os.path.join(path, PRIVATE_RUN)
+    if os.path.basename(os.path.normpath(path)).startswith(PRIVATE_ROOT_PREFIX) \
+            and os.path.isdir(inner) and not os.path.islink(inner):
+        return inner
+    return path
+
+
+def not_a_run(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is plainly not a run directory, or None when it may be one (its
+    journal's own checks then decide): a run directory holds ``journal.sqlite``."""
+    if not os.path.lexists(path):
+        return "no such directory"
+    if not os.path.isdir(path):
+        return "not a directory"
+    if not os.path.lexists(os.path.join(path, JOURNAL_NAME)):
+        return f"no {JOURNAL_NAME}"
+    return None
+
+
+def run_start(run: str | os.PathLike[str]) -> tuple[int, StartSource]:
+    """The run's first controller epoch, else the directory's mtime."""
+    try:
+        with JournalReader(run) as journal:
+            started = [row["started_ns"] for row in journal.rows("epochs")]
+    except (EfoldError, OSError):
+        started = []
+    if started:
+        return min(started), "journal"
+    return os.stat(run).st_mtime_ns, "mtime"
+
+
+def find_runs(root: str | os.PathLike[str]) -> list[FoundRun]:
+    """The run directories directly under ``root``, newest start first (then by name,
+    last first). ``runs_root_invalid`` when ``root`` cannot be listed."""
+    where = os.fspath(root)
+    if not os.path.lexists(where):
+        raise ControllerError(Code.RUNS_ROOT_INVALID, f"{where}: no such directory")
+    if not os.path.isdir(where):
+        raise ControllerError(Code.RUNS_ROOT_INVALID, f"{where}: not a directory")
+    try:
+        with os.scandir(where) as entries:
+            dirs = [e.path for e in entries
+                    if e.is_dir(follow_symlinks=False) and is_run_dir(e.path)]
+        found = [FoundRun(path, *run_start(path)) for path in dirs]
+    except OSError as exc:
+        raise ControllerError(Code.RUNS_ROOT_INVALID,
+                              f"{where}: {exc.strerror or 'cannot be listed'}") from exc
+    return sorted(found, key=lambda r: (r.started_ns, os.path.basename(r.path)), reverse=True)
+
+
+def latest_run(root: str | os.PathLike[str]) -> str:
+    """The newest run under ``root``; ``run_not_found`` when it holds none."""
+    found = find_runs(root)
+    if not found:
+        raise ControllerError(Code.RUN_NOT_FOUND,
+                              f"no run directory (one holding {JOURNAL_NAME}) under {root}")
+    return found[0].path
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _entry(found: FoundRun, results: Results) -> RunEntry:
+    status = results.status
+    spent = results.money
+    return RunEntry(
+        name=os.path.basename(found.path), path=found.path, started=_iso(found.started_ns),
+        started_from=found.started_from, campaign=results.campaign,
+        status=status.verdict if status is not None else None,
+        stop=status.stop if status is not None else None,
+        visited=results.execution.visited, planned=results.execution.planned,
+        reader_faux=results.reader_faux,
+        settled_units=None if spent is None else spent.settled.units,
+        settled_usd=None if spent is None else spent.settled.usd,
+        money=spent, cap=results.cap,
+        damaged_files=[] if status is None else list(status.damaged_files),
+    )
+
+
+def _results(path: str) -> Results:
+    try:
+        return build_run_results(read_any_run(path, allow_damaged=True))
+    except OSError as exc:  # a receipt that vanished or cannot be read meanwhile
+        raise ControllerError(Code.RUN_RECORDS_INVALID,
+                              exc.strerror or "unreadable") from exc
+
+
+def describe(found: FoundRun) -> RunEntry:
+    """The run's entry; a refusal becomes the entry's ``refused`` code."""
+    try:
+        return _entry(found, _results(found.path))
+    except EfoldError as exc:
+        return RunEntry(name=os.path.basename(found.path), path=found.path,
+                        started=_iso(found.started_ns), started_from=found.started_from,
+                        refused=exc.code.value, detail=exc.detail or None)
+
+
+def list_runs(root: str | os.PathLike[str]) -> list[RunEntry]:
+    return [describe(found) for found in find_runs(root)]
+
+
+def show_run(run: str | os.PathLike[str]) -> RunDetails:
+    """The details of one run; refuses (``EfoldError``) when its records do."""
+    path = os.fspath(run)
+    if not is_run_dir(path):
+        raise ControllerError(Code.JOURNAL_INVALID,
+                              f"{path} is not a run directory: no {JOURNAL_NAME}")
+    found = FoundRun(path, *run_start(path))
+    results = _results(path)
+    reports = {name: (os.path.join(path, name)
+                      if os.path.isfile(os.path.join(path, name)) else None)
+               for name in REPORT_FILES}
+    return RunDetails(run=_entry(found, results), headline=status_banner(results.status)[0],
+                      execution=results.execution, reports=reports)
+
+
+def status_text(entry: RunEntry) -> str:
+    """``complete``, ``stopped (CODE)``, ``damaged``, ``interrupted``, ``crashed``,
+    ``running``, ``unreconciled`` (``, damaged`` after a verdict that outranks damage);
+    ``refused: CODE`` for a run that cannot be read."""
+    if entry.refused is not None:
+        return f"refused: {entry.refused}"
+    text = f"stopped ({entry.stop or 'no code'})" if entry.status == "stopped" \
+        else entry.status or "unknown"
+    if entry.damaged_files and entry.status != "damaged":  # a verdict above it leads
+        text += ", damaged"
+    return text
+
+
+def spend_text(entry: RunEntry) -> str:
+    """The journal's spend against the cap (``report.numbers.spend_line``: settled +
+    retained [+ open] of the cap, exact amounts; a faux reader's labelled as faux units,
+    nobody paid it); ``-`` when unknown."""
+    if entry.money is None or entry.cap is None:
+        return "-"
+    return spend_line(entry.money, entry.cap, entry.reader_faux is True)
+
+
+def started_text(entry: RunEntry) -> str:
+    return entry.started + ("" if entry.started_from == "journal" else " (dir mtime)")
