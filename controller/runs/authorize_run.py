@@ -21,10 +21,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from efold.controller.campaigns.campaign import prep_seconds, probe_seconds
-from efold.controller.errors import ControllerError
 from efold.controller.campaigns.profiles import Profile, is_loopback_url
 from efold.controller.campaigns.registration import Registration
 from efold.controller.campaigns.shards import ShardTicket
+from efold.controller.errors import ControllerError
 from efold.digests import canonical_json, runtime_digest, sha256_hex
 from efold.errors import Code
 from efold.input_files import InputFileError, read_input

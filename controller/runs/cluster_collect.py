@@ -34,6 +34,8 @@ from typing import Final
 
 import msgspec
 
+from efold.controller.campaigns.registration import REGISTRATION_NAME
+from efold.controller.campaigns.shards import shard_plan
 from efold.controller.runs.aggregate import (
     AggregateError,
     RunView,
@@ -56,9 +58,7 @@ from efold.controller.runs.cluster_run import (
     shard_end_name,
     shard_scratch_path,
 )
-from efold.controller.campaigns.registration import REGISTRATION_NAME
 from efold.controller.runs.runroot import private_subdir
-from efold.controller.campaigns.shards import shard_plan
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.registry import publish_exclusive

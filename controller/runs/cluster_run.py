@@ -32,6 +32,8 @@ from typing import cast
 
 import msgspec
 
+from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
+from efold.controller.campaigns.shards import ShardSpec, plan_shards, shard_plan
 from efold.controller.runs.aggregate import (
     AggregateError,
     RunView,
@@ -39,8 +41,6 @@ from efold.controller.runs.aggregate import (
     registered_view,
     run_records,
 )
-from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
-from efold.controller.campaigns.shards import ShardSpec, plan_shards, shard_plan
 from efold.errors import Code
 from efold.protocol.records import Plan, Receipt, SlotSpend
 from efold.registry.lease import probe_lease

@@ -31,11 +31,10 @@ import os
 import anyio
 import msgspec
 
+from efold.controller.errors import ControllerError
 from efold.controller.processes.cgroups import Cgroup
 from efold.controller.processes.containment import ContainmentPolicy, LaunchTarget, contain
-from efold.controller.errors import ControllerError
 from efold.controller.processes.proctable import read_entry
-from efold.controller.runs.recovery import observe
 from efold.controller.processes.run_cgroups import (
     CGROUP,
     JournaledCgroup,
@@ -46,6 +45,7 @@ from efold.controller.processes.run_cgroups import (
     live_in_cgroup,
     open_run_cgroup,
 )
+from efold.controller.runs.recovery import observe
 from efold.errors import Code
 from efold.identity import ProcessIdentity, boot_id, current_identity
 from efold.registry.journal import JournalWriter

@@ -23,9 +23,9 @@ from typing import Final, Literal
 
 import msgspec
 
+from efold.controller.errors import ControllerError
 from efold.controller.runs.aggregate import build_run_results
 from efold.controller.runs.cluster_collect import read_any_run
-from efold.controller.errors import ControllerError
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.report import REPORT_FILES, Results

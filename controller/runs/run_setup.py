@@ -30,24 +30,22 @@ from typing import Any
 
 from efold.boundary.case import Case
 from efold.boundary.suite import case_item, cases_digest
-from efold.controller.runs import authorize_run
-from efold.controller.runs.aggregate import PLAN_NAME
-from efold.controller.runs.authorize_run import RealGrant
 from efold.controller.campaigns.campaign import (
     campaign_cases,
     campaign_items,
     prep_seconds,
     probe_seconds,
 )
-from efold.controller.processes.cgroup_mount import NoCgroup2, find_cgroup2
-from efold.controller.processes.containment import ContainmentPolicy
-from efold.controller.errors import ControllerError
 from efold.controller.campaigns.judge_profile import judge_terms
-from efold.controller.processes.launcher import DEFAULT_PROGRAM
-from efold.controller.runs.permits import DurablePermitSource
 from efold.controller.campaigns.plan import plan_for, smoke_cap_units, smoke_plan
 from efold.controller.campaigns.profiles import caller_terms, route_of, watchdog_margin
 from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
+from efold.controller.campaigns.shards import ShardTicket, shard_plan
+from efold.controller.campaigns.stops import StopPolicy
+from efold.controller.errors import ControllerError
+from efold.controller.processes.cgroup_mount import NoCgroup2, find_cgroup2
+from efold.controller.processes.containment import ContainmentPolicy
+from efold.controller.processes.launcher import DEFAULT_PROGRAM
 from efold.controller.processes.run_cgroups import (
     CGROUP,
     PROCESS_GROUP,
@@ -55,10 +53,12 @@ from efold.controller.processes.run_cgroups import (
     membership_line,
     run_token,
 )
-from efold.controller.runs.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
-from efold.controller.campaigns.shards import ShardTicket, shard_plan
-from efold.controller.campaigns.stops import StopPolicy
 from efold.controller.processes.template import Launcher, running_template
+from efold.controller.runs import authorize_run
+from efold.controller.runs.aggregate import PLAN_NAME
+from efold.controller.runs.authorize_run import RealGrant
+from efold.controller.runs.permits import DurablePermitSource
+from efold.controller.runs.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
 from efold.corpus import corpus_digest
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
