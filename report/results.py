@@ -488,7 +488,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     the fold kept, not model quality. ``receipt_copies_missing`` lists slots the journal
     records as visited whose receipt file is gone: they are counted as such (and as
     missing when eligible), never given an invented status. ``run_facts``: what the
-    journal and the run lease say about how the run went (``efold.controller.runs.aggregate``
+    journal and the run lease say about how the run went (``efold.controller.rundirs.aggregate``
     reads them); without them ``status`` is null and the reports say the status is
     unknown. ``reader``: the registered reader's ``provider/model``.
     ``summariser_spends``: per checkpoint, the spend of its summary requests; keyed by

@@ -1,7 +1,7 @@
 """How a run ended: its status, from journal facts the caller reads for the report.
 
 The report never opens the journal itself (``report/`` reads no durable state but what
-it is handed). ``efold.controller.runs.aggregate.read_run`` reads the journal and the run
+it is handed). ``efold.controller.rundirs.aggregate.read_run`` reads the journal and the run
 lease read-only into ``RunFacts``; ``run_status`` turns those facts and the joined slots
 into the ``RunStatus`` of ``results.json``, and ``status_banner`` into the fixed
 sentences every rendered report opens with.
@@ -95,7 +95,7 @@ class EpisodeFact(msgspec.Struct, frozen=True):
 
 
 class MoneyFact(msgspec.Struct, frozen=True):
-    """The journal's holds summed (``efold.controller.runs.aggregate.journal_money``): settled
+    """The journal's holds summed (``efold.controller.rundirs.aggregate.journal_money``): settled
     units, retained units (closed unsettled holds at their charge) and open units
     (holds not closed yet, at their full amount). Every caller's holds."""
 

@@ -32,12 +32,16 @@ DOCS = ROOT / "docs"
 GENERATOR = ROOT / "scripts" / "gen_codes_doc.py"
 
 
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_codes_doc", GENERATOR)
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _generator() -> ModuleType:
+    return _load(GENERATOR)
 
 
 # -- codes.md ---------------------------------------------------------------------------
@@ -55,6 +59,41 @@ def test_codes_doc_is_current() -> None:
     done = subprocess.run([sys.executable, str(GENERATOR), "--check"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+
+
+# -- the rooms of controller/ -----------------------------------------------------------
+
+
+def test_the_picture_of_the_rooms_is_current() -> None:
+    """docs/architecture.md §9 is what ``scripts/draw_rooms.py`` draws from the source."""
+    draw = ROOT / "scripts" / "draw_rooms.py"
+    picture = _load(draw).render()
+    assert picture in (DOCS / "architecture.md").read_text(encoding="utf-8"), (
+        "docs/architecture.md's rooms are stale: run python scripts/draw_rooms.py")
+    done = subprocess.run([sys.executable, str(draw), "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_picture_shows_each_room_and_each_arrow_once(tmp_path: Path) -> None:
+    draw = _load(ROOT / "scripts" / "draw_rooms.py")
+    for room, body in (("pilot", "from efold.controller.rundirs import reap\n"),
+                       ("rundirs", ""), ("processes", "")):
+        (tmp_path / "controller" / room).mkdir(parents=True)
+        (tmp_path / "controller" / room / "__init__.py").write_text(
+            f'"""{room.title()}: what {room} owns.\n\nMore.\n"""\n')
+        (tmp_path / "controller" / room / "mod.py").write_text(body)
+    (tmp_path / "controller" / "rundirs" / "reap.py").write_text(
+        "from efold.controller.processes.mod import x\n")
+    picture = draw.render(tmp_path)
+    rows = [line for line in picture.splitlines() if line.startswith("| `")]
+    assert rows == [
+        "| `pilot/` | what pilot owns | mod | `rundirs/` |",
+        "| `rundirs/` | what rundirs owns | mod, reap | `processes/` |",
+        "| `processes/` | what processes owns | mod | none |",
+    ]
+    assert "  pilot -->|1| rundirs" in picture and "  rundirs -->|1| processes" in picture
+    assert "pilot -->|1| processes" not in picture  # drawn only where an import is
 
 
 def test_the_codes_checker_names_a_missing_an_unknown_and_an_empty_meaning() -> None:

@@ -8,11 +8,28 @@ ones included, and so does ``importlib.import_module("efold...")`` with a litera
 from __future__ import annotations
 
 import ast
+import importlib.util
 import pathlib
+from types import ModuleType
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _load_draw_rooms() -> ModuleType:
+    """``scripts/draw_rooms.py``: its import scanner is the one the picture of the rooms
+    in docs/architecture.md is drawn with, so the picture and these checks see alike."""
+    spec = importlib.util.spec_from_file_location("draw_rooms", ROOT / "scripts" / "draw_rooms.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_draw_rooms = _load_draw_rooms()
+_module_imports = _draw_rooms.module_imports
+_module = _draw_rooms.module_name
 
 LAYERS: list[set[str]] = [
     {"controller"},
@@ -28,7 +45,7 @@ LAYER_OF = {unit: depth for depth, units in enumerate(LAYERS) for unit in units}
 # Inside ``controller/``: its rooms, top to bottom (each ``__init__`` says what it owns);
 # a room imports its own modules and the rooms below it. ``__main__`` and ``cli`` sit
 # above every room (``cli`` loads the commands by name), ``errors`` below them all.
-CONTROLLER_ROOMS: list[str] = ["__main__", "cli", "commands", "cluster", "pilot", "runs", "campaigns",
+CONTROLLER_ROOMS: list[str] = ["__main__", "cli", "commands", "cluster", "pilot", "rundirs", "campaigns",
                                "processes", "errors"]
 CONTROLLER_TOP = {"__init__.py", "__main__.py", "cli.py", "errors.py"}
 
@@ -47,12 +64,6 @@ def _source_files() -> list[pathlib.Path]:
 def _unit(path: pathlib.Path) -> str:
     rel = path.relative_to(ROOT)
     return rel.parts[0].removesuffix(".py")
-
-
-def _module(path: pathlib.Path, root: pathlib.Path) -> list[str]:
-    rel = path.relative_to(root).with_suffix("")
-    parts = list(rel.parts)
-    return parts[:-1] if parts[-1] == "__init__" else parts
 
 
 def _targets(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str, bool]]:
@@ -133,15 +144,15 @@ def test_controller_top_level_holds_only_its_entry_points_and_rooms() -> None:
 
 
 def test_the_room_check_finds_an_upward_import(tmp_path: pathlib.Path) -> None:
-    for room in ("runs", "pilot"):
+    for room in ("rundirs", "pilot"):
         (tmp_path / "controller" / room).mkdir(parents=True)
         (tmp_path / "controller" / room / "__init__.py").write_text("")
     (tmp_path / "controller" / "__init__.py").write_text("")
     (tmp_path / "controller" / "pilot" / "slots.py").write_text("")
-    (tmp_path / "controller" / "runs" / "reap.py").write_text(
+    (tmp_path / "controller" / "rundirs" / "reap.py").write_text(
         "from efold.controller.pilot.slots import x\n")
     assert _room_violations(tmp_path) == [
-        "controller/runs/reap.py (runs) -> controller.pilot.slots"]
+        "controller/rundirs/reap.py (rundirs) -> controller.pilot.slots"]
 
 
 def test_every_package_is_in_a_layer() -> None:
@@ -178,37 +189,6 @@ def test_the_checker_sees_every_kind_of_import(
     module.parent.mkdir()
     module.write_text(source)
     assert _targets(module, root=tmp_path) == expected
-
-
-def _is_module(dotted: str, root: pathlib.Path) -> bool:
-    path = root.joinpath(*dotted.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
-
-
-def _module_imports(path: pathlib.Path, root: pathlib.Path) -> set[str]:
-    """The efold modules ``path`` imports, by dotted name below ``efold`` (a name taken
-    from a package is the submodule when there is one, else the package): every import
-    statement, ``TYPE_CHECKING`` and function-local ones included."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    module = _module(path, root)
-    package = module if path.name == "__init__.py" else module[:-1]
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = ".".join([*package[: len(package) - (node.level - 1)],
-                                 *([node.module] if node.module else [])])
-            elif node.module and node.module.startswith("efold."):
-                base = node.module.removeprefix("efold.")
-            else:
-                continue
-            for alias in node.names:
-                sub = f"{base}.{alias.name}" if base else alias.name
-                found.add(sub if _is_module(sub, root) else base)
-        elif isinstance(node, ast.Import):
-            found.update(a.name.removeprefix("efold.") for a in node.names
-                         if a.name.startswith("efold."))
-    return {name for name in found if name and _is_module(name, root)}
 
 
 def _circles(root: pathlib.Path, files: list[pathlib.Path]) -> list[list[str]]:

@@ -3,8 +3,8 @@
 The Ray dispatch (``dispatch``: the only module that imports Ray) and the keeper that
 starts each shard's controller outside Ray's process tree (``shard_keeper``). How a plan
 is sharded is ``campaigns.shards``; how a cluster run is read back is
-``runs.cluster_run`` and ``runs.cluster_collect``.
+``rundirs.cluster_run`` and ``rundirs.cluster_collect``.
 
-May import: ``controller.pilot``, ``controller.runs``, ``controller.campaigns``,
+May import: ``controller.pilot``, ``controller.rundirs``, ``controller.campaigns``,
 ``controller.processes``, ``controller.errors`` and the packages below ``controller``.
 """

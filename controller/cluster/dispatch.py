@@ -55,16 +55,16 @@ from efold.controller.campaigns.shards import ShardTicket, checkpoint_keys, plan
 from efold.controller.cluster.shard_keeper import last_line, private_file, read_end
 from efold.controller.errors import ControllerError
 from efold.controller.processes.proof import signal_pidfd
-from efold.controller.runs.aggregate import PLAN_NAME, RECEIPTS_DIR
-from efold.controller.runs.authorize_run import RealGrant, consume_faux, consume_real, mint_shard
-from efold.controller.runs.cluster_collect import (
+from efold.controller.rundirs.aggregate import PLAN_NAME, RECEIPTS_DIR
+from efold.controller.rundirs.authorize_run import RealGrant, consume_faux, consume_real, mint_shard
+from efold.controller.rundirs.cluster_collect import (
     NodeRecords,
     collect,
     publish_copy,
     reach_shards,
     run_records_tar,
 )
-from efold.controller.runs.cluster_run import (
+from efold.controller.rundirs.cluster_run import (
     CLUSTER_NAME,
     CLUSTER_VERSION,
     SHARDS_DIR,
@@ -77,7 +77,7 @@ from efold.controller.runs.cluster_run import (
     shard_end_name,
     shard_scratch_path,
 )
-from efold.controller.runs.runroot import claim_run_dir, new_run_dir, private_subdir
+from efold.controller.rundirs.runroot import claim_run_dir, new_run_dir, private_subdir
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity, is_same_process

@@ -21,8 +21,8 @@ from efold.controller.campaigns.registration import (
 from efold.controller.campaigns.reportable import check_reportable
 from efold.controller.campaigns.subset import Subset, requested
 from efold.controller.errors import ControllerError
-from efold.controller.runs.run_index import latest_run, not_a_run, private_run
-from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT
+from efold.controller.rundirs.run_index import latest_run, not_a_run, private_run
+from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import Code, EfoldError
 from efold.registry.errors import RegistryError
 from efold.registry.journal import journal_path

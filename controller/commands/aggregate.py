@@ -21,9 +21,9 @@ from efold.controller.commands._options import (
     resolve_run,
 )
 from efold.controller.errors import ControllerError
-from efold.controller.runs.aggregate import build_run_results, publish_reports
-from efold.controller.runs.cluster_collect import read_any_run
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.aggregate import build_run_results, publish_reports
+from efold.controller.rundirs.cluster_collect import read_any_run
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
 from efold.report import render_reports
 

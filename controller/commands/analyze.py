@@ -16,7 +16,7 @@ import msgspec
 
 from efold import __version__
 from efold.controller.commands._options import echo_report, refusal_for, resolve_run
-from efold.controller.runs.cluster_collect import read_any_run
+from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.errors import EfoldError
 from efold.registry.files import publish_exclusive
 from efold.report.analyze import analyze, render_analysis_text

@@ -29,7 +29,7 @@ import msgspec
 from efold.controller.campaigns.plan import plan_for, smoke_cap_units, smoke_plan
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import fail, refuse, registration_options
-from efold.controller.runs.authorize_run import ACCOUNT_ENV, credential_binding, run_bindings
+from efold.controller.rundirs.authorize_run import ACCOUNT_ENV, credential_binding, run_bindings
 from efold.errors import Code, EfoldError
 from efold.guard.money import units_to_usd
 from efold.registry.approver_keys import load_private_key

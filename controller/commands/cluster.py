@@ -46,23 +46,23 @@ from efold.controller.pilot.pilot_view import (
     verbosity_of,
 )
 from efold.controller.pilot.smoke import require_smoke
-from efold.controller.runs.aggregate import publish_reports, run_reports
-from efold.controller.runs.authorize_run import (
+from efold.controller.rundirs.aggregate import publish_reports, run_reports
+from efold.controller.rundirs.authorize_run import (
     RealGrant,
     check_real_route,
     load_grant,
     read_credentials,
 )
-from efold.controller.runs.cluster_collect import Collected, collect_run, read_cluster
-from efold.controller.runs.cluster_run import (
+from efold.controller.rundirs.cluster_collect import Collected, collect_run, read_cluster
+from efold.controller.rundirs.cluster_run import (
     ShardOutcome,
     is_cluster_run,
     read_manifest,
     read_shard_ends,
 )
-from efold.controller.runs.interrupt import exit_status
-from efold.controller.runs.run_setup import check_real_grant
-from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
+from efold.controller.rundirs.interrupt import exit_status
+from efold.controller.rundirs.run_setup import check_real_grant
+from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
 from efold.errors import EfoldError
 from efold.report import decode_results
 

@@ -23,9 +23,9 @@ from efold.controller.commands._options import (
     resolve_run,
 )
 from efold.controller.errors import ControllerError
-from efold.controller.runs.aggregate import build_run_results
-from efold.controller.runs.cluster_collect import read_any_run
-from efold.controller.runs.run_index import is_run_dir
+from efold.controller.rundirs.aggregate import build_run_results
+from efold.controller.rundirs.cluster_collect import read_any_run
+from efold.controller.rundirs.run_index import is_run_dir
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME

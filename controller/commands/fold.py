@@ -16,7 +16,7 @@ import click
 
 from efold.controller.commands._options import echo_report, refuse
 from efold.controller.pilot.fold_check import KIND_NAMES, FoldCheck, check_fold, resolve
-from efold.controller.runs.interrupt import exit_status
+from efold.controller.rundirs.interrupt import exit_status
 from efold.errors import EfoldError
 from efold.isolation import Isolation
 

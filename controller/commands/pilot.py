@@ -30,9 +30,9 @@ from efold.controller.pilot.pilot_view import (
 )
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.processes.template import Launcher
-from efold.controller.runs.authorize_run import load_grant
-from efold.controller.runs.run_setup import check_containment, check_real_grant
-from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
+from efold.controller.rundirs.authorize_run import load_grant
+from efold.controller.rundirs.run_setup import check_containment, check_real_grant
+from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 

@@ -16,7 +16,7 @@ from efold.controller.campaigns.plan import plan_estimate, plan_for
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import refuse, registration_options
 from efold.controller.pilot.preflight import run_preflight
-from efold.controller.runs.interrupt import exit_status
+from efold.controller.rundirs.interrupt import exit_status
 from efold.errors import EfoldError
 from efold.guard import units_to_usd
 

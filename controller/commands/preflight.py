@@ -11,7 +11,7 @@ import msgspec
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import refuse, registration_options
 from efold.controller.pilot.preflight import PreflightReport, run_preflight
-from efold.controller.runs.interrupt import exit_status
+from efold.controller.rundirs.interrupt import exit_status
 from efold.errors import EfoldError
 
 # How many failing checkpoints the summary names (the rest are counted; --json has all).

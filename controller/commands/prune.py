@@ -1,6 +1,6 @@
 """``efold-controller prune [ROOT] [--older-than D] [--keep N] [--run RUN ...]
 [--slots-only] [--dry-run] [--yes] [--json]``: remove old run directories (or only their
-``slots/``) that are over for certain (``efold.controller.runs.prune``).
+``slots/``) that are over for certain (``efold.controller.rundirs.prune``).
 
 What would go is decided and measured first; ``--dry-run`` stops there. Removing needs
 ``--yes``, or a "yes" at the prompt when stdin is a terminal (``prune_not_confirmed``
@@ -18,7 +18,7 @@ import click
 import msgspec
 
 from efold.controller.commands._options import refusal_for
-from efold.controller.runs.prune import (
+from efold.controller.rundirs.prune import (
     PruneEntry,
     PruneReport,
     Selection,
@@ -26,7 +26,7 @@ from efold.controller.runs.prune import (
     parse_duration,
     plan_prune,
 )
-from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT
+from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import Code, EfoldError
 
 _HEADER = ("RUN", "STARTED (UTC)", "STATUS", "SIZE (BYTES)", "ACTION")

@@ -1,7 +1,7 @@
 """``efold-controller reap RUN [--json]``: finish containment a dead controller left.
 
 The one command that signals a run's processes after its controller is gone
-(``efold.controller.runs.reap``); ``recover`` stays observation-only. It takes the run lease,
+(``efold.controller.rundirs.reap``); ``recover`` stays observation-only. It takes the run lease,
 so it refuses (``lease_held``) while a controller is live.
 
 Exit status: 0 the run is reconciled afterwards, 1 something could not be proven dead
@@ -9,7 +9,7 @@ Exit status: 0 the run is reconciled afterwards, 1 something could not be proven
 
 On a cluster run it reaps every shard run this machine reaches whose controller is
 gone, then collects the cluster run (``cluster collect``), and names every shard it
-could not reach (``controller.runs.cluster_recovery``).
+could not reach (``controller.rundirs.cluster_recovery``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from efold.controller.commands._options import (
     refusal_for,
     resolve_run,
 )
-from efold.controller.runs.cluster_recovery import cluster_text, reap_cluster
-from efold.controller.runs.cluster_run import is_cluster_run
-from efold.controller.runs.reap import ReapReport, reap
+from efold.controller.rundirs.cluster_recovery import cluster_text, reap_cluster
+from efold.controller.rundirs.cluster_run import is_cluster_run
+from efold.controller.rundirs.reap import ReapReport, reap
 from efold.errors import EfoldError
 
 

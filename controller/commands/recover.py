@@ -1,7 +1,7 @@
 """``efold-controller recover RUN_DIR [--json]``: what a run left behind (observation only).
 
 Reads the journal, re-proves every recorded process and reports survivors; never
-signals, never launches, never writes (``efold.controller.runs.recovery``). The report is
+signals, never launches, never writes (``efold.controller.rundirs.recovery``). The report is
 content-free: ids, pids, start times, process groups, states and fixed codes, no paths.
 
 The verdict line comes first (and is repeated last): ``reconciled`` only when nothing
@@ -10,7 +10,7 @@ and no containment is unfinished.
 
 On a cluster run (``cluster pilot``'s) it observes every shard's own run where this
 machine reaches it, and says reconciled only if every one is
-(``controller.runs.cluster_recovery``); a line per shard says what it found.
+(``controller.rundirs.cluster_recovery``); a line per shard says what it found.
 
 Exit status: 0 reconciled, 1 not reconciled, 2 refused: ``run_not_found`` (``RUN_DIR``
 missing, not a directory, or a directory without a journal) or the journal cannot be
@@ -36,9 +36,9 @@ from efold.controller.commands._options import (
     refusal_for,
     resolve_run,
 )
-from efold.controller.runs.cluster_recovery import cluster_text, observe_cluster
-from efold.controller.runs.cluster_run import is_cluster_run
-from efold.controller.runs.recovery import RecoveryReport, observe
+from efold.controller.rundirs.cluster_recovery import cluster_text, observe_cluster
+from efold.controller.rundirs.cluster_run import is_cluster_run
+from efold.controller.rundirs.recovery import RecoveryReport, observe
 from efold.errors import EfoldError
 
 

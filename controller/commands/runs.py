@@ -1,6 +1,6 @@
 """``efold-controller runs [ROOT] [--json]``: the runs under a runs root, newest first.
 
-Read-only (``efold.controller.runs.run_index``): one line per run directory directly under
+Read-only (``efold.controller.rundirs.run_index``): one line per run directory directly under
 ROOT (default ``./efold-runs``, where ``pilot`` puts runs): name, start (UTC), campaign,
 status, slots visited/planned and spend (settled + retained of the cap, from the
 journal). A run that cannot be read is listed with its refusal code. Exit status: 0
@@ -17,14 +17,14 @@ import click
 import msgspec
 
 from efold.controller.commands._options import refuse
-from efold.controller.runs.run_index import (
+from efold.controller.rundirs.run_index import (
     RunEntry,
     list_runs,
     spend_text,
     started_text,
     status_text,
 )
-from efold.controller.runs.runroot import DEFAULT_RUNS_ROOT
+from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import EfoldError
 
 _HEADER = ("RUN", "STARTED (UTC)", "CAMPAIGN", "STATUS", "SLOTS", "SPEND")

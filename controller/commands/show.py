@@ -20,7 +20,7 @@ from efold.controller.commands._options import (
     refusal_for,
     resolve_run,
 )
-from efold.controller.runs.run_index import RunDetails, show_run, spend_text, started_text
+from efold.controller.rundirs.run_index import RunDetails, show_run, spend_text, started_text
 from efold.errors import EfoldError
 
 

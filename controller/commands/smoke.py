@@ -18,9 +18,9 @@ from efold.controller.pilot.pilot_view import (
     verbosity_of,
 )
 from efold.controller.pilot.smoke import record_smoke, smoke_failures
-from efold.controller.runs.authorize_run import load_grant
-from efold.controller.runs.run_setup import check_containment, check_real_grant
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.authorize_run import load_grant
+from efold.controller.rundirs.run_setup import check_containment, check_real_grant
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import EfoldError
 
 

@@ -2,7 +2,7 @@
 
 Order (each step completes before the next; nothing is resumed or reused):
 1. (the caller) claim a new run directory;
-2. open the run (``controller.runs.run_setup.open_run``): take the run lease, open the
+2. open the run (``controller.rundirs.run_setup.open_run``): take the run lease, open the
    journal, start epoch 1; consume the authorization (faux: minted, burned in the faux
    registry, pair verified) before any child starts; publish registration.json and
    plan.json into the run;
@@ -17,7 +17,7 @@ Order (each step completes before the next; nothing is resumed or reused):
 
 A stop closes admission: every later slot is still visited, in order, and receives an
 ``unadmitted`` receipt with the refusal's code (``lookup_stopped``; ``interrupted`` after
-SIGINT/SIGTERM, ``controller.runs.interrupt``; ``not_admitted_cap`` once the cap refused)
+SIGINT/SIGTERM, ``controller.rundirs.interrupt``; ``not_admitted_cap`` once the cap refused)
 without a child being launched, so the counts of a stopped run are complete and honest.
 Only a controller that dies leaves slots unvisited (they stay in the plan's inventory,
 never in the execution counts).
@@ -56,12 +56,12 @@ from efold.controller.pilot.prep_launch import PrepCause
 from efold.controller.pilot.preparation import Preparation, checkpoints_of, prepare_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.processes.template import Launcher
-from efold.controller.runs.aggregate import read_run, run_reports
-from efold.controller.runs.authorize_run import RealGrant
-from efold.controller.runs.interrupt import Say, interruptible, say
-from efold.controller.runs.run_context import RunContext
-from efold.controller.runs.run_setup import open_run
-from efold.controller.runs.runroot import private_subdir
+from efold.controller.rundirs.aggregate import read_run, run_reports
+from efold.controller.rundirs.authorize_run import RealGrant
+from efold.controller.rundirs.interrupt import Say, interruptible, say
+from efold.controller.rundirs.run_context import RunContext
+from efold.controller.rundirs.run_setup import open_run
+from efold.controller.rundirs.runroot import private_subdir
 from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
@@ -152,7 +152,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   progress: Progress | None = None,
                   program: Sequence[str] | None = None,
                   dispatch: Dispatch = OFFLINE, tell: Say = say) -> PilotOutcome:
-    """The pilot; ``tell`` says what an interruption does (``controller.runs.interrupt``)."""
+    """The pilot; ``tell`` says what an interruption does (``controller.rundirs.interrupt``)."""
     tick = progress or _ignore
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,

@@ -7,7 +7,7 @@ Three audiences, one stream of ``pilot.ProgressEvent``s (``RunView``):
 - anything else (a pipe, a file, CI), or ``--no-progress``: plain lines on stdout, no
   ANSI codes: one when a phase starts, one when it ends, and one each time a phase
   passes another tenth of its units (at most nine), so a long run is never silent;
-- ``<run>/controller.log`` (``controller.runs.run_log``), always: one content-free line per
+- ``<run>/controller.log`` (``controller.rundirs.run_log``), always: one content-free line per
   phase, checkpoint, slot, stop and containment episode.
 
 ``--quiet`` shows neither bar nor lines nor table; ``--verbose`` adds one line per
@@ -49,8 +49,8 @@ from rich.text import Text
 
 from efold.controller.campaigns.registration import Registration
 from efold.controller.pilot.pilot import OFFLINE, Dispatch, PilotOutcome, ProgressEvent, run_pilot
-from efold.controller.runs.interrupt import exit_status, say
-from efold.controller.runs.run_log import RunLog
+from efold.controller.rundirs.interrupt import exit_status, say
+from efold.controller.rundirs.run_log import RunLog
 from efold.errors import Code, EfoldError
 from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
@@ -202,7 +202,7 @@ class RunView:
     ending: bool = False
 
     def tell(self, text: str) -> None:
-        """An interruption notice (``controller.runs.interrupt``): the bar is stopped first,
+        """An interruption notice (``controller.rundirs.interrupt``): the bar is stopped first,
         its last frame left on screen, so the notice is printed below it and never
         redrawn over; the line goes to stderr like every other notice."""
         self.ending = True

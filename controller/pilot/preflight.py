@@ -28,10 +28,10 @@ from efold.controller.campaigns.registration import Registration
 from efold.controller.campaigns.stops import StopPolicy
 from efold.controller.pilot.prep_launch import PrepCause
 from efold.controller.pilot.preparation import Preparation, checkpoints_of, prepare_checkpoints
-from efold.controller.runs.interrupt import Say, interruptible, say
-from efold.controller.runs.run_index import PRIVATE_ROOT_PREFIX, PRIVATE_RUN
-from efold.controller.runs.run_setup import check_containment, open_run
-from efold.controller.runs.runroot import claim_run_dir, private_subdir
+from efold.controller.rundirs.interrupt import Say, interruptible, say
+from efold.controller.rundirs.run_index import PRIVATE_ROOT_PREFIX, PRIVATE_RUN
+from efold.controller.rundirs.run_setup import check_containment, open_run
+from efold.controller.rundirs.runroot import claim_run_dir, private_subdir
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds import copy_snapshot

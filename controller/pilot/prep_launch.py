@@ -43,7 +43,7 @@ import msgspec
 from efold.controller.errors import ControllerError
 from efold.controller.pilot.probe_server import PermitLog, serve_permits
 from efold.controller.processes.tree import TreeReport, inspect_tree
-from efold.controller.runs.run_context import LaunchEnd, RunContext
+from efold.controller.rundirs.run_context import LaunchEnd, RunContext
 from efold.errors import Code, EfoldError
 from efold.folds import read_checkpoint
 from efold.folds.registry import calls_summariser

@@ -20,8 +20,8 @@ from efold.controller.campaigns.profiles import Profile, profile_entry
 from efold.controller.campaigns.registration import Registration, verify_fold_pins
 from efold.controller.errors import CampaignError
 from efold.controller.pilot.prep_launch import PrepResult, run_prep
-from efold.controller.runs.run_context import RunContext
-from efold.controller.runs.runroot import private_subdir
+from efold.controller.rundirs.run_context import RunContext
+from efold.controller.rundirs.runroot import private_subdir
 from efold.corpus import dump_trace, trace_digest
 from efold.corpus.model import SuiteItem
 from efold.errors import Code

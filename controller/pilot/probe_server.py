@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from efold.controller.processes.launcher import WorkerHandle
-from efold.controller.runs.run_context import RunContext
+from efold.controller.rundirs.run_context import RunContext
 from efold.errors import Code
 from efold.guard.ledger import PermitIntegrityError, SettleKind
 from efold.guard.permits import Permit, child_code

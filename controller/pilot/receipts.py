@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from efold.controller.runs.aggregate import RECEIPTS_DIR, receipt_name
+from efold.controller.rundirs.aggregate import RECEIPTS_DIR, receipt_name
 from efold.digests import canonical_json, sha256_hex
 from efold.protocol.records import Receipt
 from efold.registry import publish_exclusive

@@ -37,8 +37,8 @@ from efold.controller.pilot.judging import JudgeFacts, judge_slot, slot_end
 from efold.controller.pilot.probe_server import serve_probe
 from efold.controller.pilot.receipts import write_receipt
 from efold.controller.processes.subreaper import DIRECT_CHILDREN
-from efold.controller.runs.run_context import LaunchEnd, RunContext
-from efold.controller.runs.runroot import Removal, remove_at
+from efold.controller.rundirs.run_context import LaunchEnd, RunContext
+from efold.controller.rundirs.runroot import Removal, remove_at
 from efold.corpus.model import Probe
 from efold.errors import Code, EfoldError
 from efold.ipc.messages import Terminal, TerminalStatus

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 from efold_pilot_kit import journal_rows
 
-from efold.controller.runs.aggregate import journal_money
-from efold.controller.runs.cluster_run import CLUSTER_NAME, ClusterManifest, shard_scratch_path
+from efold.controller.rundirs.aggregate import journal_money
+from efold.controller.rundirs.cluster_run import CLUSTER_NAME, ClusterManifest, shard_scratch_path
 from efold.registry.lease import LeaseState, probe_lease
 
 CLI = [sys.executable, "-m", "efold.controller"]

@@ -8,7 +8,7 @@ from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.plan import plan_for
 from efold.controller.campaigns.registration import compute_registration, encode_registration
 from efold.controller.campaigns.shards import ShardTicket, plan_shards, shard_plan
-from efold.controller.runs.authorize_run import mint_shard
+from efold.controller.rundirs.authorize_run import mint_shard
 from efold.digests import sha256_hex
 
 CAMPAIGN = """

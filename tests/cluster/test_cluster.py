@@ -36,8 +36,8 @@ from efold_cluster_kit import started as _started
 from efold_pilot_kit import alive, journal_rows
 from efold_shard_kit import mint_ticket
 
-from efold.controller.runs.aggregate import read_run
-from efold.controller.runs.cluster_run import (
+from efold.controller.rundirs.aggregate import read_run
+from efold.controller.rundirs.cluster_run import (
     CLUSTER_NAME,
     SHARDS_DIR,
     ClusterManifest,

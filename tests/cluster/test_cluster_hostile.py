@@ -14,7 +14,7 @@ from typing import Any
 from efold_cluster_kit import CLI, campaign, first_receipt, launch, started
 from efold_pilot_kit import journal_rows
 
-from efold.controller.runs.cluster_run import shard_scratch_path
+from efold.controller.rundirs.cluster_run import shard_scratch_path
 from efold.errors import Code
 from efold.registry.lease import LeaseState, probe_lease
 

@@ -17,9 +17,9 @@ import pytest
 from as_user import NOBODY, drop, ordinary_python, workspace
 
 from efold.controller.cluster.shard_keeper import KeeperEnd
-from efold.controller.runs.cluster_collect import publish_copy, run_records_tar, unpack_records
-from efold.controller.runs.cluster_run import SHARDS_DIR, shard_copy_path
-from efold.controller.runs.runroot import private_subdir
+from efold.controller.rundirs.cluster_collect import publish_copy, run_records_tar, unpack_records
+from efold.controller.rundirs.cluster_run import SHARDS_DIR, shard_copy_path
+from efold.controller.rundirs.runroot import private_subdir
 from efold.errors import Code, EfoldError
 
 # Debian 12's python3.11 is 3.11.2: tarfile has no extraction filters before 3.11.4,
@@ -59,7 +59,7 @@ def test_a_shard_copy_is_published_on_a_python_without_tar_filters(tmp_path: Pat
     (tmp_path / "records.tar").write_bytes(tar)
     script = (f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n"
               "from pathlib import Path\n"
-              "from efold.controller.runs.cluster_collect import publish_copy\n"
+              "from efold.controller.rundirs.cluster_collect import publish_copy\n"
               f"publish_copy(Path({str(run)!r}), 1, Path({str(tmp_path / 'records.tar')!r})"
               ".read_bytes())\n")
     done = subprocess.run([OLD_PYTHON, "-c", script], capture_output=True, text=True,
@@ -92,7 +92,7 @@ def test_records_holding_a_link_are_refused(tmp_path: Path) -> None:
             (tmp_path / "hostile.tar").write_bytes(buffer.getvalue())
             script = (f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n"
                       "from pathlib import Path\nfrom efold.errors import EfoldError\n"
-                      "from efold.controller.runs.cluster_collect import unpack_records\n"
+                      "from efold.controller.rundirs.cluster_collect import unpack_records\n"
                       "try:\n"
                       f"    unpack_records(Path({str(tmp_path / 'hostile.tar')!r}).read_bytes(),"
                       f" Path({str(where)!r}))\n"

@@ -18,7 +18,7 @@ from as_user import NOBODY, drop, ordinary_python, workspace
 
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.errors import ControllerError
-from efold.controller.runs.run_setup import containment_refusal
+from efold.controller.rundirs.run_setup import containment_refusal
 from efold.errors import Code, EfoldError
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,

@@ -115,7 +115,7 @@ def test_recover_refuses_a_directory_without_a_journal(tmp_path: Path) -> None:
 def test_recover_never_signals_by_construction() -> None:
     """The recovery modules hold no path to a signal: no kill, no pidfd_send_signal."""
     root = Path(__file__).resolve().parents[2]
-    for rel in ("controller/runs/recovery.py", "controller/commands/recover.py"):
+    for rel in ("controller/rundirs/recovery.py", "controller/commands/recover.py"):
         source = (root / rel).read_text()
         for forbidden in ("send_signal", "os.kill", "killpg", "signal_pidfd", "launch_worker",
                           "JournalWriter", "contain("):

@@ -37,8 +37,8 @@ from efold.controller.processes.marker import MARKER_VAR, marker_of
 from efold.controller.processes.proctable import read_entry
 from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreaper
 from efold.controller.processes.template import TEMPLATE_KIND, TEMPLATE_SLOT, running_template
-from efold.controller.runs.reap import reap
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.reap import reap
+from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 from efold.identity import identity_of
 from efold.ipc import Prepared, Terminal, TerminalStatus
@@ -305,8 +305,8 @@ def test_aggregate_leaves_the_template_out_of_the_slot_facts(tmp_path: Path) -> 
 
     from efold.controller.cli import main
     from efold.controller.pilot.pilot import run_pilot
-    from efold.controller.runs.aggregate import read_run
-    from efold.controller.runs.runroot import claim_run_dir
+    from efold.controller.rundirs.aggregate import read_run
+    from efold.controller.rundirs.runroot import claim_run_dir
     from efold.report import decode_results
 
     reg, raw = small_registration()

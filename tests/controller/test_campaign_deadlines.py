@@ -11,7 +11,7 @@ import pytest
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration
 from efold.controller.errors import CampaignError
-from efold.controller.runs.authorize_run import run_bindings
+from efold.controller.rundirs.authorize_run import run_bindings
 from efold.errors import Code
 
 CAMPAIGN = """

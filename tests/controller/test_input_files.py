@@ -172,7 +172,7 @@ def test_a_real_run_s_authorization_that_is_a_fifo_is_refused_at_once(tmp_path: 
     """``smoke`` and ``pilot --real`` read ``--authorization`` (a FIFO hung them)."""
     from efold.controller.campaigns.campaign import parse_campaign
     from efold.controller.campaigns.registration import compute_registration
-    from efold.controller.runs.authorize_run import load_grant
+    from efold.controller.rundirs.authorize_run import load_grant
 
     text = FAUX.replace('cap_usd = "5"', 'cap_usd = "500"') + (
         '[reader]\nprovider = "openai"\nmodel = "gpt-5"\nbase_url = "http://127.0.0.1:9/v1"\n')

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
 from efold_pilot_kit import small_registration
 
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 
 CLI = [sys.executable, "-m", "efold.controller"]
 

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from efold.controller.runs.permits import DurablePermitSource
+from efold.controller.rundirs.permits import DurablePermitSource
 from efold.errors import Code
 from efold.guard.catalog import bundled_catalog
 from efold.guard.ledger import PermitIntegrityError, SettleKind

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from efold.controller.campaigns.stops import SlotEnd, StopPolicy
-from efold.controller.runs.permits import DurablePermitSource
+from efold.controller.rundirs.permits import DurablePermitSource
 from efold.errors import Code, EfoldError
 from efold.guard.ledger import PermitIntegrityError, PermitLedger, SettleKind
 from efold.guard.permits import CHILD_REPORTABLE_CODES, Permit, Refusal, child_code

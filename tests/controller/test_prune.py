@@ -25,9 +25,9 @@ from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.prune import Selection, parse_duration, plan_prune
-from efold.controller.runs.run_index import find_runs
-from efold.controller.runs.runroot import MAX_REMOVAL_DEPTH, claim_run_dir
+from efold.controller.rundirs.prune import Selection, parse_duration, plan_prune
+from efold.controller.rundirs.run_index import find_runs
+from efold.controller.rundirs.runroot import MAX_REMOVAL_DEPTH, claim_run_dir
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 
 
 @pytest.fixture(scope="module")

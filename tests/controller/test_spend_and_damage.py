@@ -25,7 +25,7 @@ from efold_pilot_kit import faulty_program, finished_small_run, journal_rows, sm
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import PilotOutcome, run_pilot
 from efold.controller.pilot.pilot_view import Verbosity, end_of_run
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.guard import units_to_usd
 
 

@@ -14,7 +14,7 @@ from efold.controller.campaigns.registration import (
     encode_registration,
 )
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 
 HERE = Path(__file__).resolve().parent
 
@@ -63,7 +63,7 @@ import sys
 sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 reg, raw = small_registration()
 run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang", {marker!r}))
 """

@@ -36,7 +36,7 @@ from efold.controller.campaigns.registration import (
 from efold.controller.errors import CampaignError
 from efold.controller.pilot.boundary_slots import CheckpointFacts, judge_boundary
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code, EfoldError
 from efold.protocol.records import BoundaryRecord, Receipt
 from efold.report.errors import ReportError

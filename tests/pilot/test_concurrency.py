@@ -22,8 +22,8 @@ import msgspec
 from efold_pilot_kit import HERE, alive, faulty_program, journal_rows, small_registration
 
 from efold.controller.pilot.pilot import Dispatch, run_pilot
-from efold.controller.runs.recovery import observe
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.recovery import observe
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.protocol.records import Receipt, SlotStatus
 
@@ -126,7 +126,7 @@ import sys
 sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.pilot.pilot import Dispatch, run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 reg, raw = small_registration(extra="concurrency = 3\\n")
 out = run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("hang-all", {marker!r}))
 print("interrupted", out.interrupted, flush=True)

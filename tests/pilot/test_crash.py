@@ -13,7 +13,7 @@ from pathlib import Path
 
 from efold_pilot_kit import HANGING_PILOT, HERE, hold_consumed, kill_controller_when
 
-from efold.controller.runs.aggregate import read_run
+from efold.controller.rundirs.aggregate import read_run
 from efold.errors import Code
 from efold.protocol.records import SlotStatus
 

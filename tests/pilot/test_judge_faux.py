@@ -20,7 +20,7 @@ import pytest
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.judge_profile import JudgeProfile, judge_terms
 from efold.controller.campaigns.profiles import caller_terms, route_of
-from efold.controller.runs.permits import DurablePermitSource
+from efold.controller.rundirs.permits import DurablePermitSource
 from efold.errors import Code
 from efold.guard import Guard
 from efold.guard.ledger import SettleKind

@@ -13,8 +13,8 @@ from pathlib import Path
 from efold_pilot_kit import small_registration
 
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.aggregate import build_run_results, read_run
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.aggregate import build_run_results, read_run
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.protocol.records import SlotStatus
 from efold.report.judge_table import JUDGE_TITLE

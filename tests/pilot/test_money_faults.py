@@ -11,7 +11,7 @@ from efold_pilot_kit import faulty_program
 
 from efold.controller.campaigns.registration import Registration
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.protocol.records import SlotStatus
 from efold.report import decode_results
@@ -59,7 +59,7 @@ def test_a_guard_stop_closes_admission_before_the_probe_run_ends(
 def test_the_watchdog_outlasts_the_guard_abort_bound() -> None:
     # A request past its deadline is aborted (and settled by the child) within
     # ABORT_BOUND_S; the controller's watchdog must leave it that long and more.
-    from efold.controller.runs.run_context import WATCHDOG_MARGIN_S
+    from efold.controller.rundirs.run_context import WATCHDOG_MARGIN_S
     from efold.guard.transport import ABORT_BOUND_S
 
     assert WATCHDOG_MARGIN_S > ABORT_BOUND_S

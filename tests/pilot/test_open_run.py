@@ -1,4 +1,4 @@
-"""``open_run``: the one setup ``pilot`` and ``preflight`` share (``controller.runs.run_setup``).
+"""``open_run``: the one setup ``pilot`` and ``preflight`` share (``controller.rundirs.run_setup``).
 What it writes, in which order, what it refuses, and what it leaves on the way out."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from efold_pilot_kit import small_registration
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, encode_registration
 from efold.controller.errors import ControllerError
-from efold.controller.runs import authorize_run, run_setup
-from efold.controller.runs.run_setup import OpenRun, open_run
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs import authorize_run, run_setup
+from efold.controller.rundirs.run_setup import OpenRun, open_run
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.registry.lease import LeaseState, probe_lease
 

@@ -16,8 +16,8 @@ from efold.controller.campaigns.profiles import Profile, route_of
 from efold.controller.campaigns.registration import Registration
 from efold.controller.errors import ControllerError
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.aggregate import read_run
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.aggregate import read_run
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.protocol.records import SlotStatus
 from efold.report import decode_results
@@ -159,7 +159,7 @@ def test_children_do_not_inherit_credentials(tmp_path: Path,
 
 def test_aggregate_refuses_tampered_receipts(tmp_path: Path,
                                              small: tuple[Registration, bytes]) -> None:
-    from efold.controller.runs.aggregate import AggregateError
+    from efold.controller.rundirs.aggregate import AggregateError
 
     reg, raw = small
     run = claim_run_dir(tmp_path / "run")
@@ -214,10 +214,10 @@ def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
     """The controller assigns a build digest; every child recomputes its own from the code
     it runs and refuses on a difference (a module edited mid-run, a mixed install). The
     refusal's own code, from the child's exit status, is what the receipts show."""
-    import efold.controller.runs.run_setup
+    import efold.controller.rundirs.run_setup
 
     # The build digest the controller assigns to every child of the run.
-    monkeypatch.setattr(efold.controller.runs.run_setup, "build_digest", lambda root=None: "f" * 64)
+    monkeypatch.setattr(efold.controller.rundirs.run_setup, "build_digest", lambda root=None: "f" * 64)
     reg, raw = small_registration(roles='["native"]')
     run = claim_run_dir(tmp_path / "run")
     out = run_pilot(reg, raw, run)

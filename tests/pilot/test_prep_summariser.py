@@ -26,9 +26,9 @@ from efold.controller.campaigns.profiles import (
 from efold.controller.campaigns.registration import Registration
 from efold.controller.pilot.prep_launch import PrepResult, run_prep
 from efold.controller.pilot.preparation import checkpoints_of, prep_task
-from efold.controller.runs.run_context import RunContext, SummariserRoute
-from efold.controller.runs.run_setup import open_run
-from efold.controller.runs.runroot import claim_run_dir, private_subdir
+from efold.controller.rundirs.run_context import RunContext, SummariserRoute
+from efold.controller.rundirs.run_setup import open_run
+from efold.controller.rundirs.runroot import claim_run_dir, private_subdir
 from efold.corpus import dump_trace, trace_digest
 from efold.errors import Code
 from efold.folds.model_summary import MODEL_SUMMARY_OPENING

@@ -1,5 +1,5 @@
 """What the operator sees while a pilot runs (``controller.pilot.pilot_view``), and the run's
-``controller.log`` (``controller.runs.run_log``): real ``efold-controller pilot --faux`` runs
+``controller.log`` (``controller.rundirs.run_log``): real ``efold-controller pilot --faux`` runs
 of the small campaign, stdout to a pipe (and once to a pseudo-terminal)."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from efold.controller.pilot.pilot_view import (
     next_mark,
     spend_text,
 )
-from efold.controller.runs.run_log import LOG_NAME, RunLog
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.run_log import LOG_NAME, RunLog
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.digests import sha256_hex
 from efold.guard import units_to_usd
 from efold.report import decode_results

@@ -26,7 +26,7 @@ from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, load_registration
 from efold.controller.errors import ControllerError
 from efold.controller.pilot.smoke import route_digest
-from efold.controller.runs.authorize_run import check_real_route
+from efold.controller.rundirs.authorize_run import check_real_route
 from efold.errors import Code
 from efold.registry.journal import JournalReader
 

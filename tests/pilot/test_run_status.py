@@ -26,7 +26,7 @@ from efold_pilot_kit import (
 
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code
 from efold.report import decode_results
 from efold.report.schema import RunStatus

@@ -15,9 +15,9 @@ from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.pilot.slots import discard_restored_copy
-from efold.controller.runs.aggregate import build_run_results, read_run
-from efold.controller.runs.recovery import observe
-from efold.controller.runs.runroot import MAX_REMOVAL_DEPTH, claim_run_dir, remove_at
+from efold.controller.rundirs.aggregate import build_run_results, read_run
+from efold.controller.rundirs.recovery import observe
+from efold.controller.rundirs.runroot import MAX_REMOVAL_DEPTH, claim_run_dir, remove_at
 from efold.registry.journal import JournalReader
 from efold.worker.reader import RESTORED_DIR
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "pilot"))
 from efold_pilot_kit import faulty_program, small_registration  # noqa: E402
 
 from efold.controller.pilot.pilot import run_pilot  # noqa: E402
-from efold.controller.runs.runroot import claim_run_dir  # noqa: E402
+from efold.controller.rundirs.runroot import claim_run_dir  # noqa: E402
 from efold.registry import authorization as authz  # noqa: E402
 from efold.registry import journal as J  # noqa: E402
 

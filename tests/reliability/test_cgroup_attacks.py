@@ -36,7 +36,7 @@ from plugin_kit import installed_plugin
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, write_registration
 from efold.controller.processes.cgroup_mount import NoCgroup2, find_cgroup2
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.recovery import observe
 from efold.registry.journal import JournalReader
 
 FOUND = find_cgroup2()

@@ -27,9 +27,9 @@ from reliability_kit import LONG
 
 from efold.controller.processes.marker import markers_by_process
 from efold.controller.processes.proctable import scan
-from efold.controller.runs.aggregate import read_run, run_reports
-from efold.controller.runs.reap import reap
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.aggregate import read_run, run_reports
+from efold.controller.rundirs.reap import reap
+from efold.controller.rundirs.recovery import observe
 from efold.errors import EfoldError
 
 HERE = Path(__file__).resolve().parent

@@ -30,7 +30,7 @@ from plugin_kit import installed_plugin
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, write_registration
 from efold.controller.pilot.fold_check import check_fold, resolve
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.recovery import observe
 from efold.isolation import SIMULATE_VAR
 from efold.registry.burn import faux_registry_root
 

@@ -66,7 +66,7 @@ from efold.controller.campaigns.registration import (
     load_registration,
 )
 from efold.controller.errors import CampaignError
-from efold.controller.runs.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
+from efold.controller.rundirs.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
 from efold.corpus import (
     CorpusError,
     ProbeFile,
@@ -1237,7 +1237,7 @@ def pilot_run(tmp_path_factory: pytest.TempPathFactory) -> PilotRun:
     from efold_pilot_kit import small_registration
 
     from efold.controller.pilot.pilot import run_pilot
-    from efold.controller.runs.runroot import claim_run_dir
+    from efold.controller.rundirs.runroot import claim_run_dir
 
     reg, reg_bytes = small_registration(roles='["native"]')
     run = claim_run_dir(tmp_path_factory.mktemp("pilot") / "run")

@@ -28,12 +28,12 @@ import pytest
 from efold_pilot_kit import small_registration
 
 import efold.controller.pilot.pilot as pilot
-import efold.controller.runs.authorize_run as authorize_run
+import efold.controller.rundirs.authorize_run as authorize_run
 import efold.digests as digests
 from efold.controller.campaigns.registration import Registration, load_registration
 from efold.controller.pilot.slots import run_probe
 from efold.controller.processes.tree import inspect_tree
-from efold.controller.runs.runroot import claim_run_dir, new_run_dir, private_subdir
+from efold.controller.rundirs.runroot import claim_run_dir, new_run_dir, private_subdir
 from efold.errors import Code, EfoldError
 from efold.protocol.records import SlotStatus
 from efold.registry.authorization import (

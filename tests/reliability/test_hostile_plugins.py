@@ -21,7 +21,7 @@ from plugin_kit import installed_plugin
 
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, write_registration
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.recovery import observe
 
 PILOT_DIR = Path(hostile_tree.__file__).resolve().parent
 
@@ -125,7 +125,7 @@ CRASHING_PILOT = """
 import sys
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.campaigns.registration import load_registration
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 loaded = load_registration({path!r}, {sha!r})
 run_pilot(loaded.registration, loaded.data, claim_run_dir({run!r}))
 """

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from efold_pilot_kit import HERE, TEST_CONCURRENCY, alive, journal_rows
 
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 
 CONTROLLER = """
@@ -31,7 +31,7 @@ import sys
 sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 reg, raw = small_registration()
 out = run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program({mode!r}, {marker!r}))
 print("interrupted", out.interrupted, flush=True)

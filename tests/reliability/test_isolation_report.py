@@ -17,7 +17,7 @@ from efold.controller.campaigns.registration import (
     write_registration,
 )
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 
 SIMULATING_CHILD = Path(__file__).resolve().parent / "simulating_child.py"
 

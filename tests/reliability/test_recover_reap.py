@@ -18,14 +18,14 @@ import hostile_tree
 import pytest
 from efold_pilot_kit import HERE, kill_controller_when
 
-from efold.controller.runs.recovery import SurvivorTie, observe
+from efold.controller.rundirs.recovery import SurvivorTie, observe
 
 CONTROLLER = """
 import sys
 sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 reg, raw = small_registration()
 run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("prep-hostile", {pids!r}))
 """

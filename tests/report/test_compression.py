@@ -21,7 +21,7 @@ from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, encode_registration
 from efold.controller.pilot.evidence import visible_size
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.corpus.model import Outcome
 from efold.errors import Code
 from efold.folds.snapshot import read_checkpoint

@@ -33,7 +33,7 @@ from efold.controller.campaigns.registration import compute_registration, encode
 from efold.controller.pilot.evidence import Evidence
 from efold.controller.pilot.judging import judge_slot
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.runs.runroot import claim_run_dir
+from efold.controller.rundirs.runroot import claim_run_dir
 from efold.corpus import load_suite
 from efold.corpus.model import Availability
 from efold.errors import Code

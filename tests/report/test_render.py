@@ -232,7 +232,7 @@ def _stop_codes_in_source() -> set[str]:
     the ledger's ``_violation``), plus the reasons admission ends without a broken rule."""
     from pathlib import Path
 
-    from efold.controller.runs import run_context
+    from efold.controller.rundirs import run_context
     from efold.guard.permits import CHILD_REPORTABLE_CODES, CONTINUABLE_CODES
 
     codes = {c.value for c in CHILD_REPORTABLE_CODES - CONTINUABLE_CODES}

@@ -21,7 +21,7 @@ from efold.controller.processes.containment import ContainmentPolicy
 from efold.controller.processes.launcher import DEFAULT_PROGRAM, WorkerHandle, supervise
 from efold.controller.processes.run_cgroups import RunCgroups
 from efold.controller.processes.template import Template
-from efold.controller.runs.permits import DurablePermitSource
+from efold.controller.rundirs.permits import DurablePermitSource
 from efold.errors import Code, EfoldError
 from efold.guard.ledger import CallerTerms
 from efold.identity import ProcessIdentity

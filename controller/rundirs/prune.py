@@ -1,7 +1,7 @@
 """Pruning old runs (``efold-controller prune``): remove whole run directories, or only
 their ``slots/`` (``slots_only``), of runs that are over for certain.
 
-Selection. The candidates are the run directories ``efold.controller.runs.run_index`` finds
+Selection. The candidates are the run directories ``efold.controller.rundirs.run_index`` finds
 under ROOT (one level down, never through a symlink, holding ``journal.sqlite``), newest
 start first: ``keep`` spares the N newest, ``older_than_ns`` spares every run that
 started that recently or later, ``runs`` names runs exactly (each must be a run
@@ -18,7 +18,7 @@ decided still holds when the removal runs. A run is removable only when all of:
 * its records read (else kept with their refusal code, e.g. ``run_records_invalid``);
 * its status (``efold.report.status``, through ``run_index``) is neither
   ``unreconciled`` nor ``running``, and ``recover``'s observation
-  (``efold.controller.runs.recovery.observe``: the journal and /proc) calls it reconciled
+  (``efold.controller.rundirs.recovery.observe``: the journal and /proc) calls it reconciled
   (else ``prune_unreconciled``). Complete, stopped, interrupted and crashed runs are
   removable once reconciled.
 
@@ -47,8 +47,8 @@ from typing import Final, Literal
 import msgspec
 
 from efold.controller.errors import ControllerError
-from efold.controller.runs.recovery import observe
-from efold.controller.runs.run_index import (
+from efold.controller.rundirs.recovery import observe
+from efold.controller.rundirs.run_index import (
     FoundRun,
     RunEntry,
     describe,
@@ -56,7 +56,7 @@ from efold.controller.runs.run_index import (
     started_text,
     status_text,
 )
-from efold.controller.runs.runroot import Removal, measure_at, remove_at
+from efold.controller.rundirs.runroot import Removal, measure_at, remove_at
 from efold.errors import Code, EfoldError
 from efold.registry.files import check_owner_safe, open_dir_nofollow, unsafe_file_reason
 from efold.registry.journal import JOURNAL_NAME

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import msgspec
 
-from efold.controller.runs.cluster_collect import Reach, ShardRun, collect_run, reach_shards
-from efold.controller.runs.cluster_run import read_manifest, read_shard_ends
-from efold.controller.runs.reap import reap
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.cluster_collect import Reach, ShardRun, collect_run, reach_shards
+from efold.controller.rundirs.cluster_run import read_manifest, read_shard_ends
+from efold.controller.rundirs.reap import reap
+from efold.controller.rundirs.recovery import observe
 from efold.errors import EfoldError
 from efold.registry.lease import LeaseState, probe_lease
 

@@ -45,7 +45,7 @@ from efold.controller.processes.run_cgroups import (
     live_in_cgroup,
     open_run_cgroup,
 )
-from efold.controller.runs.recovery import observe
+from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 from efold.identity import ProcessIdentity, boot_id, current_identity
 from efold.registry.journal import JournalWriter

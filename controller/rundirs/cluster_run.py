@@ -34,7 +34,7 @@ import msgspec
 
 from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
 from efold.controller.campaigns.shards import ShardSpec, plan_shards, shard_plan
-from efold.controller.runs.aggregate import (
+from efold.controller.rundirs.aggregate import (
     AggregateError,
     RunView,
     read_run,

@@ -1,4 +1,4 @@
-"""Runs: a run directory from its claim to its last record.
+"""Run directories: a run directory from its claim to its last record.
 
 Run roots and directories (``runroot``), the run index (``run_index``), the run log,
 opening a run (``run_setup``: lease, journal, membership, the authorization it consumes

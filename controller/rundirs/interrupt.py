@@ -23,7 +23,7 @@ from typing import TypeVar
 import anyio
 import anyio.abc
 
-from efold.controller.runs.run_context import RunContext
+from efold.controller.rundirs.run_context import RunContext
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _T = TypeVar("_T")

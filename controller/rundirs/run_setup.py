@@ -11,7 +11,7 @@
 3. an admitting run consumes its authorization (faux: minted, burned in the faux
    registry, the pair verified): the consumption marker precedes every other file of
    the run and any launch;
-4. the run context (``controller.runs.run_context``);
+4. the run context (``controller.rundirs.run_context``);
 5. publish ``registration.json`` and ``plan.json``;
 6. load the suite.
 
@@ -54,11 +54,16 @@ from efold.controller.processes.run_cgroups import (
     run_token,
 )
 from efold.controller.processes.template import Launcher, running_template
-from efold.controller.runs import authorize_run
-from efold.controller.runs.aggregate import PLAN_NAME
-from efold.controller.runs.authorize_run import RealGrant
-from efold.controller.runs.permits import DurablePermitSource
-from efold.controller.runs.run_context import ANSWERS_NAME, JudgeRoute, RunContext, SummariserRoute
+from efold.controller.rundirs import authorize_run
+from efold.controller.rundirs.aggregate import PLAN_NAME
+from efold.controller.rundirs.authorize_run import RealGrant
+from efold.controller.rundirs.permits import DurablePermitSource
+from efold.controller.rundirs.run_context import (
+    ANSWERS_NAME,
+    JudgeRoute,
+    RunContext,
+    SummariserRoute,
+)
 from efold.corpus import corpus_digest
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex

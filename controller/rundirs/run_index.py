@@ -6,7 +6,7 @@ start is the first controller epoch the journal recorded (``epochs.started_ns``,
 when the controller took the run lease); only when the journal records none, or cannot
 be read, is it the directory's mtime, and the entry says so (``started_from``).
 
-Campaign, status, counts and spend come from ``efold.controller.runs.aggregate``
+Campaign, status, counts and spend come from ``efold.controller.rundirs.aggregate``
 (``read_run`` + ``build_run_results``): the status is ``efold.report.status``'s verdict,
 never recomputed here; the spend is the journal's (every caller, settled and retained,
 against the cap), never the receipts'. A receipt that fails its checks does not hide
@@ -24,8 +24,8 @@ from typing import Final, Literal
 import msgspec
 
 from efold.controller.errors import ControllerError
-from efold.controller.runs.aggregate import build_run_results
-from efold.controller.runs.cluster_collect import read_any_run
+from efold.controller.rundirs.aggregate import build_run_results
+from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.report import REPORT_FILES, Results

@@ -36,7 +36,7 @@ import msgspec
 
 from efold.controller.campaigns.registration import REGISTRATION_NAME
 from efold.controller.campaigns.shards import shard_plan
-from efold.controller.runs.aggregate import (
+from efold.controller.rundirs.aggregate import (
     AggregateError,
     RunView,
     publish_reports,
@@ -44,7 +44,7 @@ from efold.controller.runs.aggregate import (
     run_records,
     run_reports,
 )
-from efold.controller.runs.cluster_run import (
+from efold.controller.rundirs.cluster_run import (
     SHARDS_DIR,
     ShardEnd,
     ShardOutcome,
@@ -58,7 +58,7 @@ from efold.controller.runs.cluster_run import (
     shard_end_name,
     shard_scratch_path,
 )
-from efold.controller.runs.runroot import private_subdir
+from efold.controller.rundirs.runroot import private_subdir
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.registry import publish_exclusive
