@@ -24,11 +24,11 @@ from efold.controller.cluster.dispatch import (
     ClusterOutcome,
     ShardResources,
     connect,
-    default_program,
     disconnect,
     fetch_shard_runs,
     run_cluster,
 )
+from efold.controller.cluster.shard_host import default_program
 from efold.controller.commands._options import (
     campaign_option,
     fail,

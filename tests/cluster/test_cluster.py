@@ -226,12 +226,13 @@ def test_shards_racing_for_the_last_rmax_keep_the_campaign_cap(ray_cluster: Any,
 def test_a_shard_ticket_bound_to_another_node_refuses(ray_cluster: Any, tmp_path: Path) -> None:
     import ray
 
-    from efold.controller.cluster.dispatch import ShardHost, default_program
+    from efold.controller.cluster.dispatch import RayShardHost
+    from efold.controller.cluster.shard_host import default_program
 
     reg_bytes, ticket = mint_ticket(tmp_path, node="0" * 56)
     ray.init(address=ray_cluster.address, log_to_driver=False)
     try:
-        host = ray.remote(max_restarts=0, max_task_retries=0)(ShardHost).remote()
+        host = RayShardHost.remote()
         with pytest.raises(ray.exceptions.RayTaskError) as err:
             ray.get(host.start.remote(msgspec.json.encode(ticket), reg_bytes,
                                       default_program()))
