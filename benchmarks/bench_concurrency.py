@@ -19,6 +19,7 @@ target is the probe phase within 1.2x of ideal at N = 8.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -149,7 +150,7 @@ class Operator:
         self.run("pilot", "--real", *self.reg, "--run-dir", str(run), "--authorization", auth,
                  "--no-progress")
         wall = time.perf_counter() - started
-        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
             first, last, slots = conn.execute(
                 "SELECT MIN(launched_ns), MAX(exited_ns), COUNT(*) FROM launches "
                 "WHERE kind = 'probe'").fetchone()

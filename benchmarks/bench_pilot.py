@@ -33,6 +33,7 @@ baseline; the medians are printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import re
 import sqlite3
@@ -80,7 +81,7 @@ def pilot_once(root: Path, registration: list[str], launcher: str
         stdout=subprocess.DEVNULL,
     )
     wall = time.perf_counter() - started
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         launches = conn.execute("SELECT COUNT(*) FROM launches WHERE kind != 'template'"
                                 ).fetchone()[0]
         slots = conn.execute("SELECT COUNT(*) FROM receipts").fetchone()[0]

@@ -46,6 +46,7 @@ load 3.7). ``--quick`` takes 15-35 s there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -208,7 +209,7 @@ def pilot_once(reg: Registered, run_dir: Path) -> Run:
                         f"{dict(codes)}")
     journal = sum(p.stat().st_size for p in run_dir.glob("journal.sqlite*"))
     wal = run_dir / "journal.sqlite-wal"
-    with sqlite3.connect(f"file:{run_dir / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run_dir / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         launches = int(conn.execute("SELECT COUNT(*) FROM launches").fetchone()[0])
     return Run(wall_s=wall, controller_hwm_kib=hwm, tree_maxrss_kib=usage.ru_maxrss,
                journal_bytes=journal, wal_bytes=wal.stat().st_size if wal.exists() else 0,

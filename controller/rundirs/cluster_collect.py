@@ -203,7 +203,10 @@ def reach_shard(run: Path, placed: ShardPlaced, reg_bytes: bytes, expected: obje
     if (copy / JOURNAL_NAME).is_file():
         (mine, rows), (theirs, copied) = _extent(path), _extent(copy)
         if mine != theirs or rows < copied:
-            return ShardRun(placed, Reach.OLDER, None, "older than the copy", source=path)
+            return ShardRun(placed, Reach.OLDER, None,
+                            f"older than the copy (its journal {rows} rows, first epoch "
+                            f"{mine}; the copy's {copied} rows, first epoch {theirs})",
+                            source=path)
     return ShardRun(placed, Reach.READ, view, source=path)
 
 

@@ -67,7 +67,7 @@ def _shard_line(shard: ShardRun, refused: bool, failed: str | None) -> ShardReco
     else:
         verdict = f"no run of its own read here ({shard.reach.value}: {shard.detail or '-'})"
     if failed is not None:
-        verdict += f"; reap refused: {failed}"
+        verdict += f"; reap: {failed}"
     return ShardRecovery(index=placed.spec.mark.index, node=placed.node,
                          run_dir=placed.run_dir, reach=shard.reach.value,
                          reconciled=reconciled, verdict=verdict)
@@ -91,13 +91,20 @@ def reap_cluster(run: Path) -> ClusterRecovery:
     reaped; then the cluster run is collected, and observed again."""
     refusals: dict[int, str] = {}
     for shard in reach_shards(run):
-        # Never a run older than its copy (a restored backup: not the run's truth).
-        if shard.reach is Reach.READ \
-                and probe_lease(shard.placed.run_dir).state is not LeaseState.LIVE:
+        index = shard.placed.spec.mark.index
+        # Never a run older than its copy (a restored backup: not the run's truth), nor
+        # one whose controller holds its lease.
+        if shard.reach is Reach.OLDER:
+            refusals[index] = f"not reaped: its run is {shard.detail}"
+        elif shard.reach is Reach.RUNNING or (
+                shard.reach is Reach.READ
+                and probe_lease(shard.placed.run_dir).state is LeaseState.LIVE):
+            refusals[index] = "not reaped: a live process holds its lease"
+        elif shard.reach is Reach.READ:
             try:
                 reap(shard.placed.run_dir)
             except EfoldError as exc:  # named on the shard's line, never hidden
-                refusals[shard.placed.spec.mark.index] = f"{exc.code.value} ({exc.detail})"
+                refusals[index] = f"{exc.code.value} ({exc.detail})"
     collect_run(run)
     return observe_cluster(run, refusals)
 

@@ -6,6 +6,7 @@ left the template out. Every reader must tell the same truth until ``reap``."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import sys
@@ -30,7 +31,7 @@ def _template_exit_unjournaled(clean: Path, to: Path) -> Path:
     """A copy of ``clean`` as a controller killed before it journaled its template's exit
     leaves it (the lease is released in either case: a dead holder's lock is gone)."""
     run = Path(shutil.copytree(clean, to, symlinks=True))
-    with sqlite3.connect(run / "journal.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(run / "journal.sqlite")) as db, db:
         changed = db.execute("UPDATE launches SET exited_ns = NULL, exit_status = NULL "
                              "WHERE kind = 'template'").rowcount
     assert changed == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -75,7 +76,7 @@ def journal_rows(run: Path, sql: str) -> list[tuple[object, ...]]:
     import sqlite3
 
     try:
-        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
             return list(conn.execute(sql))
     except sqlite3.Error:
         return []
@@ -95,7 +96,7 @@ def hold_consumed(run: Path) -> bool:
     import sqlite3
 
     try:
-        with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+        with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
             row = conn.execute("SELECT COUNT(*) FROM holds WHERE state = 'consumed'").fetchone()
     except sqlite3.Error:
         return False

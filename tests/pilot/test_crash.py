@@ -3,6 +3,7 @@ counts the in-flight slot honestly, and recover reports the survivor without tou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,7 +36,7 @@ def test_controller_killed_mid_slot(tmp_path: Path) -> None:
     assert report.returncode == 1, report.stderr  # survivors exist
     doc = json.loads(report.stdout)
     text = json.dumps(doc)
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         (pid,) = conn.execute(
             "SELECT pid FROM launches WHERE slot = ? AND kind = 'probe'", (flying.slot,)
         ).fetchone()

@@ -6,6 +6,7 @@ small for reader + judge stops the run cleanly with the usual cap code."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -24,7 +25,7 @@ JUDGE = '[judge]\nprovider = "faux"\n'
 
 
 def _holds(run: Path) -> list[tuple[str, str, int, int]]:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         return conn.execute("SELECT slot, state, hold_units, COALESCE(settled_units, 0) "
                             "FROM holds").fetchall()
 

@@ -4,6 +4,7 @@ controller), and a guard's stop must close admission at once, not at the termina
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from efold.report import decode_results
 
 
 def _journal(run: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         return list(conn.execute(sql))
 
 

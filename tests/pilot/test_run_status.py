@@ -4,6 +4,7 @@ run may be alive, after printing and writing the reports with their banner."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -216,7 +217,7 @@ def test_a_killed_controller_is_a_crash_and_unreconciled(tmp_path: Path) -> None
     run = tmp_path / "run"
     code = HANGING_PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
     kill_controller_when(code, lambda: hold_consumed(run))
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         ((pid,),) = conn.execute(
             "SELECT pid FROM launches WHERE kind = 'probe' AND exited_ns IS NULL").fetchall()
     try:

@@ -5,6 +5,7 @@ The removal never follows a planted link and never raises for what it cannot rem
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -34,7 +35,7 @@ def contained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _rows(run: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         return conn.execute(sql, params).fetchall()
 
 

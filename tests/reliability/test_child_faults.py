@@ -21,6 +21,7 @@ faulty_child.py) under the real controller, journal and containment:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,7 +56,7 @@ DIE_STEPS = ("before-hello", "after-hello", "after-ready", "after-admit", "after
 
 
 def _journal(run: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         return list(conn.execute(sql, params))
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import sqlite3
@@ -92,12 +93,12 @@ def test_the_crash_points_cover_at_least_twenty_distinct_writes() -> None:
 
 
 def _run_markers(run: Path) -> set[str]:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         return {m for (m,) in conn.execute("SELECT marker FROM launches") if m}
 
 
 def _spend_from_journal(run: Path) -> int:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         rows = conn.execute("SELECT state, hold_units, settled_units FROM holds").fetchall()
     return sum(settled if state == "settled" else hold for state, hold, settled in rows)
 

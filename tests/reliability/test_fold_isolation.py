@@ -13,6 +13,7 @@ says why, and a campaign that requires isolation refuses with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -164,7 +165,7 @@ def test_an_isolated_fold_reaches_nothing_and_writes_only_its_slot(
     assert isolation_fold.ATTACK not in (run / "journal.sqlite").read_bytes()
     assert not (registry / "planted").exists()
     assert list(home.iterdir()) == []
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     report = observe(run)
     assert report.reconciled, report.verdict

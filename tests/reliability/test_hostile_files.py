@@ -13,6 +13,7 @@ dangling or hard-linked ``journal.sqlite`` is refused before SQLite touches it.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import hashlib
 import os
@@ -300,7 +301,7 @@ def _other_journal(tmp_path: Path) -> Path:
 
 
 def _epochs(journal: Path) -> int:
-    with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as conn, conn:
         (count,), = conn.execute("SELECT COUNT(*) FROM epochs")
     return int(count)
 

@@ -5,6 +5,7 @@ and ``reap`` (the one command that acts) leaves nothing alive."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -37,7 +38,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _launch_pid(run: Path) -> int:
-    with sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True) as conn:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         (pid,) = conn.execute("SELECT pid FROM launches ORDER BY launch_id DESC").fetchone()
     return int(pid)
 
