@@ -285,8 +285,9 @@ def run_tests(sandbox: Sandbox, tests: Sequence[str], timeout: float,
               quiet: bool = True) -> tuple[str, float]:
     """("passed" | "failed" | "timeout", seconds) of one pytest run in the copy."""
     started = time.monotonic()
-    command = [str(sandbox.python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-               *tests]
+    # One process (`-n 0`): a mutant's few tests gain nothing from xdist's workers.
+    command = [str(sandbox.python), "-m", "pytest", "-q", "-x", "-n", "0",
+               "-p", "no:cacheprovider", *tests]
     process = subprocess.Popen(command, cwd=sandbox.tree, env=sandbox.environment(),
                                stdout=subprocess.DEVNULL if quiet else None,
                                stderr=subprocess.DEVNULL if quiet else None,

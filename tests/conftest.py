@@ -52,3 +52,42 @@ def hard_item() -> SuiteItem:
 if "CI" in os.environ:
     settings.register_profile("ci", derandomize=True, database=None)
     settings.load_profile("ci")
+
+
+# The suite runs on every CPU (pytest-xdist, `-n logical` in pyproject.toml). Tests that
+# share one outside thing run one at a time, on one worker:
+# - each cluster module starts a three-node Ray cluster of its own (two at once would
+#   fight over two cores and Ray's ports);
+# - the model-server tests share the one local model server;
+# - the tests that install an entry-point fold into the venv's site-packages
+#   (``plugin_kit``) install arms of fixed names, which two at once would register twice.
+SERIAL_GROUPS = {"cluster": "ray-cluster", "model_server": "model-server"}
+TESTS = Path(__file__).resolve().parent
+
+
+def _top(parts: tuple[str, ...]) -> str:
+    """The folder under tests/ of a path relative to the checkout ('' for none)."""
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = SERIAL_GROUPS.get(_top(Path(item.path).relative_to(TESTS.parent).parts))
+        if group is None and hasattr(getattr(item, "module", None), "installed_plugin"):
+            group = "site-packages"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    """On the xdist controller: a grouped test's id carries its group
+    (``...@ray-cluster``), and that suffix is what keeps the group on one worker. Some
+    pytest and xdist versions drop it silently (pytest-xdist issue 1386, pytest 9.2);
+    then the groups would run at once and fail at random, so stop with the reason."""
+    lost = [i for i in ids
+            if "@" not in i and _top(Path(i.partition("::")[0]).parts) in SERIAL_GROUPS]
+    if lost:
+        pytest.exit(f"xdist groups are not in effect ({lost[0]} has no @group suffix): "
+                    "install the test extra's versions (pip install -e '.[test]') or run "
+                    "with -n 0", returncode=4)

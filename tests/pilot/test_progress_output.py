@@ -308,7 +308,9 @@ def test_in_a_terminal_the_bar_shows_rate_eta_accuracy_and_spend(
         registered: Registered) -> None:
     primary, secondary = pty.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    # Its size is the terminal's (not a COLUMNS or LINES the test runner inherited).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NO_COLOR", "TERM", "COLUMNS", "LINES")}
     with subprocess.Popen(pilot_args(registered, "terminal"), cwd=registered.root,
                           stdin=secondary, stdout=secondary, stderr=subprocess.PIPE,
                           env=env | {"TERM": "xterm"}) as child:

@@ -80,7 +80,8 @@ def test_a_released_lease_refuses(run: Run) -> None:
 
 
 @pytest.mark.parametrize("pipe", [b"", b"x" * 32, os.urandom(32) + b"\xc1garbage",
-                                  b"y" * (70 * 1024)])
+                                  b"y" * (70 * 1024)],
+                         ids=["empty", "wrong-key", "key-then-garbage", "oversized"])
 def test_a_bad_key_pipe_refuses(run: Run, pipe: bytes) -> None:
     silent_refusal(run, make_assignment(run), Code.WORKER_KEY_INVALID, pipe_bytes=pipe)
 
