@@ -4,6 +4,9 @@
     python scripts/draw_rooms.py --check    exit 1 if that picture is stale
     python scripts/draw_rooms.py --print    print the picture
 
+Exit 2, naming the file and the fix, when a module does not parse or a room's
+``__init__`` has no docstring.
+
 The picture is a table (room, what it owns: the first paragraph of its
 ``__init__`` docstring, its modules, the rooms it imports) and a Mermaid graph with one arrow per pair
 of rooms that an import joins, labelled with how many modules import across it. It sits
@@ -31,6 +34,20 @@ def module_name(path: pathlib.Path, root: pathlib.Path) -> list[str]:
     return parts[:-1] if parts[-1] == "__init__" else parts
 
 
+class RoomsError(Exception):
+    """The source cannot be drawn as it stands; the message names the file and the fix."""
+
+
+def parse(path: pathlib.Path, root: pathlib.Path) -> ast.Module:
+    """``path``'s syntax tree; a module that does not parse is named, with its line."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as error:
+        raise RoomsError(f"{path.relative_to(root)}:{error.lineno}: {error.msg}: the imports "
+                         "are read from the source, so every module must parse; fix it "
+                         "and run again") from None
+
+
 def _is_module(dotted: str, root: pathlib.Path) -> bool:
     path = root.joinpath(*dotted.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
@@ -40,7 +57,7 @@ def module_imports(path: pathlib.Path, root: pathlib.Path) -> set[str]:
     """The efold modules ``path`` imports, by dotted name below ``efold`` (a name taken
     from a package is the submodule when there is one, else the package): every import
     statement, ``TYPE_CHECKING`` and function-local ones included."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse(path, root)
     module = module_name(path, root)
     package = module if path.name == "__init__.py" else module[:-1]
     found: set[str] = set()
@@ -51,6 +68,8 @@ def module_imports(path: pathlib.Path, root: pathlib.Path) -> set[str]:
                                  *([node.module] if node.module else [])])
             elif node.module and node.module.startswith("efold."):
                 base = node.module.removeprefix("efold.")
+            elif node.module == "efold":  # ``from efold import errors``
+                base = ""
             else:
                 continue
             for alias in node.names:
@@ -59,6 +78,13 @@ def module_imports(path: pathlib.Path, root: pathlib.Path) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(a.name.removeprefix("efold.") for a in node.names
                          if a.name.startswith("efold."))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "import_module" and node.args
+              and isinstance(node.args[0], ast.Constant)
+              and str(node.args[0].value).startswith("efold.")):
+            # a literal name imports as surely as a statement does (cli's f-string
+            # names a command chosen at run time, which is not an arrow)
+            found.add(str(node.args[0].value).removeprefix("efold."))
     return {name for name in found if name and _is_module(name, root)}
 
 
@@ -98,9 +124,14 @@ def _top_down(names: list[str], edges: dict[tuple[str, str], int]) -> list[str]:
     return order
 
 
-def _owns(init: pathlib.Path) -> str:
-    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
-    first = " ".join(doc.strip().split("\n\n")[0].split())
+def _owns(init: pathlib.Path, root: pathlib.Path) -> str:
+    doc = (ast.get_docstring(parse(init, root)) or "").strip()
+    if not doc:
+        # the table's "owns" column is this docstring: an empty cell would say nothing
+        raise RoomsError(f"{init.relative_to(root)} has no docstring: start it with what "
+                         "the room owns and what it may import (its first paragraph is "
+                         "drawn in docs/architecture.md)")
+    first = " ".join(doc.split("\n\n")[0].split())
     return first.split(": ", 1)[-1].rstrip(".").replace("``", "`")
 
 
@@ -112,7 +143,7 @@ def render(root: pathlib.Path = ROOT) -> str:
     lines = [BEGIN, "", "| room | owns | modules | imports |", "| --- | --- | --- | --- |"]
     for room in order:
         imports = ", ".join(f"`{b}/`" for b in order if (room, b) in edges) or "none"
-        owns = _owns(root / "controller" / room / "__init__.py")
+        owns = _owns(root / "controller" / room / "__init__.py", root)
         modules = ", ".join(p.stem for p in found[room] if p.stem != "__init__")
         lines.append(f"| `{room}/` | {owns} | {modules} | {imports} |")
     lines += ["", "```mermaid", "flowchart TD"]
@@ -136,7 +167,11 @@ def main(argv: list[str]) -> int:
     mode.add_argument("--check", action="store_true", help="exit 1 if the picture is stale")
     mode.add_argument("--print", action="store_true", help="print the picture")
     args = parser.parse_args(argv)
-    picture = render()
+    try:
+        picture = render()
+    except RoomsError as error:
+        print(f"draw_rooms: {error}", file=sys.stderr)
+        return 2
     if args.print:
         print(picture)
         return 0

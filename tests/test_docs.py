@@ -96,6 +96,56 @@ def test_the_picture_shows_each_room_and_each_arrow_once(tmp_path: Path) -> None
     assert "pilot -->|1| processes" not in picture  # drawn only where an import is
 
 
+def _drawing_checkout(tmp_path: Path, init_doc: str, module: str) -> Path:
+    """A checkout holding draw_rooms.py, a marked docs/architecture.md and one room."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "draw_rooms.py").write_bytes(
+        (ROOT / "scripts" / "draw_rooms.py").read_bytes())
+    (tmp_path / "docs").mkdir()
+    draw = _load(ROOT / "scripts" / "draw_rooms.py")
+    (tmp_path / "docs" / "architecture.md").write_text(f"{draw.BEGIN}\n{draw.END}\n")
+    (tmp_path / "controller" / "pilot").mkdir(parents=True)
+    (tmp_path / "controller" / "pilot" / "__init__.py").write_text(init_doc)
+    (tmp_path / "controller" / "pilot" / "slots.py").write_text(module)
+    return tmp_path / "scripts" / "draw_rooms.py"
+
+
+@pytest.mark.parametrize(("init_doc", "module", "expected"), [
+    ('"""Pilot: a run."""\n', "x = 1\n\ndef broken(:\n",
+     "draw_rooms: controller/pilot/slots.py:3: invalid syntax: the imports are read from "
+     "the source, so every module must parse; fix it and run again\n"),
+    ("", "x = 1\n",
+     "draw_rooms: controller/pilot/__init__.py has no docstring: start it with what the "
+     "room owns and what it may import (its first paragraph is drawn in "
+     "docs/architecture.md)\n"),
+    ('"""   """\n', "x = 1\n",
+     "draw_rooms: controller/pilot/__init__.py has no docstring: start it with what the "
+     "room owns and what it may import (its first paragraph is drawn in "
+     "docs/architecture.md)\n"),
+], ids=["syntax-error", "no-docstring", "blank-docstring"])
+@pytest.mark.parametrize("mode", ["--check", "--print", None])
+def test_draw_rooms_names_what_it_cannot_draw(
+    tmp_path: Path, init_doc: str, module: str, expected: str, mode: str | None
+) -> None:
+    """Exit 2 with the file and the fix, never a traceback, and the doc left as it was."""
+    script = _drawing_checkout(tmp_path, init_doc, module)
+    before = (tmp_path / "docs" / "architecture.md").read_bytes()
+    done = subprocess.run([sys.executable, str(script), *([mode] if mode else [])],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", expected)
+    assert (tmp_path / "docs" / "architecture.md").read_bytes() == before
+
+
+def test_draw_rooms_draws_a_room_whose_docstring_says_what_it_owns(tmp_path: Path) -> None:
+    """The counterpart of the refusals above: one character of docstring is enough."""
+    script = _drawing_checkout(tmp_path, '"""P"""\n', "x = 1\n")
+    done = subprocess.run([sys.executable, str(script), "--print"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "| `pilot/` | P | slots | none |" in done.stdout
+
+
 def test_the_codes_checker_names_a_missing_an_unknown_and_an_empty_meaning() -> None:
     found = _generator().problems(["kept", "lost", "blank"],
                                   {"kept": "a line", "blank": " ", "invented": "a line"})

@@ -68,7 +68,7 @@ def _unit(path: pathlib.Path) -> str:
 
 def _targets(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str, bool]]:
     """(line, imported efold unit, inside a function) for every import in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _draw_rooms.parse(path, root)  # a module that does not parse is named
     local: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -136,23 +136,85 @@ def test_controller_rooms_import_only_down() -> None:
     assert _room_violations(ROOT) == []
 
 
+def _layout_problems(root: pathlib.Path) -> list[str]:
+    """What in ``controller/`` is neither an entry point nor a declared room. A folder
+    without ``__init__.py`` counts: Python would import it as a namespace package, yet
+    it would be neither drawn, nor checked as a room, nor shipped."""
+    declared = [room for room in CONTROLLER_ROOMS if room not in ("__main__", "cli", "errors")]
+    found = [f"controller/{p.name} is not an entry point: move it into a room"
+             for p in sorted((root / "controller").glob("*.py"))
+             if p.name not in CONTROLLER_TOP]
+    for folder in sorted(p for p in (root / "controller").iterdir() if p.is_dir()):
+        if folder.name == "__pycache__":
+            continue
+        if not (folder / "__init__.py").is_file():
+            found.append(f"controller/{folder.name}/ has no __init__.py: a room needs one, "
+                         "its docstring saying what it owns and may import")
+        elif folder.name not in declared:
+            found.append(f"controller/{folder.name}/ is not a declared room: add it to "
+                         "CONTROLLER_ROOMS in tests/test_layers.py, in import order")
+    found += [f"controller/{room}/ is declared in CONTROLLER_ROOMS but missing"
+              for room in declared if not (root / "controller" / room / "__init__.py").is_file()]
+    return found
+
+
 def test_controller_top_level_holds_only_its_entry_points_and_rooms() -> None:
-    top = {p.name for p in (ROOT / "controller").glob("*.py")}
-    rooms = {p.parent.name for p in (ROOT / "controller").glob("*/__init__.py")}
-    assert top == CONTROLLER_TOP
-    assert rooms == set(CONTROLLER_ROOMS) - {"__main__", "cli", "errors"}
+    assert _layout_problems(ROOT) == []
 
 
-def test_the_room_check_finds_an_upward_import(tmp_path: pathlib.Path) -> None:
+def test_the_layout_check_names_a_stray_module_an_undeclared_room_and_a_bare_folder(
+    tmp_path: pathlib.Path,
+) -> None:
+    controller = tmp_path / "controller"
+    for room in CONTROLLER_ROOMS:
+        if room not in ("__main__", "cli", "errors"):
+            (controller / room).mkdir(parents=True)
+            (controller / room / "__init__.py").write_text('"""A room."""\n')
+    for name in CONTROLLER_TOP:
+        (controller / name).write_text("")
+    (controller / "__pycache__").mkdir()
+    assert _layout_problems(tmp_path) == []
+    (controller / "helpers.py").write_text("")
+    (controller / "newroom").mkdir()
+    (controller / "newroom" / "__init__.py").write_text('"""New."""\n')
+    (controller / "bare").mkdir()
+    (controller / "bare" / "thing.py").write_text("from efold.errors import Code\n")
+    assert _layout_problems(tmp_path) == [
+        "controller/helpers.py is not an entry point: move it into a room",
+        "controller/bare/ has no __init__.py: a room needs one, its docstring saying what "
+        "it owns and may import",
+        "controller/newroom/ is not a declared room: add it to CONTROLLER_ROOMS in "
+        "tests/test_layers.py, in import order",
+    ]
+
+
+@pytest.mark.parametrize("source", [
+    "from efold.controller.pilot.slots import x\n",
+    "from ..pilot.slots import x\n",
+    "from ..pilot import slots\n",
+    "import efold.controller.pilot.slots\n",
+    "def f():\n    from efold.controller.pilot import slots\n",
+    "import importlib\nimportlib.import_module('efold.controller.pilot.slots')\n",
+], ids=["absolute", "relative", "relative-from-package", "import", "in-function",
+        "import_module"])
+def test_the_room_check_finds_an_upward_import(tmp_path: pathlib.Path, source: str) -> None:
     for room in ("rundirs", "pilot"):
         (tmp_path / "controller" / room).mkdir(parents=True)
         (tmp_path / "controller" / room / "__init__.py").write_text("")
     (tmp_path / "controller" / "__init__.py").write_text("")
     (tmp_path / "controller" / "pilot" / "slots.py").write_text("")
-    (tmp_path / "controller" / "rundirs" / "reap.py").write_text(
-        "from efold.controller.pilot.slots import x\n")
+    (tmp_path / "controller" / "rundirs" / "reap.py").write_text(source)
     assert _room_violations(tmp_path) == [
         "controller/rundirs/reap.py (rundirs) -> controller.pilot.slots"]
+
+
+def test_a_module_that_does_not_parse_is_named(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "guard").mkdir()
+    (tmp_path / "guard" / "ok.py").write_text("x = 1\n")
+    (tmp_path / "guard" / "broken.py").write_text("x = 1\ndef broken(:\n")
+    assert _targets(tmp_path / "guard" / "ok.py", root=tmp_path) == []
+    with pytest.raises(_draw_rooms.RoomsError, match=r"^guard/broken\.py:2: "):
+        _targets(tmp_path / "guard" / "broken.py", root=tmp_path)
 
 
 def test_every_package_is_in_a_layer() -> None:
@@ -232,9 +294,20 @@ def _circles(root: pathlib.Path, files: list[pathlib.Path]) -> list[list[str]]:
 
 def test_no_modules_import_each_other() -> None:
     """A circle hides the order a reader needs: what rests on what. Packages importing
-    their own submodules (``__init__`` re-exports) count like any module."""
-    files = [p for p in _source_files() if p.parent != ROOT]
-    assert _circles(ROOT, files) == []
+    their own submodules (``__init__`` re-exports) count like any module, and so do the
+    top-level modules (``errors``, ``lazy``, the root ``__init__``...)."""
+    assert _circles(ROOT, _source_files()) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_top_level_module(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "folds").mkdir()
+    (tmp_path / "folds" / "__init__.py").write_text("")
+    (tmp_path / "folds" / "a.py").write_text("from efold import lazy\n")
+    (tmp_path / "lazy.py").write_text("import importlib\nimportlib.import_module('efold.folds.a')\n")
+    files = [*sorted((tmp_path / "folds").glob("*.py")), tmp_path / "lazy.py"]
+    assert _circles(tmp_path, files) == [["folds.a", "lazy"]]
 
 
 def test_the_circle_check_finds_a_circle(tmp_path: pathlib.Path) -> None:
@@ -258,3 +331,31 @@ def test_every_package_is_shipped_and_in_the_build_digest() -> None:
     shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     assert packages == set(_BUILD_PACKAGES)
     assert {f"efold.{p}" for p in packages} <= set(shipped)
+    assert _unshipped(ROOT, set(shipped)) == []
+
+
+def _unshipped(root: pathlib.Path, shipped: set[str]) -> list[str]:
+    """Every package below a unit (a room of controller/, guard/wire, ...) that the
+    wheel leaves out: `pip install .` would install efold without it. The workspace
+    fixtures of boundary cases are data, not efold's packages."""
+    found = []
+    inits = [i for unit in LAYER_OF if (root / unit).is_dir()  # not a venv in the checkout
+             for i in (root / unit).rglob("__init__.py")]
+    for init in sorted(inits):
+        rel = init.parent.relative_to(root)
+        if rel.parts[:2] != ("boundary", "cases"):
+            name = ".".join(("efold", *rel.parts))
+            if name not in shipped:
+                found.append(f"{name} is not in pyproject.toml's [tool.setuptools] packages")
+    return found
+
+
+def test_the_shipping_check_names_a_nested_package_left_out(tmp_path: pathlib.Path) -> None:
+    for folder in ("controller", "controller/pilot", "controller/newroom",
+                   "boundary/cases/B01/workspace/src/shop"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    shipped = {"efold.controller", "efold.controller.pilot"}
+    assert _unshipped(tmp_path, shipped) == [
+        "efold.controller.newroom is not in pyproject.toml's [tool.setuptools] packages"]
+    assert _unshipped(tmp_path, shipped | {"efold.controller.newroom"}) == []
