@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -70,24 +71,37 @@ def _top(parts: tuple[str, ...]) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
 
 
+def _top_of(path: Path) -> str:
+    """The folder under tests/ of a collected file; '' for one outside the checkout (a
+    test file named on the command line beside the suite's)."""
+    if not path.is_relative_to(TESTS.parent):
+        return ""
+    return _top(path.relative_to(TESTS.parent).parts)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        group = SERIAL_GROUPS.get(_top(Path(item.path).relative_to(TESTS.parent).parts))
+        group = SERIAL_GROUPS.get(_top_of(Path(item.path)))
         if group is None and hasattr(getattr(item, "module", None), "installed_plugin"):
             group = "site-packages"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     """On the xdist controller: a grouped test's id carries its group
-    (``...@ray-cluster``), and that suffix is what keeps the group on one worker. Some
-    pytest and xdist versions drop it silently (pytest-xdist issue 1386, pytest 9.2);
-    then the groups would run at once and fail at random, so stop with the reason."""
+    (``...@ray-cluster``), and that suffix is what keeps the group on one worker. Only
+    ``--dist loadgroup`` keeps it, and some pytest and xdist versions drop it silently
+    (pytest-xdist issue 1386, pytest 9.2); then the groups would run at once and fail at
+    random, so stop with the reason."""
     lost = [i for i in ids
             if "@" not in i and _top(Path(i.partition("::")[0]).parts) in SERIAL_GROUPS]
-    if lost:
-        pytest.exit(f"xdist groups are not in effect ({lost[0]} has no @group suffix): "
-                    "install the test extra's versions (pip install -e '.[test]') or run "
-                    "with -n 0", returncode=4)
+    if not lost:
+        return
+    dist = node.config.getoption("dist", None)
+    fix = (f"--dist {dist} does not keep them: leave --dist at loadgroup (pyproject.toml's "
+           "addopts) or run with -n 0" if dist != "loadgroup" else
+           "install the test extra's versions (pip install -e '.[test]') or run with -n 0")
+    pytest.exit(f"xdist groups are not in effect ({lost[0]} has no @group suffix): {fix}",
+                returncode=4)
