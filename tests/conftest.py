@@ -61,9 +61,13 @@ if "CI" in os.environ:
 #   fight over two cores and Ray's ports);
 # - the model-server tests share the one local model server;
 # - the tests that install an entry-point fold into the venv's site-packages
-#   (``plugin_kit``) install arms of fixed names, which two at once would register twice.
+#   (``plugin_kit``) install arms of fixed names, which two at once would register twice;
+#   and the tests that list the installed plugins (``plugin_arms``) run with them, since a
+#   plugin installed meanwhile is one more name, or a duplicate that is rejected, in the
+#   list they assert on (tests/folds/test_plugins.py expects exactly one rejection).
 SERIAL_GROUPS = {"cluster": "ray-cluster", "model_server": "model-server"}
 TESTS = Path(__file__).resolve().parent
+PLUGIN_USERS = ("installed_plugin", "plugin_arms")  # a test module that imports either
 
 
 def _top(parts: tuple[str, ...]) -> str:
@@ -83,7 +87,8 @@ def _top_of(path: Path) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = SERIAL_GROUPS.get(_top_of(Path(item.path)))
-        if group is None and hasattr(getattr(item, "module", None), "installed_plugin"):
+        module = getattr(item, "module", None)
+        if group is None and any(hasattr(module, name) for name in PLUGIN_USERS):
             group = "site-packages"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))

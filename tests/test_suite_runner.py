@@ -52,3 +52,25 @@ def test_a_test_file_outside_the_checkout_runs_beside_the_suite(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "INTERNALERROR" not in done.stdout + done.stderr
     assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_the_tests_that_list_the_installed_plugins_share_the_installers_group() -> None:
+    """A plugin another worker installs meanwhile would be one more name, or a rejected
+    duplicate, in the list these tests assert on: they run in the installers' group."""
+    files = ["tests/folds/test_plugins.py", "tests/folds/test_fold_guide.py",
+             "tests/controller/test_fold_pinning.py", "tests/test_lazy_exports.py"]
+    grouped = _pytest("--co", "-n", "0", "-m", "xdist_group", *files)
+    everything = _pytest("--co", "-n", "0", *files)
+    assert grouped.returncode == everything.returncode == 0, grouped.stdout + grouped.stderr
+
+    def modules(listing: str) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for line in listing.splitlines():
+            if "::" in line:
+                found[line.split("::")[0]] = found.get(line.split("::")[0], 0) + 1
+        return found
+
+    assert modules(grouped.stdout) == {
+        name: count for name, count in modules(everything.stdout).items()
+        if name != "tests/test_lazy_exports.py"}
+    assert set(modules(grouped.stdout)) == set(files[:3])
