@@ -58,7 +58,7 @@ from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, wr
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.aggregate import read_run, run_reports
 from efold.controller.rundirs.authorize_run import RealGrant
-from efold.controller.rundirs.interrupt import Say, interruptible, say
+from efold.controller.rundirs.interrupt import Say, Signals, caught, interruptible, say
 from efold.controller.rundirs.run_context import RunContext
 from efold.controller.rundirs.run_setup import open_run
 from efold.controller.rundirs.runroot import private_subdir
@@ -154,6 +154,13 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                   dispatch: Dispatch = OFFLINE, tell: Say = say) -> PilotOutcome:
     """The pilot; ``tell`` says what an interruption does (``controller.rundirs.interrupt``)."""
     tick = progress or _ignore
+    with caught(tell) as signals:
+        return await _execute(reg, reg_bytes, run, tick, program, dispatch, signals)
+
+
+async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progress,
+                   program: Sequence[str] | None, dispatch: Dispatch,
+                   signals: Signals) -> PilotOutcome:
     async with open_run(reg, reg_bytes, run, admitting=True, program=program,
                         grant=dispatch.grant, smoke=dispatch.smoke,
                         keep_answers=dispatch.keep_answers,
@@ -176,7 +183,7 @@ async def execute(reg: Registration, reg_bytes: bytes, run: Path, *,
                 publish_exclusive(run, name, data)
             return receipts, reports
 
-        receipts, reports = await interruptible(ctx, body, tell)
+        receipts, reports = await interruptible(ctx, body, signals)
         stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
     return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes)
 

@@ -28,7 +28,7 @@ from efold.controller.campaigns.registration import Registration
 from efold.controller.campaigns.stops import StopPolicy
 from efold.controller.pilot.prep_launch import PrepCause
 from efold.controller.pilot.preparation import Preparation, checkpoints_of, prepare_checkpoints
-from efold.controller.rundirs.interrupt import Say, interruptible, say
+from efold.controller.rundirs.interrupt import Say, Signals, caught, interruptible, say
 from efold.controller.rundirs.run_index import PRIVATE_ROOT_PREFIX, PRIVATE_RUN
 from efold.controller.rundirs.run_setup import check_containment, open_run
 from efold.controller.rundirs.runroot import claim_run_dir, private_subdir
@@ -91,13 +91,21 @@ async def _preflight(reg: Registration, reg_bytes: bytes, root: Path,
                      program: Sequence[str] | None, on_restored: OnRestored | None,
                      on_prep_dir: OnPrepDir | None) -> PreflightReport:
     run = claim_run_dir(root / PRIVATE_RUN)
+    with caught() as signals:
+        return await _preflight_run(reg, reg_bytes, run, program, on_restored, on_prep_dir,
+                                    signals)
+
+
+async def _preflight_run(reg: Registration, reg_bytes: bytes, run: Path,
+                         program: Sequence[str] | None, on_restored: OnRestored | None,
+                         on_prep_dir: OnPrepDir | None, signals: Signals) -> PreflightReport:
     async with open_run(reg, reg_bytes, run, admitting=False, program=program) as opened:
         ctx, plan = opened.ctx, opened.plan
         private_subdir(run, "restore")
         # Every checkpoint of the plan: preparation feasibility is independent of
         # admission eligibility (a slot ineligible by plan is still prepared here).
         preps = await interruptible(ctx, lambda: prepare_checkpoints(
-            ctx, plan, opened.items, reg, eligible_only=False))
+            ctx, plan, opened.items, reg, eligible_only=False), signals)
         watchdog_ms = int(prep_seconds(reg.campaign) * 1000)
         results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms,
                                            on_restored)

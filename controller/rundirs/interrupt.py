@@ -1,7 +1,8 @@
 """Operator interruption (SIGINT, SIGTERM) as a first-class end of a run.
 
-While a run executes, both signals are received by a watcher task instead of raising
-``KeyboardInterrupt`` at an arbitrary point. The first one interrupts the run
+From before a run's lease is taken until after it is released, both signals are caught
+(``caught``) instead of killing the controller or raising ``KeyboardInterrupt`` at an
+arbitrary point; while the run executes, a watcher task receives them. The first one interrupts the run
 (``RunContext.interrupt``): admission closes with a journaled ``interrupted`` stop, the
 launches in flight (one per place of ``concurrency``) are cancelled and their children
 contained (shielded: nothing interrupts a containment), their slots are recorded with
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import anyio
@@ -41,39 +43,78 @@ def say(text: str) -> None:
     print(f"efold: {text}", file=sys.stderr, flush=True)
 
 
-async def _watch(ctx: RunContext, tell: Say, *,
+class Signals:
+    """SIGINT and SIGTERM for a run's whole life, from before its lease is taken until
+    after it is released (``caught``): never the default disposition there. A SIGTERM
+    that killed the controller while its run opened (its fork-server template starting,
+    before ``interruptible``) left the lease held by a dead process and a launch never
+    seen to end: a shard whose keeper passed on its driver's death did exactly that.
+
+    Until the run can be interrupted, a signal is kept, and ``interruptible`` acts on
+    it first (the run then opens, admits nothing and ends ``interrupted``); once the
+    run is ending, a signal is ignored with a word (a repeat Ctrl-C never becomes a
+    ``KeyboardInterrupt`` halfway through the run's ending)."""
+
+    def __init__(self, tell: Say) -> None:
+        self.tell = tell
+        self.kept: list[int] = []  # received before the watcher ran; it takes them
+        self.ending = False  # the body has returned: a signal now changes nothing
+
+    def _caught(self, signum: int, frame: object) -> None:
+        if self.ending:
+            self.tell(f"{signal.Signals(signum).name} ignored: the run is already ending")
+        else:
+            self.kept.append(signum)
+
+
+@contextmanager
+def caught(tell: Say = say) -> Iterator[Signals]:
+    """The run's signals caught (``Signals``) for the block; the previous handlers
+    restored after it."""
+    signals = Signals(tell)
+    previous = {signum: signal.signal(signum, signals._caught) for signum in SIGNALS}
+    try:
+        yield signals
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupt(ctx: RunContext, signum: int, tell: Say) -> None:
+    if ctx.interrupt(signum):
+        tell(f"{signal.Signals(signum).name}: admission closed; containing every "
+             "child in flight, then writing the reports")
+    else:
+        tell("still shutting down: the children in flight are being contained")
+
+
+async def _watch(ctx: RunContext, signals: Signals, *,
                  task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     with anyio.open_signal_receiver(*SIGNALS) as received:
         task_status.started()
+        while signals.kept:
+            _interrupt(ctx, signals.kept.pop(0), signals.tell)
         async for signum in received:
-            if ctx.interrupt(signum):
-                tell(f"{signal.Signals(signum).name}: admission closed; containing every "
-                     "child in flight, then writing the reports")
-            else:
-                tell("still shutting down: the children in flight are being contained")
+            _interrupt(ctx, signum, signals.tell)
 
 
 async def interruptible(ctx: RunContext, body: Callable[[], Awaitable[_T]],
-                        tell: Say = say) -> _T:
-    """Run ``body`` with the run's signals going to ``ctx.interrupt``; ``tell`` says
-    what an interruption does (a progress view passes its own, which first stops its
-    bar: a live bar would redraw over the lines).
+                        signals: Signals) -> _T:
+    """Run ``body`` with the run's signals going to ``ctx.interrupt``, those ``signals``
+    kept while the run opened first; ``signals.tell`` says what an interruption does (a
+    progress view passes its own, which first stops its bar: a live bar would redraw
+    over the lines).
 
     A signal that arrives while ``body`` runs synchronous work (receipts, reports) is
     still queued when the watcher closes; the receiver then re-raises it through the
-    handler it restores. That handler is ``late`` (installed here first), so a repeat
-    Ctrl-C never becomes a ``KeyboardInterrupt`` halfway through the run's ending."""
-
-    def late(signum: int, frame: object) -> None:
-        tell(f"{signal.Signals(signum).name} ignored: the run is already ending")
-
-    previous = {signum: signal.signal(signum, late) for signum in SIGNALS}
+    handler it restores, ``signals``', which by then says the run is already ending."""
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(_watch, ctx, tell)
+            await tg.start(_watch, ctx, signals)
             try:
                 result = await body()
             finally:
+                signals.ending = True
                 tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         # The watcher never fails; what failed is the body: its error, unwrapped, so a
@@ -81,7 +122,4 @@ async def interruptible(ctx: RunContext, body: Callable[[], Awaitable[_T]],
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     return result

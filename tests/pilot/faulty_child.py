@@ -391,6 +391,8 @@ def parametrized(mode: str, kind: str) -> object | None:
         return RaceAtBarrier(int(arg)) if kind == "probe" else FoldPrep()
     if name == "tamper-snapshot":
         return TamperSnapshot(arg) if kind == "probe" else FoldPrep()
+    if name == "slow-template":  # the template's fault (at its start); children are plain
+        return ReaderProbe() if kind == "probe" else FoldPrep()
     if name == "prep-die-writing":
         if kind == "prep":
             return PrepDiesWriting(arg)
@@ -411,6 +413,11 @@ def body_for(kind: str) -> object:
 if __name__ == "__main__":
     if sys.argv[3] == "--control-fd":  # the run's fork-server template, forking MODE's children
         from efold.worker import template
+
+        if MODE == "slow-template" and first_time():  # MARKER: the run is opening
+            import time
+
+            time.sleep(3)
 
         sys.exit(template.main(sys.argv[3:], bodies=body_for))  # type: ignore[arg-type]
     kind = sys.argv[3]

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import msgspec
@@ -65,8 +67,6 @@ def _points() -> list[tuple[str, int, str]]:
     record method, its caller and the phase) at its first occurrence in the first mode that has
     it, and the last write of the clean run; the long run takes every write of every
     mode, before and after its commit."""
-    import tempfile
-
     points: list[tuple[str, int, str]] = []
     seen: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,7 +85,26 @@ def _points() -> list[tuple[str, int, str]]:
     return points
 
 
-POINTS = _points()
+def _shared_points() -> list[tuple[str, int, str]]:
+    """The census, once per test run: every xdist worker collects the same tests only if
+    they all see one census, and a census's write count varies with timing (a
+    prep survivor's containment rounds). The first worker's census is shared with the
+    others through a file named by the run's id (``PYTEST_XDIST_TESTRUNUID``), under a
+    lock; without xdist, the census is taken here."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:
+        return _points()
+    shared = Path(tempfile.gettempdir()) / f"efold-crash-points-{run_id}.json"
+    with open(shared.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if shared.exists():
+            return [(m, i, w) for m, i, w in json.loads(shared.read_text())]
+        points = _points()
+        shared.write_text(json.dumps(points))
+        return points
+
+
+POINTS = _shared_points()
 
 
 def test_the_crash_points_cover_at_least_twenty_distinct_writes() -> None:

@@ -92,6 +92,40 @@ def test_an_interrupt_contains_the_child_in_flight_and_writes_the_reports(
     assert report.reconciled, report.verdict
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_run_opens_ends_it_interrupted(tmp_path: Path,
+                                                          signum: int) -> None:
+    """The lease is taken and the fork-server template is starting (a launch) when the
+    signal comes: the run opens, admits nothing and ends ``interrupted``, its template
+    contained and its lease released; never a controller killed by the signal with
+    its lease held and a launch never seen to end (a shard whose keeper passed on its
+    driver's death mid-opening)."""
+    run, marker = tmp_path / "run", tmp_path / "marker"
+    code = CONTROLLER.format(here=str(HERE), run=str(run), marker=str(marker),
+                             mode="slow-template")
+    controller = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+    try:
+        _wait_for(marker.exists, controller)  # the template has started, not yet ready
+        assert journal_rows(run, "SELECT kind FROM launches") == [("template",)]
+        controller.send_signal(signum)
+        out, err = controller.communicate(timeout=60)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+    assert controller.returncode == 0, err.decode()
+    assert out.decode().split() == ["interrupted", str(signum)]
+    assert (Code.INTERRUPTED.value,) in journal_rows(run, "SELECT code FROM stops WHERE sticky = 1")
+    receipts = [json.loads(p.read_bytes()) for p in (run / "receipts").iterdir()]
+    assert len(receipts) == 16
+    assert all(r["status"] == "unadmitted" and r["code"] == Code.INTERRUPTED.value
+               for r in receipts)
+    assert journal_rows(run, "SELECT kind FROM launches") == [("template",)]
+    report = observe(run)
+    assert report.reconciled, report.verdict
+
+
 def test_the_pilot_command_exits_130_and_says_what_to_do_next(tmp_path: Path) -> None:
     run = tmp_path / "run"
     controller = subprocess.Popen(
