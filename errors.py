@@ -65,6 +65,7 @@ class Code(enum.StrEnum):
     LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE = "lookup_pilot_real_route_unavailable"
     UNRECONCILED_CONTAINMENT = "unreconciled_containment"
     INTERRUPTED = "interrupted"  # the operator interrupted the run (SIGINT/SIGTERM)
+    SMOKE_FAILED = "smoke_failed"  # a local run's inline smoke (one slot per role) did not pass: nothing after it was admitted
 
     # -- registry/ -----------------------------------------------------------------
     PUBLISH_TARGET_EXISTS = "publish_target_exists"
@@ -208,6 +209,8 @@ class Code(enum.StrEnum):
     REGISTRATION_DIGEST_MISMATCH = "registration_digest_mismatch"
     RUN_ROOT_EXISTS = "run_root_exists"
     RUN_ROOT_IN_SOURCE = "run_root_in_source"  # inside a folder build_digest hashes
+    LOCAL_SERVER_UNREACHABLE = "local_server_unreachable"  # a local route's server does not answer its /models
+    LOCAL_MODEL_NOT_SERVED = "local_model_not_served"  # the local server serves models, none by the profile's name
     SMOKE_RECORD_INVALID = "smoke_record_invalid"  # a smoke record that is not private or not efold's (its MAC)
     RECEIPT_DUPLICATE = "receipt_duplicate"
     RECEIPT_CHANGED = "receipt_changed"

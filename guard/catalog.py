@@ -36,6 +36,7 @@ does not know them refuses them as unknown keys, which fails closed):
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import functools
 import hashlib
@@ -51,6 +52,7 @@ from efold.guard.money import TOKEN_CLASSES, parse_decimal, rate_units_per_token
 from efold.input_files import CATALOG_LIMIT, InputFileError, read_input
 
 CATALOG_VERSION: Final = 1
+WILDCARD: Final = "*"  # an entry's model: every model of its provider (``Catalog.entry``)
 RATE_EXPONENT_LIMIT: Final = 64  # far past any price; keeps every exact rate small
 _ENTRY_KEYS: Final = frozenset({"provider", "model", *TOKEN_CLASSES})
 _OPTIONAL_ENTRY_KEYS: Final = frozenset({"input_tier", "snapshots", "context_window",
@@ -135,7 +137,11 @@ class Catalog:
     digest: str  # sha256 hex of the file's bytes
 
     def entry(self, provider: str, model: str) -> CatalogEntry:
+        """``model``'s entry; else the provider's wildcard entry (``model = "*"``: every
+        model of the provider at its rates) named ``model``; else ``lookup_invalid_rate``."""
         found = self.entries.get((provider, model))
+        if found is None and (wild := self.entries.get((provider, WILDCARD))) is not None:
+            found = dataclasses.replace(wild, model=model)
         if found is None:
             raise GuardError(Code.LOOKUP_INVALID_RATE, "model has no price in the catalog")
         return found

@@ -88,6 +88,9 @@ class AuthorizationDomain(enum.StrEnum):
     # A cluster run's part for one shard (``efold.controller.campaigns.shards``), minted by the
     # cluster controller after it consumed the campaign's own authorization.
     SHARD = "efold-shard-authorization-v1"
+    # A local route's run (every model on loopback, no credential: nothing can be
+    # billed), minted and burned by its own controller like a faux one.
+    LOCAL = "efold-local-authorization-v1"
 
 
 Sha256Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -342,7 +345,7 @@ def mint_faux_authorization(
     """Sign a faux (or shard) authorization with a fresh key whose private half is then
     dropped. Pass ``trusted_key`` to ``verify_faux_authorization``; nothing else can
     verify it, and no validator of the real domain accepts it. ``domain``: FAUX, or
-    SHARD for a cluster run's part (never REAL)."""
+    SHARD for a cluster run's part, LOCAL for a local route's run (never REAL)."""
     if domain is AuthorizationDomain.REAL:
         raise ValueError("a real authorization is signed by an approver, never minted")
     issued = int(time.time() if now is None else now)

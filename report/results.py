@@ -98,6 +98,29 @@ PROXY_NOTE = (
     "Constraint and redaction probes also pass when the fold simply lost the source "
     "material. Read them next to the recall probes."
 )
+# The summariser a role's summary requests went to when the campaign named no summariser
+# model: efold's deterministic summariser, a stand-in (``RunInfo.summarisers``).
+STAND_IN_SUMMARISER = "efold/deterministic-summariser"
+
+
+def stand_in_roles(results: Results) -> list[str]:
+    """The roles whose fold's summary requests the deterministic stand-in answered."""
+    if results.run is None:
+        return []
+    return [role for role, model in results.run.summarisers.items()
+            if model == STAND_IN_SUMMARISER]
+
+
+def stand_in_line(roles: Sequence[str]) -> str | None:
+    """What the reports say at the top where the stand-in wrote a role's summaries."""
+    if not roles:
+        return None
+    return (f"Summaries by the stand-in for {', '.join(roles)}: efold's deterministic "
+            "summariser answered their summary requests, so these scores do not measure "
+            "these folds' summarising (give a summariser model: --summariser URL "
+            "--summariser-model NAME).")
+
+
 UNKNOWN_USAGE_NOTE = (
     "Some usage was never reported. Token counts are lower bounds, not totals."
 )

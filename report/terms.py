@@ -50,6 +50,8 @@ STOP_MEANINGS: Mapping[str, str] = _frozen({
     Code.NOT_ADMITTED_CAP: "the cap could not admit the next request",
     Code.RUN_DEADLINE: "the run's deadline passed; later slots were not launched",
     Code.INTERRUPTED: "the operator interrupted the run; later slots were not launched",
+    Code.SMOKE_FAILED: "the run's inline smoke (its first slot of every role) did not "
+                       "pass; nothing after it was admitted",
     # Run-level stop rules (controller.stops).
     Code.LOOKUP_REPEATED_LOSS: "two consecutive admitted slots lost a request on the "
                                "provider side",

@@ -116,6 +116,9 @@ MEANINGS: dict[str, str] = {
         "an absorbing stop that outranks every other.",
     "interrupted": "The operator interrupted the run (SIGINT or SIGTERM); admission "
         "closed and later slots are visited without a launch.",
+    "smoke_failed": "A local run's inline smoke (the schedule's first slot of every role, "
+        "run first) did not pass: a slot of it did not complete, or a stop ended it; "
+        "nothing after it was admitted (exit 3).",
     # -- registry/
     "publish_target_exists": "A file efold publishes exclusively already exists; "
         "published files are never overwritten.",
@@ -390,6 +393,11 @@ MEANINGS: dict[str, str] = {
     "run_root_exists": "The run directory already exists; run directories are never "
         "reused.",
     "run_root_in_source": "The run root lies inside a folder the build digest hashes.",
+    "local_server_unreachable": "`pilot` on a local route: nothing answers at a local "
+        "model's base URL (`GET /models`); start the server first. Nothing was claimed.",
+    "local_model_not_served": "`pilot` on a local route: the server lists its models and "
+        "none has the campaign's (or `--model`'s) name; the detail says what it serves "
+        "and how that kind of server names a model. Nothing was claimed.",
     "smoke_record_invalid": "`pilot --real`: a smoke record of this registration beside "
         "the run directory is not a private file of this user (a link, shared, "
         "another owner), does not decode, is of another version, or its MAC under "

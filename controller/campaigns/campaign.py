@@ -63,6 +63,7 @@ from efold.controller.campaigns.judge_profile import (
 )
 from efold.controller.campaigns.profiles import (
     DETERMINISTIC,
+    MAX_SUMMARY_REQUESTS,
     Profile,
     ProfileTable,
     SummariserProfile,
@@ -446,8 +447,8 @@ def validate_campaign(c: Campaign) -> None:
         if c.summariser.is_faux:
             raise _invalid("summariser: the faux provider reads, it does not summarise "
                            f"(use {DETERMINISTIC!r} or an endpoint)")
-        if not 1 <= c.summariser.max_requests <= 10:
-            raise _invalid("summariser.max_requests must be 1-10")
+        if not 1 <= c.summariser.max_requests <= MAX_SUMMARY_REQUESTS:
+            raise _invalid(f"summariser.max_requests must be 1-{MAX_SUMMARY_REQUESTS}")
         # A provider-compaction arm sends its one request to its provider's endpoint on
         # the summariser route: that route must speak the endpoint's API.
         for r in c.roles:
@@ -647,6 +648,21 @@ def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
     except UnicodeDecodeError as exc:
         raise _invalid("campaign is not UTF-8") from exc
     return parse_campaign(text, Path(path).absolute().parent), raw
+
+
+RouteKind = Literal["faux", "local", "real"]
+
+
+def route_kind(c: Campaign) -> RouteKind:
+    """Where a campaign's model requests go: ``faux`` (nothing is sent: the faux reader,
+    the deterministic summariser, a faux judge or none), ``local`` (every model it sends
+    to is on loopback without a credential: nothing can be billed, so ``pilot`` runs it
+    without keygen or signed authorizations) or ``real`` (a paid route: the full
+    ceremony, ``pilot --real``)."""
+    senders = [p for p in (c.reader, c.summariser, c.judge) if p is not None and not p.is_faux]
+    if not senders:
+        return "faux"
+    return "local" if all(p.is_local for p in senders) else "real"
 
 
 def named_campaign(name: str) -> tuple[Campaign, bytes]:

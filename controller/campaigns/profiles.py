@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -37,8 +38,44 @@ APIS = ("responses", "chat", "messages")
 # instead (they ignore the other, and a small model may then write until its window).
 MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 FAUX_PROVIDER = "faux"
+# The provider of any model on a local server: priced by the bundled catalog's wildcard
+# entry at zero (a local server bills nothing), allowed only where ``is_local`` holds.
+LOCAL_PROVIDER = "local"
 DETERMINISTIC = "deterministic"  # the summariser profile that sends nothing
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+
+
+@dataclass(frozen=True)
+class ServerPreset:
+    """What a kind of OpenAI-compatible server needs of a profile (``server = NAME``):
+    the API it speaks, whether its streamed answers carry usage (efold never settles a
+    request without usage: where they do not, the preset does not stream), the field
+    its Chat Completions endpoint reads as the reply limit, and how it names the model
+    it serves (what a model-name mismatch tells the operator to change). ``tested``:
+    proven against the real server in this project's tests; else from its docs."""
+
+    api: str
+    stream: bool
+    max_tokens_field: str
+    alias: str
+    tested: bool
+
+
+SERVER_PRESETS: Final = {
+    "llama-server": ServerPreset(
+        "chat", True, "max_tokens", "llama-server's --alias NAME (else the model file's "
+        "name)", tested=True),
+    "llama-cpp-python": ServerPreset(
+        "chat", False, "max_tokens", "python -m llama_cpp.server --model_alias NAME (else "
+        "the model file's path)", tested=True),
+    "ollama": ServerPreset(
+        "chat", True, "max_tokens", "the model's tag, as `ollama list` shows it", tested=False),
+    "vllm": ServerPreset(
+        "chat", True, "max_completion_tokens", "vllm serve --served-model-name NAME",
+        tested=False),
+    "openai-compatible": ServerPreset(
+        "chat", True, "max_completion_tokens", "the name its /v1/models lists", tested=False),
+}
 
 
 class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -62,10 +99,18 @@ class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     catalog: str | None = None
     max_output_tokens: int | None = None  # per request (None: the model's own limit)
     max_tokens_field: str = "max_completion_tokens"  # chat: the field the server reads
+    server: str | None = None  # the server preset it was written with (``SERVER_PRESETS``)
 
     @property
     def is_faux(self) -> bool:
         return self.provider == FAUX_PROVIDER
+
+    @property
+    def is_local(self) -> bool:
+        """An endpoint on this machine that takes no credential: nothing can be billed,
+        so it runs on the local route (``pilot`` without keygen or signed authorizations)."""
+        return (not self.is_faux and is_loopback_url(self.base_url)
+                and self.credential_env is None)
 
 
 class SummariserProfile(Profile, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -73,7 +118,13 @@ class SummariserProfile(Profile, frozen=True, forbid_unknown_fields=True, omit_d
     its own route: each checkpoint it summarises may make at most ``max_requests``
     guarded requests, under the same cap and durable permit source as the probes."""
 
-    max_requests: int = 2
+    max_requests: int = 64  # DEFAULT_SUMMARY_REQUESTS
+
+
+# A summariser's request limit per checkpoint: compaction proxies make dozens (29-33
+# per checkpoint were seen); each is still admitted under the cap at its Rmax.
+DEFAULT_SUMMARY_REQUESTS: Final = 64
+MAX_SUMMARY_REQUESTS: Final = 256
 
 
 # How long the controller's watchdog outlasts the deadline it grants a child: 5 s
@@ -90,15 +141,16 @@ class ProfileTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     provider: str
     model: str | None = None
-    api: str = "responses"
+    api: str | None = None  # None: the preset's, else "responses"
     base_url: str | None = None
     effort: str | None = None
-    stream: bool = True
+    stream: bool | None = None  # None: the preset's, else true
     credential_env: str | None = None
     catalog: str | None = None
     max_output_tokens: int | None = None
-    max_tokens_field: str = "max_completion_tokens"
+    max_tokens_field: str | None = None  # None: the preset's, else max_completion_tokens
     max_requests: int | None = None  # [summariser] only
+    server: str | None = None  # a preset (``SERVER_PRESETS``): fills what is not written
 
 
 def _invalid(detail: str) -> CampaignError:
@@ -115,6 +167,17 @@ def profile_from_table(table: ProfileTable | None, what: str,
     faux = table.provider == FAUX_PROVIDER
     if not faux and (table.model is None or table.base_url is None):
         raise _invalid(f"{what}: an endpoint profile needs model and base_url")
+    preset = None
+    if table.server is not None:
+        preset = SERVER_PRESETS.get(table.server)
+        if preset is None:
+            raise _invalid(f"{what}.server must be one of {tuple(SERVER_PRESETS)}")
+    default = Profile()
+    api = table.api or (preset.api if preset else default.api)
+    stream = table.stream if table.stream is not None else (
+        preset.stream if preset else default.stream)
+    max_tokens_field = table.max_tokens_field or (
+        preset.max_tokens_field if preset and api == "chat" else default.max_tokens_field)
     catalog = table.catalog
     if catalog is not None:
         path = Path(catalog).expanduser()
@@ -122,16 +185,16 @@ def profile_from_table(table: ProfileTable | None, what: str,
             path = (base_dir or Path.cwd()) / path
         catalog = os.path.realpath(path)
     effort = table.effort if table.effort is not None else (
-        "low" if table.api == "responses" else None)
-    default = Profile()
+        "low" if api == "responses" else None)
     profile = Profile(
-        provider=table.provider, model=table.model or default.model, api=table.api,
+        provider=table.provider, model=table.model or default.model, api=api,
         base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
-        stream=table.stream, credential_env=table.credential_env, catalog=catalog,
-        max_output_tokens=table.max_output_tokens, max_tokens_field=table.max_tokens_field)
+        stream=stream, credential_env=table.credential_env, catalog=catalog,
+        max_output_tokens=table.max_output_tokens, max_tokens_field=max_tokens_field,
+        server=table.server)
     if what == "summariser":
         return SummariserProfile(**msgspec.structs.asdict(profile),
-                                 max_requests=table.max_requests or 2)
+                                 max_requests=table.max_requests or DEFAULT_SUMMARY_REQUESTS)
     return profile
 
 
@@ -165,6 +228,11 @@ def validate_profile(p: Profile, what: str) -> None:
         if p.base_url.startswith("http://") and not is_loopback_url(p.base_url):
             raise _invalid(f"{what}.base_url: plain http only to a loopback server "
                            "(a credential must never cross a network in clear)")
+        if p.provider == LOCAL_PROVIDER and not p.is_local:
+            raise _invalid(f"{what}.provider {LOCAL_PROVIDER!r} (priced at zero) is for a "
+                           "loopback base_url without credential_env only")
+    if p.server is not None and p.server not in SERVER_PRESETS:
+        raise _invalid(f"{what}.server must be one of {tuple(SERVER_PRESETS)}")
     if p.credential_env is not None and not _ENV_NAME.fullmatch(p.credential_env):
         raise _invalid(f"{what}.credential_env must be an environment variable NAME "
                        "(upper case, digits, _), never the credential itself")
@@ -209,16 +277,18 @@ def profile_entry(p: Profile, what: str = "reader") -> CatalogEntry:
     """The profile's model in its catalog; an unpriced model refuses with
     ``lookup_invalid_rate``, naming what is priced."""
     catalog = profile_catalog(p)
-    entry = catalog.entries.get((p.provider, p.model))
-    if entry is None:
+    try:
+        return catalog.entry(p.provider, p.model)
+    except EfoldError:
         priced = sorted(m for q, m in catalog.entries if q == p.provider)
         where = "the bundled catalog" if p.catalog is None else p.catalog
         raise CampaignError(
             Code.LOOKUP_INVALID_RATE,
             f"{what} {p.provider}/{p.model} has no price in {where}; "
-            f"priced {p.provider} models: {', '.join(priced) or 'none'}",
-        )
-    return entry
+            f"priced {p.provider} models: {', '.join(priced) or 'none'}"
+            + (f" (a model on a local server: provider = {LOCAL_PROVIDER!r}, priced at zero)"
+               if p.is_local else ""),
+        ) from None
 
 
 def profile_envelope(p: Profile) -> int:

@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from efold.controller.campaigns.campaign import named_campaign
+from efold.controller.campaigns.local_models import LocalModels, with_local_models
 from efold.controller.campaigns.registration import (
     Registration,
     compute_registration,
@@ -208,13 +209,15 @@ class PilotRegistration(NamedTuple):
 
 def pilot_registration(*, campaign: str | None, registration: str | None,
                        sha256: str | None, subset: Subset | None,
-                       real: bool) -> PilotRegistration:
+                       real: bool, models: LocalModels | None = None) -> PilotRegistration:
     """What ``pilot`` runs: the verified ``--registration`` (narrowed by ``subset``, a
     new registration), or ``--campaign`` (default: the bundled default campaign)
     registered now, with ``subset``. ``--campaign`` with ``--registration`` is a usage
     error. A real run takes only a registration as given, smoked and authorized:
     ``--campaign`` or a subset with ``--real`` refuses
-    (``lookup_pilot_real_route_unavailable``), as ``--real`` without a registration does."""
+    (``lookup_pilot_real_route_unavailable``), as ``--real`` without a registration does.
+    ``models``: models on this machine put into the campaign
+    (``campaigns.local_models``)."""
     if campaign is not None and registration is not None:
         raise click.UsageError("--campaign and --registration/--sha256 are exclusive")
     if real and (campaign is not None or subset is not None):
@@ -232,7 +235,9 @@ def pilot_registration(*, campaign: str | None, registration: str | None,
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
                               "--real needs --registration FILE --sha256 S")
     spec, raw = named_campaign(campaign or "default")
+    if models:
+        spec = with_local_models(spec, models)
     reg = compute_registration(spec, raw, subset)
     check_reportable(reg)  # as ``register`` does: what runs must run to a report
     return PilotRegistration(reg, encode_registration(reg),
-                             made=campaign is not None or subset is not None)
+                             made=campaign is not None or subset is not None or bool(models))

@@ -120,9 +120,12 @@ def _describe(c: FoldCheck) -> Iterator[str]:
            f"verified: {'true' if kept.boundary_verified else 'false'}")
     yield ("  first request: " + ("fits the input envelope" if c.feasible
                                   else "does NOT fit the input envelope"))
-    if c.summariser_skipped:
-        yield ("  summariser: not called (fold check sends no model request; the "
-               "campaign's summariser model is not used)")
+    if c.stand_in:
+        model = ("; the campaign's summariser model is not used here" if c.summariser_skipped
+                 else "")
+        yield ("  summaries by the stand-in: efold's deterministic summariser answered this "
+               "fold's summary requests (fold check sends no model request" + model + "), "
+               "so this checkpoint does not show the fold's own summarising")
     counts = c.availability or {}
     yield (f"availability ({sum(counts.values())} probes): "
            + ", ".join(f"{name} {n}" for name, n in counts.items()))

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+from efold.controller.campaigns.campaign import route_kind
+from efold.controller.campaigns.local_models import LocalModels
+from efold.controller.campaigns.profiles import SERVER_PRESETS
 from efold.controller.campaigns.registration import REGISTRATION_NAME
 from efold.controller.campaigns.subset import Subset
 from efold.controller.commands._options import (
@@ -19,6 +22,7 @@ from efold.controller.commands._options import (
     subset_options,
 )
 from efold.controller.errors import ControllerError
+from efold.controller.pilot.local_server import check_local_servers
 from efold.controller.pilot.pilot import Dispatch
 from efold.controller.pilot.pilot_view import (
     Verbosity,
@@ -30,7 +34,7 @@ from efold.controller.pilot.pilot_view import (
 )
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.processes.template import Launcher
-from efold.controller.rundirs.authorize_run import load_grant
+from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.digests import sha256_hex
@@ -39,7 +43,24 @@ from efold.errors import Code, EfoldError
 
 @click.command("pilot")
 @click.option("--faux", is_flag=True, help="Offline: the faux extractive reader, no credential.")
+@click.option("--local", is_flag=True,
+              help="Models on this machine (loopback, no credential): no keygen or signed "
+                   "authorization; the run smokes itself first.")
 @click.option("--real", is_flag=True, help="The campaign's real route (needs a passing `smoke`).")
+@click.option("--reader", "reader_url", default=None, metavar="URL",
+              help="A reader model on this machine: its OpenAI-compatible base URL "
+                   "(http://127.0.0.1:PORT/v1), with --model.")
+@click.option("--model", "reader_model", default=None, metavar="NAME",
+              help="--reader's model, by the name its server serves it under.")
+@click.option("--summariser", "summariser_url", default=None, metavar="URL",
+              help="A summariser model on this machine (base URL), with --summariser-model: "
+                   "it writes the compaction arms' summaries and answers the summary "
+                   "requests of proxy and command folds.")
+@click.option("--summariser-model", "summariser_model", default=None, metavar="NAME",
+              help="--summariser's model, by the name its server serves it under.")
+@click.option("--server", type=click.Choice(list(SERVER_PRESETS)), default=None,
+              help="The kind of server behind --reader/--summariser (its API, streaming and "
+                   "reply-limit field); default openai-compatible.")
 @registration_options(required=False)
 @campaign_option
 @subset_options
@@ -61,7 +82,10 @@ from efold.errors import Code, EfoldError
 @click.option("--json", "as_json", is_flag=True,
               help="End with one machine-readable line: a JSON object with the run "
                    "directory, status, stop code, slot counts and settled spend.")
-def command(faux: bool, real: bool, registration: str | None, sha256: str | None,
+def command(faux: bool, local: bool, real: bool, reader_url: str | None,
+            reader_model: str | None, summariser_url: str | None,
+            summariser_model: str | None, server: str | None,
+            registration: str | None, sha256: str | None,
             campaign: str | None, subset: Subset | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
             trust: tuple[str, ...], process_group_ok: bool, keep_answers: bool,
@@ -93,12 +117,32 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     and a passing `efold-controller smoke` of the same registration under the same
     parent directory. The authorization is consumed once, before any child starts.
 
+    --local (or no route flag, for a campaign whose every model is on loopback without a
+    credential) runs a local route in one command: nothing can be billed, so no keygen,
+    registration file or signed authorization; a local authorization is minted and
+    burned like the faux one. Each server is asked for its model list first; the run
+    then smokes itself (its first slot of every role) and admits the rest only if that
+    passed (else it stops: smoke_failed). --reader URL --model NAME (and --summariser
+    URL --summariser-model NAME, --server KIND) put models on this machine into the
+    campaign without writing a file.
+
     Exit status: 0 complete, 2 refused, 3 stopped (a stop code is printed), 130/143
     interrupted.
     """
 
-    if faux == real:
-        raise click.UsageError("choose exactly one of --faux (offline) and --real")
+    if faux + local + real > 1:
+        raise click.UsageError("choose one of --faux (offline), --local (models on this "
+                               "machine) and --real (a paid route)")
+    models = LocalModels(
+        reader=_pair(reader_url, reader_model, "--reader", "--model"),
+        summariser=_pair(summariser_url, summariser_model, "--summariser",
+                         "--summariser-model"), server=server)
+    if server is not None and not models:
+        raise click.UsageError("--server describes the server of --reader or --summariser")
+    if models and (registration is not None or real):
+        raise click.UsageError("--reader/--summariser put local models into a campaign "
+                               "(--campaign, or the default one), never into a registration "
+                               "or a --real run")
     if (registration is None) != (sha256 is None):
         raise click.UsageError("--registration and --sha256 go together")
     if run_dir is not None and runs_root is not None:
@@ -119,8 +163,22 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     dispatch = Dispatch(launcher=launcher)
     try:
         made = pilot_registration(campaign=campaign, registration=registration,
-                                  sha256=sha256, subset=subset, real=real)
+                                  sha256=sha256, subset=subset, real=real, models=models)
         reg, reg_bytes = made.registration, made.data
+        kind = route_kind(reg.campaign)
+        if not (faux or local or real):  # the campaign's own route, unless it is paid
+            faux, local = kind == "faux", kind == "local"
+            if kind == "real":
+                fail("lookup_pilot_real_route_unavailable",
+                     "this campaign sends to a paid route: register, smoke and authorize "
+                     "it, then pilot --real (docs/campaign.md)")
+        if local:
+            if kind != "local":
+                fail("lookup_pilot_real_route_unavailable",
+                     "--local runs a campaign whose every model is on this machine "
+                     f"(loopback, no credential); this one's route is {kind}")
+            check_local_servers(reg.campaign)
+            dispatch = Dispatch(grant=LOCAL_GRANT, launcher=launcher)
         if real:
             if run_dir is None:
                 raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
@@ -133,9 +191,10 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
             check_real_grant(reg, reg_bytes, Path(run_dir), grant)
             dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher,
                                 process_group_ok=process_group_ok)
-        elif not reg.campaign.reader.is_faux:
+        elif faux and kind != "faux":
             fail("lookup_pilot_real_route_unavailable",
-                 "--faux needs a faux reader (this registration's reader is real: --real)")
+                 f"--faux sends nothing, and this campaign's route is {kind} "
+                 f"(run it with --{kind})")
         containment = check_containment(reg, real=real, process_group_ok=process_group_ok)
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
@@ -162,3 +221,10 @@ def command(faux: bool, real: bool, registration: str | None, sha256: str | None
     status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)
+
+
+def _pair(url: str | None, model: str | None, url_flag: str,
+          model_flag: str) -> tuple[str, str] | None:
+    if (url is None) != (model is None):
+        raise click.UsageError(f"{url_flag} URL and {model_flag} NAME go together")
+    return None if url is None or model is None else (url.rstrip("/"), model)

@@ -116,7 +116,10 @@ class FoldCheck(msgspec.Struct, frozen=True):
     availability: dict[str, int] | None = None  # per Availability value, every probe
     absent: list[AbsentProbe] = []  # ids and categories only, never expected values
     unusable: list[str] = []  # why a built checkpoint is unusable (each excludes all)
-    # The campaign names a summariser model this fold would call: fold check never sends.
+    # The fold asks the summariser: fold check sends no model request, so the stand-in
+    # (efold's deterministic summariser) answered; ``summariser_skipped``: the campaign
+    # names a summariser model, which a run would use instead.
+    stand_in: bool = False
     summariser_skipped: bool = False
     interrupted: int | None = None
     proxy_log: list[str] = []  # a proxy's last lines of output (it is the user's own)
@@ -260,6 +263,7 @@ def check_fold(target: Target, *, program: Sequence[str] | None = None) -> FoldC
         trace=TraceSize(trace.header.trace_id, campaign.suite, len(trace.events),
                         estimate_tokens(trace.events)),
         ok=False, code=Code.LOOKUP_PREPARATION_INVALID.value,
+        stand_in=calls_summariser(role),
         summariser_skipped=campaign.summariser is not None and calls_summariser(role),
         interrupted=report.interrupted, proxy_log=log,
         isolation=None if slot is None else slot.isolation,

@@ -29,8 +29,9 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
@@ -39,6 +40,7 @@ import anyio.abc
 
 from efold.boundary.case import Case
 from efold.controller.campaigns.campaign import Campaign
+from efold.controller.campaigns.feasibility import FirstRequest
 from efold.controller.campaigns.plan import ineligible_code
 from efold.controller.campaigns.profiles import route_of
 from efold.controller.campaigns.registration import Registration
@@ -53,7 +55,13 @@ from efold.controller.pilot.evidence import (
 )
 from efold.controller.pilot.judging import refused_receipt
 from efold.controller.pilot.prep_launch import PrepCause
-from efold.controller.pilot.preparation import Preparation, checkpoints_of, prepare_checkpoints
+from efold.controller.pilot.preparation import (
+    Preparation,
+    Traces,
+    checkpoints_of,
+    prepare_checkpoints,
+    publish_prep_inputs,
+)
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.aggregate import read_run, run_reports
@@ -66,7 +74,7 @@ from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.assignment import SnapshotRef
-from efold.protocol.records import Plan, PlannedSlot, Receipt
+from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotStatus
 from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
 
@@ -82,6 +90,9 @@ class PilotOutcome:
     # Checkpoint -> why its prep child says the fold failed: shown to the operator,
     # never a decision (the refused slots carry the controller's own code).
     causes: dict[str, PrepCause] = field(default_factory=dict)
+    # Checkpoint -> its first request, for each inventory-infeasible one (why its slots
+    # were skipped, with the figures).
+    infeasible: dict[str, FirstRequest] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,11 +128,16 @@ class CheckpointDone:
     elapsed_ms: int
 
 
+Phase = Literal["prep", "probe", "smoke-prep", "smoke"]
+
+
 @dataclass(frozen=True)
 class ProgressEvent:
     """What a run reports as it goes, to whoever shows it (``controller.pilot.pilot_view``).
 
-    ``phase`` is ``prep`` (one unit per checkpoint) or ``probe`` (one per planned slot);
+    ``phase`` is ``prep`` (one unit per checkpoint) or ``probe`` (one per planned slot),
+    or, on a local route, first ``smoke-prep`` and ``smoke`` for the inline smoke's part
+    of the schedule (``smoke_part``);
     ``done`` of ``total`` units are finished. Each phase opens with ``done == 0`` and
     ends with one event where ``done == total``. ``checkpoint`` / ``receipt``: the unit
     that just finished, when one did (a stop ends the prep phase without the rest).
@@ -131,7 +147,7 @@ class ProgressEvent:
 
     Invariant: content-free, like the receipts it carries: ids, codes and numbers."""
 
-    phase: Literal["prep", "probe"]
+    phase: Phase
     done: int
     total: int
     settled_units: int
@@ -169,14 +185,31 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}
+        infeasible: dict[str, FirstRequest] = {}
 
         async def body() -> tuple[list[Receipt], dict[str, bytes]]:
             facts: dict[str, CheckpointFacts] = {}
-            preps, evidence = await _prepare(ctx, plan, items, reg, tick, cases, facts)
+            preps: dict[str, Preparation] = {}
+            evidence: dict[tuple[str, str], Evidence] = {}
+            probing = _Probing(ctx, plan, items, reg, Boundary(
+                cases, facts, real=dispatch.grant is not None))
+            smoke = smoke_part(plan) if inline_smoke(dispatch) else range(0)
+            traces = publish_prep_inputs(run, plan, items, eligible_only=True)
+            for part in (smoke, range(len(smoke), len(plan.slots))):
+                part_tick = tick if part is not smoke else _as_smoke(tick)
+                ready, seen = await _prepare(ctx, plan, items, reg, part_tick, cases, facts,
+                                             only=_checkpoints(plan, part) - preps.keys(),
+                                             traces=traces)
+                preps.update(ready)
+                evidence.update(seen)
+                await probing.run(part, preps, evidence, part_tick)
+                if part is smoke and part and not probing.passed(part):
+                    ctx.take_stop(Code.SMOKE_FAILED, None)
             causes.update({key: p.result.cause for key, p in preps.items()
                            if p.result.cause is not None})
-            receipts = await _probe_all(ctx, plan, items, preps, evidence, reg, tick,
-                                        Boundary(cases, facts, real=dispatch.grant is not None))
+            infeasible.update({key: p.first_request for key, p in preps.items()
+                               if p.first_request is not None and not p.first_request.fits})
+            receipts = probing.finish()
             # -- aggregate ---------------------------------------------------------------
             reports = run_reports(read_run(run))
             for name, data in reports.items():
@@ -185,18 +218,22 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
 
         receipts, reports = await interruptible(ctx, body, signals)
         stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
-    return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes)
+    return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes,
+                        infeasible)
 
 
 async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                    reg: Registration, tick: Progress, cases: dict[str, Case],
-                   facts: dict[str, CheckpointFacts]
+                   facts: dict[str, CheckpointFacts], *, only: AbstractSet[str],
+                   traces: Traces
                    ) -> tuple[dict[str, Preparation], dict[tuple[str, str], Evidence]]:
-    """One prep child per checkpoint an eligible slot uses, and the evaluator-side
-    evidence (availability, exclusions) of every probe asked of a feasible one; for a
-    boundary case's checkpoint, into ``facts``, what judging its slots needs of it."""
+    """One prep child per checkpoint in ``only`` that an eligible slot uses, and the
+    evaluator-side evidence (availability, exclusions) of every probe the plan asks of
+    a feasible one; for a boundary case's checkpoint, into ``facts``, what judging its
+    slots needs of it."""
     evidence: dict[tuple[str, str], Evidence] = {}
-    firsts = list(checkpoints_of(plan, eligible_only=True).values())  # the order preps run in
+    firsts = [first for key, first in checkpoints_of(plan, eligible_only=True).items()
+              if key in only]  # the order preps run in
     ready: set[str] = set()
     settled = retained = 0
     launched: tuple[PlannedSlot, float] | None = None
@@ -234,8 +271,8 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                                            transcripts[first.trace_id]).items():
             evidence[(key, pid)] = ev
 
-    preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True,
-                                      tick=prep_tick, on_prepared=on_prepared)
+    preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, only=only,
+                                      traces=traces, tick=prep_tick, on_prepared=on_prepared)
     return preps, evidence
 
 
@@ -249,68 +286,133 @@ class Boundary:
     real: bool
 
 
-async def _probe_all(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
-                     preps: dict[str, Preparation], evidence: dict[tuple[str, str], Evidence],
-                     reg: Registration, tick: Progress, boundary: Boundary) -> list[Receipt]:
-    """One probe child per slot, launched in schedule order, up to the campaign's
-    ``concurrency`` in flight at once; a slot whose admission is already closed when
-    its turn to launch comes is visited without a launch. The stop policies read every
-    slot's end in schedule order (``stops.InScheduleOrder``). A boundary case's slot
-    runs the ``boundary`` body (``controller.pilot.boundary_slots``).
+class _Probing:
+    """The probe phase over the run's parts (a local route's inline smoke, then the
+    rest; else the whole schedule as one part): one probe child per slot, launched in
+    schedule order, up to the campaign's ``concurrency`` in flight at once; a slot whose
+    admission is already closed when its turn to launch comes is visited without a
+    launch. The stop policies read every slot's end in schedule order
+    (``stops.InScheduleOrder``, one for the whole run: the parts are consecutive). A
+    boundary case's slot runs the ``boundary`` body (``controller.pilot.boundary_slots``).
 
     Admission stays serialized in the single writer: every permit exchange of every
     child in flight is answered by the one durable permit source, on this one thread,
     and the cap rule counts every active hold, so T + Rmax <= C holds whatever N is.
-    Returns the receipts in schedule order."""
-    campaign = reg.campaign
-    start_slot = _slot_starter(ctx, items, reg, evidence, boundary)
-    private_subdir(ctx.run_dir, "slots")
-    private_subdir(ctx.run_dir, "receipts")
-    run_deadline = time.monotonic() + campaign.deadlines.run_seconds
-    receipts: dict[int, Receipt] = {}
-    total = len(plan.slots)
-    settled = sum(ctx.source.ledger(key).settled_units for key in preps)
-    retained = sum(ctx.source.ledger(key).retained_units for key in preps)
-    in_order = InScheduleOrder(ctx.policy)
-    # Invariant: one token per child in flight; a slot launches only holding one.
-    window = anyio.Semaphore(campaign.concurrency)
 
-    def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
-        nonlocal settled, retained
-        for at, code in in_order.finish(n, end):
-            if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
-                ctx.take_stop(code, plan.slots[at].slot)
-        receipts[n] = receipt
-        settled += receipt.spend.settled_units
-        retained += receipt.spend.retained_units
-        tick(ProgressEvent("probe", len(receipts), total, settled, retained,
-                           ctx.source.cap_units, receipt=receipt))
+    Invariant: ``receipts`` holds one receipt per visited schedule position."""
 
-    async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> None:
-        try:
-            done = await start_slot(n, planned, snapshot)
-            visited(n, done.receipt, done.end)
-        finally:
-            window.release()
+    def __init__(self, ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
+                 reg: Registration, boundary: Boundary) -> None:
+        self.ctx, self.plan, self.items, self.reg = ctx, plan, items, reg
+        self.boundary = boundary
+        self.receipts: dict[int, Receipt] = {}
+        self.in_order = InScheduleOrder(ctx.policy)
+        self.run_deadline: float | None = None  # set when the first slot is visited
+        private_subdir(ctx.run_dir, "slots")
+        private_subdir(ctx.run_dir, "receipts")
 
-    tick(ProgressEvent("probe", 0, total, settled, retained, ctx.source.cap_units))
-    async with _task_group() as in_flight:
-        for n, planned in enumerate(plan.slots):
-            await window.acquire()  # in schedule order: a slot waits for a free place
-            snapshot = _admission(ctx, planned, preps.get(planned.checkpoint), run_deadline,
-                                  campaign)
-            if isinstance(snapshot, Code):  # refused: visited without a launch
+    async def run(self, part: range, preps: dict[str, Preparation],
+                  evidence: dict[tuple[str, str], Evidence], tick: Progress) -> None:
+        """Visit the schedule positions of ``part``, in order."""
+        ctx, plan, campaign = self.ctx, self.plan, self.reg.campaign
+        if self.run_deadline is None:  # ``deadlines.run_seconds`` counts the probe phase
+            self.run_deadline = time.monotonic() + campaign.deadlines.run_seconds
+        run_deadline = self.run_deadline
+        start_slot = _slot_starter(ctx, self.items, self.reg, evidence, self.boundary)
+        done = 0
+        # The run's spend so far (every prep and every slot before this part).
+        settled = sum(ctx.source.ledger(key).settled_units for key in preps) + sum(
+            r.spend.settled_units for r in self.receipts.values())
+        retained = sum(ctx.source.ledger(key).retained_units for key in preps) + sum(
+            r.spend.retained_units for r in self.receipts.values())
+        # Invariant: one token per child in flight; a slot launches only holding one.
+        window = anyio.Semaphore(campaign.concurrency)
+
+        def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
+            nonlocal settled, retained, done
+            for at, code in self.in_order.finish(n, end):
+                if code in (Code.LOOKUP_REPEATED_LOSS, Code.INVALID_SLOT_RATE):
+                    ctx.take_stop(code, plan.slots[at].slot)
+            self.receipts[n] = receipt
+            done += 1
+            settled += receipt.spend.settled_units
+            retained += receipt.spend.retained_units
+            tick(ProgressEvent("probe", done, len(part), settled, retained,
+                               ctx.source.cap_units, receipt=receipt))
+
+        async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> None:
+            try:
+                result = await start_slot(n, planned, snapshot)
+                visited(n, result.receipt, result.end)
+            finally:
                 window.release()
-                receipt = refused_receipt(planned, snapshot)
-                write_slot_receipt(ctx, receipt)
-                visited(n, receipt, None)
-                continue
-            in_flight.start_soon(launched, n, planned, snapshot)
-    ordered = [receipts[n] for n in sorted(receipts)]
-    ended = _admission_ended(ctx, ordered)
-    if ended is not None and ctx.policy.stop_code is None:  # the report's status names it
-        ctx.journal.record_stop(epoch=ctx.epoch, code=ended.value, slot=None, sticky=False)
-    return ordered
+
+        tick(ProgressEvent("probe", 0, len(part), settled, retained, ctx.source.cap_units))
+        async with _task_group() as in_flight:
+            for n in part:
+                planned = plan.slots[n]
+                await window.acquire()  # in schedule order: a slot waits for a free place
+                snapshot = _admission(ctx, planned, preps.get(planned.checkpoint),
+                                      run_deadline, campaign)
+                if isinstance(snapshot, Code):  # refused: visited without a launch
+                    window.release()
+                    receipt = refused_receipt(planned, snapshot)
+                    write_slot_receipt(ctx, receipt)
+                    visited(n, receipt, None)
+                    continue
+                in_flight.start_soon(launched, n, planned, snapshot)
+
+    def passed(self, part: range) -> bool:
+        """The inline smoke's verdict: nothing stopped the run, and every eligible slot
+        of the part completed, except one skipped as inventory-infeasible (a fact of its
+        checkpoint, not of the route: a hard suite's native slots are); at least one
+        completed, or the route was never proven."""
+        statuses = [self.receipts[n].status for n in part if self.plan.slots[n].eligible]
+        return (not self.ctx.policy.stopped and SlotStatus.COMPLETED in statuses
+                and all(s in (SlotStatus.COMPLETED, SlotStatus.SKIPPED) for s in statuses))
+
+    def finish(self) -> list[Receipt]:
+        """The receipts in schedule order; journals why admission ended early, when no
+        rule was broken (the report's status names it)."""
+        ordered = [self.receipts[n] for n in sorted(self.receipts)]
+        ended = _admission_ended(self.ctx, ordered)
+        if ended is not None and self.ctx.policy.stop_code is None:
+            self.ctx.journal.record_stop(epoch=self.ctx.epoch, code=ended.value, slot=None,
+                                         sticky=False)
+        return ordered
+
+
+def inline_smoke(dispatch: Dispatch) -> bool:
+    """A local route's run smokes inline (a paid one ran ``smoke`` first; a faux one
+    needs none; a smoke or a shard is its own run)."""
+    return (dispatch.grant is not None and dispatch.grant.local and not dispatch.smoke
+            and dispatch.shard is None)
+
+
+def smoke_part(plan: Plan) -> range:
+    """The inline smoke: the schedule's first positions up to the first eligible slot of
+    every role (the smoke's slots, ``plan.smoke_plan``; the schedule interleaves every
+    role inside each block, so this is the first block or little more). Run first and
+    alone, it is the run's own smoke: the rest is admitted only if it passed."""
+    firsts: dict[str, int] = {}
+    for n, s in enumerate(plan.slots):
+        if s.eligible:
+            firsts.setdefault(s.role, n)
+    return range(max(firsts.values()) + 1 if firsts else 0)
+
+
+def _checkpoints(plan: Plan, part: range) -> set[str]:
+    return {plan.slots[n].checkpoint for n in part}
+
+
+def _as_smoke(tick: Progress) -> Progress:
+    """``tick`` with the inline smoke's phases named as such."""
+    names: dict[str, Phase] = {"prep": "smoke-prep", "probe": "smoke"}
+
+    def smoke_tick(event: ProgressEvent) -> None:
+        tick(replace(event, phase=names.get(event.phase, event.phase)))
+
+    return smoke_tick
 
 
 SlotStarter = Callable[[int, PlannedSlot, SnapshotRef], Awaitable[SlotResult]]

@@ -56,13 +56,17 @@ from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
 from efold.report.numbers import spend_line
-from efold.report.results import money
+from efold.report.results import money, stand_in_line, stand_in_roles
 from efold.report.schema import BoundaryResults, RunMoney
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-PHASE_LABEL: Final = {"prep": "checkpoints", "probe": "probe slots"}
-_RATE_UNIT: Final = {"prep": "ckpt/s", "probe": "slots/s"}
+PHASE_LABEL: Final = {"prep": "checkpoints", "probe": "probe slots",
+                      "smoke-prep": "smoke checkpoints", "smoke": "smoke slots"}
+_RATE_UNIT: Final = {"prep": "ckpt/s", "probe": "slots/s", "smoke-prep": "ckpt/s",
+                     "smoke": "slots/s"}
+INFEASIBLE_SHOWN: Final = 5  # inventory-infeasible checkpoints named after a run
+_SLOT_PHASES: Final = ("probe", "smoke")  # one unit per slot: accuracy is shown
 
 
 class Verbosity(enum.IntEnum):
@@ -247,8 +251,8 @@ class RunView:
             phase.ended = True
             self.log.write("phase", phase=event.phase, state="end", done=event.done,
                            total=event.total, seconds=self._seconds(phase),
-                           scored=self.scored if event.phase == "probe" else None,
-                           correct=self.correct if event.phase == "probe" else None,
+                           scored=self.scored if event.phase in _SLOT_PHASES else None,
+                           correct=self.correct if event.phase in _SLOT_PHASES else None,
                            run_settled_units=self.settled_units)
             self._plain(f"{self._count(event)} in {self._seconds(phase):.1f} s"
                         + self._figures(event, phase))
@@ -268,7 +272,7 @@ class RunView:
 
     def _fields(self, phase: str) -> tuple[str, str]:
         """The bar's accuracy and spend columns."""
-        acc = accuracy_text(self.correct, self.scored) if phase == "probe" else ""
+        acc = accuracy_text(self.correct, self.scored) if phase in _SLOT_PHASES else ""
         return acc, self._spend()
 
     def _spend(self) -> str:
@@ -281,7 +285,7 @@ class RunView:
 
     def _figures(self, event: ProgressEvent, phase: _Phase) -> str:
         settled = self._spend()
-        if event.phase == "prep":
+        if event.phase not in _SLOT_PHASES:
             return f", {settled}" if self.settled_units or self.retained_units else ""
         seconds = self._seconds(phase)
         rate = f"{event.done / seconds:.1f} slots/s" if seconds > 0 else "? slots/s"
@@ -318,7 +322,8 @@ def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
     log = RunLog(run)
     try:
         log.write("run", state="start", campaign=reg.campaign.name, faux=faux,
-                  smoke=dispatch.smoke, route="offline" if dispatch.grant is None else "real")
+                  smoke=dispatch.smoke, route="offline" if dispatch.grant is None
+                  else "local" if dispatch.grant.local else "real")
         view = RunView(verbosity, faux, log)
         try:
             if show and verbosity >= Verbosity.NORMAL and sys.stdout.isatty():
@@ -432,9 +437,18 @@ def _print_table(outcome: PilotOutcome) -> None:
                   markup=False, highlight=False)
     if faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
+    if (stand_in := stand_in_line(stand_in_roles(results))) is not None:
+        console.print(stand_in, markup=False, highlight=False)
     for key, cause in sorted(outcome.causes.items()):
         console.print(f"checkpoint {key} not prepared: its fold said {cause.code}"
                       + (f" ({cause.detail})" if cause.detail else ""), markup=False)
+    infeasible = sorted(outcome.infeasible.items())
+    for key, first in infeasible[:INFEASIBLE_SHOWN]:
+        console.print(f"checkpoint {key} skipped (inventory_infeasible): {first.why_not()}",
+                      markup=False, highlight=False)
+    if len(infeasible) > INFEASIBLE_SHOWN:
+        console.print(f"... and {len(infeasible) - INFEASIBLE_SHOWN:,} more checkpoints "
+                      "skipped (inventory_infeasible)", markup=False)
 
 
 def _boundary_table(b: BoundaryResults) -> Table:

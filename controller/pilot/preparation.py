@@ -11,11 +11,12 @@ checkpoint's first request can ever be admitted (``controller.campaigns.feasibil
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from efold.controller.campaigns.campaign import ProxySpec, Role
-from efold.controller.campaigns.feasibility import first_request_fits
+from efold.controller.campaigns.feasibility import FirstRequest, first_request
 from efold.controller.campaigns.profiles import Profile, profile_entry
 from efold.controller.campaigns.registration import Registration, verify_fold_pins
 from efold.controller.errors import CampaignError
@@ -47,6 +48,7 @@ class Preparation:
     # Whether round 1 of every probe asked of it fits the input envelope; None when the
     # checkpoint could not be prepared (its slots are refused with the prep's code).
     feasible: bool | None
+    first_request: FirstRequest | None = None  # its figures, when it was prepared
 
 
 def checkpoints_of(plan: Plan, *, eligible_only: bool) -> dict[str, PlannedSlot]:
@@ -121,8 +123,22 @@ def _longest_questions(plan: Plan, items: dict[str, SuiteItem]) -> dict[str, str
     return longest
 
 
+Traces = dict[str, tuple[str, str]]  # trace id -> its published file's path and digest
+
+
+def publish_prep_inputs(run: Path, plan: Plan, items: dict[str, SuiteItem], *,
+                        eligible_only: bool) -> Traces:
+    """What every prep child of the run reads, published once before the first: the
+    reader-safe trace files (no probes) of every checkpoint to prepare, and the
+    ``checkpoints`` directory their slot directories go in."""
+    firsts = checkpoints_of(plan, eligible_only=eligible_only)
+    traces = _publish_traces(run, items, {s.trace_id for s in firsts.values()})
+    private_subdir(run, "checkpoints")
+    return traces
+
+
 def _publish_traces(run: Path, items: dict[str, SuiteItem],
-                    trace_ids: set[str]) -> dict[str, tuple[str, str]]:
+                    trace_ids: set[str]) -> Traces:
     """Reader-safe trace files (no probes) for the prep children: path and digest."""
     traces = private_subdir(run, "traces")
     out: dict[str, tuple[str, str]] = {}
@@ -135,18 +151,23 @@ def _publish_traces(run: Path, items: dict[str, SuiteItem],
 
 async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                               reg: Registration, *, eligible_only: bool,
+                              only: AbstractSet[str] | None = None,
+                              traces: Traces | None = None,
                               tick: Progress | None = None,
                               on_prepared: OnPrepared | None = None
                               ) -> dict[str, Preparation]:
     """Prepare the plan's checkpoints in schedule order (only those an eligible slot uses
-    when ``eligible_only``). Stops launching once admission closes (a sticky stop or an
+    when ``eligible_only``; only those in ``only`` when given), from the inputs
+    ``publish_prep_inputs`` gave (``traces``; None: published here, for a run prepared
+    in one call). Stops launching once admission closes (a sticky stop or an
     interruption): later checkpoints are absent from the result."""
     campaign = reg.campaign
     roles = {r.name: r for r in campaign.roles}
-    firsts = checkpoints_of(plan, eligible_only=eligible_only)
-    traces = _publish_traces(ctx.run_dir, items, {s.trace_id for s in firsts.values()})
+    firsts = {key: first for key, first in checkpoints_of(plan, eligible_only=eligible_only).items()
+              if only is None or key in only}
+    if traces is None:
+        traces = publish_prep_inputs(ctx.run_dir, plan, items, eligible_only=eligible_only)
     questions = _longest_questions(plan, items)
-    private_subdir(ctx.run_dir, "checkpoints")
     out: dict[str, Preparation] = {}
     for n, (key, first) in enumerate(firsts.items()):
         if tick is not None:
@@ -161,13 +182,14 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
                          summariser=ctx.summariser.route if ctx.summariser else None)
         result = await run_prep(
             ctx, key=key, slot_dir=private_subdir(ctx.run_dir, "checkpoints", key), task=task)
-        feasible = None
+        first_round = None
         if result.restored is not None:
-            feasible = first_request_fits(result.restored.checkpoint, campaign, first.role,
-                                          questions[key])
-            if feasible and on_prepared is not None:
+            first_round = first_request(result.restored.checkpoint, campaign, first.role,
+                                        questions[key])
+            if first_round.fits and on_prepared is not None:
                 on_prepared(key, first, result.restored)
-        out[key] = Preparation(replace(result, restored=None), feasible)
+        out[key] = Preparation(replace(result, restored=None),
+                               None if first_round is None else first_round.fits, first_round)
     if tick is not None:
         tick("prep", len(firsts), len(firsts))
     return out

@@ -59,6 +59,7 @@ from efold.report import (
     render_reports,
 )
 from efold.report.errors import ReportError
+from efold.report.results import STAND_IN_SUMMARISER
 from efold.report.schema import ContainmentMode, ControllerState, FoldIsolation, RunContainment
 from efold.worker.judge import JUDGE_RUN_SUFFIX
 
@@ -264,9 +265,11 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
     reader = reg.campaign.reader
     summariser = reg.campaign.summariser
     # The plan's roles only: a cluster shard's plan may hold some of the campaign's.
-    summarisers = {} if summariser is None else {
-        role.name: f"{summariser.provider}/{summariser.model}"
-        for role in reg.campaign.roles if calls_summariser(role) and role.name in plan.roles}
+    # Without a summariser model, the deterministic stand-in answers their requests.
+    model = STAND_IN_SUMMARISER if summariser is None else \
+        f"{summariser.provider}/{summariser.model}"
+    summarisers = {role.name: model for role in reg.campaign.roles
+                   if calls_summariser(role) and role.name in plan.roles}
     judge = reg.campaign.judge
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,

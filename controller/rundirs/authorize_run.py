@@ -119,19 +119,23 @@ def consume_shard(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lea
 
 
 def consume_faux(reg: Registration, reg_bytes: bytes, schedule_sha256: str, lease: Lease,
-                 run_id: str, *, cap_units: int | None = None) -> str:
-    """Mint, consume and verify a faux authorization for this run; returns its id."""
+                 run_id: str, *, cap_units: int | None = None,
+                 domain: AuthorizationDomain = AuthorizationDomain.FAUX) -> str:
+    """Mint, consume and verify a faux authorization for this run (``domain`` LOCAL: a
+    local route's, which binds the no-credential variable); returns its id."""
+    credential_env = (NO_CREDENTIAL_ENV if domain is AuthorizationDomain.LOCAL
+                      else FAUX_CREDENTIAL_ENV)
     bindings = run_bindings(reg, reg_bytes, schedule_sha256, Path(lease.run_dir),
-                            FAUX_CREDENTIAL_ENV, cap_units=cap_units)
-    mint = mint_faux_authorization(bindings)
+                            credential_env, cap_units=cap_units)
+    mint = mint_faux_authorization(bindings, domain=domain)
 
     consume_authorization(
-        mint.artifact, domain=AuthorizationDomain.FAUX, trusted_keys=[mint.trusted_key],
+        mint.artifact, domain=domain, trusted_keys=[mint.trusted_key],
         expected=bindings, account_id=FAUX_ACCOUNT_ID, lease=lease,
         run_id=run_id,
     )
     verify_consumption(
-        lease.run_dir, domain=AuthorizationDomain.FAUX,
+        lease.run_dir, domain=domain,
         authorization_id=mint.authorization_id, artifact_sha256=sha256_hex(mint.artifact),
         run_id=run_id, controller=lease.holder,
     )
@@ -148,12 +152,20 @@ class RealGrant:
     trusted_keys: list[Ed25519PublicKey]
     account_id: str
     credentials: dict[str, str] = field(repr=False)
+    # A local route's run (``LOCAL_GRANT``): every model on loopback without a
+    # credential; its authorization is minted and burned by the run itself
+    # (``consume_faux`` in the LOCAL domain), never an operator's.
+    local: bool = False
 
     def credential(self, profile: Profile | None) -> bytes | None:
         """The credential a profile's requests carry (None: the route takes none)."""
         if profile is None or profile.credential_env is None:
             return None
         return self.credentials[profile.credential_env].encode("ascii")
+
+
+# What a local route's run brings: nothing to verify and no credential.
+LOCAL_GRANT: Final = RealGrant(b"", [], FAUX_ACCOUNT_ID, {}, local=True)
 
 
 def check_real_route(reg: Registration, environ: Mapping[str, str]) -> None:

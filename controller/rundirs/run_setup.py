@@ -35,6 +35,7 @@ from efold.controller.campaigns.campaign import (
     campaign_items,
     prep_seconds,
     probe_seconds,
+    route_kind,
 )
 from efold.controller.campaigns.judge_profile import judge_terms
 from efold.controller.campaigns.plan import plan_for, smoke_cap_units, smoke_plan
@@ -116,15 +117,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     containment where no cgroup can be made (without it, it refuses:
     ``containment_unavailable``; the choice is journaled and reported)."""
     campaign = reg.campaign
-    if admitting and (grant is None) != campaign.reader.is_faux:
-        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
-                              "a faux reader runs with --faux, a real one with its grant")
-    if admitting and grant is None and campaign.summariser is not None:
-        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
-                              "a summariser model sends real requests: it needs a real run")
-    if admitting and grant is None and campaign.judge is not None and not campaign.judge.is_faux:
-        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
-                              "a judge model sends real requests: it needs a real run")
+    if admitting:
+        _check_route(reg, grant)
     plan, cap = _plan_and_cap(reg, smoke=smoke)
     if shard is not None:
         if smoke or not admitting or (grant is not None) != (shard.route == "real"):
@@ -137,13 +131,17 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         epoch = journal.record_epoch(current_identity())
         lease.set_epoch(epoch)
         cgroups = open_membership(journal, campaign.containment,
-                                  real=grant is not None, process_group_ok=process_group_ok)
+                                  real=paid(grant), process_group_ok=process_group_ok)
         try:
             if admitting:
                 # Through its module, so that whatever ``consume_*`` is at this moment runs.
                 if shard is not None:
                     authorize_run.consume_shard(reg, reg_bytes, plan.schedule_sha256, lease,
                                                 run_id=run.name, ticket=shard)
+                elif grant is not None and grant.local:
+                    authorize_run.consume_faux(reg, reg_bytes, plan.schedule_sha256, lease,
+                                               run_id=run.name, cap_units=cap,
+                                               domain=AuthorizationDomain.LOCAL)
                 elif grant is not None:
                     authorize_run.consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
                                                run_id=run.name, grant=grant, cap_units=cap)
@@ -189,6 +187,25 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             journal.close()
         finally:
             cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
+
+
+def paid(grant: RealGrant | None) -> bool:
+    """Whether a run with ``grant`` can move money: a real route's, never a faux or a
+    local one."""
+    return grant is not None and not grant.local
+
+
+def _check_route(reg: Registration, grant: RealGrant | None) -> None:
+    """``lookup_pilot_real_route_unavailable`` unless ``grant`` fits the registration's
+    route (``campaign.route_kind``): none for a faux campaign, the local grant for a
+    local one (or an operator's: the paid route's ceremony may take a local model, as
+    the model-server tests prove it on one), an operator's for a real one."""
+    kind = route_kind(reg.campaign)
+    given = "faux" if grant is None else "local" if grant.local else "real"
+    if kind != given and (kind, given) != ("local", "real"):
+        how = {"faux": "--faux", "local": "--local", "real": "--real with its authorization"}
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
+                              f"this campaign's route is {kind}: run it with {how[kind]}")
 
 
 def open_membership(journal: JournalWriter, wanted: str | None, *, real: bool,

@@ -82,7 +82,7 @@ def test_the_tally_catches_what_it_is_for(tally: Tally) -> None:
     exe, values = tally
     misleading = Case("control-code", ("show", "{w}/notrun"), "journal_invalid")
     assert run_case(misleading, exe, values).verdict == "misleading"
-    wrong_form = Case("control-form", ("pilot",), "campaign_invalid")
+    wrong_form = Case("control-form", ("pilot", "--faux", "--real"), "campaign_invalid")
     assert run_case(wrong_form, exe, values).verdict == "wrong-form"
     writes = Case("control-writes", ("keygen", "--out", "{w}/fresh"), None)
     answer = run_case(writes, exe, values)

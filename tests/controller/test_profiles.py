@@ -36,7 +36,7 @@ ENDPOINT = ('provider = "openai"\nmodel = "gpt-5-mini"\nbase_url = "https://api.
     ('[summariser]\nprovider = "deterministic"\nmodel = "m"\n', Code.CAMPAIGN_INVALID,
      "no other keys"),
     ('[summariser]\nprovider = "faux"\n', Code.CAMPAIGN_INVALID, "does not summarise"),
-    ("[summariser]\n" + ENDPOINT + "max_requests = 11\n", Code.CAMPAIGN_INVALID, "1-10"),
+    ("[summariser]\n" + ENDPOINT + "max_requests = 257\n", Code.CAMPAIGN_INVALID, "1-256"),
 ])
 def test_a_profile_the_route_cannot_take_refuses(tables: str, code: Code, names: str) -> None:
     with pytest.raises(CampaignError) as err:

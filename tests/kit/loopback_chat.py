@@ -56,6 +56,14 @@ class Server:
 
 def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            """The model list a local route's check reads (``GET /v1/models``)."""
+            if self.path != "/v1/models":
+                self._send(404, b'{"error": {"message": "no"}}')
+                return
+            self._send(200, json.dumps({"object": "list", "data": [
+                {"id": "tiny", "object": "model", "owned_by": "me"}]}).encode())
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             server.requests.append({"path": self.path,

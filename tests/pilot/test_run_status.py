@@ -119,7 +119,7 @@ def test_a_run_that_outlives_its_deadline_says_it_stopped(
             now = real_time.monotonic()
             if deadline_set:
                 return now + 3600.0
-            if sys._getframe(1).f_code.co_name == "_probe_all":
+            if sys._getframe(1).f_code.co_name == "run":  # _Probing.run sets the deadline
                 deadline_set.append(True)
             return now
 
