@@ -102,14 +102,18 @@ def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, A
 
 
 class _SummaryRoute:
-    """The summariser's way to its model, built at the first request: the guard on the
-    route, over this child's permit session."""
+    """The summariser's way to its model: every summary request is a guarded run of its
+    own (one round, its own request id ``SLOT-sN``) over this child's one permit source.
+    A summary is not a round of a conversation: it carries no prior output, and the
+    probe run's limit of 10 rounds does not apply to it; what bounds a checkpoint's
+    summaries is ``summariser.max_requests``, which the controller's permit source holds
+    the prep to (the next admission refuses: ``lookup_request_limit``)."""
 
     def __init__(self, route: Route, session: PermitSession) -> None:
         self._route = route
         self._session = session
-        self._guard: Guard | None = None
         self._source: SessionPermitSource | None = None
+        self._sent = 0  # summary requests begun so far
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         """Send one summary request; its reply text (``WorkerError`` with the request's
@@ -124,19 +128,21 @@ class _SummaryRoute:
         return reply_text(result.output_items)
 
     def _open(self) -> tuple[Guard, SessionPermitSource]:
-        if self._guard is None or self._source is None:
-            from efold.worker.credential import credential
-            from efold.worker.permit_client import SessionPermitSource
-            from efold.worker.route import route_guard
+        from efold.worker.credential import credential
+        from efold.worker.permit_client import SessionPermitSource
+        from efold.worker.route import route_guard
 
-            session = self._session
+        session = self._session
+        if self._source is None:
             self._source = SessionPermitSource(session)
-            # The slot's own deadline per request: the controller's watchdog allows a
-            # margin beyond it, so a slow request ends as our own abort, not a kill.
-            self._guard = route_guard(self._route, self._source, run_id=session.assignment.slot,
-                                      deadline_s=session.welcome.deadlines.run_ms / 1000,
-                                      cache_key=None, credential=credential())
-        return self._guard, self._source
+        self._sent += 1
+        # The slot's own deadline per request: the controller's watchdog allows a
+        # margin beyond it, so a slow request ends as our own abort, not a kill.
+        guard = route_guard(self._route, self._source,
+                            run_id=f"{session.assignment.slot}-s{self._sent}",
+                            deadline_s=session.welcome.deadlines.run_ms / 1000,
+                            cache_key=None, credential=credential())
+        return guard, self._source
 
 
 def summariser_for(task: PrepTask, session: PermitSession | None) -> Summariser | None:

@@ -228,9 +228,10 @@ def validate_profile(p: Profile, what: str) -> None:
         if p.base_url.startswith("http://") and not is_loopback_url(p.base_url):
             raise _invalid(f"{what}.base_url: plain http only to a loopback server "
                            "(a credential must never cross a network in clear)")
-        if p.provider == LOCAL_PROVIDER and not p.is_local:
-            raise _invalid(f"{what}.provider {LOCAL_PROVIDER!r} (priced at zero) is for a "
-                           "loopback base_url without credential_env only")
+        if p.provider == LOCAL_PROVIDER and p.catalog is None and not p.is_local:
+            raise _invalid(f"{what}.provider {LOCAL_PROVIDER!r} is priced at zero by the "
+                           "bundled catalog, for a loopback base_url without "
+                           "credential_env only (an operator catalog may price it)")
     if p.server is not None and p.server not in SERVER_PRESETS:
         raise _invalid(f"{what}.server must be one of {tuple(SERVER_PRESETS)}")
     if p.credential_env is not None and not _ENV_NAME.fullmatch(p.credential_env):

@@ -33,6 +33,12 @@ ENDPOINT = ('provider = "openai"\nmodel = "gpt-5-mini"\nbase_url = "https://api.
      "openai/gpt-6"),
     ('[reader]\nprovider = "openai"\nmodel = "gpt-5"\n', Code.CAMPAIGN_INVALID,
      "model and base_url"),
+    ('[reader]\nprovider = "local"\nmodel = "m"\napi = "chat"\n'
+     'base_url = "https://example.com/v1"\n', Code.CAMPAIGN_INVALID, "priced at zero"),
+    ('[reader]\nprovider = "local"\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n'
+     'credential_env = "KEY"\napi = "chat"\n', Code.CAMPAIGN_INVALID, "priced at zero"),
+    ('[reader]\nprovider = "local"\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n'
+     'server = "lmstudio"\n', Code.CAMPAIGN_INVALID, "reader.server must be one of"),
     ('[summariser]\nprovider = "deterministic"\nmodel = "m"\n', Code.CAMPAIGN_INVALID,
      "no other keys"),
     ('[summariser]\nprovider = "faux"\n', Code.CAMPAIGN_INVALID, "does not summarise"),
@@ -50,6 +56,25 @@ def test_defaults_by_api_and_the_deterministic_summariser() -> None:
     assert (chat.reader.effort, chat.reader.stream, chat.summariser) == (None, True, None)
     responses = parse_campaign(HEAD + "[reader]\n" + ENDPOINT)
     assert responses.reader.effort == "low" and responses.reader.api == "responses"
+
+
+def test_a_server_preset_fills_what_the_table_leaves_out() -> None:
+    local = 'provider = "local"\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\n'
+    preset = parse_campaign(HEAD + "[reader]\n" + local + 'server = "llama-cpp-python"\n')
+    r = preset.reader
+    assert (r.api, r.stream, r.max_tokens_field, r.effort, r.server) == (
+        "chat", False, "max_tokens", None, "llama-cpp-python")
+    assert r.is_local
+    # A key the table sets wins over the preset.
+    own = parse_campaign(HEAD + "[reader]\n" + local + 'server = "llama-server"\n'
+                         "stream = false\n")
+    assert (own.reader.api, own.reader.stream) == ("chat", False)
+    # The bundled catalog prices any local model at zero; a summariser may now make
+    # dozens of requests per checkpoint.
+    summarised = parse_campaign(HEAD + "[summariser]\n" + local + 'server = "vllm"\n')
+    assert summarised.summariser is not None
+    assert summarised.summariser.max_requests == 64
+    assert summarised.summariser.max_tokens_field == "max_completion_tokens"
 
 
 def test_a_catalog_path_is_the_campaign_files_sibling(tmp_path: Path) -> None:

@@ -176,3 +176,38 @@ def test_a_context_window_too_small_says_the_sizes(server: Server, tmp_path: Pat
     assert "skipped (inventory_infeasible): its first request counts as up to" in said
     assert "over the reader's input envelope of 6,000 tokens" in said
     assert not server.requests
+
+
+PROXY = Path(__file__).resolve().parents[1] / "kit" / "compacting_proxy.py"
+
+
+def test_a_compaction_proxy_gets_its_summaries_from_the_local_model(server: Server,
+                                                                   tmp_path: Path) -> None:
+    """A third-party compaction proxy that compacts often (a small trigger) makes dozens
+    of summary requests per checkpoint: every one reaches the local summariser model,
+    admitted and settled under the cap, well past the old limit of 10."""
+    (tmp_path / "proxy.toml").write_text(f"""\
+name = "proxy-local"
+suite = "original"
+traces = ["orig-stage-hire"]
+probe_limit = 1
+roles = ["squeeze"]
+cap_usd = "60.00"
+
+[role.squeeze]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(PROXY))}]
+proxy = {{ upstream_env = "UPSTREAM_BASE_URL", port_env = "PROXY_PORT" }}
+settings = {{ trigger_chars = 1500, keep = 2 }}
+""")
+    done, line = _pilot(tmp_path, "--campaign", str(tmp_path / "proxy.toml"),
+                        "--summariser", server.base_url, "--summariser-model", "tiny",
+                        "--server", "llama-cpp-python")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = Path(line["run"])
+    summaries = journal_rows(run, "SELECT state, settled_units FROM holds "
+                                  "WHERE slot = 'r1.squeeze.orig-stage-hire'")
+    assert len(summaries) > 10, summaries
+    assert all(state == "settled" for state, _ in summaries)
+    assert len(server.requests) == len(summaries)  # each one reached the model
+    assert all("Summarise the conversation" in json.dumps(r["body"]) for r in server.requests)
+    assert line["completed"] == 1
