@@ -65,9 +65,11 @@ class ShardTicket(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What a node is handed to run one shard: the spec, the Ray node it is bound to,
     the registration's sha256, the shard run's directory on that node, the shard's
     authorization (``authorize_run.mint_shard``) with the raw key that verifies it, and
-    its route: ``faux``, or ``real`` (the cluster run consumed the operator's signed
-    authorization; the shard reads its credentials from its own node's environment,
-    never from the ticket, and its authorization binds the credential variable's name).
+    its route: ``faux``; ``local`` (every model on its node's loopback, no credential:
+    the cluster run consumed a local authorization of its own); or ``real`` (the cluster
+    run consumed the operator's signed authorization; the shard reads its credentials
+    from its own node's environment, never from the ticket, and its authorization binds
+    the credential variable's name).
     ``process_group_ok``: the operator's ``--process-group-containment``."""
 
     spec: ShardSpec
@@ -76,7 +78,7 @@ class ShardTicket(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_dir: str
     artifact: bytes
     trusted_key: bytes
-    route: Literal["faux", "real"] = "faux"
+    route: Literal["faux", "local", "real"] = "faux"
     process_group_ok: bool = False
 
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 import ray
@@ -73,11 +73,13 @@ from efold.controller.rundirs.cluster_run import (
     read_shard_ends,
     shard_end_name,
 )
+from efold.controller.rundirs.run_setup import route_of_grant
 from efold.controller.rundirs.runroot import claim_run_dir, new_run_dir, private_subdir
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.registry import publish_exclusive
+from efold.registry.authorization import AuthorizationDomain
 from efold.registry.journal import JournalWriter
 from efold.registry.lease import acquire_lease
 
@@ -250,10 +252,14 @@ def run_cluster(reg: Registration, reg_bytes: bytes, *, shards: int | None,
         lease.set_epoch(journal.record_epoch(current_identity()))
         # The campaign's authorization, consumed once, here: the operator's signed one
         # on the real route (bound to this directory), else a faux one minted now.
-        auth_id = consume_faux(reg, reg_bytes, plan.schedule_sha256, lease, run_id=run.name) \
-            if grant is None else consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
-                                               run_id=run.name, grant=grant)
-        route: Literal["faux", "real"] = "faux" if grant is None else "real"
+        route = route_of_grant(grant)
+        if grant is not None and not grant.local:
+            auth_id = consume_real(reg, reg_bytes, plan.schedule_sha256, lease,
+                                   run_id=run.name, grant=grant)
+        else:  # minted here: a faux one, or a local route's (its own domain)
+            auth_id = consume_faux(reg, reg_bytes, plan.schedule_sha256, lease,
+                                   run_id=run.name, domain=AuthorizationDomain.LOCAL
+                                   if route == "local" else AuthorizationDomain.FAUX)
         publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
         publish_exclusive(run, PLAN_NAME, canonical_json(plan) + b"\n")
         placed: list[ShardPlaced] = []

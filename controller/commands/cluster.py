@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from efold.controller.campaigns.campaign import route_kind
 from efold.controller.campaigns.registration import Registration, load_registration
 from efold.controller.campaigns.shards import ShardTicket
 from efold.controller.campaigns.subset import Subset
@@ -38,6 +39,7 @@ from efold.controller.commands._options import (
     registration_options,
     subset_options,
 )
+from efold.controller.pilot.local_server import check_local_servers
 from efold.controller.pilot.pilot import Dispatch
 from efold.controller.pilot.pilot_view import (
     end_of_run,
@@ -48,6 +50,7 @@ from efold.controller.pilot.pilot_view import (
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.rundirs.aggregate import publish_reports, run_reports
 from efold.controller.rundirs.authorize_run import (
+    LOCAL_GRANT,
     RealGrant,
     check_real_route,
     load_grant,
@@ -93,6 +96,9 @@ def _resource(ctx: click.Context, param: click.Parameter,
 @command.command("pilot")
 @click.option("--faux", is_flag=True,
               help="Offline: the faux extractive reader on every shard.")
+@click.option("--local", is_flag=True,
+              help="Models on each node's loopback (no credential) on every shard: no "
+                   "keygen or signed authorization.")
 @click.option("--real", is_flag=True,
               help="The registration's real route on every shard (needs a passing `smoke`, "
                    "--run-dir, --authorization and --trust; each node's shard reads the "
@@ -127,7 +133,7 @@ def _resource(ctx: click.Context, param: click.Parameter,
                    "a shard not placed by then is refused (cluster_unschedulable).")
 @click.option("--json", "as_json", is_flag=True,
               help="End with one JSON line: the run, its status, per-shard outcomes.")
-def pilot(faux: bool, real: bool, authorization: str | None, trust: tuple[str, ...],
+def pilot(faux: bool, local: bool, real: bool, authorization: str | None, trust: tuple[str, ...],
           process_group_ok: bool, address: str, shards: int | None,
           registration: str | None, sha256: str | None, campaign: str | None,
           subset: Subset | None, runs_root: str | None, run_dir: str | None,
@@ -148,11 +154,17 @@ def pilot(faux: bool, real: bool, authorization: str | None, trust: tuple[str, .
     single-use authorization bound to its route, and reads the credential from its
     node's environment (never through Ray): a node without it refuses its shard.
 
+    --local (or no route flag, for a campaign whose every model is on loopback without a
+    credential): a local authorization is minted and consumed once, here; each shard
+    asks its own node's server for its model list before it starts (a model on each
+    node's loopback: place shards next to theirs with --resource).
+
     Exit status: 0 every shard complete, 2 refused, 3 a shard stopped, failed or was
     lost, 130/143 interrupted.
     """
-    if faux == real:
-        raise click.UsageError("choose exactly one of --faux (offline) and --real")
+    if faux + local + real > 1:
+        raise click.UsageError("choose one of --faux (offline), --local (models on each "
+                               "node's loopback) and --real (a paid route)")
     given = [flag for flag, on in (("--authorization", authorization is not None),
                                    ("--trust", bool(trust)),
                                    ("--process-group-containment", process_group_ok)) if on]
@@ -169,6 +181,19 @@ def pilot(faux: bool, real: bool, authorization: str | None, trust: tuple[str, .
         made = pilot_registration(campaign=campaign, registration=registration,
                                   sha256=sha256, subset=subset, real=real)
         grant = None
+        kind = route_kind(made.registration.campaign)
+        if not (faux or local or real):  # the campaign's own route, unless it is paid
+            faux, local = kind == "faux", kind == "local"
+            if kind == "real":
+                fail("lookup_pilot_real_route_unavailable",
+                     "this campaign sends to a paid route: register, smoke and authorize "
+                     "it, then cluster pilot --real")
+        if local:
+            if kind != "local":
+                fail("lookup_pilot_real_route_unavailable",
+                     "--local runs a campaign whose every model is on loopback without a "
+                     f"credential; this one's route is {kind}")
+            grant = LOCAL_GRANT
         if real:
             if run_dir is None:
                 fail("lookup_pilot_real_route_unavailable",
@@ -178,9 +203,10 @@ def pilot(faux: bool, real: bool, authorization: str | None, trust: tuple[str, .
                                trusted=trust, environ=os.environ, with_credentials=False)
             require_smoke(made.registration, str(sha256), Path(run_dir))
             check_real_grant(made.registration, made.data, Path(run_dir), grant)
-        elif not made.registration.campaign.reader.is_faux:
+        elif faux and kind != "faux":
             fail("lookup_pilot_real_route_unavailable",
-                 "--faux needs a faux reader (this registration's reader is real: --real)")
+                 f"--faux sends nothing, and this campaign's route is {kind} "
+                 f"(run it with --{kind})")
         connect(address)
         try:
             outcome = run_cluster(
@@ -235,8 +261,11 @@ def shard_dispatch(reg: Registration, ticket: ShardTicket,
     """How a shard reaches its reader: its ticket's route. A real shard reads every
     credential its profiles name from this node's environment (refused, naming the
     variable and the node, where one is missing), under the real route's rules."""
-    if ticket.route != "real":
+    if ticket.route == "faux":
         return Dispatch(shard=ticket)
+    if ticket.route == "local":  # the models are on this node's loopback: ask them first
+        check_local_servers(reg.campaign)
+        return Dispatch(grant=LOCAL_GRANT, shard=ticket)
     check_real_route(reg, environ)
     credentials = read_credentials(reg, environ, where=f" on node {ticket.node[:12]}")
     grant = RealGrant(artifact=b"", trusted_keys=[], account_id="", credentials=credentials)

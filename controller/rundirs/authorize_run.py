@@ -83,8 +83,11 @@ def run_bindings(reg: Registration, reg_bytes: bytes, schedule_sha256: str,
 
 def shard_credential_binding(reg: Registration, route: str) -> str:
     """The credential variable a shard's authorization binds: the real route's (its
-    name only: the value is read on the shard's node), or the faux placeholder."""
-    return credential_binding(reg) if route == "real" else FAUX_CREDENTIAL_ENV
+    name only: the value is read on the shard's node), the local route's none, or the
+    faux placeholder."""
+    if route == "real":
+        return credential_binding(reg)
+    return NO_CREDENTIAL_ENV if route == "local" else FAUX_CREDENTIAL_ENV
 
 
 def mint_shard(reg: Registration, reg_bytes: bytes, schedule_sha256: str, run_dir: Path, *,

@@ -31,6 +31,7 @@ from typing import Any
 from efold.boundary.case import Case
 from efold.boundary.suite import case_item, cases_digest
 from efold.controller.campaigns.campaign import (
+    RouteKind,
     campaign_cases,
     campaign_items,
     prep_seconds,
@@ -121,7 +122,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
         _check_route(reg, grant)
     plan, cap = _plan_and_cap(reg, smoke=smoke)
     if shard is not None:
-        if smoke or not admitting or (grant is not None) != (shard.route == "real"):
+        if smoke or not admitting or route_of_grant(grant) != shard.route:
             raise ValueError("a shard admits on its ticket's route, and is never a smoke")
         cap = shard.spec.cap_units
         plan = shard_plan(plan, shard.spec.mark, shard.spec.checkpoints, cap)
@@ -189,6 +190,11 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
 
 
+def route_of_grant(grant: RealGrant | None) -> RouteKind:
+    """The route a run with ``grant`` dispatches on."""
+    return "faux" if grant is None else "local" if grant.local else "real"
+
+
 def paid(grant: RealGrant | None) -> bool:
     """Whether a run with ``grant`` can move money: a real route's, never a faux or a
     local one."""
@@ -200,8 +206,7 @@ def _check_route(reg: Registration, grant: RealGrant | None) -> None:
     route (``campaign.route_kind``): none for a faux campaign, the local grant for a
     local one (or an operator's: the paid route's ceremony may take a local model, as
     the model-server tests prove it on one), an operator's for a real one."""
-    kind = route_kind(reg.campaign)
-    given = "faux" if grant is None else "local" if grant.local else "real"
+    kind, given = route_kind(reg.campaign), route_of_grant(grant)
     if kind != given and (kind, given) != ("local", "real"):
         how = {"faux": "--faux", "local": "--local", "real": "--real with its authorization"}
         raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,

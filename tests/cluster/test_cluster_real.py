@@ -203,3 +203,43 @@ def test_a_shard_placed_by_resource_next_to_its_local_model_server(keyed_cluster
     assert all(r["authorization"] is None for r in local.requests[sent:])
     assert json.loads((Path(line["run"]) / "results.json").read_bytes())["money"][
         "settled"]["units"] == shard_money(placed.run_dir) > 0
+
+
+def test_a_local_campaign_runs_on_two_nodes_in_one_command(keyed_cluster: Any,
+                                                           tmp_path: Path) -> None:
+    """The local route on a cluster: a campaign whose models are on loopback without a
+    credential runs with ``cluster pilot`` alone (no keygen, no signed authorization:
+    the cluster run mints and burns a local one), each shard asking its node's server
+    for its model list first. At the operator catalog's made-up rates the cap splits
+    and the settled money is the shard journals', exactly."""
+    with serve_chat() as local:
+        (tmp_path / "catalog.toml").write_bytes(CATALOG)
+        (tmp_path / "campaign.toml").write_text(
+            'name = "local-cluster"\nsuite = "original"\ntraces = ["orig-archive-scan"]\n'
+            'probe_limit = 2\nroles = ["native", "compaction"]\ncap_usd = "10.00"\n'
+            f"[reader]\n{PROFILE.format(url=local.base_url)}"
+            f"[summariser]\n{PROFILE.format(url=local.base_url)}")
+        node_runs = tmp_path / "node-runs"
+        node_runs.mkdir(mode=0o700)
+        env = {k: v for k, v in os.environ.items() if k != CANARY_ENV}
+        done = subprocess.run(
+            [EFOLD, "cluster", "pilot", "--ray", keyed_cluster.address, "--campaign",
+             "campaign.toml", "--runs", str(tmp_path / "runs"), "--shards", "2",
+             "--resource", "keyed", "--node-runs", str(node_runs), "--json"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        requests = list(local.requests)
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["shards"] == {"1": "complete", "2": "complete"}
+    run = Path(line["run"])
+    placed = manifest(run)
+    assert len({p.node for p in placed.shards}) == 2
+    assert requests and all(r["authorization"] is None for r in requests)
+    results = json.loads((run / "results.json").read_bytes())
+    assert sum(p.spec.cap_units for p in placed.shards) == results["cap"]["units"]
+    spent = sum(shard_money(p.run_dir) for p in placed.shards)
+    assert results["money"]["settled"]["units"] == spent > 0
+    claims = list((tmp_path / "runs" / ".efold-faux-consumed-v1").glob("*/claim.json"))
+    assert [json.loads(c.read_bytes())["domain"] for c in claims] == [
+        "efold-local-authorization-v1"]
