@@ -61,12 +61,21 @@ def banner(results: Results) -> Banner:
     facts = [
         ("campaign", results.campaign),
         ("reader", reader_label(results)),
-        ("faux", f"yes ({FAUX_MONEY})" if results.reader_faux else "no (real money)"),
+        ("faux", _money_kind(results)),
         ("registration", results.registration_sha256[:SHORT_SHA]),
     ]
     return Banner(verdict=verdict, word=_WORDS.get(verdict, verdict.upper()),
                   headline=headline, stop_line=stop_line, facts=facts, details=details,
                   run=run_facts(results))
+
+
+def _money_kind(results: Results) -> str:
+    """What the run's money is: faux units, nothing billed (a local route), or real."""
+    if results.reader_faux and (results.run is None or results.run.route != "local"):
+        return f"yes ({FAUX_MONEY})"
+    if results.run is not None and results.run.route == "local":
+        return "no (a local route: models on loopback, nothing billed)"
+    return "no (real money)"
 
 
 def run_facts(results: Results) -> list[tuple[str, str]]:

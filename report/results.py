@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import combinations
+from typing import Literal
 
 import msgspec
 
@@ -98,6 +99,8 @@ PROXY_NOTE = (
     "Constraint and redaction probes also pass when the fold simply lost the source "
     "material. Read them next to the recall probes."
 )
+RouteName = Literal["faux", "local", "real"]  # ``RunInfo.route``
+
 # The summariser a role's summary requests went to when the campaign named no summariser
 # model: efold's deterministic summariser, a stand-in (``RunInfo.summarisers``).
 STAND_IN_SUMMARISER = "efold/deterministic-summariser"
@@ -446,7 +449,8 @@ def _utc(ns: int) -> str:
 
 
 def _run_info(plan: Plan, facts: RunFacts | None, reader: str | None,
-              summarisers: Mapping[str, str], version: str) -> RunInfo:
+              summarisers: Mapping[str, str], version: str,
+              route: RouteName | None) -> RunInfo:
     check_id("efold version", version)
     if reader is not None:
         check_model("reader", reader)
@@ -466,6 +470,7 @@ def _run_info(plan: Plan, facts: RunFacts | None, reader: str | None,
         duration_seconds=None if start is None or end is None else (end - start) / 1e9,
         reader=reader,
         summarisers={role: summarisers[role] for role in plan.roles if role in summarisers},
+        route=route,
     )
 
 
@@ -502,6 +507,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   run_facts: RunFacts | None = None, reader: str | None = None,
                   summariser_spends: Sequence[SlotSpend] | Mapping[str, SlotSpend] = (),
                   summarisers: Mapping[str, str] | None = None,
+                  route: RouteName | None = None,
                   efold_version: str | None = None, judge: str | None = None,
                   build: str | None = None) -> Results:
     """The content-free results of one run, complete or partial.
@@ -517,6 +523,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     ``summariser_spends``: per checkpoint, the spend of its summary requests; keyed by
     the planned checkpoint (``PlannedSlot.checkpoint``) they were made for, they are split
     by role into each role's cost per correct answer (unkeyed, that cost is null).
+    ``route``: where the campaign's requests went (``RunInfo.route``).
     ``summarisers``: role -> ``provider/model`` of the summariser model its fold asks
     (only roles that ask one). ``efold_version``: the version to report (default: this
     efold's). ``judge``: the registered judge's ``provider/model`` (19-C), when the
@@ -540,7 +547,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     contrasts = [_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)]
     status = None if run_facts is None else run_status(run_facts, observations)
     run = _run_info(plan, run_facts, reader, summarisers or {},
-                    efold.__version__ if efold_version is None else efold_version)
+                    efold.__version__ if efold_version is None else efold_version, route)
     notes = [FAUX_NOTE] if faux else []
     notes += [DESCRIPTIVE_NOTE, COVERAGE_NOTE, PROXY_NOTE]
     if not run_spend.usage_known:

@@ -597,8 +597,11 @@ class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     The three are null when the results were built without those journal facts.
     ``reader`` is the registered reader ``provider/model``; ``summarisers`` maps each role
     whose fold asks the campaign's summariser model to that model's ``provider/model``
-    (empty with the deterministic summariser). Every model id's provider and model are
-    each opaque ids (``report.join.check_model``), or the report refuses.
+    (``efold/deterministic-summariser`` where no summariser model answered: the stand-in).
+    Every model id's provider and model are each opaque ids (``report.join.check_model``),
+    or the report refuses. ``route``: where the campaign's requests went, ``faux``
+    (nothing sent), ``local`` (models on loopback without a credential: nothing billed)
+    or ``real`` (a paid route); null when unknown (results built before it existed).
     """
 
     efold_version: str
@@ -608,6 +611,7 @@ class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     duration_seconds: float | None
     reader: str | None
     summarisers: dict[str, str]
+    route: Literal["faux", "local", "real"] | None = None
 
 
 class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -5,7 +5,7 @@ without writing a TOML or a catalog (the way ``inspect eval --model`` works).
 Each model given becomes a profile of provider ``local`` (priced at zero by the bundled
 catalog's wildcard entry: a loopback server bills nothing) with the server preset's API,
 streaming and reply-limit field (``profiles.SERVER_PRESETS``; ``openai-compatible`` by
-default). The campaign's own profile for that caller is replaced; everything else of
+default, as for a local endpoint in a campaign file). The campaign's own profile for that caller is replaced; everything else of
 the campaign stays, and the registration records the result (its ``campaign_sha256``
 stays the file's, as a subset's does). A URL that is not loopback refuses: a model on
 another machine is a paid route's business (a campaign file, ``register``, ``smoke``,
@@ -20,6 +20,7 @@ import msgspec
 
 from efold.controller.campaigns.campaign import Campaign, validate_campaign
 from efold.controller.campaigns.profiles import (
+    DEFAULT_LOCAL_SERVER,
     LOCAL_PROVIDER,
     ProfileTable,
     SummariserProfile,
@@ -28,8 +29,6 @@ from efold.controller.campaigns.profiles import (
 )
 from efold.controller.errors import CampaignError
 from efold.errors import Code
-
-DEFAULT_SERVER = "openai-compatible"
 
 
 @dataclass(frozen=True)
@@ -47,11 +46,11 @@ class LocalModels:
 def _profile_table(url: str, model: str, server: str | None, what: str) -> ProfileTable:
     if not is_loopback_url(url):
         raise CampaignError(Code.CAMPAIGN_INVALID,
-                            f"--{what} {url}: a model given on the command line is on this "
-                            "machine (127.0.0.1, ::1 or localhost); a remote or paid model "
-                            "goes in a campaign file and runs with --real")
+                            f"--{what} {url}: a model given on the command line must be on "
+                            "this machine (127.0.0.0/8, ::1 or localhost); a remote or paid "
+                            "model goes in a campaign file and runs with --real")
     return ProfileTable(provider=LOCAL_PROVIDER, model=model, base_url=url,
-                        server=server or DEFAULT_SERVER)
+                        server=server or DEFAULT_LOCAL_SERVER)
 
 
 def with_local_models(campaign: Campaign, models: LocalModels) -> Campaign:

@@ -78,6 +78,10 @@ SERVER_PRESETS: Final = {
 }
 
 
+# The preset of a local endpoint (loopback, no credential) that names none.
+DEFAULT_LOCAL_SERVER: Final = "openai-compatible"
+
+
 class Profile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """A provider profile: where a caller's requests go and how they are priced.
 
@@ -167,9 +171,13 @@ def profile_from_table(table: ProfileTable | None, what: str,
     faux = table.provider == FAUX_PROVIDER
     if not faux and (table.model is None or table.base_url is None):
         raise _invalid(f"{what}: an endpoint profile needs model and base_url")
+    server = table.server
+    if server is None and not faux and table.credential_env is None \
+            and is_loopback_url(table.base_url or ""):
+        server = DEFAULT_LOCAL_SERVER  # a local endpoint speaks what --reader's does
     preset = None
-    if table.server is not None:
-        preset = SERVER_PRESETS.get(table.server)
+    if server is not None:
+        preset = SERVER_PRESETS.get(server)
         if preset is None:
             raise _invalid(f"{what}.server must be one of {tuple(SERVER_PRESETS)}")
     default = Profile()
@@ -191,7 +199,7 @@ def profile_from_table(table: ProfileTable | None, what: str,
         base_url=(table.base_url or default.base_url).rstrip("/"), effort=effort,
         stream=stream, credential_env=table.credential_env, catalog=catalog,
         max_output_tokens=table.max_output_tokens, max_tokens_field=max_tokens_field,
-        server=table.server)
+        server=server)
     if what == "summariser":
         return SummariserProfile(**msgspec.structs.asdict(profile),
                                  max_requests=table.max_requests or DEFAULT_SUMMARY_REQUESTS)
@@ -223,8 +231,9 @@ def validate_profile(p: Profile, what: str) -> None:
     else:
         if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", p.provider):
             raise _invalid(f"{what}.provider: lowercase letters, digits, '.', '_' and '-'")
-        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", p.base_url):
-            raise _invalid(f"{what}.base_url must be an http(s) URL without query or fragment")
+        if not re.fullmatch(r"https?://[^\s/?#@]+(/[^\s?#]*)?", p.base_url):
+            raise _invalid(f"{what}.base_url must be an http(s) URL without query, fragment "
+                           "or user:password@ (a credential goes in credential_env)")
         if p.base_url.startswith("http://") and not is_loopback_url(p.base_url):
             raise _invalid(f"{what}.base_url: plain http only to a loopback server "
                            "(a credential must never cross a network in clear)")

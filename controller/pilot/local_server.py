@@ -29,14 +29,26 @@ _LIMIT: Final = 1 << 20  # a model list is small
 
 def served_models(base_url: str) -> list[str] | None:
     """The model ids the server at ``base_url`` lists (None: it has no such list).
-    Raises ``local_server_unreachable`` when nothing answers there."""
+    Raises ``local_server_unreachable`` when nothing answers there, or when the list is
+    one ``/v1`` further (a base URL given without the API root: every request would be
+    a 404)."""
+    listed = _model_list(base_url)
+    if listed is None and not base_url.endswith("/v1") \
+            and _model_list(f"{base_url}/v1") is not None:
+        raise ControllerError(Code.LOCAL_SERVER_UNREACHABLE,
+                              f"the server at {base_url} answers its API at {base_url}/v1: "
+                              "give the base URL up to /v1")
+    return listed
+
+
+def _model_list(base_url: str) -> list[str] | None:
     url = f"{base_url}/models"
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     try:
         with direct.open(url, timeout=TIMEOUT_S) as reply:
             body = reply.read(_LIMIT)
     except urllib.error.HTTPError:
-        return None  # it answers, without a model list
+        return None  # it answers, without a model list there
     except (OSError, ValueError) as exc:
         raise ControllerError(Code.LOCAL_SERVER_UNREACHABLE,
                               f"no server answers at {base_url} ({exc}): start it first") from exc

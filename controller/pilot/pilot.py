@@ -196,6 +196,8 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
             smoke = smoke_part(plan) if inline_smoke(dispatch) else range(0)
             traces = publish_prep_inputs(run, plan, items, eligible_only=True)
             for part in (smoke, range(len(smoke), len(plan.slots))):
+                if not part:  # no inline smoke, or a run that is all smoke
+                    continue
                 part_tick = tick if part is not smoke else _as_smoke(tick)
                 ready, seen = await _prepare(ctx, plan, items, reg, part_tick, cases, facts,
                                              only=_checkpoints(plan, part) - preps.keys(),

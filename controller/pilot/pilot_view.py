@@ -48,7 +48,14 @@ from rich.table import Table
 from rich.text import Text
 
 from efold.controller.campaigns.registration import Registration
-from efold.controller.pilot.pilot import OFFLINE, Dispatch, PilotOutcome, ProgressEvent, run_pilot
+from efold.controller.pilot.pilot import (
+    OFFLINE,
+    Dispatch,
+    PilotOutcome,
+    ProgressEvent,
+    inline_smoke,
+    run_pilot,
+)
 from efold.controller.rundirs.interrupt import exit_status, say
 from efold.controller.rundirs.run_log import RunLog
 from efold.errors import Code, EfoldError
@@ -322,7 +329,8 @@ def run_with_progress(reg: Registration, reg_bytes: bytes, run: Path, *,
     log = RunLog(run)
     try:
         log.write("run", state="start", campaign=reg.campaign.name, faux=faux,
-                  smoke=dispatch.smoke, route="offline" if dispatch.grant is None
+                  smoke="inline" if inline_smoke(dispatch) else dispatch.smoke,
+                  route="offline" if dispatch.grant is None
                   else "local" if dispatch.grant.local else "real")
         view = RunView(verbosity, faux, log)
         try:
@@ -487,10 +495,41 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
         status = exit_status(outcome.interrupted)
     elif outcome.stop_code is not None:
         click.echo(f"stopped: {outcome.stop_code.value}", err=to_err)
+        for line in stop_causes(outcome):
+            click.echo(f"  {line}", err=to_err)
         status = 3
     if as_json:  # always the very last line
         click.echo(outcome_line(outcome))
     return status
+
+
+# What a slot's code most often means on a model server, said where a run stopped.
+_HINTS: Final = {
+    Code.LOOKUP_MISSING_USAGE: "the server sent no usage (a server whose streamed answers "
+                               "carry none: stream = false, or --server llama-cpp-python)",
+    Code.LOOKUP_SEND_FAILED: "the server did not take the request (is it still running?)",
+    Code.LOOKUP_STREAM_LOST: "the answer ended before it was complete (the server closed "
+                             "the connection, or stopped)",
+    Code.LOOKUP_HTTP_STATUS: "the server answered with an HTTP error (its base URL or the "
+                             "model name?)",
+    Code.LOOKUP_MODEL_SWITCH_FORBIDDEN: "the server answered as another model: serve it "
+                                        "under the campaign's model name",
+}
+
+
+def stop_causes(outcome: PilotOutcome) -> list[str]:
+    """Why the slots before a stop failed: each code of an admitted slot that did not
+    complete, with how many slots and, for a model server's usual trips, what it means."""
+    counts: dict[str, int] = {}
+    for r in outcome.receipts:
+        if r.code is not None and r.status not in (SlotStatus.COMPLETED, SlotStatus.SKIPPED,
+                                                   SlotStatus.UNADMITTED):
+            counts[r.code] = counts.get(r.code, 0) + 1
+    lines = []
+    for code, n in sorted(counts.items(), key=lambda item: -item[1]):
+        hint = _HINTS.get(Code(code)) if code in Code._value2member_map_ else None
+        lines.append(f"{n:,} slot{'s' if n != 1 else ''} {code}" + (f": {hint}" if hint else ""))
+    return lines
 
 
 def interrupted_counts(outcome: PilotOutcome) -> str:

@@ -27,6 +27,7 @@ from typing import Any, cast
 
 import msgspec
 
+from efold.controller.campaigns.campaign import RouteKind, route_kind
 from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
 from efold.controller.processes.run_cgroups import META_MODE, META_OPERATOR_FALLBACK
 from efold.controller.processes.template import TEMPLATE_KIND
@@ -87,6 +88,7 @@ class RunView:
     facts: RunFacts  # how the run went: stops, launches, containment, the run lease
     judge: str | None = None  # the registered judge, provider/model (19-C); None: none
     build: str | None = None  # the registration's build digest
+    route: RouteKind | None = None  # faux, local or real (``campaign.route_kind``)
 
 
 def receipt_name(slot: str) -> str:
@@ -274,7 +276,7 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,
                    facts, None if judge is None else f"{judge.provider}/{judge.model}",
-                   reg.digests.build)
+                   reg.digests.build, route_kind(reg.campaign))
 
 
 # Every journal column that records a time (Unix ns): the run's span reads them all.
@@ -390,7 +392,7 @@ def build_run_results(view: RunView) -> Results:
         view.plan, view.receipts, faux=view.faux, receipt_copies_missing=view.journaled_missing,
         run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
         judge=view.judge,
-        summarisers=view.summarisers, build=view.build,
+        summarisers=view.summarisers, build=view.build, route=view.route,
     )
 
 

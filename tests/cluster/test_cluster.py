@@ -298,6 +298,12 @@ def test_a_shard_that_cannot_be_placed_is_refused_in_bounded_time(ray_cluster: A
     assert took < 300
 
 
+def _all_visited(shard_run: Path) -> bool:
+    """Every slot of the shard's plan has its receipt."""
+    planned = json.loads((shard_run / "plan.json").read_bytes())["slots"]
+    return len(list(shard_run.glob("receipts/*.json"))) == len(planned)
+
+
 def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,
                                                        tmp_path: Path) -> None:
     """SIGKILL of the cluster controller mid-run: every shard's actor dies with it, and
@@ -319,13 +325,19 @@ def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,
         if cli.poll() is None:
             cli.kill()
     deadline = time.monotonic() + 120
+    ends: list[str] = []
     for placed in manifest.shards:
         _ended(placed.run_dir, deadline)
         stops = journal_rows(Path(placed.run_dir), "SELECT code FROM stops")
-        assert (Code.INTERRUPTED.value,) in stops
+        # Interrupted; or, on a loaded machine, a shard that had run its whole part
+        # before the kill (the others still starting): complete, nothing to interrupt.
+        finished = _all_visited(Path(placed.run_dir))
+        assert (Code.INTERRUPTED.value,) in stops or (finished and not stops), stops
+        ends.append("complete" if finished and not stops else "interrupted")
         recover = subprocess.run([*CLI, "recover", placed.run_dir], capture_output=True,
                                  text=True, timeout=120)
         assert recover.returncode == 0, recover.stdout
+    assert "interrupted" in ends
     spent = sum(_shard_money(p.run_dir) for p in manifest.shards)
     assert spent > 0
     # Read through its shards, before any collect: their money, their visits.
@@ -339,12 +351,13 @@ def test_a_killed_driver_leaves_every_shard_to_end_well(ray_cluster: Any,
     collect = subprocess.run([*CLI, "cluster", "collect", str(run)], capture_output=True,
                              text=True, timeout=300)
     assert collect.returncode == 0, collect.stdout + collect.stderr
-    assert collect.stdout.count("ended interrupted") == 3, collect.stdout
+    assert collect.stdout.count("ended interrupted") == ends.count("interrupted"), \
+        collect.stdout
     results = json.loads((run / "results.json").read_bytes())
     assert results["money"]["settled"]["units"] == spent
     assert "a controller held the run lease" not in (run / "summary.md").read_text()
     status = results["status"]
-    assert [s["outcome"] for s in status["shards"]] == ["interrupted"] * 3
+    assert [s["outcome"] for s in status["shards"]] == ends
     visited = sum(len(list(Path(p.run_dir).glob("receipts/*.json"))) for p in manifest.shards)
     assert sum(s["visited"] for s in status["shards"]) == visited > 0
     assert status["missing_slots"] + visited == accounted(results) == 104
