@@ -1,4 +1,4 @@
-"""A real local model server (llama.cpp's OpenAI-compatible server), started by
+"""A real local model server (llama.cpp's OpenAI-compatible ``llama-server``), started by
 ``.ci/model_server.sh``. Without it these tests skip, saying why; they never pass
 without having talked to it."""
 
@@ -95,19 +95,21 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], api_key: str | None)
 
 @pytest.fixture
 def start_server() -> Iterator[object]:
-    """Start a model server of the test's own (another port, options of its own)."""
-    python = os.environ.get("EFOLD_MODEL_SERVER_PYTHON")
+    """Start a model server of the test's own (another port, options of its own), with
+    the flags ``.ci/model_server.sh`` gives the shared one."""
+    binary = os.environ.get("EFOLD_MODEL_SERVER_BIN")
     model = os.environ.get("EFOLD_MODEL_SERVER_MODEL")
-    if not python or not model:
-        _unavailable("no model server install (EFOLD_MODEL_SERVER_PYTHON unset)")
+    if not binary or not model:
+        _unavailable("no model server install (EFOLD_MODEL_SERVER_BIN unset)")
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*, api_key: str | None = None) -> OwnServer:
         port = _free_port()
-        argv = [python, "-m", "llama_cpp.server", "--model", model, "--model_alias", MODEL,
-                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "16384"]
+        argv = [binary, "-m", model, "--alias", MODEL, "--host", "127.0.0.1",
+                "--port", str(port), "-c", "16384", "-np", "1", "-n", "4096", "--no-webui",
+                "--override-kv", "llama.context_length=int:16384"]
         if api_key:
-            argv += ["--api_key", api_key]
+            argv += ["--api-key", api_key]
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started.append(process)
         url = f"http://127.0.0.1:{port}/v1"
@@ -156,7 +158,9 @@ class RecordingProxy:
 
     def usage(self) -> dict[str, int]:
         return {"input": sum(r["usage"]["prompt_tokens"] for r in self.responses),
-                "output": sum(r["usage"]["completion_tokens"] for r in self.responses)}
+                "output": sum(r["usage"]["completion_tokens"] for r in self.responses),
+                "cache_read": sum(usage_counts(r["usage"])["cache_read"]
+                                  for r in self.responses)}
 
 
 @pytest.fixture
@@ -170,9 +174,22 @@ EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 ACCOUNT = "acct-local-fictional"
 
 
+def usage_counts(usage: dict[str, Any]) -> dict[str, int]:
+    """A Chat Completions ``usage`` object as the catalog's token classes, read here
+    independently of efold: ``prompt_tokens`` includes the cached prompt tokens
+    (``prompt_tokens_details.cached_tokens``, priced at ``cache_read``), as OpenAI's do.
+    llama-server reports the tokens its prompt cache served, so a request that repeats a
+    prefix (the chat template's opening, a checkpoint's probes) has some."""
+    details = usage.get("prompt_tokens_details") or {}
+    return {"input": usage["prompt_tokens"], "output": usage["completion_tokens"],
+            "cache_read": details.get("cached_tokens", 0),
+            "cache_write": details.get("cache_write_tokens", 0)}
+
+
 def settled_matches_server(run: Path, responses: list[dict[str, Any]]) -> int:
     """Assert that ``run``'s holds are exactly ``responses`` (the proxy's, for this run),
-    every one settled at the server's reported usage priced by the catalog; the total."""
+    every one settled at the server's reported usage priced by the catalog (cached
+    prompt tokens at the ``cache_read`` rate); the total."""
     from efold.guard.pricing import price_units
     from efold.registry.journal import JournalReader
 
@@ -181,8 +198,7 @@ def settled_matches_server(run: Path, responses: list[dict[str, Any]]) -> int:
         holds = journal.rows("holds")
     assert len(holds) == len(responses) and all(h["state"] == "settled" for h in holds)
     settled = sum(h["settled_units"] for h in holds)
-    assert settled == sum(price_units(entry, {"input": r["usage"]["prompt_tokens"],
-                                              "output": r["usage"]["completion_tokens"]}, None)
+    assert settled == sum(price_units(entry, usage_counts(r["usage"]), None)
                           for r in responses)
     return settled
 
