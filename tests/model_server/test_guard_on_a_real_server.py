@@ -21,7 +21,7 @@ from efold.guard.pricing import price_units
 from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.transport import SendTicket, WireRequest, WireResponse
 
-from .conftest import MODEL, PROVIDER
+from .conftest import MODEL, PROVIDER, usage_counts
 
 pytestmark = pytest.mark.model_server
 
@@ -64,6 +64,12 @@ def _guard(url: str, entry: CatalogEntry, *, stream: bool, credential: str | Non
         source, transport
 
 
+def _events(received: bytearray) -> list[bytes]:
+    """The ``data:`` payloads of a server-sent event stream, in order."""
+    return [line.removeprefix(b"data: ") for line in bytes(received).splitlines()
+            if line.startswith(b"data: ")]
+
+
 def _payload(question: str, *, stream: bool, max_tokens: int = 24) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "model": MODEL, "stream": stream, "max_completion_tokens": max_tokens,
@@ -86,31 +92,33 @@ def test_an_answer_settles_at_exactly_the_usage_the_server_reported(
     assert reported["prompt_tokens"] > 0 and reported["completion_tokens"] > 0
     [record] = source.records
     assert record.state == "settled"
-    assert record.settled_units == price_units(
-        entry, {"input": reported["prompt_tokens"], "output": reported["completion_tokens"]},
-        None)
+    assert record.settled_units == price_units(entry, usage_counts(reported), None)
     answer = result.output_items[0]["content"][0]["text"]
     assert answer == body["choices"][0]["message"]["content"] and answer.strip()
 
 
-def test_a_stream_that_carries_no_usage_is_missing_usage_and_keeps_the_hold(
+def test_a_stream_settles_at_exactly_the_usage_of_its_last_chunk(
         model_server_url: str, entry: CatalogEntry) -> None:
-    """llama.cpp's Python server ignores ``stream_options.include_usage``: the stream
-    ends with ``[DONE]`` and no usage. That is missing usage, never zero usage."""
+    """llama-server honours ``stream_options.include_usage``: after the chunk with the
+    finish reason comes one with no choices and the usage, then ``[DONE]``; the answer
+    settles at exactly that usage, and only that chunk carries one."""
     guard, source, transport = _guard(model_server_url, entry, stream=True)
     result = guard.request(_payload(QUESTION, stream=True))
 
-    events = [line.removeprefix(b"data: ") for line in bytes(transport.received).splitlines()
-              if line.startswith(b"data: ")]
-    assert events[-1] == b"[DONE]" and len(events) > 2
-    assert not any("usage" in json.loads(e) for e in events[:-1])
-    assert result.outcome is OutcomeKind.LOST and result.code is Code.LOOKUP_MISSING_USAGE
+    events = _events(transport.received)
+    assert events[-1] == b"[DONE]" and len(events) > 3
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert [c for c in chunks if "usage" in c] == [chunks[-1]] and chunks[-1]["choices"] == []
+    reported = chunks[-1]["usage"]
+    assert reported["prompt_tokens"] > 0 and reported["completion_tokens"] > 0
+    assert all(c["model"] == MODEL for c in chunks)
+    assert result.outcome is OutcomeKind.SETTLED and result.sent
     [record] = source.records
-    assert record.state == "lost" and record.settled_units is None
-    assert record.hold_units == result.hold_units and record.hold_units > 0
-    # The probe run is over (a loss), the run is not stopped.
-    assert guard.request(_payload(QUESTION, stream=True)).code is Code.LOOKUP_SLOT_TERMINAL
-    assert source.stops == []
+    assert record.state == "settled"
+    assert record.settled_units == price_units(entry, usage_counts(reported), None)
+    answer = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks[:-1]
+                     if c["choices"])
+    assert result.output_items[0]["content"][0]["text"] == answer and answer.strip()
 
 
 def test_a_wrong_credential_is_a_sticky_stop_and_the_right_one_settles(
@@ -187,9 +195,11 @@ def test_a_checkpoint_in_chat_messages_reaches_the_model_through_the_guard(
     result = guard.request(payload)
 
     assert result.sent and transport.received
-    if stream:  # this server streams no usage: the hold is kept, never priced at zero
-        assert result.code is Code.LOOKUP_MISSING_USAGE
+    assert result.outcome is OutcomeKind.SETTLED
+    assert [r.state for r in source.records] == ["settled"]
+    if stream:  # the usage is the last chunk's (the one before [DONE])
+        usage = json.loads(_events(transport.received)[-2])["usage"]
     else:
-        assert result.outcome is OutcomeKind.SETTLED
-        assert json.loads(bytes(transport.received))["usage"]["prompt_tokens"] > 40
-        assert [r.state for r in source.records] == ["settled"]
+        usage = json.loads(bytes(transport.received))["usage"]
+    assert usage["prompt_tokens"] > 40
+    assert source.records[0].settled_units == price_units(entry, usage_counts(usage), None)
