@@ -36,10 +36,21 @@ venv=$cache/llama-server-0.10434.0
 gemma=$cache/gemma-3-270m-q4_k_m-$GEMMA_SHA256.gguf
 port=${EFOLD_MODEL_SERVER_PORT:-18080}
 gemma_port=${EFOLD_GEMMA_SERVER_PORT:-18081}
-# Threads: measured on this 2-core machine (a ~3,100-token prompt + 32 output tokens,
-# SmolLM2, median of 3; see THREADS_MEASURED below for the figures).
+# Threads (--threads for generation, --threads-batch for reading the prompt): 2 and 2,
+# measured on this 2-core machine with SmolLM2: a 3,070-3,330-token prompt + 32 output
+# tokens (ignore_eos), first uncached, then the same prefix with another question
+# (cached), median of 3, in two rounds (the machine busy with other work, load 2.4-6):
+#   -t 1 -tb 1: uncached 39.7 / 42.1 s (prompt 81 / 77 tok/s), cached 1.97 / 2.18 s
+#   -t 2 -tb 2: uncached 31.8 / 34.6 s (prompt 105 / 93 tok/s), cached 2.10 / 1.87 s
+#   -t 1 -tb 2: uncached 33.0 / 38.9 s (prompt 101 / 84 tok/s), cached 2.09 / 2.41 s
+# Two threads read the prompt 18-25% faster, and generate 22-30% faster (21-22 against
+# 17 tok/s); a cached request is mostly generation, where the three differ by noise.
 THREADS=2
 THREADS_BATCH=2
+
+alive() {  # PID: running, not merely a zombie its new parent (after start exits) has yet to reap
+  kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" != Z ]
+}
 
 stop() {
   # SIGTERM ends llama-server at once (it cancels the answer in flight); SIGKILL after a
@@ -47,7 +58,7 @@ stop() {
   local pid
   for pid in "$@"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || continue 2; sleep 0.25; done
+    for _ in $(seq 20); do alive "$pid" || continue 2; sleep 0.25; done
     kill -9 "$pid" 2>/dev/null || true
   done
 }
@@ -152,8 +163,9 @@ JINJA
   # option, the cause of llama-cpp-python's server growing by 1 GB a request until the
   # kernel killed it), and its cache holds KV state only, bounded by --cache-ram: 2 GiB a
   # server (SmolLM2's KV is about 23 kB a token: 250 MB for an 11k-token checkpoint).
-  # -n 4096: no answer runs longer, whatever a request asks: Chat Completions ignores
-  # max_output_tokens, and an answer without a limit ran until the context was full.
+  # -n 4096: the limit of an answer whose request sets none (a request's own max_tokens or
+  # max_completion_tokens, larger or smaller, wins): Chat Completions ignores
+  # max_output_tokens, and an answer without a limit ran on until the context was full.
   common=(--host 127.0.0.1 -c 16384 -np 1 --cache-ram 2048 -n 4096
           --threads "$THREADS" --threads-batch "$THREADS_BATCH" --no-webui)
   log=$(mktemp /tmp/efold-model-server.XXXXXX.log)
@@ -169,12 +181,12 @@ JINJA
   gemma_pid=$!
   ready=""
   for _ in $(seq 120); do
-    if kill -0 "$pid" 2>/dev/null && kill -0 "$gemma_pid" 2>/dev/null \
+    if alive "$pid" && alive "$gemma_pid" \
        && answers "$port" smollm2 && answers "$gemma_port" gemma3; then
       ready=1
       break
     fi
-    kill -0 "$pid" 2>/dev/null && kill -0 "$gemma_pid" 2>/dev/null || break
+    alive "$pid" && alive "$gemma_pid" || break
     sleep 0.5
   done
   if [ -z "$ready" ]; then
