@@ -26,6 +26,7 @@ import pytest
 from efold.guard import CatalogEntry, parse_catalog
 
 MODEL = "smollm2"
+GEMMA = "gemma3"  # Gemma 3 270M (the pretrained model), the second server's alias
 PROVIDER = "llama-cpp"
 # An operator catalog for the local model: made-up rates, so that money is accounted
 # exactly as on a paid route (nothing is billed by a local server). A local server has
@@ -39,6 +40,14 @@ input = "0.01"
 output = "0.02"
 cache_read = "0.001"
 cache_write = "0.01"
+[[model]]
+provider = "llama-cpp"
+model = "gemma3"
+service_tiers = false
+input = "0.02"
+output = "0.04"
+cache_read = "0.002"
+cache_write = "0.02"
 """
 
 _HOW = "start one with: eval \"$(bash .ci/model_server.sh start)\""
@@ -57,6 +66,15 @@ def model_server_url() -> str:
     url = os.environ.get("EFOLD_MODEL_SERVER_URL")
     if not url:
         _unavailable("no local model server (EFOLD_MODEL_SERVER_URL unset)")
+    assert url.startswith("http://127.0.0.1:"), "the model server must be on loopback"
+    return url
+
+
+@pytest.fixture(scope="session")
+def gemma_server_url() -> str:
+    url = os.environ.get("EFOLD_GEMMA_SERVER_URL")
+    if not url:
+        _unavailable("no local Gemma server (EFOLD_GEMMA_SERVER_URL unset)")
     assert url.startswith("http://127.0.0.1:"), "the model server must be on loopback"
     return url
 

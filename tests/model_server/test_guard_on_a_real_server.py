@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from efold.errors import Code
-from efold.guard import CatalogEntry, Contract, Guard, HttpTransport, WireApi
+from efold.guard import CatalogEntry, Contract, Guard, HttpTransport, WireApi, parse_catalog
 from efold.guard.permits import OutcomeKind
 from efold.guard.pricing import price_units
 from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.transport import SendTicket, WireRequest, WireResponse
 
-from .conftest import MODEL, PROVIDER, usage_counts
+from .conftest import CATALOG, GEMMA, MODEL, PROVIDER, usage_counts
 
 pytestmark = pytest.mark.model_server
 
@@ -56,8 +57,8 @@ class RecordingTransport:
 
 def _guard(url: str, entry: CatalogEntry, *, stream: bool, credential: str | None = None,
            ) -> tuple[Guard, TestOnlyPermitSource, RecordingTransport]:
-    contract = Contract(provider=PROVIDER, model=MODEL, api=WireApi.OPENAI_CHAT, base_url=url,
-                        effort=None, stream=stream)
+    contract = Contract(provider=PROVIDER, model=entry.model, api=WireApi.OPENAI_CHAT,
+                        base_url=url, effort=None, stream=stream)
     source = TestOnlyPermitSource(entry=entry)
     transport = RecordingTransport(HttpTransport(url, credential=credential))
     return Guard(contract, entry, source, transport, run_id="real", deadline_s=120), \
@@ -70,9 +71,10 @@ def _events(received: bytearray) -> list[bytes]:
             if line.startswith(b"data: ")]
 
 
-def _payload(question: str, *, stream: bool, max_tokens: int = 24) -> dict[str, Any]:
+def _payload(question: str, *, stream: bool, max_tokens: int = 24, model: str = MODEL,
+             ) -> dict[str, Any]:
     payload: dict[str, Any] = {
-        "model": MODEL, "stream": stream, "max_completion_tokens": max_tokens,
+        "model": model, "stream": stream, "max_completion_tokens": max_tokens,
         "messages": [{"role": "user", "content": question}],
     }
     if stream:
@@ -203,3 +205,34 @@ def test_a_checkpoint_in_chat_messages_reaches_the_model_through_the_guard(
         usage = json.loads(bytes(transport.received))["usage"]
     assert usage["prompt_tokens"] > 40
     assert source.records[0].settled_units == price_units(entry, usage_counts(usage), None)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_gemma_answers_on_its_own_server_and_settles_at_its_usage(
+        gemma_server_url: str, stream: bool) -> None:
+    """The second server (Gemma 3 270M, alias ``gemma3``, its turn format from the
+    script's template) answers through the guard at its own catalog rates: the usage it
+    reported, priced, is what settled, and it names itself by its alias."""
+    entry = parse_catalog(CATALOG).entry(PROVIDER, GEMMA)
+    guard, source, transport = _guard(gemma_server_url, entry, stream=stream)
+    result = guard.request(_payload(QUESTION, stream=stream, model=GEMMA))
+
+    assert result.outcome is OutcomeKind.SETTLED and result.sent
+    if stream:
+        body = json.loads(_events(transport.received)[-2])
+    else:
+        body = json.loads(bytes(transport.received))
+    assert body["model"] == GEMMA
+    assert body["usage"]["prompt_tokens"] > 0 and body["usage"]["completion_tokens"] > 0
+    [record] = source.records
+    assert record.settled_units == price_units(entry, usage_counts(body["usage"]), None)
+    # The prompt was put in Gemma's turns (the GGUF has no template of its own: without
+    # the script's, llama-server falls back to ChatML), as llama-server renders it.
+    request = urllib.request.Request(
+        gemma_server_url.removesuffix("/v1") + "/apply-template",
+        json.dumps({"messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": QUESTION}]}).encode(),
+        {"Content-Type": "application/json"})
+    rendered = json.load(urllib.request.urlopen(request, timeout=30))["prompt"]
+    assert rendered == (f"<start_of_turn>user\nBe brief.\n\n{QUESTION}<end_of_turn>\n"
+                        "<start_of_turn>model\n")
