@@ -20,10 +20,10 @@ GUARDED = "tests/model_server"  # a serial group whose tests skip, or stop at co
 
 
 def _pytest(*args: str) -> subprocess.CompletedProcess[str]:
-    # not this run's xdist worker identity, nor the model server: a nested run that
+    # not this run's xdist worker identity, nor the model servers: a nested run that
     # reached a real-server test would otherwise talk to it
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "EFOLD_MODEL_SERVER"))}
+           if not k.startswith(("PYTEST_", "EFOLD_MODEL_SERVER", "EFOLD_GEMMA"))}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 

@@ -1,4 +1,4 @@
-"""A real local model server (llama.cpp's OpenAI-compatible server), started by
+"""A real local model server (llama.cpp's OpenAI-compatible ``llama-server``), started by
 ``.ci/model_server.sh``. Without it these tests skip, saying why; they never pass
 without having talked to it."""
 
@@ -26,6 +26,7 @@ import pytest
 from efold.guard import CatalogEntry, parse_catalog
 
 MODEL = "smollm2"
+GEMMA = "gemma3"  # Gemma 3 270M (the pretrained model), the second server's alias
 PROVIDER = "llama-cpp"
 # An operator catalog for the local model: made-up rates, so that money is accounted
 # exactly as on a paid route (nothing is billed by a local server). A local server has
@@ -39,6 +40,14 @@ input = "0.01"
 output = "0.02"
 cache_read = "0.001"
 cache_write = "0.01"
+[[model]]
+provider = "llama-cpp"
+model = "gemma3"
+service_tiers = false
+input = "0.02"
+output = "0.04"
+cache_read = "0.002"
+cache_write = "0.02"
 """
 
 _HOW = "start one with: eval \"$(bash .ci/model_server.sh start)\""
@@ -57,6 +66,15 @@ def model_server_url() -> str:
     url = os.environ.get("EFOLD_MODEL_SERVER_URL")
     if not url:
         _unavailable("no local model server (EFOLD_MODEL_SERVER_URL unset)")
+    assert url.startswith("http://127.0.0.1:"), "the model server must be on loopback"
+    return url
+
+
+@pytest.fixture(scope="session")
+def gemma_server_url() -> str:
+    url = os.environ.get("EFOLD_GEMMA_SERVER_URL")
+    if not url:
+        _unavailable("no local Gemma server (EFOLD_GEMMA_SERVER_URL unset)")
     assert url.startswith("http://127.0.0.1:"), "the model server must be on loopback"
     return url
 
@@ -95,19 +113,21 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], api_key: str | None)
 
 @pytest.fixture
 def start_server() -> Iterator[object]:
-    """Start a model server of the test's own (another port, options of its own)."""
-    python = os.environ.get("EFOLD_MODEL_SERVER_PYTHON")
+    """Start a model server of the test's own (another port, options of its own), with
+    the flags ``.ci/model_server.sh`` gives the shared one."""
+    binary = os.environ.get("EFOLD_MODEL_SERVER_BIN")
     model = os.environ.get("EFOLD_MODEL_SERVER_MODEL")
-    if not python or not model:
-        _unavailable("no model server install (EFOLD_MODEL_SERVER_PYTHON unset)")
+    if not binary or not model:
+        _unavailable("no model server install (EFOLD_MODEL_SERVER_BIN unset)")
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*, api_key: str | None = None) -> OwnServer:
         port = _free_port()
-        argv = [python, "-m", "llama_cpp.server", "--model", model, "--model_alias", MODEL,
-                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "16384"]
+        argv = [binary, "-m", model, "--alias", MODEL, "--host", "127.0.0.1",
+                "--port", str(port), "-c", "16384", "-np", "1", "-n", "4096", "--no-webui",
+                "--override-kv", "llama.context_length=int:16384"]
         if api_key:
-            argv += ["--api_key", api_key]
+            argv += ["--api-key", api_key]
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started.append(process)
         url = f"http://127.0.0.1:{port}/v1"
@@ -156,7 +176,9 @@ class RecordingProxy:
 
     def usage(self) -> dict[str, int]:
         return {"input": sum(r["usage"]["prompt_tokens"] for r in self.responses),
-                "output": sum(r["usage"]["completion_tokens"] for r in self.responses)}
+                "output": sum(r["usage"]["completion_tokens"] for r in self.responses),
+                "cache_read": sum(usage_counts(r["usage"])["cache_read"]
+                                  for r in self.responses)}
 
 
 @pytest.fixture
@@ -170,9 +192,22 @@ EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 ACCOUNT = "acct-local-fictional"
 
 
+def usage_counts(usage: dict[str, Any]) -> dict[str, int]:
+    """A Chat Completions ``usage`` object as the catalog's token classes, read here
+    independently of efold: ``prompt_tokens`` includes the cached prompt tokens
+    (``prompt_tokens_details.cached_tokens``, priced at ``cache_read``), as OpenAI's do.
+    llama-server reports the tokens its prompt cache served, so a request that repeats a
+    prefix (the chat template's opening, a checkpoint's probes) has some."""
+    details = usage.get("prompt_tokens_details") or {}
+    return {"input": usage["prompt_tokens"], "output": usage["completion_tokens"],
+            "cache_read": details.get("cached_tokens", 0),
+            "cache_write": details.get("cache_write_tokens", 0)}
+
+
 def settled_matches_server(run: Path, responses: list[dict[str, Any]]) -> int:
     """Assert that ``run``'s holds are exactly ``responses`` (the proxy's, for this run),
-    every one settled at the server's reported usage priced by the catalog; the total."""
+    every one settled at the server's reported usage priced by the catalog (cached
+    prompt tokens at the ``cache_read`` rate); the total."""
     from efold.guard.pricing import price_units
     from efold.registry.journal import JournalReader
 
@@ -181,8 +216,7 @@ def settled_matches_server(run: Path, responses: list[dict[str, Any]]) -> int:
         holds = journal.rows("holds")
     assert len(holds) == len(responses) and all(h["state"] == "settled" for h in holds)
     settled = sum(h["settled_units"] for h in holds)
-    assert settled == sum(price_units(entry, {"input": r["usage"]["prompt_tokens"],
-                                              "output": r["usage"]["completion_tokens"]}, None)
+    assert settled == sum(price_units(entry, usage_counts(r["usage"]), None)
                           for r in responses)
     return settled
 

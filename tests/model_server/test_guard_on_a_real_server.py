@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from efold.errors import Code
-from efold.guard import CatalogEntry, Contract, Guard, HttpTransport, WireApi
+from efold.guard import CatalogEntry, Contract, Guard, HttpTransport, WireApi, parse_catalog
 from efold.guard.permits import OutcomeKind
 from efold.guard.pricing import price_units
 from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.transport import SendTicket, WireRequest, WireResponse
 
-from .conftest import MODEL, PROVIDER
+from .conftest import CATALOG, GEMMA, MODEL, PROVIDER, usage_counts
 
 pytestmark = pytest.mark.model_server
 
@@ -56,17 +57,24 @@ class RecordingTransport:
 
 def _guard(url: str, entry: CatalogEntry, *, stream: bool, credential: str | None = None,
            ) -> tuple[Guard, TestOnlyPermitSource, RecordingTransport]:
-    contract = Contract(provider=PROVIDER, model=MODEL, api=WireApi.OPENAI_CHAT, base_url=url,
-                        effort=None, stream=stream)
+    contract = Contract(provider=PROVIDER, model=entry.model, api=WireApi.OPENAI_CHAT,
+                        base_url=url, effort=None, stream=stream)
     source = TestOnlyPermitSource(entry=entry)
     transport = RecordingTransport(HttpTransport(url, credential=credential))
     return Guard(contract, entry, source, transport, run_id="real", deadline_s=120), \
         source, transport
 
 
-def _payload(question: str, *, stream: bool, max_tokens: int = 24) -> dict[str, Any]:
+def _events(received: bytearray) -> list[bytes]:
+    """The ``data:`` payloads of a server-sent event stream, in order."""
+    return [line.removeprefix(b"data: ") for line in bytes(received).splitlines()
+            if line.startswith(b"data: ")]
+
+
+def _payload(question: str, *, stream: bool, max_tokens: int = 24, model: str = MODEL,
+             ) -> dict[str, Any]:
     payload: dict[str, Any] = {
-        "model": MODEL, "stream": stream, "max_completion_tokens": max_tokens,
+        "model": model, "stream": stream, "max_completion_tokens": max_tokens,
         "messages": [{"role": "user", "content": question}],
     }
     if stream:
@@ -86,31 +94,33 @@ def test_an_answer_settles_at_exactly_the_usage_the_server_reported(
     assert reported["prompt_tokens"] > 0 and reported["completion_tokens"] > 0
     [record] = source.records
     assert record.state == "settled"
-    assert record.settled_units == price_units(
-        entry, {"input": reported["prompt_tokens"], "output": reported["completion_tokens"]},
-        None)
+    assert record.settled_units == price_units(entry, usage_counts(reported), None)
     answer = result.output_items[0]["content"][0]["text"]
     assert answer == body["choices"][0]["message"]["content"] and answer.strip()
 
 
-def test_a_stream_that_carries_no_usage_is_missing_usage_and_keeps_the_hold(
+def test_a_stream_settles_at_exactly_the_usage_of_its_last_chunk(
         model_server_url: str, entry: CatalogEntry) -> None:
-    """llama.cpp's Python server ignores ``stream_options.include_usage``: the stream
-    ends with ``[DONE]`` and no usage. That is missing usage, never zero usage."""
+    """llama-server honours ``stream_options.include_usage``: after the chunk with the
+    finish reason comes one with no choices and the usage, then ``[DONE]``; the answer
+    settles at exactly that usage, and only that chunk carries one."""
     guard, source, transport = _guard(model_server_url, entry, stream=True)
     result = guard.request(_payload(QUESTION, stream=True))
 
-    events = [line.removeprefix(b"data: ") for line in bytes(transport.received).splitlines()
-              if line.startswith(b"data: ")]
-    assert events[-1] == b"[DONE]" and len(events) > 2
-    assert not any("usage" in json.loads(e) for e in events[:-1])
-    assert result.outcome is OutcomeKind.LOST and result.code is Code.LOOKUP_MISSING_USAGE
+    events = _events(transport.received)
+    assert events[-1] == b"[DONE]" and len(events) > 3
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert [c for c in chunks if "usage" in c] == [chunks[-1]] and chunks[-1]["choices"] == []
+    reported = chunks[-1]["usage"]
+    assert reported["prompt_tokens"] > 0 and reported["completion_tokens"] > 0
+    assert all(c["model"] == MODEL for c in chunks)
+    assert result.outcome is OutcomeKind.SETTLED and result.sent
     [record] = source.records
-    assert record.state == "lost" and record.settled_units is None
-    assert record.hold_units == result.hold_units and record.hold_units > 0
-    # The probe run is over (a loss), the run is not stopped.
-    assert guard.request(_payload(QUESTION, stream=True)).code is Code.LOOKUP_SLOT_TERMINAL
-    assert source.stops == []
+    assert record.state == "settled"
+    assert record.settled_units == price_units(entry, usage_counts(reported), None)
+    answer = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks[:-1]
+                     if c["choices"])
+    assert result.output_items[0]["content"][0]["text"] == answer and answer.strip()
 
 
 def test_a_wrong_credential_is_a_sticky_stop_and_the_right_one_settles(
@@ -187,9 +197,42 @@ def test_a_checkpoint_in_chat_messages_reaches_the_model_through_the_guard(
     result = guard.request(payload)
 
     assert result.sent and transport.received
-    if stream:  # this server streams no usage: the hold is kept, never priced at zero
-        assert result.code is Code.LOOKUP_MISSING_USAGE
+    assert result.outcome is OutcomeKind.SETTLED
+    assert [r.state for r in source.records] == ["settled"]
+    if stream:  # the usage is the last chunk's (the one before [DONE])
+        usage = json.loads(_events(transport.received)[-2])["usage"]
     else:
-        assert result.outcome is OutcomeKind.SETTLED
-        assert json.loads(bytes(transport.received))["usage"]["prompt_tokens"] > 40
-        assert [r.state for r in source.records] == ["settled"]
+        usage = json.loads(bytes(transport.received))["usage"]
+    assert usage["prompt_tokens"] > 40
+    assert source.records[0].settled_units == price_units(entry, usage_counts(usage), None)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_gemma_answers_on_its_own_server_and_settles_at_its_usage(
+        gemma_server_url: str, stream: bool) -> None:
+    """The second server (Gemma 3 270M, alias ``gemma3``, its turn format from the
+    script's template) answers through the guard at its own catalog rates: the usage it
+    reported, priced, is what settled, and it names itself by its alias."""
+    entry = parse_catalog(CATALOG).entry(PROVIDER, GEMMA)
+    guard, source, transport = _guard(gemma_server_url, entry, stream=stream)
+    result = guard.request(_payload(QUESTION, stream=stream, model=GEMMA))
+
+    assert result.outcome is OutcomeKind.SETTLED and result.sent
+    if stream:
+        body = json.loads(_events(transport.received)[-2])
+    else:
+        body = json.loads(bytes(transport.received))
+    assert body["model"] == GEMMA
+    assert body["usage"]["prompt_tokens"] > 0 and body["usage"]["completion_tokens"] > 0
+    [record] = source.records
+    assert record.settled_units == price_units(entry, usage_counts(body["usage"]), None)
+    # The prompt was put in Gemma's turns (the GGUF has no template of its own: without
+    # the script's, llama-server falls back to ChatML), as llama-server renders it.
+    request = urllib.request.Request(
+        gemma_server_url.removesuffix("/v1") + "/apply-template",
+        json.dumps({"messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": QUESTION}]}).encode(),
+        {"Content-Type": "application/json"})
+    rendered = json.load(urllib.request.urlopen(request, timeout=30))["prompt"]
+    assert rendered == (f"<start_of_turn>user\nBe brief.\n\n{QUESTION}<end_of_turn>\n"
+                        "<start_of_turn>model\n")
