@@ -9,8 +9,8 @@ time per slot (the median of the role's slots, prep excluded) and of the whole r
 
 The figures are the run's own (``results.json``, its receipts), printed as the Markdown
 table ``docs/local-models.md`` holds. ``--quick`` uses ``EFOLD_MODEL_SERVER_URL`` (the
-model server ``.ci/model_server.sh`` starts) as reader and summariser, one block of two
-roles; without that server it says so and exits 0. Tiny models on a small CPU: the
+model server ``.ci/model_server.sh`` starts) as reader and summariser, one block of the
+compaction role; without that server it says so and exits 0. Tiny models on a small CPU: the
 point is that the route is right and the figures are honest.
 """
 
@@ -66,17 +66,21 @@ def table(run: Path, seconds: float) -> str:
         name = role["role"] if "role" in role else role["arm"]
         times = [r["elapsed_ms"] / 1000 for r in receipts
                  if r["role"] == name and r.get("elapsed_ms") is not None]
-        size = role["compression"]["tokens_median"]
-        rows.append(f"| {name} | {_interval(role['overall']['exact'])} | "
-                    f"{size:,} | {statistics.median(times):.1f} |" if times else
-                    f"| {name} | {_interval(role['overall']['exact'])} | {size:,} | - |")
+        compression = role["compression"]
+        size = "-" if compression is None else f"{compression['tokens_median']:,}"
+        median = f"{statistics.median(times):.1f}" if times else "-"
+        rows.append(f"| {name} | {_interval(role['overall']['exact'])} | {size} | {median} |")
     run_info = results["run"]
     slots = results["execution"]["visited"]
     rows.append("")
+    status = results["status"] or {}
+    codes = sorted({r["code"] for r in receipts if r.get("code")})
     rows.append(f"reader {run_info['reader']}; summarisers "
                 f"{json.dumps(run_info['summarisers'])}; {slots} slots in {seconds:.0f} s "
                 f"({seconds / max(slots, 1):.1f} s per slot, preparation included); "
-                f"status {results['status']['verdict'] if results['status'] else '?'}")
+                f"{status.get('verdict', '?')}"
+                + (f" ({status['stop']})" if status.get("stop") else "")
+                + (f"; slot codes: {', '.join(codes)}" if codes else ""))
     return "\n".join(rows)
 
 
@@ -92,6 +96,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=2)
     parser.add_argument("--runs", type=int, default=1, help="repeat the run (figures of each)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--keep", metavar="DIR", help="make the runs under DIR and keep them")
     args = parser.parse_args()
     if args.quick:
         url = os.environ.get("EFOLD_MODEL_SERVER_URL")
@@ -102,16 +107,17 @@ def main() -> int:
         args.reader = args.summariser = url
         args.model = args.summariser_model = "smollm2"
         args.server = args.server or "llama-server"
-        args.roles, args.limit = "native,compaction", 1
+        args.roles, args.limit = "compaction", 1
     if args.reader is None and args.summariser is None and args.campaign is None:
         parser.error("give --reader/--model, --summariser/--summariser-model or --campaign")
     with tempfile.TemporaryDirectory(prefix="efold-local-") as tmp:
-        root = Path(tmp)
+        root = Path(args.keep or tmp)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(root, 0o700)
         for n in range(args.runs):
             run, seconds, status = run_once(args, root)
-            print(f"run {n + 1}: exit {status}")
-            print(table(run, seconds))
+            print(f"run {n + 1}: exit {status} ({run})", flush=True)
+            print(table(run, seconds), flush=True)
     return 0
 
 

@@ -530,11 +530,22 @@ def _validate_command(c: Campaign, r: Role,
         raise _invalid(f"role {r.name!r}: cwd {r.cwd!r} is not a directory")
     _validate_env(r)
     _check_seconds(f"role {r.name!r}: timeout_seconds", r.timeout_seconds, MAX_STEP_SECONDS)
-    timeout = DEFAULT_TIMEOUT_S if r.timeout_seconds is None else r.timeout_seconds
+    timeout = command_timeout(c, r)
     if timeout > prep_seconds(c):
         given = "timeout_seconds" if r.timeout_seconds is not None else "the default timeout"
         raise _invalid(f"role {r.name!r}: {given} ({timeout:g} s) exceeds deadlines.prep_seconds "
                        f"({prep_seconds(c):g} s)")
+
+
+def command_timeout(c: Campaign, r: Role) -> float:
+    """A command or proxy role's limit: its ``timeout_seconds``; else 60 s
+    (``DEFAULT_TIMEOUT_S``), or the prep deadline for a proxy whose own calls a summariser
+    model answers (a real model's summaries take minutes, not seconds)."""
+    if r.timeout_seconds is not None:
+        return r.timeout_seconds
+    if r.proxy is not None and c.summariser is not None:
+        return prep_seconds(c)
+    return DEFAULT_TIMEOUT_S
 
 
 # A fold's settings travel as JSON (the command's request, a proxy's environment, the

@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from efold.controller.campaigns.campaign import ProxySpec, Role
+from efold.controller.campaigns.campaign import ProxySpec, Role, command_timeout
 from efold.controller.campaigns.feasibility import FirstRequest, first_request
 from efold.controller.campaigns.profiles import Profile, profile_entry
 from efold.controller.campaigns.registration import Registration, verify_fold_pins
@@ -88,6 +88,8 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
     timeout = None
     if role.command is not None:
         timeout = DEFAULT_TIMEOUT_S if role.timeout_seconds is None else role.timeout_seconds
+        if registration is not None:
+            timeout = command_timeout(registration.campaign, role)
     return PrepTask(
         arm=role.arm,
         trace_file=trace_file,
