@@ -15,6 +15,11 @@ Order (each step completes before the next; nothing is resumed or reused):
    visited slot; the stop policies read each slot's end in schedule order;
 5. aggregate: results.json, summary.md, report.html; release the lease.
 
+On a local route (``inline_smoke``), steps 3 and 4 run twice, over consecutive parts of
+the schedule: first its prefix up to the first eligible slot of every role (the inline
+smoke, ``smoke_part``), then the rest, which is admitted only if the smoke passed (else
+the sticky stop ``smoke_failed``). Admission order is the schedule's either way.
+
 A stop closes admission: every later slot is still visited, in order, and receives an
 ``unadmitted`` receipt with the refusal's code (``lookup_stopped``; ``interrupted`` after
 SIGINT/SIGTERM, ``controller.rundirs.interrupt``; ``not_admitted_cap`` once the cap refused)
@@ -205,7 +210,7 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                 preps.update(ready)
                 evidence.update(seen)
                 await probing.run(part, preps, evidence, part_tick)
-                if part is smoke and part and not probing.passed(part):
+                if part is smoke and ctx.interrupted is None and not probing.passed(part):
                     ctx.take_stop(Code.SMOKE_FAILED, None)
             causes.update({key: p.result.cause for key, p in preps.items()
                            if p.result.cause is not None})
