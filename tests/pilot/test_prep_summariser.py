@@ -128,7 +128,9 @@ def test_a_summarising_prep_pays_for_each_summary_under_the_summarisers_terms(
         assert hold["hold_units"] == terms.rmax_units
         assert hold["settled_units"] == cost
         assert json.loads(hold["usage"]) == {"input": PROMPT_TOKENS, "output": COMPLETION_TOKENS}
-    assert sorted(h["round"] for h in holds) == [1, 2]
+    # Each summary request is a one-round run of its own (``worker.prep._SummaryRoute``).
+    assert [h["round"] for h in holds] == [1, 1]
+    assert sorted(h["request_id"] for h in holds) == [f"{key}-s1-r1", f"{key}-s2-r1"]
 
 
 def test_the_credential_reaches_the_summariser_only_as_given(
