@@ -26,7 +26,3 @@ def first_request_budget(payload: Mapping[str, Any], contract: Contract) -> int:
     shape = wire_format(contract.api).check(msgspec.json.decode(body), contract,
                                             first_request=True)
     return input_budget(len(body), 0, shape)
-
-
-def fits_envelope(payload: Mapping[str, Any], contract: Contract) -> bool:
-    return first_request_budget(payload, contract) <= contract.input_envelope

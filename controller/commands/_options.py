@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 import click
 import msgspec
 
-from efold.controller.campaigns.campaign import named_campaign
+from efold.controller.campaigns.campaign import Campaign, RouteKind, named_campaign, route_kind
 from efold.controller.campaigns.local_models import LocalModels, with_local_models
 from efold.controller.campaigns.registration import (
     Registration,
@@ -121,6 +121,30 @@ def fail(code: str, detail: str = "") -> NoReturn:
     """Print a refusal (fixed code first) to stderr and exit 2."""
     click.echo(f"refused: {code}" + (f" ({detail})" if detail else ""), err=True)
     raise SystemExit(2)
+
+
+def chosen_route(campaign: Campaign, *, faux: bool, local: bool, real: bool,
+                 command: str) -> RouteKind:
+    """The route ``command`` (``pilot``, ``cluster pilot``) runs ``campaign`` on: the
+    flag given, else the campaign's own when it is faux or local; a paid route always
+    needs ``--real``. A flag the campaign's route does not take refuses
+    (``lookup_pilot_real_route_unavailable``), naming the route."""
+    kind = route_kind(campaign)
+    if not (faux or local or real):
+        if kind == "real":
+            fail("lookup_pilot_real_route_unavailable",
+                 "this campaign sends to a paid route: register, smoke and authorize it, "
+                 f"then {command} --real (docs/campaign.md)")
+        return kind
+    if local and kind != "local":
+        fail("lookup_pilot_real_route_unavailable",
+             "--local runs a campaign whose every model is on loopback without a "
+             f"credential; this one's route is {kind}")
+    if faux and kind != "faux":
+        fail("lookup_pilot_real_route_unavailable",
+             f"--faux sends nothing, and this campaign's route is {kind} "
+             f"(run it with --{kind})")
+    return "faux" if faux else "local" if local else "real"
 
 
 def refuse(exc: EfoldError) -> NoReturn:

@@ -16,7 +16,6 @@ from pathlib import Path
 import click
 import msgspec
 
-from efold.controller.campaigns.campaign import route_kind
 from efold.controller.campaigns.registration import Registration, load_registration
 from efold.controller.campaigns.shards import ShardTicket
 from efold.controller.campaigns.subset import Subset
@@ -32,6 +31,7 @@ from efold.controller.cluster.dispatch import (
 from efold.controller.cluster.shard_host import default_program
 from efold.controller.commands._options import (
     campaign_option,
+    chosen_route,
     fail,
     pilot_registration,
     real_route_options,
@@ -181,20 +181,11 @@ def pilot(faux: bool, local: bool, real: bool, authorization: str | None, trust:
         made = pilot_registration(campaign=campaign, registration=registration,
                                   sha256=sha256, subset=subset, real=real)
         grant = None
-        kind = route_kind(made.registration.campaign)
-        if not (faux or local or real):  # the campaign's own route, unless it is paid
-            faux, local = kind == "faux", kind == "local"
-            if kind == "real":
-                fail("lookup_pilot_real_route_unavailable",
-                     "this campaign sends to a paid route: register, smoke and authorize "
-                     "it, then cluster pilot --real")
-        if local:
-            if kind != "local":
-                fail("lookup_pilot_real_route_unavailable",
-                     "--local runs a campaign whose every model is on loopback without a "
-                     f"credential; this one's route is {kind}")
+        route = chosen_route(made.registration.campaign, faux=faux, local=local,
+                             real=real, command="cluster pilot")
+        if route == "local":
             grant = LOCAL_GRANT
-        if real:
+        if route == "real":
             if run_dir is None:
                 fail("lookup_pilot_real_route_unavailable",
                      "--real needs --run-dir: the directory the authorization binds")
@@ -203,10 +194,6 @@ def pilot(faux: bool, local: bool, real: bool, authorization: str | None, trust:
                                trusted=trust, environ=os.environ, with_credentials=False)
             require_smoke(made.registration, str(sha256), Path(run_dir))
             check_real_grant(made.registration, made.data, Path(run_dir), grant)
-        elif faux and kind != "faux":
-            fail("lookup_pilot_real_route_unavailable",
-                 f"--faux sends nothing, and this campaign's route is {kind} "
-                 f"(run it with --{kind})")
         connect(address)
         try:
             outcome = run_cluster(

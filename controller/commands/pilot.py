@@ -7,14 +7,13 @@ from pathlib import Path
 
 import click
 
-from efold.controller.campaigns.campaign import route_kind
 from efold.controller.campaigns.local_models import LocalModels
 from efold.controller.campaigns.profiles import SERVER_PRESETS
 from efold.controller.campaigns.registration import REGISTRATION_NAME
 from efold.controller.campaigns.subset import Subset
 from efold.controller.commands._options import (
     campaign_option,
-    fail,
+    chosen_route,
     pilot_registration,
     real_route_options,
     refuse,
@@ -165,21 +164,12 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         made = pilot_registration(campaign=campaign, registration=registration,
                                   sha256=sha256, subset=subset, real=real, models=models)
         reg, reg_bytes = made.registration, made.data
-        kind = route_kind(reg.campaign)
-        if not (faux or local or real):  # the campaign's own route, unless it is paid
-            faux, local = kind == "faux", kind == "local"
-            if kind == "real":
-                fail("lookup_pilot_real_route_unavailable",
-                     "this campaign sends to a paid route: register, smoke and authorize "
-                     "it, then pilot --real (docs/campaign.md)")
-        if local:
-            if kind != "local":
-                fail("lookup_pilot_real_route_unavailable",
-                     "--local runs a campaign whose every model is on this machine "
-                     f"(loopback, no credential); this one's route is {kind}")
+        route = chosen_route(reg.campaign, faux=faux, local=local, real=real,
+                             command="pilot")
+        if route == "local":
             check_local_servers(reg.campaign)
             dispatch = Dispatch(grant=LOCAL_GRANT, launcher=launcher)
-        if real:
+        if route == "real":
             if run_dir is None:
                 raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE,
                                       "--real needs --run-dir: the directory the "
@@ -191,10 +181,6 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
             check_real_grant(reg, reg_bytes, Path(run_dir), grant)
             dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher,
                                 process_group_ok=process_group_ok)
-        elif faux and kind != "faux":
-            fail("lookup_pilot_real_route_unavailable",
-                 f"--faux sends nothing, and this campaign's route is {kind} "
-                 f"(run it with --{kind})")
         containment = check_containment(reg, real=real, process_group_ok=process_group_ok)
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
