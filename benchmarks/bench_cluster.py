@@ -1,12 +1,12 @@
 """A faux campaign sharded over a local Ray cluster, against the same registration on
 one machine, measured in the same run.
 
-    python benchmarks/bench_cluster.py [--runs 3] [--campaign default]
+    python benchmarks/bench_cluster.py [--runs 3] [--campaign original]
     python benchmarks/bench_cluster.py --quick     # one run of a 20-slot campaign (CI)
 
 The script starts a Ray cluster on this machine (``ray.cluster_utils``: a head and two
 worker nodes, one CPU each, each its own raylet), registers the campaign once
-(``--quick``: the default campaign cut to one probe per trace, 20 slots) and times,
+(``--quick``: the original campaign cut to one probe per trace, 20 slots) and times,
 each ``--runs`` times (medians printed):
 
 - ``pilot --faux --registration ...``: one machine, the baseline;
@@ -59,7 +59,7 @@ def _register(work: Path, campaign: str | None, quick: bool) -> tuple[str, str]:
         source = work / "campaign.toml"
         source.write_text(QUICK_CAMPAIGN)
         campaign = str(source)
-    done = subprocess.run([*CLI, "register", campaign or "default", "--output",
+    done = subprocess.run([*CLI, "register", campaign or "original", "--output",
                            str(work / "reg")], capture_output=True, text=True, check=True)
     sha = done.stdout.strip().splitlines()[-1].split()[-1]
     return str(work / "reg" / "registration.json"), sha
@@ -68,9 +68,9 @@ def _register(work: Path, campaign: str | None, quick: bool) -> tuple[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--campaign", default=None,
-                        help="The campaign to shard (default: the bundled default).")
+                        help="The campaign to shard (default: the bundled original, 260 slots).")
     args = parse_runs(parser, runs=3, quick_runs=1,
-                      quick_help="one run of a 20-slot cut of the default campaign")
+                      quick_help="one run of a 20-slot cut of the original campaign")
     cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
     for _ in range(2):
         cluster.add_node(num_cpus=1)

@@ -1,4 +1,4 @@
-"""The default faux pilot: wall time, next to an in-process baseline of the same reader
+"""The faux pilot of the original campaign: wall time, next to an in-process baseline of the same reader
 work measured in the same run.
 
     python benchmarks/bench_pilot.py [--runs 3]
@@ -7,7 +7,8 @@ work measured in the same run.
 The pilot runs three ways (``CONFIGURATIONS``): every child spawned as a new
 interpreter, one at a time (``--launcher spawn``); forked from the fork-server template
 (the default); and forked with two children in flight (``concurrency = 2``, one per core
-here). The default campaign is registered at each concurrency (``--quick``: cut to one
+here). The original campaign (the default until the medium suite) is registered at each
+concurrency (``--quick``: cut to one
 probe per trace, ``probe_limit = 1``: 4 traces x 5 roles = 20 slots) and run through
 ``--registration``. Printed: the median wall time of each, per slot, and its ratio to
 the baseline (target <= 2x).
@@ -50,15 +51,18 @@ from bench_kit import parse_runs
 
 
 def register(root: Path, *, quick: bool, concurrency: int) -> list[str]:
-    """The bundled default campaign (``quick``: one probe per trace) at ``concurrency``,
-    registered under ``root``; returns the pilot's ``--registration F --sha256 S``."""
+    """The bundled original campaign (260 slots; ``quick``: one probe per trace) at
+    ``concurrency``, registered under ``root``; returns the pilot's ``--registration F
+    --sha256 S``. The original, not today's default: every figure in
+    docs/performance.md was measured on these 260 slots, and bench_inspect's baseline
+    runs as many."""
     from importlib import resources
 
-    name = f"default-{'quick-' if quick else ''}n{concurrency}"
-    text = resources.files("efold.controller.campaigns").joinpath("default.toml").read_text()
+    name = f"original-{'quick-' if quick else ''}n{concurrency}"
+    text = resources.files("efold.controller.campaigns").joinpath("original.toml").read_text()
     keys = f'name = "{name}"\nconcurrency = {concurrency}' + ("\nprobe_limit = 1" if quick else "")
-    text = text.replace('name = "default"', keys, 1)
-    assert name in text, "default.toml no longer starts with its name"
+    text = text.replace('name = "original"', keys, 1)
+    assert name in text, "original.toml no longer starts with its name"
     campaign = root / f"{name}.toml"
     campaign.write_text(text)
     done = subprocess.run(
@@ -234,7 +238,7 @@ CONFIGURATIONS = (("spawn", 1), ("template", 1), ("template", 2))
 def main() -> None:
     parser = argparse.ArgumentParser()
     args = parse_runs(parser, runs=3, quick_runs=1,
-                      quick_help="one run of the default campaign cut to 20 slots (CI); "
+                      quick_help="one run of the original campaign cut to 20 slots (CI); "
                                  "overrides --runs")
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in CONFIGURATIONS}
     bases: list[float] = []
@@ -249,7 +253,7 @@ def main() -> None:
             base, completed = baseline_once(run)
             bases.append(base)
     base = statistics.median(bases)
-    name = "default faux pilot, probe_limit 1 (--quick)" if args.quick else "default faux pilot"
+    name = "original faux pilot, probe_limit 1 (--quick)" if args.quick else "original faux pilot"
     print(f"{name}: {slots} slots, {launches} child launches, median of {args.runs}")
     print(f"  in-process baseline                {base:8.2f} s  {base / completed * 1000:7.1f} "
           f"ms/slot  ({completed} completed slots, each checked against its receipt)")

@@ -1,4 +1,5 @@
-"""corpus: traces and probes (schemas, the bundled original suite, the hard generator,
+"""corpus: traces and probes (schemas, the bundled original suite, the generator of the
+medium and hard suites,
 validation, scorers, the reader projection and digests).
 
 Surface forms every trace uses are documented in ``corpus/FORMS.md``; that file is the
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from efold.corpus.digest import trace_digest as trace_digest
     from efold.corpus.errors import CorpusError as CorpusError
     from efold.corpus.forms import estimate_tokens as estimate_tokens
+    from efold.corpus.generator import generate as generate
     from efold.corpus.generator import generate_hard as generate_hard
     from efold.corpus.model import Availability as Availability
     from efold.corpus.model import Category as Category

@@ -1,11 +1,15 @@
-"""The hard-suite generator: ``generate_hard(seed)`` -> one trace with its probes.
+"""The generated suites: ``generate(seed, suite)`` -> one trace with its probes.
 
-Pure function of the seed (and the distractors flag): our own SplitMix64 stream, forked
+``medium`` and ``hard`` share one layout, one set of facts and one probe list; only the
+records' sizes differ (``shapes.RECORD_SIZES``). ``hard-distractors`` is ``hard`` with
+its filler swapped for labelled hypothetical corrections.
+
+Pure function of the seed and the suite: our own SplitMix64 stream, forked
 into independent sub-streams *before* any draw (values, layout, sizes, filler,
 distractors), so that the distractor pass cannot shift a single byte of the base text
 and the same seed yields byte-identical output in any process on any Python >= 3.11.
 
-``generate_hard`` does not validate; ``load_suite`` does (and the tests validate every
+``generate`` does not validate; ``load_suite`` does (and the tests validate every
 allowed seed).
 """
 
@@ -27,13 +31,15 @@ from efold.corpus.hard_values import HANDOVER_LABEL, SURVEY_LABEL, TraceValues, 
 from efold.corpus.model import Category, Probe, ProbeFile, SuiteItem, TraceHeader
 from efold.corpus.prng import SeededRandom
 from efold.corpus.shapes import (
+    GENERATED,
     HARD,
     HARD_DISTRACTORS,
     HARD_FAMILIES,
     HARD_SEED_MAX,
     HARD_SEED_MIN,
+    RECORD_SIZES,
+    generated_trace_id,
     hard_family,
-    hard_trace_id,
 )
 from efold.errors import Code
 
@@ -151,8 +157,10 @@ def _probes(trace_id: str, values: TraceValues, sources: dict[str, str]) -> list
     ]
 
 
-def generate_hard(seed: int, *, distractors: bool = False) -> SuiteItem:
-    """The hard (or hard-distractors) trace of ``seed`` (101-124) with its probes."""
+def generate(seed: int, suite: str = HARD) -> SuiteItem:
+    """The trace of ``seed`` (101-124) in the generated ``suite`` with its probes."""
+    if suite not in GENERATED:
+        raise CorpusError(Code.SUITE_UNKNOWN, f"{suite!r} is not a generated suite")
     if not HARD_SEED_MIN <= seed <= HARD_SEED_MAX:
         raise CorpusError(Code.TRACE_SEED_OUT_OF_RANGE, f"seed {seed} outside 101-124")
     root = SeededRandom(seed ^ _STREAM_SALT)
@@ -162,18 +170,22 @@ def generate_hard(seed: int, *, distractors: bool = False) -> SuiteItem:
     cycle = (seed - HARD_SEED_MIN) // len(HARD_FAMILIES)
     values = make_values(streams["values"], family, cycle, streams["field"])
     turns = plan_layout(streams["layout"], values)
-    assign_sizes(streams["sizes"], turns)
+    assign_sizes(streams["sizes"], turns, RECORD_SIZES[suite])
     renderer = RecordRenderer(streams["filler"], values)
     rendered: list[RenderedRecord] = [renderer.render(r) for t in turns for r in t.records]
-    if distractors:
+    if suite == HARD_DISTRACTORS:
         distract(streams["distractors"], values, rendered)
     builder, sources = _emit(turns, [r.text for r in rendered])
-    trace_id = hard_trace_id(seed, distractors=distractors)
+    trace_id = generated_trace_id(suite, seed)
     header = TraceHeader(
-        trace_id=trace_id, suite=HARD_DISTRACTORS if distractors else HARD,
-        family=family.slug, fictional=True, title=family.title.format(org=values.org),
-        sessions=turns[-1].session, seed=seed,
+        trace_id=trace_id, suite=suite, family=family.slug, fictional=True,
+        title=family.title.format(org=values.org), sessions=turns[-1].session, seed=seed,
     )
     probes = _probes(trace_id, values, sources)
     return SuiteItem(trace=builder.build(header),
                      probes=ProbeFile(trace_id=trace_id, probes=probes))
+
+
+def generate_hard(seed: int, *, distractors: bool = False) -> SuiteItem:
+    """The hard (or hard-distractors) trace of ``seed``: ``generate`` for those suites."""
+    return generate(seed, HARD_DISTRACTORS if distractors else HARD)

@@ -1,8 +1,9 @@
 """Sizes and text of the hard suite's tool records, and the hard-distractors swap.
 
 ``assign_sizes`` picks every record's byte size so that the chars/4 estimate of the
-whole trace lands inside 212k-232k tokens while ordinary records stay within 8-16 KiB
-and the two or three oversized ones (the long document, the booking pack, optionally a
+whole trace lands inside its suite's band (hard: 212k-232k tokens, ordinary records
+8-16 KiB; medium: 46k-56k, ordinary records 1-3 KiB; ``shapes.RECORD_SIZES``) while
+the two or three oversized ones (the long document, the booking pack, optionally a
 long web page) exceed 16 KiB. ``render_record`` then writes each record to exactly its
 size. A record is a list of pieces; the filler paragraphs among them are the only
 pieces ``distract`` may replace, each by a hypothetical line padded to the *same*
@@ -20,10 +21,8 @@ from efold.corpus.forms import HYPOTHETICAL_PREFIX as HYP
 from efold.corpus.hard_layout import RecordPlan, TurnPlan, record_layout
 from efold.corpus.hard_values import HANDOVER_LABEL, SURVEY_LABEL, TraceValues
 from efold.corpus.prng import SeededRandom
-from efold.corpus.shapes import KIB, OVERSIZED_HEAD
+from efold.corpus.shapes import RecordSizes
 
-REGULAR_MIN = 8 * KIB + 200  # margins inside the 8-16 KiB band
-REGULAR_MAX = OVERSIZED_HEAD - 400
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
 
 
@@ -52,23 +51,24 @@ def conversation_chars(turns: list[TurnPlan]) -> int:
     return chars
 
 
-def assign_sizes(rng: SeededRandom, turns: list[TurnPlan]) -> None:
+def assign_sizes(rng: SeededRandom, turns: list[TurnPlan], bands: RecordSizes) -> None:
     records = [r for t in turns for r in t.records]
     regular = [r for r in records if not r.oversized]
     big = {r.role: r for r in records if r.oversized}
-    big["booking"].size = rng.between(18 * KIB, 26 * KIB)
-    big["mid"].size = rng.between(34 * KIB, 46 * KIB)
+    big["booking"].size = rng.between(*bands.booking)
+    big["mid"].size = rng.between(*bands.mid)
     if "big3" in big:
-        big["big3"].size = rng.between(17 * KIB, 30 * KIB)
+        big["big3"].size = rng.between(*bands.big3)
     fixed = conversation_chars(turns) + sum(r.size for r in big.values())
-    target = 4 * rng.between(216_000, 228_000)
+    target = 4 * rng.between(*bands.target_tokens)
+    low, high = bands.regular
     # Keep the average ordinary record inside its band by moving the target (never
-    # outside 214k-230k tokens); the validator re-checks the final estimate.
-    target = max(target, fixed + len(regular) * (REGULAR_MIN + 200))
-    target = min(target, fixed + len(regular) * (REGULAR_MAX - 200), 4 * 230_000)
+    # above max_tokens); the validator re-checks the final estimate.
+    target = max(target, fixed + len(regular) * (low + 200))
+    target = min(target, fixed + len(regular) * (high - 200), 4 * bands.max_tokens)
     budget = target - fixed
     sizes = [
-        min(max(budget * rng.between(80, 120) // (100 * len(regular)), REGULAR_MIN), REGULAR_MAX)
+        min(max(budget * rng.between(80, 120) // (100 * len(regular)), low), high)
         for _ in regular
     ]
     # Spread the rounding/clamping difference so the sum meets the budget exactly.
@@ -80,7 +80,7 @@ def assign_sizes(rng: SeededRandom, turns: list[TurnPlan]) -> None:
         for i in range(len(sizes)):
             if gap == 0:
                 break
-            new = min(max(sizes[i] + step, REGULAR_MIN), REGULAR_MAX)
+            new = min(max(sizes[i] + step, low), high)
             gap -= new - sizes[i]
             sizes[i] = new
     for record, size in zip(regular, sizes, strict=True):
@@ -143,8 +143,9 @@ class RecordRenderer:
             before = 0
         elif record.placement == "mid":
             before = record.size * self.rng.between(45, 55) // 100 - len(record.header) - 2
-        else:
-            before = self.rng.between(400, 1800)
+        else:  # at most half the filler, so a small (medium-suite) record has some after
+            room = body - len(facts) - 4
+            before = min(self.rng.between(400, 1800), room // 2)
         if before:
             self._filler(out, record.tool, before)
             out.pieces.append("\n\n")

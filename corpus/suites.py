@@ -11,11 +11,12 @@ from importlib import resources
 
 from efold.corpus.codec import load_probes, load_trace
 from efold.corpus.errors import CorpusError
-from efold.corpus.generator import generate_hard
+from efold.corpus.generator import generate
 from efold.corpus.model import SuiteItem
 from efold.corpus.shapes import (
     HARD_DEFAULT_SEEDS,
-    HARD_DISTRACTORS,
+    MEDIUM,
+    MEDIUM_DEFAULT_SEEDS,
     ORIGINAL,
     ORIGINAL_FAMILIES,
     SUITES,
@@ -46,22 +47,23 @@ def original_suite() -> list[SuiteItem]:
 
 
 def load_suite(suite: str, seeds: Sequence[int] | None = None) -> list[SuiteItem]:
-    """Validated items of ``suite`` ("original", "hard" or "hard-distractors").
+    """Validated items of ``suite`` ("original", "medium", "hard" or "hard-distractors").
 
-    ``seeds`` selects hard traces (default 101-108; 101-124 allowed) and must be None
-    for the original suite, which has no seeds."""
+    ``seeds`` selects generated traces (default: medium 101-104, hard 101-108; 101-124
+    allowed) and must be None for the original suite, which has no seeds."""
     if suite not in SUITES:
         raise CorpusError(Code.SUITE_UNKNOWN, f"unknown suite {suite!r}")
     if suite == ORIGINAL:
         if seeds is not None:
             raise CorpusError(Code.TRACE_SEED_OUT_OF_RANGE, "the original suite has no seeds")
         return original_suite()
-    chosen = HARD_DEFAULT_SEEDS if seeds is None else tuple(seeds)
+    default = MEDIUM_DEFAULT_SEEDS if suite == MEDIUM else HARD_DEFAULT_SEEDS
+    chosen = default if seeds is None else tuple(seeds)
     if len(set(chosen)) != len(chosen):
         raise CorpusError(Code.TRACE_SEED_OUT_OF_RANGE, "a seed is repeated")
     items = []
     for seed in chosen:
-        item = generate_hard(seed, distractors=suite == HARD_DISTRACTORS)
+        item = generate(seed, suite)
         validate(item)
         items.append(item)
     return items

@@ -40,8 +40,8 @@ from efold.corpus.shapes import (
     OVERSIZED_HEAD,
     SHAPES,
     SuiteShape,
+    generated_trace_id,
     hard_family,
-    hard_trace_id,
 )
 from efold.errors import Code
 
@@ -150,9 +150,8 @@ def _check_family(trace: Trace, shape: SuiteShape) -> None:
     seed = header.seed
     if seed is None or not HARD_SEED_MIN <= seed <= HARD_SEED_MAX:
         raise _fail(Code.TRACE_SEED_OUT_OF_RANGE, f"seed {seed} outside 101-124")
-    distractors = header.suite.endswith("distractors")
-    if header.family != hard_family(seed) or header.trace_id != hard_trace_id(
-        seed, distractors=distractors
+    if header.family != hard_family(seed) or header.trace_id != generated_trace_id(
+        header.suite, seed
     ):
         raise _fail(Code.TRACE_SHAPE_INVALID, "family or trace id does not match the seed")
 

@@ -84,7 +84,7 @@ from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
 from efold.protocol.records import OPAQUE_ID
 
 CAMPAIGN_VERSION = 1
-SUITES = ("original", "hard", "hard-distractors")
+SUITES = ("original", "medium", "hard", "hard-distractors")
 ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store", "pack",
         "openai-compact", "anthropic-compact")
 HARD_SEEDS_ALLOWED = range(101, 125)
@@ -95,7 +95,7 @@ _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # The campaign's name is an id in every report (the plan's ``campaign``), so it must be
 # an opaque id the reports accept (``OPAQUE_ID``) made of letters, digits, - and _ only.
 _CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9_-]+")
-BUNDLED = ("default", "hard", "boundary", "resume")
+BUNDLED = ("default", "original", "hard", "boundary", "resume")
 _UNITS_PER_CENT: Final = UNITS_PER_USD // 100
 # The cap travels in JSON (registration, plan, authorization bindings); readers that hold
 # numbers as doubles are exact only below 2**53, so a larger cap could be misread.
@@ -398,14 +398,14 @@ def validate_campaign(c: Campaign) -> None:
             raise _invalid(f"suite {c.suite!r} is neither a bundled suite {SUITES} nor a "
                            "directory of traces and probes")
         if c.seeds:
-            raise _invalid("seeds apply to the hard suites only")
+            raise _invalid("seeds apply to the generated suites (medium, hard) only")
     elif c.suite not in SUITES:
         raise _invalid(f"suite must be one of {SUITES}, or a directory of traces and probes")
     elif c.suite == "original" and c.seeds:
-        raise _invalid("seeds apply to the hard suites only")
+        raise _invalid("seeds apply to the generated suites (medium, hard) only")
     elif c.suite != "original":
         if not c.seeds:
-            raise _invalid("a hard suite needs seeds")
+            raise _invalid("a generated suite (medium, hard) needs seeds")
         bad = [s for s in c.seeds if s not in HARD_SEEDS_ALLOWED]
         if bad or len(set(c.seeds)) != len(c.seeds):
             raise _invalid("seeds must be distinct, within 101-124")

@@ -44,7 +44,8 @@ def command() -> None:
 @command.command("check")
 @click.argument("fold")
 @click.option("--campaign", "campaign", default=None, metavar="FILE",
-              help="A campaign file (or `default` / `hard`): FOLD is then one of its roles.")
+              help="A campaign file (or a bundled one: `default`, `original`, `hard`): FOLD is "
+                   "then one of its roles.")
 @click.option("--trace", "trace", default=None, metavar="T",
               help="A trace id of the suite (default: the campaign's first trace).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")

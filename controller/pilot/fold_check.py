@@ -62,7 +62,7 @@ KIND_NAMES: Final[dict[str, str]] = {
 }
 # A role name (campaign.py's rule): the fold's own name when it is one, else "fold".
 _ROLE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-_NO_CAMPAIGN: Final = "default"  # the bundled campaign a bare FOLD is checked on
+_NO_CAMPAIGN: Final = "original"  # the bundled campaign a bare FOLD is checked on
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,20 @@
-"""The bundled default campaign end to end, exactly as the README's main job runs it."""
+"""The bundled default campaign end to end, exactly as the README's main job runs it, and
+what it must show a first-time user: folds that differ. Every reference arm is told
+apart from at least one other by its paired 95% interval, native is the paired reference
+of every other arm (its checkpoints fit the envelope: nothing skipped), and pack and
+store keep smaller checkpoints than native."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from efold.report import decode_results
 
 
-@pytest.mark.slow
-def test_default_faux_pilot_from_the_command_line(tmp_path: Path) -> None:
+def test_default_faux_pilot_shows_folds_that_differ(tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = subprocess.run(
         [sys.executable, "-m", "efold.controller", "pilot", "--faux", "--no-progress",
@@ -22,6 +24,27 @@ def test_default_faux_pilot_from_the_command_line(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[0] == f"run: {run}"
     results = decode_results((run / "results.json").read_bytes())
     ex = results.execution
-    assert (ex.planned, ex.completed, ex.missing) == (260, 260, 0)
-    native = next(r for r in results.results if r.role == "native")
-    assert native.overall.exact.successes == native.overall.exact.trials == 52
+    assert (ex.planned, ex.completed, ex.skipped, ex.missing) == (340, 340, 0, 0)
+    roles = {r.role: r for r in results.results}
+    assert list(roles) == ["native", "cold-rebuild", "compaction", "store", "pack"]
+    assert len(results.categories) == 12
+
+    told_apart: set[str] = set()
+    for contrast in results.contrasts:
+        interval = contrast.overall.completed.delta_pp95
+        assert contrast.overall.completed.pairs == 68
+        assert interval is not None
+        if interval.lower > 0 or interval.upper < 0:
+            told_apart |= {contrast.role_a, contrast.role_b}
+    assert told_apart == set(roles), f"arms no interval tells apart: {set(roles) - told_apart}"
+
+    def median_tokens(role: str) -> int:
+        sizes = roles[role].compression
+        assert sizes is not None
+        return sizes.tokens_median
+
+    assert median_tokens("pack") < median_tokens("native")
+    assert median_tokens("store") < median_tokens("native")
+    # The terminal's table carries each role's size beside its accuracy.
+    assert "median checkpoint" in done.stdout
+    assert re.search(r"\b9,\d{3} tok \(3\d%\)", done.stdout)  # pack and store: about a third
