@@ -5,7 +5,14 @@ reading order)."""
 from __future__ import annotations
 
 from efold.errors import Code
-from efold.report.numbers import FAUX_MONEY, MINUS, count, milliseconds_text, usd
+from efold.report.numbers import (
+    FAUX_MONEY,
+    MINUS,
+    amount_text,
+    count,
+    milliseconds_text,
+    money_unit,
+)
 from efold.report.results import NATIVE_ARM
 from efold.report.schema import (
     Compression,
@@ -60,14 +67,14 @@ def _compression_cells(role: str, compression: Compression | None,
     return cells
 
 
-def _cost_cell(cost: CostPerCorrect | None) -> str:
+def _cost_cell(cost: CostPerCorrect | None, faux: bool) -> str:
     if cost is None:
         return NONE
     if cost.settled is None:
         return f"{NONE}\n(summariser spend not split by role)"
     if cost.per_correct is None:
         return f"{NONE}\n(no correct answer)"
-    return f"{usd(cost.per_correct.usd)}\n({count(cost.per_correct.units)} units)"
+    return f"{amount_text(cost.per_correct, faux)}\n({count(cost.per_correct.units)} units)"
 
 
 def compression_table(results: Results) -> Table | None:
@@ -77,7 +84,7 @@ def compression_table(results: Results) -> Table | None:
         return None
     arms = {role.role: role.arm for role in results.results}
     reference = next((r for r in results.roles if arms.get(r) == NATIVE_ARM), None)
-    unit = "faux USD" if results.reader_faux else "USD"
+    unit = money_unit(results.reader_faux)
     rows = []
     for role in results.results:
         sizes = role.compression
@@ -87,7 +94,7 @@ def compression_table(results: Results) -> Table | None:
             NONE if sizes is None else count(sizes.tokens_median),
             NONE if sizes is None else count(sizes.bytes_median),
             *_compression_cells(role.role, sizes, reference),
-            _cost_cell(role.cost_per_correct),
+            _cost_cell(role.cost_per_correct, results.reader_faux),
         ])
     against_transcript = any(
         role.compression is not None and role.compression.versus_reference is not None

@@ -59,6 +59,8 @@ section, details.table {{ margin: 28px 0 0; }}
 section > h2, details.table > summary {{ display: block; border-bottom: 1px solid #ddd;
   padding-bottom: 4px; margin-bottom: 8px; }}
 details.table > summary {{ cursor: pointer; }}
+details.table > summary::before {{ content: "\\25b8\\00a0"; color: #555; }}
+details.table[open] > summary::before {{ content: "\\25be\\00a0"; }}
 .count {{ color: #555; font-size: 13px; margin-left: 8px; }}
 .faux {{ border-left: 4px solid {FAILURES_COLOUR}; background: #fff6ea; padding: 8px 12px;
   margin: 0 0 16px; font-weight: 600; }}
@@ -102,6 +104,18 @@ td .sub {{ white-space: normal; color: #555; font-size: 12px; }}
 tr.all td {{ font-weight: 600; background: #fafafa; }}
 p.caption {{ color: #555; margin: 0 0 6px; max-width: 1000px; }}
 ul.notes li {{ margin: 2px 0; }}
+ul.readings {{ margin: 8px 0 12px; padding-left: 20px; font-size: 15px; }}
+ul.readings li {{ margin: 2px 0; }}
+.filters {{ display: flex; flex-wrap: wrap; gap: 6px 16px; margin: 6px 0 8px; }}
+.filters fieldset {{ border: 1px solid #ddd; padding: 2px 8px 4px; margin: 0; }}
+.filters legend {{ font-size: 12px; color: #555; padding: 0 4px; }}
+.filters label {{ margin: 0 10px 0 2px; font-size: 13px; }}
+table.failures details > summary {{ cursor: pointer; }}
+table.failures dl.identity {{ margin: 6px 0; font-size: 12px; }}
+code.wrap {{ word-break: break-all; }}
+table.heatmap td.heat {{ text-align: right; white-space: nowrap; min-width: 48px; }}
+table.heatmap thead th {{ font-size: 12px; max-width: 96px; overflow-wrap: normal; }}
+table.heatmap td.none {{ color: #999; text-align: center; }}
 """
 
 _TICKED = re.compile(r"`([^`<>&]*)`")

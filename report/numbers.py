@@ -3,9 +3,11 @@ money as its exact decimal string with separators on the integer part only, sign
 figures with a true minus sign, durations, wall times and UTC moments for people.
 
 Invariant: formatting never rounds or converts money; ``usd`` only inserts commas into
-the digits left of the point of the exact string ``report.results.money`` built, so the
-printed amount is the stored amount. A faux reader's money is labelled wherever it is
-shown (``FAUX_MONEY``): it exercised the money path, nobody paid it.
+the digits left of the point of the exact string ``report.results.money`` built, and
+``brief`` only drops zeros after its last significant decimal, so the printed amount is
+the stored amount. A faux reader's money is never shown as dollars: it is a count of
+faux units wherever it is shown (``FAUX_MONEY``): it exercised the money path, nobody
+paid it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import re
 from efold.report.schema import Money, RunMoney
 
 __all__ = [
-    "FAUX_MONEY", "MINUS", "count", "duration_text", "milliseconds_text", "money_text", "signed",
-    "spend_line", "usd", "utc_text",
+    "FAUX_MONEY", "MINUS", "amount_text", "brief", "count", "duration_text", "milliseconds_text", "money_brief",
+    "money_text", "money_unit", "signed", "spend_line", "usd", "utc_text",
 ]
 
 FAUX_MONEY = "faux units, no money spent"
@@ -41,24 +43,54 @@ def usd(amount: str) -> str:
     return f"{int(whole):,}{fraction}"
 
 
+def brief(amount: str) -> str:
+    """An exact decimal without the zeros after its last significant decimal (at least
+    two decimals kept), separators on its integer part: ``60.00000000`` -> ``60.00``,
+    ``0.09217520`` -> ``0.0921752``. The same amount, never rounded."""
+    text = usd(amount)
+    if "." not in text:
+        return text
+    whole, fraction = text.split(".", 1)
+    return f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
+
+
 def money_text(value: Money, faux: bool) -> str:
-    """``1,234.50000000 USD (24,690,000,000 units)``, labelled when the reader is faux."""
-    text = f"{usd(value.usd)} USD ({count(value.units)} units)"
-    return f"{text}, {FAUX_MONEY}" if faux else text
+    """``1,234.50000000 USD (24,690,000,000 units)``; a faux reader's as faux units:
+    ``60.00 faux units (no money spent)``."""
+    if faux:
+        return f"{brief(value.usd)} faux units (no money spent)"
+    return f"{usd(value.usd)} USD ({count(value.units)} units)"
+
+
+def amount_text(value: Money, faux: bool) -> str:
+    """An amount in a money column: the exact USD string, or a faux amount's ``brief``."""
+    return brief(value.usd) if faux else usd(value.usd)
+
+
+def money_unit(faux: bool) -> str:
+    """A money column's unit: ``USD``, or ``faux units``."""
+    return "faux units" if faux else "USD"
+
+
+def money_brief(value: Money, faux: bool) -> str:
+    """Money in a sentence: ``$0.0921752``, or ``0.0921752 faux units``."""
+    return f"{brief(value.usd)} faux units" if faux else f"${brief(value.usd)}"
 
 
 def spend_line(spent: RunMoney, cap: Money, faux: bool) -> str:
     """The run's money against its cap, every caller's, as its journal holds it:
     ``settled $0.00002570 + retained $0.02112000 of a $5.00000000 cap`` (``+ open $X``
-    while holds are open); a faux reader's without the dollar sign and labelled. The
-    one wording of spend wherever a run's spend is printed (reports, ``show``, ``runs``,
-    the pilot's last lines)."""
+    while holds are open); a faux reader's in faux units, without the dollar sign:
+    ``settled 19.475556 + retained 0.00 of a 60.00 cap (faux units, no money spent)``.
+    The one wording of spend wherever a run's spend is printed (reports, ``show``,
+    ``runs``, the pilot's last lines)."""
+    amount = brief if faux else usd
     sign = "" if faux else "$"
-    parts = [f"settled {sign}{usd(spent.settled.usd)}",
-             f"retained {sign}{usd(spent.retained.usd)}"]
+    parts = [f"settled {sign}{amount(spent.settled.usd)}",
+             f"retained {sign}{amount(spent.retained.usd)}"]
     if spent.open.units:
-        parts.append(f"open {sign}{usd(spent.open.usd)}")
-    text = f"{' + '.join(parts)} of a {sign}{usd(cap.usd)} cap"
+        parts.append(f"open {sign}{amount(spent.open.usd)}")
+    text = f"{' + '.join(parts)} of a {sign}{amount(cap.usd)} cap"
     return f"{text} ({FAUX_MONEY})" if faux else text
 
 

@@ -5,7 +5,9 @@ offline, from a file, in a browser with networking disabled, and opening it can 
 reach anyone. Every dynamic string is HTML-escaped even though ``join_receipts`` already
 restricts ids to a safe alphabet.
 
-The page is the status banner (first in the body), then a list of sections, each one
+The page is the status banner (first in the body), then the first screen
+(``report.first_screen``: accuracy against size and cost, one reading per role, the
+role x category heatmap), then a list of sections, each one
 small function of ``Results`` (``_SECTIONS``): adding a section is one function and one
 entry there. Layout and the pieces every section uses live in ``report.html_parts``.
 """
@@ -17,47 +19,17 @@ from html import escape
 
 from efold.report.banner import banner
 from efold.report.boundary_table import boundary_tables
+from efold.report.failures import failures_css, failures_html
+from efold.report.first_screen import first_screen_html
 from efold.report.html_parts import CSS, banner_html, section_html, table_html
 from efold.report.judge_table import judge_tables
 from efold.report.numbers import count, money_text
 from efold.report.results import FAUX_NOTE, reader_label
 from efold.report.schema import Results
-from efold.report.svg import (
-    EXACT_COLOUR,
-    FAILURES_COLOUR,
-    AccuracyBar,
-    DeltaBar,
-    accuracy_chart,
-    delta_chart,
-)
-from efold.report.tables import category_label, contrast_label, report_tables, slot_table
+from efold.report.svg import DeltaBar, delta_chart
+from efold.report.tables import contrast_label, report_tables, slot_table
 
 __all__ = ["render_html"]
-
-
-def _accuracy_panels(results: Results) -> str:
-    panels = []
-    for category in [None, *results.categories]:
-        bars = []
-        for role in results.results:
-            tally = role.overall if category is None else next(
-                (t for t in role.categories if t.category == category), None)
-            if tally is not None:
-                bars.append(AccuracyBar(label=role.role, exact=tally.exact,
-                                        with_failures=tally.exact_with_failures))
-        if not bars:
-            continue
-        name = category_label(category)
-        chart = accuracy_chart(bars, f"accuracy by role, category {name}")
-        panels.append(f'<div class="panel"><h3>{escape(name)}</h3>{chart}</div>')
-    legend = (
-        '<p class="legend">'
-        f'<span><i class="swatch" style="background:{EXACT_COLOUR}"></i>exact</span>'
-        f'<span><i class="swatch" style="background:{FAILURES_COLOUR}"></i>'
-        "exactWithFailures</span><span>whiskers: Wilson 95% interval</span></p>"
-    )
-    return section_html("Accuracy by category",
-                        f"{legend}<div class=\"panels\">{''.join(panels)}</div>")
 
 
 def _delta_panel(results: Results) -> str:
@@ -122,9 +94,12 @@ def _judge(results: Results) -> str:
     return "".join(section_html(t.title, table_html(t)) for t in judge_tables(results))
 
 
-# The page after the banner, in reading order: one function per section.
+# The page after the banner, in reading order: one function per section. The first
+# screen answers the question a reader brings (which fold keeps what, at what cost);
+# everything after it is the evidence, in the order it was always read.
 _SECTIONS: list[Callable[[Results], str]] = [
-    _faux, _identity, _notes, _accuracy_panels, _delta_panel, _tables, _judge, _boundary,
+    _faux, first_screen_html, failures_html, _identity, _notes, _delta_panel, _tables, _judge,
+    _boundary,
 ]
 
 
@@ -135,7 +110,8 @@ def render_html(results: Results) -> str:
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{CSS}{failures_css(results)}</style></head>"
+        "<body>"
         f"{banner_html(banner(results))}<h1>{escape(title)}</h1>{sections}"
         "</body></html>\n"
     )

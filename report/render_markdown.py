@@ -15,6 +15,7 @@ from efold.report.banner import banner
 from efold.report.boundary_table import boundary_tables
 from efold.report.judge_table import judge_tables
 from efold.report.numbers import count, money_text
+from efold.report.readings import readings
 from efold.report.results import FAUX_NOTE, reader_label
 from efold.report.schema import Results
 from efold.report.tables import Table, report_tables
@@ -81,6 +82,12 @@ def _faux(results: Results) -> list[str]:
     return [f"> {FAUX_NOTE}", ""] if FAUX_NOTE in results.notes else []
 
 
+def _readings(results: Results) -> list[str]:
+    """The answer first: which fold keeps what, at what size and cost (one line a role)."""
+    return ["## Which fold keeps what, at what cost", "",
+            *[f"- {_cell(line)}" for line in readings(results)], ""]
+
+
 def _identity(results: Results) -> list[str]:
     faux = results.reader_faux
     return [
@@ -118,7 +125,7 @@ def _judge(results: Results) -> list[str]:
 # After the title, in reading order: one function per section. The statements a reader
 # must not miss come first and set apart: how the run ended, then what the reader is.
 _SECTIONS: list[Callable[[Results], list[str]]] = [
-    _banner, _faux, _identity, _notes, _tables, _judge, _boundary,
+    _banner, _faux, _readings, _identity, _notes, _tables, _judge, _boundary,
 ]
 
 

@@ -499,7 +499,16 @@ def _slot_row(obs: Observation) -> SlotRow:
         http_kind=receipt.http.kind if receipt and receipt.http else None,
         excluded=obs.excluded.value if obs.excluded else None,
         checkpoint_sha256=receipt.checkpoint_sha256 if receipt else None,
+        **_slot_tokens(receipt),
     )
+
+
+def _slot_tokens(receipt: Receipt | None) -> dict[str, int]:
+    """A receipt's known input and output tokens (none when its usage went missing)."""
+    if receipt is None or not receipt.spend.usage_known or not receipt.spend.requests:
+        return {}
+    usage = receipt.spend.usage
+    return {"input_tokens": usage.input, "output_tokens": usage.output}
 
 
 def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,

@@ -416,6 +416,11 @@ class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # answer that ended the slot); omitted when it has none.
     http_status: int | None = None
     http_kind: str | None = None
+    # Defaulted (issue 38): the slot's input and output tokens as its receipt summed
+    # them over its requests; omitted without a receipt, and when any request's usage
+    # went missing (unknown usage is never a count).
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 ContainmentMode = Literal["cgroup", "process-group"]

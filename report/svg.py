@@ -1,5 +1,5 @@
-"""Inline SVG charts for ``report.html``: accuracy bars with Wilson whiskers, and
-diverging bars for paired deltas.
+"""Inline SVG charts for ``report.html``: diverging bars for paired deltas (the
+accuracy scatters are ``report.scatter``).
 
 Plain SVG elements with presentation attributes: no script, no external reference, no
 ``xmlns`` URL (inline SVG in HTML needs none), no font but the page's. Every bar carries
@@ -14,16 +14,13 @@ from html import escape
 import msgspec
 
 from efold.report.numbers import count
-from efold.report.schema import Interval, Proportion
+from efold.report.schema import Interval
 from efold.report.tables import (
-    NONE,
     format_delta,
-    format_interval,
     format_paired_interval,
-    format_proportion,
 )
 
-__all__ = ["AccuracyBar", "DeltaBar", "accuracy_chart", "delta_chart"]
+__all__ = ["DeltaBar", "delta_chart"]
 
 _RIGHT = 130  # room for the counts / delta label right of the axis
 _PLOT = 260  # width of the 0..100% axis
@@ -34,12 +31,6 @@ _AXIS = 22
 EXACT_COLOUR = "#1f5fa8"
 FAILURES_COLOUR = "#e08a1e"
 NEGATIVE_COLOUR = "#b8432f"
-
-
-class AccuracyBar(msgspec.Struct, frozen=True):
-    label: str
-    exact: Proportion
-    with_failures: Proportion
 
 
 class DeltaBar(msgspec.Struct, frozen=True):
@@ -79,28 +70,6 @@ def _text(x: float, y: float, content: str, anchor: str = "start", css: str = ""
             f"{escape(content)}</text>")
 
 
-def _bar(x0: float, y: float, height: float, value: Proportion, colour: str,
-         what: str) -> list[str]:
-    title = f"<title>{escape(what)}: {escape(format_proportion(value))}, 95% CI " \
-            f"{escape(format_interval(value.wilson95))}</title>"
-    if value.rate is None:
-        return [f'<g>{title}{_text(x0 + 4, y + height - 1, "none scored", css="muted")}</g>']
-    width = _PLOT * value.rate
-    parts = [f'<g>{title}<rect x="{x0:.1f}" y="{y:.1f}" width="{width:.1f}" '
-             f'height="{height:.1f}" fill="{colour}"/>']
-    if value.wilson95 is not None:
-        lo = x0 + _PLOT * value.wilson95.lower
-        hi = x0 + _PLOT * value.wilson95.upper
-        mid = y + height / 2
-        parts.append(
-            f'<path d="M{lo:.1f} {mid:.1f}H{hi:.1f}M{lo:.1f} {mid - 4:.1f}V{mid + 4:.1f}'
-            f'M{hi:.1f} {mid - 4:.1f}V{mid + 4:.1f}" stroke="#222" stroke-width="1.2" '
-            f'fill="none"/>'
-        )
-    parts.append("</g>")
-    return parts
-
-
 def _axis(x0: float, top: float, bottom: float, ticks: Sequence[tuple[float, str]]) -> list[str]:
     parts = []
     for fraction, label in ticks:
@@ -109,30 +78,6 @@ def _axis(x0: float, top: float, bottom: float, ticks: Sequence[tuple[float, str
                      f'stroke="#ccc" stroke-width="1"/>')
         parts.append(_text(x, bottom + 14, label, anchor="middle", css="muted"))
     return parts
-
-
-def accuracy_chart(bars: Sequence[AccuracyBar], caption: str) -> str:
-    """One row per role: exact (dark) and exactWithFailures (light) as bars on a
-    0..100% axis, each with its Wilson 95% interval as a whisker."""
-    x0 = _label_width([bar.label for bar in bars])
-    height = _TOP + _ROW * len(bars) + _AXIS
-    bottom = _TOP + _ROW * len(bars)
-    parts = [_open(x0 + _PLOT + _RIGHT, height, caption)]
-    parts += _axis(x0, _TOP, bottom, [(i / 4, f"{25 * i}%") for i in range(5)])
-    for row, bar in enumerate(bars):
-        y = _TOP + _ROW * row
-        parts.append(_label(x0 - 6, y + 15, bar.label))
-        if bar.exact.rate is None and bar.with_failures.rate is None:
-            parts.append(_text(x0 + 4, y + 15, "no scored slot", css="muted"))
-        else:
-            parts += _bar(x0, y + 3, 11, bar.exact, EXACT_COLOUR, f"{bar.label} exact")
-            parts += _bar(x0, y + 16, 8, bar.with_failures, FAILURES_COLOUR,
-                          f"{bar.label} exactWithFailures")
-        counts = (f"{count(bar.exact.successes)}/{count(bar.exact.trials)}"
-                  if bar.exact.trials else NONE)
-        parts.append(_text(x0 + _PLOT + 8, y + 14, counts, css="muted"))
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def delta_chart(bars: Sequence[DeltaBar], caption: str) -> str:

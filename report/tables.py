@@ -18,7 +18,7 @@ from __future__ import annotations
 from efold.corpus.model import Availability, Category, Outcome
 from efold.protocol.records import Exclusion
 from efold.report.figure_tables import compression_table, latency_table, tool_table
-from efold.report.numbers import FAUX_MONEY, count, usd
+from efold.report.numbers import FAUX_MONEY, amount_text, count, money_unit
 from efold.report.schema import (
     Execution,
     PairCounts,
@@ -162,10 +162,15 @@ def _pair_cells(counts: PairCounts) -> list[str]:
             count(counts.both_wrong), format_delta_ci(counts)]
 
 
-def _contrast_table(results: Results) -> Table:
+def _contrast_table(results: Results, *, by_category: bool) -> Table | None:
+    """The paired contrasts over all categories (always shown, open), or per category
+    (folded when long)."""
+    if by_category and not any(c.categories for c in results.contrasts):
+        return None
     rows: list[list[str]] = []
     for contrast in results.contrasts:
-        for tally in [contrast.overall, *contrast.categories]:
+        tallies = contrast.categories if by_category else [contrast.overall]
+        for tally in tallies:
             rows.append([
                 contrast_label(contrast.role_a, contrast.role_b),
                 category_label(tally.category), count(tally.planned_pairs),
@@ -174,7 +179,7 @@ def _contrast_table(results: Results) -> Table:
             ])
     pair_headers = ["pairs", "both correct", "b", "c", "both wrong", "delta"]
     return Table(
-        title="Paired contrasts",
+        title="Paired contrasts by category" if by_category else "Paired contrasts",
         headers=["contrast (b \u2212 a)", "category", "planned pairs", "eligible pairs",
                  *[f"completed: {h}" for h in pair_headers],
                  *[f"with failures: {h}" for h in pair_headers]],
@@ -183,12 +188,12 @@ def _contrast_table(results: Results) -> Table:
         caption="Pairs share trace, probe and repeat. b = only role a correct, c = only "
                 "role b correct; delta = accuracy of b minus a over the same pairs, its "
                 f"95% CI below it. {PAIRED_INTERVAL}",
-        summary_rows=overall_rows(rows),
+        summary_rows=frozenset(),
         legend=PAIR_TERMS,
         summary=summary_line([(len(results.contrasts), "contrasts"), (len(rows), "rows")]),
         groups=(("", 4), ("completed", len(pair_headers)),
                 ("with failures", len(pair_headers))),
-        folded=len(rows) > LONG_TABLE,
+        folded=by_category and len(rows) > LONG_TABLE,
     )
 
 
@@ -335,23 +340,24 @@ def _unknown_usage(slots: int) -> str:
     return f"unknown in {slots} slot" + ("" if slots == 1 else "s")
 
 
-def _spend_cells(spend: Spend) -> list[str]:
+def _spend_cells(spend: Spend, faux: bool) -> list[str]:
     tokens = spend.tokens
     return [
         count(spend.slots), count(spend.requests), count(spend.admitted_requests),
         *(_token_cell(v, spend) for v in (tokens.input, tokens.cache_read, tokens.cache_write,
                                           tokens.output, tokens.reasoning)),
         "known" if spend.usage_known else _unknown_usage(spend.usage_unknown_slots),
-        usd(spend.settled.usd), usd(spend.retained.usd), usd(spend.total.usd),
-        count(spend.total.units),
+        amount_text(spend.settled, faux), amount_text(spend.retained, faux),
+        amount_text(spend.total, faux), count(spend.total.units),
     ]
 
 
 def _spend_table(results: Results) -> Table:
-    rows = [[role.role, *_spend_cells(role.spend)] for role in results.results]
-    rows.append(["all roles", *_spend_cells(results.spend)])
+    faux_reader = results.reader_faux
+    rows = [[role.role, *_spend_cells(role.spend, faux_reader)] for role in results.results]
+    rows.append(["all roles", *_spend_cells(results.spend, faux_reader)])
     # A faux reader's money is faux: said in the title, every money header and the caption.
-    unit = "faux USD" if results.reader_faux else "USD"
+    unit = money_unit(faux_reader)
     faux = f" ({FAUX_MONEY})" if results.reader_faux else ""
     return Table(
         title=f"Spend{faux}",
@@ -360,13 +366,13 @@ def _spend_table(results: Results) -> Table:
                  f"retained holds {unit}", f"total {unit}", "total units"],
         align=align_columns(1, 13),
         rows=rows,
-        caption=f"1 unit = 0.00000005 USD. Cap {usd(results.cap.usd)} {unit}, Rmax "
-                f"{usd(results.rmax.usd)} {unit}. Retained holds are kept for lost or "
+        caption=f"1 unit = 0.00000005 USD. Cap {amount_text(results.cap, faux_reader)} "
+                f"{unit}, Rmax {amount_text(results.rmax, faux_reader)} {unit}. Retained holds are kept for lost or "
                 "aborted requests: an upper bound, not a measured cost."
                 + (" The reader is faux: these are faux units, no money was spent."
                    if results.reader_faux else ""),
         summary_rows=frozenset({len(rows) - 1}),
-        summary=f"total {usd(results.spend.total.usd)} {unit}, "
+        summary=f"total {amount_text(results.spend.total, faux_reader)} {unit}, "
                 f"{count(results.spend.requests)} requests",
     )
 
@@ -410,7 +416,9 @@ def report_tables(results: Results) -> list[Table]:
     tables = [
         _execution_table(results), _accuracy_table(results), compression_table(results),
         _repeat_table(results),
-        _flip_table(results), _versus_native_table(results), _contrast_table(results),
+        _flip_table(results), _versus_native_table(results),
+        _contrast_table(results, by_category=False),
+        _contrast_table(results, by_category=True),
         tool_table(results), latency_table(results), _outcome_table(results),
         _excluded_table(results), _codes_table(results), _http_table(results),
         _spend_table(results),

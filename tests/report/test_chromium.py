@@ -29,7 +29,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from efold.corpus.model import Category
 from efold.errors import Code
 from efold.protocol.records import Plan, Receipt
 from efold.report import RunFacts, StopFact, build_results, render_html
+from efold.report.failures import failure_kind
 
 CHROMIUM = next((path for name in ("chromium", "chromium-browser", "google-chrome")
                  if (path := shutil.which(name))), None)
@@ -108,7 +109,7 @@ class PageVisit:
     """What one page did while it loaded and was screenshotted."""
 
     def __init__(self, events: list[dict[str, Any]], probe: dict[str, Any],
-                 layout: dict[str, Any], screenshot: bytes) -> None:
+                 layout: dict[str, Any], screenshot: bytes, steps: list[Any]) -> None:
         self.console = [e["params"] for e in events if e["method"] == "Runtime.consoleAPICalled"]
         self.exceptions = [e["params"] for e in events
                            if e["method"] == "Runtime.exceptionThrown"]
@@ -118,6 +119,7 @@ class PageVisit:
         self.probe = probe
         self.layout = layout  # _LAYOUT, folded sections closed ("closed") and open ("open")
         self.screenshot = screenshot
+        self.steps = steps  # what each of the visit's steps evaluated to, in order
 
 
 _PROBE = """JSON.stringify({
@@ -229,10 +231,12 @@ def _launch(user_data: Path) -> tuple[subprocess.Popen[bytes], DevTools, Callabl
 
 
 @pytest.fixture
-def visit(tmp_path: Path) -> Iterator[Callable[[Path], PageVisit]]:
+def visit(tmp_path: Path) -> Iterator[Callable[..., PageVisit]]:
     closers: list[Callable[[], None]] = []
 
-    def open_page(page: Path) -> PageVisit:
+    def open_page(page: Path, steps: Sequence[str] = ()) -> PageVisit:
+        """Load ``page``, evaluate each of ``steps`` (JSON-valued expressions: what a
+        reader's clicks do), probe it, screenshot it, then measure its layout."""
         _, tools, close = _launch(tmp_path / f"profile-{len(closers)}")
         closers.append(close)
         target = tools.call("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -245,6 +249,10 @@ def visit(tmp_path: Path) -> Iterator[Callable[[Path], PageVisit]]:
                    session=session)
         tools.call("Page.navigate", {"url": page.as_uri()}, session=session)
         tools.wait_for("Page.loadEventFired", session)
+        done = [json.loads(tools.call("Runtime.evaluate",
+                                      {"expression": step, "returnByValue": True},
+                                      session=session)["result"]["value"])
+                for step in steps]
         probe = json.loads(tools.call("Runtime.evaluate",
                                       {"expression": _PROBE, "returnByValue": True},
                                       session=session)["result"]["value"])
@@ -260,7 +268,7 @@ def visit(tmp_path: Path) -> Iterator[Callable[[Path], PageVisit]]:
             session, "Runtime.consoleAPICalled", "Runtime.exceptionThrown",
             "Log.entryAdded", "Network.requestWillBeSent")
         tools.call("Browser.close")
-        return PageVisit(events, probe, layout, shot)
+        return PageVisit(events, probe, layout, shot, done)
 
     yield open_page
     for close in closers:
@@ -288,7 +296,8 @@ def test_report_renders_offline_without_errors_or_requests(
         synthetic_run: tuple[Plan, list[Receipt]]) -> None:
     results = build_results(*synthetic_run, faux=True)
     page = tmp_path / "report.html"
-    page.write_text(render_html(results), encoding="utf-8")
+    html = render_html(results)
+    page.write_text(html, encoding="utf-8")
     seen = visit(page)
 
     assert seen.console == []
@@ -298,17 +307,60 @@ def test_report_renders_offline_without_errors_or_requests(
     assert seen.probe["resources"] == 0
     assert seen.probe["scripts"] == 0
     assert seen.probe["title"] == "efold results: synthetic"
-    # Every chart laid out with a real size, bars drawn, every table present.
-    assert len(seen.probe["svgs"]) == len(results.categories) + 2
+    # Every chart laid out with a real size (the first screen's scatters: size, and cost
+    # where a cost per correct answer exists; the paired deltas), every table present.
+    assert len(seen.probe["svgs"]) == html.count("<svg")
+    assert len(seen.probe["svgs"]) >= 2
     assert all(width > 100 and height > 40 for width, height in seen.probe["svgs"])
-    assert seen.probe["bars"] > 2 * len(results.roles)
-    # Twelve summary tables (per repeat, versus native, tool use and latency included:
-    # two repeats, a native role and a lookup role) and the per-slot table.
-    assert seen.probe["tables"] == 13
+    assert seen.probe["bars"] >= len(results.contrasts) - 1  # a zero delta draws no bar
+    # The heatmap, the failures, thirteen summary tables (per repeat, versus native,
+    # paired contrasts overall and per category, tool use and latency included: two
+    # repeats, a native role and a lookup role) and the per-slot table.
+    assert seen.probe["tables"] == 16
     assert seen.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
     (tmp_path / "report.png").write_bytes(seen.screenshot)
     if shot_dir := os.environ.get("EFOLD_REPORT_SCREENSHOT_DIR"):
         Path(shot_dir, "report.png").write_bytes(seen.screenshot)
+
+
+_VISIBLE_ROWS = """JSON.stringify(Array.from(document.querySelectorAll(
+  '#failures tbody tr')).filter(r => r.checkVisibility()).map(r => r.dataset.role))"""
+
+
+def test_the_failures_filter_and_open_in_chromium_without_a_script(
+        tmp_path: Path, visit: Callable[..., PageVisit],
+        synthetic_run: tuple[Plan, list[Receipt]]) -> None:
+    """A reader picks a role, then a kind, then opens a slot: the rows narrow by CSS alone
+    (the page runs no script) and the slot's details say whether its answer was in view."""
+    results = build_results(*synthetic_run, faux=True)
+    failed = [s for s in results.slots if failure_kind(s) is not None]
+    role = next(s.role for s in failed if s.status == "completed")
+    key = role.encode().hex()
+    wrong = b"wrong".hex()
+    page = tmp_path / "report.html"
+    page.write_text(render_html(results), encoding="utf-8")
+    seen = visit(page, [
+        _VISIBLE_ROWS,
+        f"(document.querySelector('label[for=ff-role-{key}]').click(), {_VISIBLE_ROWS})",
+        f"(document.querySelector('label[for=ff-kind-{wrong}]').click(), {_VISIBLE_ROWS})",
+        """(() => { const row = Array.from(document.querySelectorAll('#failures tbody tr'))
+             .find(r => r.checkVisibility());
+           row.querySelector('summary').click();
+           const open = row.querySelector('details').open;
+           const box = row.querySelector('dl').getBoundingClientRect();
+           return JSON.stringify({open, text: row.querySelector('dl').innerText,
+                                  height: box.height}); })()""",
+    ])
+    assert seen.console == [] and seen.exceptions == [] and seen.probe["scripts"] == 0
+    everything, by_role, by_role_and_kind, opened = seen.steps
+    assert len(everything) == len(failed) > 0
+    assert by_role == [key] * sum(s.role == role for s in failed)
+    wrong_here = [s for s in failed if s.role == role and failure_kind(s) == "wrong"]
+    assert by_role_and_kind == [key] * len(wrong_here) and 0 < len(wrong_here) < len(everything)
+    assert opened["open"] is True and opened["height"] > 20
+    assert "answer in the checkpoint" in opened["text"] and "outcome" in opened["text"]
+    (tmp_path / "failures.png").write_bytes(seen.screenshot)
+    assert seen.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def _fits(layout: dict[str, Any]) -> bool:

@@ -308,17 +308,17 @@ def test_the_table_sits_after_accuracy_with_separators_and_faux_money(run: Run) 
     table = md.split("## Accuracy and compression", 1)[1].split("\n## ", 1)[0]
     assert md.index("## Accuracy and availability") < md.index("## Accuracy and compression")
     assert "| role | exact | checkpoints | tokens median | bytes median | compression " \
-           "(tokens) | compression (bytes) | cost per correct faux USD |" in table
+           "(tokens) | compression (bytes) | cost per correct faux units |" in table
     assert "| native | 4/7 = 57.1% | 2 | 10,000 | 40,000 | reference | reference | " \
-           "0.00008750 (1,750 units) |" in table
+           "0.0000875 (1,750 units) |" in table
     assert "| store | 4/6 = 66.7% | 2 | 200 | 800 | 97.5% (aggregate 97.7%, 2 pairs) | " \
-           "97.9% (aggregate 98.0%, 2 pairs) | 0.00007500 (1,500 units) |" in table
+           "97.9% (aggregate 98.0%, 2 pairs) | 0.000075 (1,500 units) |" in table
     assert "| cold-rebuild | 3/8 = 37.5% | 1 | 1,000 | 4,000 | 90.0% (aggregate 90.0%, " \
-           "1 pair) | 90.0% (aggregate 90.0%, 1 pair) | 0.00018340 (3,668 units) |" in table
+           "1 pair) | 90.0% (aggregate 90.0%, 1 pair) | 0.0001834 (3,668 units) |" in table
     assert "faux units, no money spent" in table
     assert "Compression is against native, the reference role" in table
     for word in ("checkpoints", "tokens median", "compression (tokens)", "reference",
-                 "cost per correct faux USD"):
+                 "cost per correct faux units"):
         assert f"\n- `{word}`: " in table, word
     assert all("faux" in line for line in md.splitlines() if "USD" in line)
     page = render_html(results)

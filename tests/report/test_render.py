@@ -143,8 +143,9 @@ def test_html_is_self_contained(synthetic_run: tuple[Plan, list[Receipt]]) -> No
     assert not any(name.startswith("on") for name in names)
     for marker in ("://", "url(", "@import", "@font-face", "javascript:", "data:"):
         assert marker not in page.lower()
-    # One accuracy panel per category plus all, and the delta chart.
-    assert audit.tags.count("svg") == len(results.categories) + 2
+    # The first screen's scatters (size; cost where a cost per correct answer exists)
+    # and the delta chart; the per-category accuracy is the heatmap, a table.
+    assert 2 <= audit.tags.count("svg") <= 3 and 'class="heatmap"' in page
     assert f'<p class="faux">{FAUX_NOTE}</p>' in page
     # The banner is the body's first element; the title follows it.
     assert page.split("<body>", 1)[1].startswith('<div class="status status-unknown" id="status">')
@@ -296,7 +297,9 @@ def test_numbers_group_counts_and_keep_money_exact() -> None:
     assert usd("12") == "12" and usd("not money") == "not money"
     amount = money(24_690_000_001)  # 1,234.50000005 USD: every digit survives
     assert money_text(amount, faux=False) == "1,234.50000005 USD (24,690,000,001 units)"
-    assert money_text(amount, faux=True).endswith(f", {FAUX_MONEY}")
+    # Faux money is never dollars: its exact amount without trailing zeros, in faux units.
+    assert money_text(amount, faux=True) == "1,234.50000005 faux units (no money spent)"
+    assert FAUX_MONEY == "faux units, no money spent"
     assert usd(amount.usd).replace(",", "") == amount.usd
 
 
@@ -320,8 +323,9 @@ def test_counts_tokens_and_money_get_separators_and_faux_money_is_labelled(
     real = build_results(plan, receipts, faux=False)
     for text in (render_markdown(faux), render_html(faux)):
         assert "3,703,701" in text and "7,407,402" in text  # a role's and the run's input
-        assert "100,000.00000000" in text  # the cap, exact, grouped
-        assert "3,703.70367030" in text  # 6 x 12,345,678,901 units settled
+        assert "100,000.00" in text  # the cap, exact, grouped (faux: no trailing zeros)
+        assert "100,000.00000000" not in text
+        assert "3,703.7036703" in text  # 6 x 12,345,678,901 units settled
         assert "74,074,073,406" in text
         assert "7407402" not in text and "100000.0" not in text and "3703.7" not in text
         assert "faux units, no money spent" in text
@@ -362,9 +366,9 @@ def test_the_per_slot_table_is_folded_with_counts(
     assert f"{len(results.slots)} slots, {completed} completed" in summary
     assert slots.count("<tr>") == len(results.slots) + 1  # every slot and the header
     assert "## Slots" not in render_markdown(results)  # the summary stays short
-    # Every other table is collapsible but open: twelve, with two repeats, a native role
-    # and a lookup role.
-    assert page.count('<details class="table" open>') == 12
+    # Every other table is collapsible but open: thirteen, with two repeats, a native
+    # role and a lookup role (paired contrasts overall and by category).
+    assert page.count('<details class="table" open>') == 13
 
 
 def test_each_verdict_has_its_own_word_and_colour(

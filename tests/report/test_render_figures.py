@@ -165,9 +165,11 @@ def test_paired_contrasts_print_each_delta_with_its_interval(run: Run) -> None:
             "\u221216.7 pp (95% CI \u221248.5 to +22.2) | 7 | 3 | 1 | 1 | 2 | "
             "+0.0 pp (95% CI \u221239.3 to +39.3) |") in table
     # No completed pair in commitment_status (store's are unscored): no delta, no interval.
+    assert ("| native \u2212 store | commitment_status |" not in "\n".join(table))
+    by_category = _section(render_markdown(results), "Paired contrasts by category")
     assert ("| native \u2212 store | commitment_status | 2 | 2 | 0 | 0 | 0 | 0 | 0 | "
             "\u2014 (no pairs) | 1 | 0 | 0 | 1 | 0 | "
-            "+100.0 pp (95% CI \u221212.2 to +100.0) |") in table
+            "+100.0 pp (95% CI \u221212.2 to +100.0) |") in by_category
     caption = table[4]
     assert caption.endswith(
         "The 95% CI of a delta is Newcombe's hybrid score interval for a difference of "
@@ -179,7 +181,8 @@ def test_paired_contrasts_print_each_delta_with_its_interval(run: Run) -> None:
     html = _html_section(render_html(results), "Paired contrasts")
     assert ('<td class="r">\u221216.7 pp<br><span class="sub">(95% CI \u221248.5 to +22.2)'
             "</span></td>") in html
-    assert '<td class="r">\u2014<br><span class="sub">(no pairs)</span></td>' in html
+    by_category_html = _html_section(render_html(results), "Paired contrasts by category")
+    assert '<td class="r">\u2014<br><span class="sub">(no pairs)</span></td>' in by_category_html
     assert PAIRED_INTERVAL.replace("'", "&#x27;") in html
 
 
