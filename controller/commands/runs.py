@@ -2,8 +2,8 @@
 
 Read-only (``efold.controller.rundirs.run_index``): one line per run directory directly under
 ROOT (default ``./efold-runs``, where ``pilot`` puts runs): name, start (UTC), campaign,
-status, slots visited/planned and spend (settled + retained of the cap, from the
-journal). A run that cannot be read is listed with its refusal code. Exit status: 0
+status, slots visited/planned, spend (settled + retained of the cap, from the
+journal) and each role's exact accuracy. A run that cannot be read is listed with its refusal code. Exit status: 0
 listed (also when ROOT holds no run, and when ROOT is not given and ``./efold-runs`` does not exist yet: no run was made here), 2
 refused (``runs_root_invalid``: a ROOT given that is missing or not a directory).
 """
@@ -27,13 +27,14 @@ from efold.controller.rundirs.run_index import (
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import EfoldError
 
-_HEADER = ("RUN", "STARTED (UTC)", "CAMPAIGN", "STATUS", "SLOTS", "SPEND")
+_HEADER = ("RUN", "STARTED (UTC)", "CAMPAIGN", "STATUS", "SLOTS", "SPEND", "EXACT BY ROLE")
 
 
 def _row(entry: RunEntry) -> tuple[str, ...]:
     slots = "-" if entry.planned is None else f"{entry.visited}/{entry.planned}"
+    exact = ", ".join(role.text() for role in entry.accuracy) or "-"
     return (entry.name, started_text(entry), entry.campaign or "-", status_text(entry),
-            slots, spend_text(entry))
+            slots, spend_text(entry), exact)
 
 
 def _table(entries: list[RunEntry]) -> Iterator[str]:
@@ -53,9 +54,9 @@ def command(root: str | None, as_json: bool) -> None:
     One line per run directory (one holding journal.sqlite, directly under ROOT): its
     start (UTC, from the journal; "(dir mtime)" when the journal records none), campaign,
     status (complete, stopped with its code, damaged, interrupted, crashed, running,
-    unreconciled), slots visited/planned, and spend from the journal: settled + retained
-    of the cap, every caller's (faux units for a faux reader). A run that cannot be read
-    shows its refusal code. Read-only.
+    unreconciled), slots visited/planned, spend from the journal (settled + retained
+    of the cap, every caller's; faux units for a faux reader) and each role's exact
+    accuracy. A run that cannot be read shows its refusal code. Read-only.
 
     \b
     Exit status:

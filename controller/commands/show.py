@@ -1,6 +1,6 @@
 """``efold-controller show RUN [--json]``: one run's status, campaign, counts, spend (the
-journal's: settled and retained, every caller, against the cap), damaged files and
-reports.
+journal's: settled and retained, every caller, against the cap), each role's exact
+accuracy and median checkpoint size, damaged files and reports.
 
 Read-only, like ``aggregate`` without ``--output``: it writes nothing in RUN. Exit
 status: 0 shown, 2 usage error or refused (RUN is not a run, its records refuse, or
@@ -34,6 +34,8 @@ def _text(details: RunDetails) -> Iterator[str]:
            f"{ex.completed}, incomplete {ex.incomplete}, invalid {ex.invalid}, unadmitted "
            f"{ex.unadmitted}, skipped {ex.skipped}, missing {ex.missing})")
     yield f"spend: {spend_text(run)}"
+    for line in details.roles:
+        yield f"  {line.role}: exact {line.accuracy}, median checkpoint {line.checkpoint}"
     if run.damaged_files:
         yield f"damaged: {', '.join(run.damaged_files)} (gone or unreadable)"
     present = {name: path for name, path in details.reports.items() if path is not None}
@@ -50,7 +52,8 @@ def _text(details: RunDetails) -> Iterator[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the details as one JSON object.")
 @latest_options
 def command(run: str | None, latest: bool, root: str | None, as_json: bool) -> None:
-    """Show one run: status, campaign, counts, spend and its reports. Writes nothing.
+    """Show one run: status, campaign, counts, spend, each role's accuracy and checkpoint
+    size, and its reports. Writes nothing.
 
     `--latest` takes the newest run under --root (./efold-runs) instead of RUN. The
     paths of results.json, summary.md and report.html in RUN are printed when present;

@@ -63,6 +63,7 @@ from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
 from efold.report.numbers import spend_line
+from efold.report.readings import accuracy_brief, checkpoint_size
 from efold.report.results import money, stand_in_line, stand_in_roles
 from efold.report.schema import BoundaryResults, RunMoney
 
@@ -412,24 +413,21 @@ def _print_table(outcome: PilotOutcome) -> None:
     faux = results.reader_faux
     money_column = "settled (faux units)" if faux else "settled (USD)"
     table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")
-    for column in ("role", "exact (95% CI)", "done", "incompl.", "unadm.", "skipped",
-                   "excluded", money_column):
-        table.add_column(column, justify="left" if column == "role" else "right")
+    for column in ("role", "exact (95% CI)", "median checkpoint", "done", "incompl.",
+                   "unadm.", "skipped", "excluded", money_column):
+        table.add_column(column, justify="left" if column == "role" else "right",
+                         no_wrap=True)
     settled = aligned_amounts([units_to_usd(role.spend.settled.units)
                                for role in results.results])
     for role, amount in zip(results.results, settled, strict=True):
         t = role.overall
         e = t.execution
-        exact = t.exact
-        ci = exact.wilson95
-        shown = "-" if exact.rate is None or ci is None else (
-            f"{exact.successes:,}/{exact.trials:,} {exact.rate:.0%} "
-            f"({ci.lower:.0%}-{ci.upper:.0%})")
         table.add_row(
-            role.role, shown, f"{e.completed:,}", f"{e.incomplete:,}", f"{e.unadmitted:,}",
+            role.role, accuracy_brief(role), checkpoint_size(role), f"{e.completed:,}", f"{e.incomplete:,}",
+            f"{e.unadmitted:,}",
             f"{e.skipped:,}", f"{sum(t.excluded.values()):,}", amount,
         )
-    console = Console(width=max(130, Console().width))  # piped: no wrapped cells
+    console = Console(width=max(140, Console().width))  # piped: no wrapped cells
     console.print(table)
     if results.boundary is not None:
         console.print(_boundary_table(results.boundary))

@@ -30,6 +30,7 @@ from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.report import REPORT_FILES, Results
 from efold.report.numbers import spend_line
+from efold.report.readings import accuracy_brief, checkpoint_size
 from efold.report.schema import Execution, Money, RunMoney
 from efold.report.status import status_banner
 
@@ -42,6 +43,20 @@ class FoundRun(msgspec.Struct, frozen=True):
     path: str
     started_ns: int
     started_from: StartSource
+
+
+class RoleAccuracy(msgspec.Struct, frozen=True):
+    """One role's exact score: ``correct`` of ``scored`` (completed, eligible,
+    non-excluded slots; ``scored`` 0: nothing scored, no rate)."""
+
+    role: str
+    correct: int
+    scored: int
+
+    def text(self) -> str:
+        """``native 100%``, ``store 97%``; ``pack -`` when nothing was scored."""
+        rate = "-" if not self.scored else f"{self.correct / self.scored:.0%}"
+        return f"{self.role} {rate}"
 
 
 class RunEntry(msgspec.Struct, frozen=True):
@@ -66,18 +81,29 @@ class RunEntry(msgspec.Struct, frozen=True):
     money: RunMoney | None = None
     cap: Money | None = None
     damaged_files: list[str] = []  # names inside the run directory (status ``damaged``)
+    accuracy: list[RoleAccuracy] = []  # per role, in the plan's order
     refused: str | None = None
     detail: str | None = None
 
 
+class RoleLine(msgspec.Struct, frozen=True):
+    """``show``'s line for one role: its exact accuracy with the Wilson interval, and its
+    median checkpoint with its share of the reference (``report.readings``)."""
+
+    role: str
+    accuracy: str
+    checkpoint: str
+
+
 class RunDetails(msgspec.Struct, frozen=True):
-    """What ``show`` prints: the run's entry, its status headline, its counts, and the
-    path of each report in the run directory (null when absent)."""
+    """What ``show`` prints: the run's entry, its status headline, its counts, one line
+    per role, and the path of each report in the run directory (null when absent)."""
 
     run: RunEntry
     headline: str
     execution: Execution
     reports: dict[str, str | None]
+    roles: list[RoleLine] = []
 
 
 def is_run_dir(path: str | os.PathLike[str]) -> bool:
@@ -170,6 +196,8 @@ def _entry(found: FoundRun, results: Results) -> RunEntry:
         settled_usd=None if spent is None else spent.settled.usd,
         money=spent, cap=results.cap,
         damaged_files=[] if status is None else list(status.damaged_files),
+        accuracy=[RoleAccuracy(role.role, role.overall.exact.successes,
+                               role.overall.exact.trials) for role in results.results],
     )
 
 
@@ -206,8 +234,10 @@ def show_run(run: str | os.PathLike[str]) -> RunDetails:
     reports = {name: (os.path.join(path, name)
                       if os.path.isfile(os.path.join(path, name)) else None)
                for name in REPORT_FILES}
+    roles = [RoleLine(role.role, accuracy_brief(role), checkpoint_size(role))
+             for role in results.results]
     return RunDetails(run=_entry(found, results), headline=status_banner(results.status)[0],
-                      execution=results.execution, reports=reports)
+                      execution=results.execution, reports=reports, roles=roles)
 
 
 def status_text(entry: RunEntry) -> str:
