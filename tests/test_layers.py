@@ -32,6 +32,7 @@ _module_imports = _draw_rooms.module_imports
 _module = _draw_rooms.module_name
 
 LAYERS: list[set[str]] = [
+    {"api"},  # efold from Python: above the controller it launches as a child
     {"controller"},
     {"report", "worker", "certify"},
     {"boundary"},
