@@ -1,6 +1,6 @@
 """``efold-controller aggregate RUN``: read-only aggregation of a run's receipts.
 
-Exit status (also in ``--help`` and the README): 0 reports printed (the run is
+Exit status (also in ``--help`` and docs/commands.md): 0 reports printed (the run is
 complete, stopped, damaged, interrupted, crashed with every process accounted for, or
 still running); 2 refused (a fixed code on stderr, no report; a receipt that fails its
 checks refuses unless ``--allow-damaged``); 4 reports printed and written,

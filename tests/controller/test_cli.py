@@ -81,6 +81,6 @@ def test_the_top_level_exit_one_line_names_exactly_the_commands_that_exit_1() ->
     assert exit_one is not None
     named = " ".join(exit_one.group(1).split())
     assert {name for name in COMMANDS if re.search(rf"\b{name} \(", named)} == declaring
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "commands.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| 1 |"))
     assert {name for name in COMMANDS if f"`{name}" in row} == declaring
