@@ -46,9 +46,9 @@ def _shade(rate: float) -> str:
 
 
 def _cell(tally: Tally | None) -> str:
-    if tally is None or tally.exact.rate is None:
+    exact = None if tally is None else tally.exact
+    if exact is None or exact.rate is None:
         return '<td class="heat none">\u2014</td>'
-    exact = tally.exact
     title = f"{format_proportion(exact)}, 95% CI {format_interval(exact.wilson95)}"
     return (f'<td class="heat" style="background:{_shade(exact.rate)}" '
             f'title="{escape(title)}">{count(exact.successes)}/{count(exact.trials)}</td>')

@@ -294,12 +294,20 @@ def test_harness_detects_console_errors_exceptions_and_requests(
 def test_report_renders_offline_without_errors_or_requests(
         tmp_path: Path, visit: Callable[[Path], PageVisit],
         synthetic_run: tuple[Plan, list[Receipt]]) -> None:
-    results = build_results(*synthetic_run, faux=True)
+    plan, receipts = synthetic_run
+    sized = [msgspec.structs.replace(r, checkpoint_tokens=1_000 + 100 * len(r.role),
+                                     checkpoint_bytes=4_000 + 400 * len(r.role))
+             if r.checkpoint_sha256 is not None else r for r in receipts]
+    results = build_results(plan, sized, faux=True)
     page = tmp_path / "report.html"
     html = render_html(results)
     page.write_text(html, encoding="utf-8")
-    seen = visit(page)
+    seen = visit(page, [_FIRST_SCREEN])
 
+    # The first screen (1,400 x 1,000) holds the answer: both scatters and the heatmap.
+    (first,) = seen.steps
+    assert first["scatters"] == 2 and first["heatmapRows"] == len(results.roles)
+    assert all(bottom <= 1000 for bottom in first["bottoms"]), first
     assert seen.console == []
     assert seen.exceptions == []
     assert seen.log == []
@@ -313,15 +321,23 @@ def test_report_renders_offline_without_errors_or_requests(
     assert len(seen.probe["svgs"]) >= 2
     assert all(width > 100 and height > 40 for width, height in seen.probe["svgs"])
     assert seen.probe["bars"] >= len(results.contrasts) - 1  # a zero delta draws no bar
-    # The heatmap, the failures, thirteen summary tables (per repeat, versus native,
-    # paired contrasts overall and per category, tool use and latency included: two
-    # repeats, a native role and a lookup role) and the per-slot table.
-    assert seen.probe["tables"] == 16
+    # The heatmap, the failures, fourteen summary tables (per repeat, versus native,
+    # paired contrasts overall and per category, compression, tool use and latency
+    # included: two repeats, a native role, a lookup role and sizes) and the per-slot one.
+    assert seen.probe["tables"] == 17
     assert seen.screenshot.startswith(b"\x89PNG\r\n\x1a\n")
     (tmp_path / "report.png").write_bytes(seen.screenshot)
     if shot_dir := os.environ.get("EFOLD_REPORT_SCREENSHOT_DIR"):
         Path(shot_dir, "report.png").write_bytes(seen.screenshot)
 
+
+_FIRST_SCREEN = """JSON.stringify((() => {
+  const parts = [...document.querySelectorAll('svg.scatter'),
+                 document.querySelector('table.heatmap')];
+  return {scatters: document.querySelectorAll('svg.scatter').length,
+          heatmapRows: document.querySelectorAll('table.heatmap tbody tr').length,
+          bottoms: parts.map(p => p.getBoundingClientRect().bottom)};
+})())"""
 
 _VISIBLE_ROWS = """JSON.stringify(Array.from(document.querySelectorAll(
   '#failures tbody tr')).filter(r => r.checkVisibility()).map(r => r.dataset.role))"""
