@@ -125,8 +125,10 @@ def launch(*pilot_args: str, cwd: str | os.PathLike[str] | None = None,
     ``launch("--faux")`` runs the bundled default campaign; any ``pilot`` option works
     (``--campaign``, ``--limit``, ``--reader``/``--model``, ``--run-dir``; the real route
     with its authorization, as on the command line). Returns the run whatever way it
-    ended (``run.status``: a stop or an interruption is a result, not an exception);
-    raises ``LaunchRefused`` when the command refused before any run started, and
+    ended (``run.status``: a stop or an interruption is a result, not an exception).
+    Raises ``LaunchRefused`` (its fixed ``code``) when the command refused before any
+    run started, ``ValueError`` for arguments ``pilot`` does not take (its usage
+    error), ``RuntimeError`` when the child ended without its JSON line, and
     ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the child is then sent
     SIGTERM, and the run it made ends ``interrupted``, its reports written)."""
     command = [sys.executable, "-m", "efold.controller", "pilot", *pilot_args, "--quiet",
@@ -141,9 +143,10 @@ def launch(*pilot_args: str, cwd: str | os.PathLike[str] | None = None,
         raise
     line = _last_json_line(out)
     if line is None:
-        raise LaunchRefused(Code.RUN_RECORDS_INVALID,
-                            f"pilot exited {child.returncode} without its JSON line: "
-                            f"{err.strip()[-500:]}")
+        if child.returncode == 2:  # click's usage error: not a refusal of a run
+            raise ValueError(f"pilot refused its arguments: {err.strip()[-500:]}")
+        raise RuntimeError(f"pilot exited {child.returncode} without its JSON line: "
+                           f"{err.strip()[-500:]}")
     if "refused" in line:
         raise LaunchRefused(Code(line["refused"]), str(line.get("detail", "")))
     run = Path(line["run"])

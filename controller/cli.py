@@ -57,7 +57,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "runs": ("runs", "List the runs under ROOT (default ./efold-runs), newest first."),
     "register": ("register", "Validate a campaign, freeze its digests and write "
                  "registration.json."),
-    "show": ("show", "Show one run: status, campaign, counts, spend and its reports."),
+    "show": ("show", "Show one run: status, campaign, counts, spend, each role's accuracy "
+                     "and checkpoint size, and its reports."),
     "verify-authorization": ("verify_authorization", "Check an authorization's shape, "
                              "domain, trusted signature and validity window."),
 }

@@ -35,7 +35,7 @@ def test_the_worked_example_runs_as_written(tmp_path: Path) -> None:
                      re.M)
     assert "cold-rebuild missed:" in done.stdout
     assert "refused: campaign_not_found" in done.stdout
-    runs = list((work / "efold-runs").iterdir())
+    runs = [p for p in (work / "efold-runs").iterdir() if not p.name.startswith(".")]
     assert len(runs) == 1  # the refusal made no run
 
 

@@ -128,22 +128,21 @@ def chosen_route(campaign: Campaign, *, faux: bool, local: bool, real: bool,
     """The route ``command`` (``pilot``, ``cluster pilot``) runs ``campaign`` on: the
     flag given, else the campaign's own when it is faux or local; a paid route always
     needs ``--real``. A flag the campaign's route does not take refuses
-    (``lookup_pilot_real_route_unavailable``), naming the route."""
+    (``ControllerError`` ``lookup_pilot_real_route_unavailable``), naming the route."""
     kind = route_kind(campaign)
+    why = None
     if not (faux or local or real):
-        if kind == "real":
-            fail("lookup_pilot_real_route_unavailable",
-                 "this campaign sends to a paid route: register, smoke and authorize it, "
-                 f"then {command} --real (docs/campaign.md)")
-        return kind
-    if local and kind != "local":
-        fail("lookup_pilot_real_route_unavailable",
-             "--local runs a campaign whose every model is on loopback without a "
-             f"credential; this one's route is {kind}")
-    if faux and kind != "faux":
-        fail("lookup_pilot_real_route_unavailable",
-             f"--faux sends nothing, and this campaign's route is {kind} "
-             f"(run it with --{kind})")
+        if kind != "real":
+            return kind
+        why = ("this campaign sends to a paid route: register, smoke and authorize it, "
+               f"then {command} --real (docs/campaign.md)")
+    elif local and kind != "local":
+        why = ("--local runs a campaign whose every model is on loopback without a "
+               f"credential; this one's route is {kind}")
+    elif faux and kind != "faux":
+        why = f"--faux sends nothing, and this campaign's route is {kind} (run it with --{kind})"
+    if why is not None:
+        raise ControllerError(Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE, why)
     return "faux" if faux else "local" if local else "real"
 
 

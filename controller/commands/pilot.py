@@ -16,7 +16,7 @@ from efold.controller.commands._options import (
     chosen_route,
     pilot_registration,
     real_route_options,
-    refuse,
+    refusal_for,
     registration_options,
     subset_options,
 )
@@ -159,6 +159,7 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         raise click.UsageError(f"{' and '.join(given)} apply to --real runs (a --faux run "
                                "authorizes itself)")
     verbosity = verbosity_of(quiet, verbose)
+    refuse_ = refusal_for(as_json)  # under --json, a refusal is a JSON line too
     dispatch = Dispatch(launcher=launcher)
     try:
         made = pilot_registration(campaign=campaign, registration=registration,
@@ -185,7 +186,7 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:
-        refuse(exc)
+        refuse_(exc.code.value, exc.detail)
     click.echo(f"run: {run}")
     tell_containment(containment, verbosity)
     # The run publishes these bytes as its registration.json. --quiet prints only the
@@ -197,7 +198,7 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress,
                                     dispatch=dispatch, verbosity=verbosity)
     except EfoldError as exc:
-        refuse(exc)
+        refuse_(exc.code.value, exc.detail)
     except KeyboardInterrupt:
         # Only before the run's signal watcher is up (or after it closed): whatever was
         # launched was contained on the way out.

@@ -87,7 +87,7 @@ def test_a_suite_that_is_neither_bundled_nor_a_directory_is_refused(tmp_path: Pa
     assert campaign.suite == "my-convos" and campaign.suite_dir == str(tmp_path / "my-convos")
     with pytest.raises(CampaignError) as seeded:
         parse_campaign(text.replace('cap_usd', 'seeds = [101]\ncap_usd'), tmp_path)
-    assert "seeds apply to the hard suites only" in seeded.value.detail
+    assert "seeds apply to the generated suites (medium, hard) only" in seeded.value.detail
 
 
 def test_a_relative_script_is_pinned_in_the_command_s_cwd(tmp_path: Path) -> None:

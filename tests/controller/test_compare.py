@@ -20,6 +20,7 @@ from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.rundirs.runroot import claim_run_dir
+from efold.report.numbers import brief
 
 CHANGED = 'repeats = 2\n[role.store]\narm = "cold-rebuild"\n'
 
@@ -117,8 +118,8 @@ def test_the_text_fits_100_columns_and_names_the_changes(runs: Path) -> None:
     for side, line in zip(("base", "changed"), spend, strict=True):
         money = json.loads((runs / side / "results.json").read_bytes())["money"]
         assert line.startswith(f"  {'AB'[side == 'changed']}  settled "
-                               f"{money['settled']['usd']} + retained "
-                               f"{money['retained']['usd']} of a ")
+                               f"{brief(money['settled']['usd'])} + retained "
+                               f"{brief(money['retained']['usd'])} of a ")
 
 
 def test_status_changes_are_listed(runs: Path) -> None:

@@ -136,7 +136,7 @@ def test_native_on_a_hard_trace_is_found_infeasible_by_its_prep_child() -> None:
 
 
 def test_estimate_is_exact_integer_arithmetic() -> None:
-    reg, _ = bundled_campaign("default")
+    reg, _ = bundled_campaign("original")
     plan = plan_for(compute_registration(reg, b""))
     est = estimate(plan, expected_units_per_slot=2_312_172, max_requests=10)
     assert est.eligible_slots == 260 and est.expected_units == 260 * 2_312_172

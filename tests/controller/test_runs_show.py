@@ -20,6 +20,7 @@ from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.rundirs.runroot import claim_run_dir
+from efold.report.numbers import brief
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +61,11 @@ def test_runs_lists_newest_first_with_status_counts_and_spend(root: Path) -> Non
     assert "faux units" in older and "USD" not in older
     money = json.loads(invoke("show", str(root / "older"), "--json").stdout)["run"]["money"]
     # the journal's amounts, not units: settled and retained against the cap
-    assert older.endswith(f" settled {money['settled']['usd']} + retained "
-                          f"{money['retained']['usd']} of a 60.00000000 cap "
-                          "(faux units, no money spent)")
+    assert (f" settled {brief(money['settled']['usd'])} + retained "
+            f"{brief(money['retained']['usd'])} of a 60.00 cap (faux units, no money spent)"
+            ) in older
+    # ... and each role's exact accuracy, last.
+    assert older.endswith("  native 100%, store 100%")
     assert "notarun" not in done.stdout and "(dir mtime)" not in done.stdout
 
 

@@ -75,10 +75,10 @@ def spend_text(settled: int, retained: int, cap: str) -> str:
             f"{cap} cap (faux units, no money spent)")
 
 
-def usd8(units: int) -> str:
-    """The reports' exact eight-decimal amount."""
+def faux_amount(units: int) -> str:
+    """The reports' faux amount: exact, without trailing zeros (two decimals at least)."""
     whole, _, fraction = units_to_usd(units).partition(".")
-    return f"{whole}.{fraction.ljust(8, '0')}"
+    return f"{whole}.{fraction.rstrip('0').ljust(2, '0')}"
 
 
 # -- item 1: spend is settled AND retained, every caller's, against the cap ---------------
@@ -96,7 +96,7 @@ def test_show_runs_and_aggregate_print_settled_and_retained_from_the_journal(
             entry["money"]["open"]["units"], entry["money"]["charged"]["units"]) == (
         settled, retained, 0, settled + retained)
     assert entry["cap"]["units"] == 5 * 20_000_000  # $5.00 at 5e-8 USD a unit
-    line = (f"spend: settled {usd8(settled)} + retained {usd8(retained)} of a 5.00000000 "
+    line = (f"spend: settled {faux_amount(settled)} + retained {faux_amount(retained)} of a 5.00 "
             "cap (faux units, no money spent)")
     assert line in invoke("show", str(run)).stdout.splitlines()
     listed = invoke("runs", str(run.parent)).stdout
@@ -143,7 +143,7 @@ def test_the_pilots_last_lines_print_settled_and_retained_against_the_cap(
         status = end_of_run(outcome, Verbosity.NORMAL, as_json=True)
     assert status == 3
     lines = out.getvalue().splitlines()
-    assert f"settled {usd8(settled)} + retained {usd8(retained)} of a 5.00000000 cap " \
+    assert f"settled {faux_amount(settled)} + retained {faux_amount(retained)} of a 5.00 cap " \
         "(faux units, no money spent)" in lines
     last = json.loads(lines[-1])
     assert (last["settled_usd"], last["retained_usd"], last["open_usd"], last["cap_usd"]) \

@@ -59,7 +59,8 @@ def same_but_build(a: bytes, b: bytes) -> bool:
 
 
 def default() -> tuple[Campaign, bytes]:
-    return bundled_campaign("default")
+    """The original campaign: these tests name its hand-written traces and probes."""
+    return bundled_campaign("original")
 
 
 def registered(subset: Subset | None = None) -> Registration:
@@ -85,7 +86,7 @@ class RegistrationBeforeSubsets(msgspec.Struct, frozen=True, forbid_unknown_fiel
     version: int = 1
 
 
-@pytest.mark.parametrize("name", ["default", "hard"])
+@pytest.mark.parametrize("name", ["default", "original", "hard"])
 def test_a_registration_without_a_subset_keeps_its_bytes(name: str) -> None:
     spec, raw = bundled_campaign(name)
     reg = compute_registration(spec, raw)
@@ -103,12 +104,12 @@ def test_a_registration_without_a_subset_keeps_its_bytes(name: str) -> None:
 
 
 def test_register_a_subset_from_the_command_line(tmp_path: Path) -> None:
-    full = cli("register", "default", "--output", "full", cwd=tmp_path)
+    full = cli("register", "original", "--output", "full", cwd=tmp_path)
     assert full.returncode == 0, full.stderr
-    one = cli("register", "default", "--output", "a", "--roles", "store,native",
+    one = cli("register", "original", "--output", "a", "--roles", "store,native",
               "--limit", "3", cwd=tmp_path)
     # The same subset in another order and spelling: the same registration.
-    two = cli("register", "default", "--output", "b", "--limit", "3", "--roles", "native",
+    two = cli("register", "original", "--output", "b", "--limit", "3", "--roles", "native",
               "--roles", " store ", "--roles", "native", cwd=tmp_path)
     assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
     f, a, b = printed(full.stdout), printed(one.stdout), printed(two.stdout)
@@ -139,7 +140,7 @@ def test_register_a_subset_from_the_command_line(tmp_path: Path) -> None:
 ])
 def test_unknown_ids_are_refused_naming_them_and_what_there_is(
         tmp_path: Path, flags: list[str], kind: str, named: str, listed: str) -> None:
-    done = cli("register", "default", "--output", "out", *flags, cwd=tmp_path)
+    done = cli("register", "original", "--output", "out", *flags, cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("refused: subset_unknown (")
     assert f"{kind} {named} not in" in done.stderr and listed in done.stderr
@@ -150,7 +151,7 @@ def test_unknown_ids_are_refused_naming_them_and_what_there_is(
                                    ["--probes", "orig-stage-hire-p01,"]])
 def test_an_empty_or_nonpositive_selection_is_a_usage_error(tmp_path: Path,
                                                             flags: list[str]) -> None:
-    done = cli("register", "default", "--output", "out", *flags, cwd=tmp_path)
+    done = cli("register", "original", "--output", "out", *flags, cwd=tmp_path)
     assert done.returncode == 2 and "Usage:" in done.stderr and "refused" not in done.stderr
     assert not (tmp_path / "out").exists()
 
@@ -294,9 +295,10 @@ def test_narrowing_a_registration_refuses_what_it_does_not_hold() -> None:
 
 def test_pilot_registration_makes_or_takes_one(tmp_path: Path) -> None:
     plain = pilot_registration(campaign=None, registration=None, sha256=None, subset=None,
-                               real=False)
-    assert not plain.made and plain.data == encode_registration(registered())
-    named = pilot_registration(campaign="default", registration=None, sha256=None,
+                               real=False)  # no campaign: the bundled default
+    spec, raw = bundled_campaign("default")
+    assert not plain.made and plain.data == encode_registration(compute_registration(spec, raw))
+    named = pilot_registration(campaign="original", registration=None, sha256=None,
                                subset=Subset(roles=["native"]), real=False)
     assert named.made and named.data == encode_registration(registered(Subset(roles=["native"])))
     path, sha = write_registration(registered(), tmp_path / "reg")
@@ -307,11 +309,11 @@ def test_pilot_registration_makes_or_takes_one(tmp_path: Path) -> None:
                                   subset=Subset(roles=["native"]), real=False)
     assert narrowed.made and narrowed.data == named.data
     with pytest.raises(click.UsageError):
-        pilot_registration(campaign="default", registration=str(path), sha256=sha,
+        pilot_registration(campaign="original", registration=str(path), sha256=sha,
                            subset=None, real=False)
 
 
-@pytest.mark.parametrize(("campaign", "subset"), [("default", None),
+@pytest.mark.parametrize(("campaign", "subset"), [("original", None),
                                                   (None, Subset(limit=1))])
 def test_pilot_real_refuses_a_registration_made_on_the_spot(
         tmp_path: Path, campaign: str | None, subset: Subset | None) -> None:
@@ -328,7 +330,7 @@ def test_pilot_real_refuses_a_registration_made_on_the_spot(
 
 def test_pilot_campaign_registers_and_runs_a_subset_in_one_step(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    done = cli("pilot", "--faux", "--no-progress", "--campaign", "default", "--roles",
+    done = cli("pilot", "--faux", "--no-progress", "--campaign", "original", "--roles",
                "store,native", "--limit", "2", "--run-dir", str(run), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -342,17 +344,17 @@ def test_pilot_campaign_registers_and_runs_a_subset_in_one_step(tmp_path: Path) 
     plan = json.loads((run / "plan.json").read_bytes())
     assert plan["registration_sha256"] == sha and len(plan["slots"]) == 4
     # register with the same flags makes the same registration (the same sha256)
-    reg = cli("register", "default", "--output", "reg", "--limit", "2", "--roles",
+    reg = cli("register", "original", "--output", "reg", "--limit", "2", "--roles",
               "native,store", cwd=tmp_path)
     assert same_but_build(data, (tmp_path / printed(reg.stdout)["registration"]).read_bytes())
 
 
 def test_pilot_campaign_refusals_from_the_command_line(tmp_path: Path) -> None:
     path, sha = write_registration(registered(), tmp_path / "reg")
-    real = cli("pilot", "--real", "--campaign", "default", "--run-dir", "r", cwd=tmp_path)
+    real = cli("pilot", "--real", "--campaign", "original", "--run-dir", "r", cwd=tmp_path)
     assert real.returncode == 2
     assert real.stderr.startswith("refused: lookup_pilot_real_route_unavailable (")
-    both = cli("pilot", "--faux", "--campaign", "default", "--registration", str(path),
+    both = cli("pilot", "--faux", "--campaign", "original", "--registration", str(path),
                "--sha256", sha, cwd=tmp_path)
     assert both.returncode == 2 and "Usage:" in both.stderr
     unknown = cli("pilot", "--faux", "--roles", "natve", "--run-dir", "r", cwd=tmp_path)

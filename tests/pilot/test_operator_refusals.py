@@ -44,7 +44,7 @@ def usage_error(done: subprocess.CompletedProcess[str], *words: str) -> None:
 @pytest.mark.parametrize("campaign", ["defualt", "nope.toml", "campaigns/missing.toml"])
 def test_a_campaign_that_is_not_there(tmp_path: Path, campaign: str) -> None:
     done = efold("register", campaign, "--output", "r", cwd=tmp_path)
-    refused(done, "campaign_not_found", repr(campaign), "default, hard")
+    refused(done, "campaign_not_found", repr(campaign), "default, original, hard")
     assert not (tmp_path / "r").exists()
 
 
