@@ -36,12 +36,15 @@ import msgspec
 from efold.controller.rundirs.aggregate import build_run_results
 from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.controller.rundirs.run_index import is_run_dir
+from efold.controller.rundirs.run_index import latest_run as find_latest
+from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import Code, EfoldError
 from efold.report import decode_results
 from efold.report.readings import readings
 from efold.report.schema import RESULTS_SCHEMA, Results, RoleResult, SlotRow
 
-__all__ = ["SCHEMA", "LaunchRefused", "Run", "launch", "open_run"]
+__all__ = ["SCHEMA", "EfoldError", "LaunchRefused", "LaunchTimedOut", "Run", "latest_run",
+           "launch", "open_run"]
 
 SCHEMA = RESULTS_SCHEMA  # the results.json schema these records follow
 
@@ -49,6 +52,17 @@ SCHEMA = RESULTS_SCHEMA  # the results.json schema these records follow
 class LaunchRefused(EfoldError):
     """``launch`` was refused before any run started (the command line's exit 2): the
     fixed ``code`` and the ``detail`` it printed."""
+
+
+class LaunchTimedOut(TimeoutError):
+    """``launch`` ran out of its ``timeout``: the child was sent SIGTERM and has ended.
+    ``run``: the run it had made (it ends ``interrupted``, its reports written), or None
+    when it ended before it made one."""
+
+    def __init__(self, timeout: float, run: Run | None) -> None:
+        where = f"; its run: {run.path}" if run is not None else "; it had made no run"
+        super().__init__(f"pilot did not end within {timeout} s and was stopped{where}")
+        self.run = run
 
 
 @dataclass(frozen=True)
@@ -103,8 +117,9 @@ class Run:
 def open_run(path: str | os.PathLike[str]) -> Run:
     """A run directory (its journal, plan and receipts, read-only; a damaged run opens
     with its damage in ``results.status``), or a ``results.json`` file, or a directory
-    holding one (``aggregate --output DIR``). Refuses (``EfoldError`` with its fixed
-    code) what is neither, or a results document of another schema."""
+    holding one (``aggregate --output DIR``). Refuses with an ``EfoldError`` and its
+    fixed code what is neither (``run_not_found``), or a document that is not a
+    results-v1 one (``report_input_invalid``, naming the file)."""
     where = Path(path)
     if where.is_dir() and is_run_dir(where):
         return Run(where, build_run_results(read_any_run(where, allow_damaged=True)))
@@ -112,10 +127,21 @@ def open_run(path: str | os.PathLike[str]) -> Run:
     try:
         data = document.read_bytes()
     except OSError as exc:
+        hint = (" (a runs root? `api.latest_run(ROOT)` opens its newest run)"
+                if where.is_dir() else "")
         raise EfoldError(Code.RUN_NOT_FOUND,
                          f"{where}: neither a run directory (no journal.sqlite) nor a "
-                         f"results.json ({exc.strerror or 'unreadable'})") from exc
-    return Run(where, decode_results(data))
+                         f"results.json ({exc.strerror or 'unreadable'}){hint}") from exc
+    try:
+        return Run(where, decode_results(data))
+    except EfoldError as exc:
+        raise type(exc)(exc.code, f"{document}: {exc.detail}") from exc
+
+
+def latest_run(root: str | os.PathLike[str] = DEFAULT_RUNS_ROOT) -> Run:
+    """The newest run under a runs root (default ``./efold-runs``), as ``show --latest``
+    finds it; ``run_not_found`` when the root holds none."""
+    return open_run(find_latest(root))
 
 
 def launch(*pilot_args: str, cwd: str | os.PathLike[str] | None = None,
@@ -129,18 +155,26 @@ def launch(*pilot_args: str, cwd: str | os.PathLike[str] | None = None,
     Raises ``LaunchRefused`` (its fixed ``code``) when the command refused before any
     run started, ``ValueError`` for arguments ``pilot`` does not take (its usage
     error), ``RuntimeError`` when the child ended without its JSON line, and
-    ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the child is then sent
-    SIGTERM, and the run it made ends ``interrupted``, its reports written)."""
+    ``LaunchTimedOut`` after ``timeout`` seconds (the child is then sent SIGTERM; the
+    run it made, in the exception's ``run``, ends ``interrupted``, its reports
+    written)."""
     command = [sys.executable, "-m", "efold.controller", "pilot", *pilot_args, "--quiet",
                "--json"]
     child = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         out, err = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as expired:
         child.terminate()  # SIGTERM: the controller closes admission and contains
-        child.communicate()
-        raise
+        rest, _ = child.communicate()
+        printed = ((expired.stdout or b"").decode() if isinstance(expired.stdout, bytes)
+                   else expired.stdout or "") + rest
+        made = next((line.removeprefix("run: ") for line in printed.splitlines()
+                     if line.startswith("run: ")), None)
+        run = None if made is None else _resolve(Path(made), cwd)
+        raise LaunchTimedOut(timeout or 0.0,
+                             None if run is None or not is_run_dir(run) else open_run(run)
+                             ) from expired
     line = _last_json_line(out)
     if line is None:
         if child.returncode == 2:  # click's usage error: not a refusal of a run
@@ -149,8 +183,12 @@ def launch(*pilot_args: str, cwd: str | os.PathLike[str] | None = None,
                            f"{err.strip()[-500:]}")
     if "refused" in line:
         raise LaunchRefused(Code(line["refused"]), str(line.get("detail", "")))
-    run = Path(line["run"])
-    return open_run(run if run.is_absolute() or cwd is None else Path(cwd) / run)
+    return open_run(_resolve(Path(line["run"]), cwd))
+
+
+def _resolve(run: Path, cwd: str | os.PathLike[str] | None) -> Path:
+    """A run path the child printed, relative to its working directory."""
+    return run if run.is_absolute() or cwd is None else Path(cwd) / run
 
 
 def _last_json_line(out: str) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ stays content-free: a row shows ids, codes, verdicts and counts, never an answer
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from html import escape
 
@@ -50,24 +51,36 @@ def _key(text: str) -> str:
 def _radio(group: str, value: str, label: str, checked: bool = False) -> str:
     ident = f"ff-{group}-{_key(value)}"
     mark = " checked" if checked else ""
-    return (f'<input type="radio" name="ff-{group}" id="{ident}" value="{escape(value)}"'
-            f'{mark}><label for="{ident}">{escape(label)}</label>')
+    return (f'<span class="choice"><input type="radio" name="ff-{group}" id="{ident}"'
+            f'{mark}><label for="{ident}">{escape(label)}</label></span>')
 
 
-def _choices(group: str, values: Iterable[str]) -> str:
-    radios = [_radio(group, "*", "all", checked=True)]
-    radios += [_radio(group, value, value) for value in values]
+def _choices(group: str, counts: Counter[str], order: Iterable[str]) -> str:
+    """``all`` and every value that some failed slot has, with its count (a value
+    without one is not offered: it could only show an empty table)."""
+    radios = [_radio(group, "*", f"all ({count(sum(counts.values()))})", checked=True)]
+    radios += [_radio(group, value, f"{value.replace('_', ' ')} ({count(counts[value])})")
+               for value in order if counts[value]]
     return f'<fieldset><legend>{group}</legend>{"".join(radios)}</fieldset>'
+
+
+def _groups(results: Results, failed: list[tuple[SlotRow, str]]
+            ) -> list[tuple[str, Counter[str], Iterable[str]]]:
+    """The filters: (group, failed slots per value, the values in their report order)."""
+    return [("role", Counter(s.role for s, _ in failed), results.roles),
+            ("category", Counter(s.category for s, _ in failed), results.categories),
+            ("kind", Counter(kind for _, kind in failed), KINDS)]
 
 
 def failures_css(results: Results) -> str:
     """One rule per filter choice: with it checked, rows of any other value are hidden."""
     rules = []
-    groups = (("role", results.roles), ("category", results.categories), ("kind", KINDS))
-    for group, values in groups:
-        for value in values:
-            rules.append(f"#failures:has(#ff-{group}-{_key(value)}:checked) tr[data-{group}]"
-                         f':not([data-{group}="{_key(value)}"]) {{ display: none; }}')
+    for group, counts, order in _groups(results, _failed(results)):
+        for value in order:
+            if counts[value]:
+                rules.append(f"#failures:has(#ff-{group}-{_key(value)}:checked) "
+                             f'tr[data-{group}]:not([data-{group}="{_key(value)}"]) '
+                             "{ display: none; }")
     return "\n".join(rules)
 
 
@@ -105,23 +118,30 @@ def _row(slot: SlotRow, kind: str) -> str:
             f'<td class="r">{_tokens(slot)}</td></tr>')
 
 
+def _failed(results: Results) -> list[tuple[SlotRow, str]]:
+    """Every slot that did not score exact with its kind, by role (plan order), then in
+    schedule order."""
+    order = {role: n for n, role in enumerate(results.roles)}
+    failed = [(slot, kind) for slot in results.slots
+              if (kind := failure_kind(slot)) is not None]
+    return sorted(failed, key=lambda pair: order.get(pair[0].role, len(order)))
+
+
 def failures_html(results: Results) -> str:
     """The section, or a one-line note when every slot scored exact."""
-    order = {role: n for n, role in enumerate(results.roles)}
-    failed = sorted(((slot, kind) for slot in results.slots
-                     if (kind := failure_kind(slot)) is not None),
-                    key=lambda pair: order.get(pair[0].role, len(order)))  # stable: schedule order
+    failed = _failed(results)
     if not failed:
         return ('<section id="failures"><h2>Slots that did not score exact</h2>'
                 "<p>None: every planned slot scored exact.</p></section>")
-    filters = "".join((_choices("role", results.roles),
-                       _choices("category", results.categories), _choices("kind", KINDS)))
+    filters = "".join(_choices(group, counts, order)
+                      for group, counts, order in _groups(results, failed))
     rows = "".join(_row(slot, kind) for slot, kind in failed)
     return (
         f'<section id="failures"><h2>Slots that did not score exact</h2>'
         f'<span class="count">{count(len(failed))} of {count(len(results.slots))} slots'
         "</span>"
-        '<p class="caption">Pick a role, a category or a kind to narrow the table; open a '
+        '<p class="caption">Pick a role, a category or a kind to narrow the table (each '
+        "choice says how many slots it holds; two choices together may hold none); open a "
         "slot for its receipt's fields and whether its answer was in the checkpoint "
         "(availability: model-free, from the checkpoint). No answer text is shown.</p>"
         f'<div class="filters">{filters}</div>'

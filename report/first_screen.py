@@ -20,21 +20,21 @@ __all__ = ["first_screen_html", "heatmap_html"]
 def _size_points(results: Results) -> list[ScatterPoint]:
     return [ScatterPoint(label=role.role, x=float(role.compression.tokens_median),
                          x_text=f"median checkpoint {count(role.compression.tokens_median)} "
-                                "tokens", accuracy=role.overall.exact)
-            for role in results.results if role.compression is not None]
+                                "tokens", accuracy=role.overall.exact, colour=n)
+            for n, role in enumerate(results.results) if role.compression is not None]
 
 
 def _cost_points(results: Results) -> list[ScatterPoint]:
     unit = money_unit(results.reader_faux)
     points = []
-    for role in results.results:
+    for n, role in enumerate(results.results):
         cost = role.cost_per_correct
         if cost is None or cost.per_correct is None:
             continue
         points.append(ScatterPoint(
             label=role.role, x=float(cost.per_correct.usd),
             x_text=f"{brief(cost.per_correct.usd)} {unit} per correct answer",
-            accuracy=role.overall.exact))
+            accuracy=role.overall.exact, colour=n))
     return points
 
 

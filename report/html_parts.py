@@ -110,6 +110,7 @@ ul.readings li {{ margin: 2px 0; }}
 .filters fieldset {{ border: 1px solid #ddd; padding: 2px 8px 4px; margin: 0; }}
 .filters legend {{ font-size: 12px; color: #555; padding: 0 4px; }}
 .filters label {{ margin: 0 10px 0 2px; font-size: 13px; }}
+.filters .choice {{ white-space: nowrap; }}
 table.failures details > summary {{ cursor: pointer; }}
 table.failures dl.identity {{ margin: 6px 0; font-size: 12px; }}
 code.wrap {{ word-break: break-all; }}

@@ -52,7 +52,8 @@ def accuracy_brief(role: RoleResult) -> str:
 def reading(role: RoleResult, faux: bool) -> str:
     exact = role.overall.exact
     if exact.rate is None:
-        return f"{role.role}: no scored slot"
+        codes = ", ".join(f"{count(n)} {code}" for code, n in sorted(role.codes.items()))
+        return f"{role.role}: no scored slot" + (f" ({codes})" if codes else "")
     parts = [f"{role.role} keeps {format_rate(exact.rate)} "
              f"({count(exact.successes)}/{count(exact.trials)})"]
     share = size_share(role)

@@ -34,6 +34,7 @@ class ScatterPoint(msgspec.Struct, frozen=True):
     x: float  # the cost, >= 0, in the axis's unit
     x_text: str  # the same figure for people (the point's <title>)
     accuracy: Proportion  # rate and wilson95 non-null (points without one are left out)
+    colour: int  # the role's place in the plan: one role, one colour, in every chart
 
 
 def nice_ceiling(value: float) -> float:
@@ -101,7 +102,7 @@ def scatter_chart(points: Sequence[ScatterPoint], x_title: str, caption: str) ->
     baselines = dict(zip(order, _label_boxes(wanted), strict=True))
     for i in order:
         point, (cx, cy) = shown[i], centres[i]
-        colour = _PALETTE[i % len(_PALETTE)]
+        colour = _PALETTE[point.colour % len(_PALETTE)]
         interval = point.accuracy.wilson95
         assert interval is not None  # filtered above
         lo, hi = bottom - _PLOT_H * interval.lower, bottom - _PLOT_H * interval.upper
@@ -116,7 +117,8 @@ def scatter_chart(points: Sequence[ScatterPoint], x_title: str, caption: str) ->
             f"<g>{title}"
             f'<path d="M{cx:.1f} {hi:.1f}V{lo:.1f}M{cx - 4:.1f} {hi:.1f}H{cx + 4:.1f}'
             f'M{cx - 4:.1f} {lo:.1f}H{cx + 4:.1f}" stroke="{colour}" stroke-width="1.3" '
-            f'fill="none"/><circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{colour}"/>'
+            f'fill="none"/><circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{colour}" '
+            f'fill-opacity="0.55" stroke="{colour}" stroke-width="1.5"/>'
             f"{leader}{_text(cx + 9, label_y, point.label)}</g>")
     parts.append("</svg>")
     return "".join(parts)

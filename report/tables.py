@@ -352,6 +352,14 @@ def _spend_cells(spend: Spend, faux: bool) -> list[str]:
     ]
 
 
+# What the integer "units" column counts, said in the run's own money.
+_UNIT_LINE = {
+    False: "1 unit = 0.00000005 USD.",
+    True: "The reader is faux: amounts are faux units at the faux catalog's rates, and "
+          "nobody paid them (20,000,000 units to one faux unit).",
+}
+
+
 def _spend_table(results: Results) -> Table:
     faux_reader = results.reader_faux
     rows = [[role.role, *_spend_cells(role.spend, faux_reader)] for role in results.results]
@@ -366,11 +374,10 @@ def _spend_table(results: Results) -> Table:
                  f"retained holds {unit}", f"total {unit}", "total units"],
         align=align_columns(1, 13),
         rows=rows,
-        caption=f"1 unit = 0.00000005 USD. Cap {amount_text(results.cap, faux_reader)} "
-                f"{unit}, Rmax {amount_text(results.rmax, faux_reader)} {unit}. Retained holds are kept for lost or "
-                "aborted requests: an upper bound, not a measured cost."
-                + (" The reader is faux: these are faux units, no money was spent."
-                   if results.reader_faux else ""),
+        caption=(f"{_UNIT_LINE[faux_reader]} Cap {amount_text(results.cap, faux_reader)} "
+                 f"{unit}, Rmax {amount_text(results.rmax, faux_reader)} {unit}. Retained "
+                 "holds are kept for lost or aborted requests: an upper bound, not a "
+                 "measured cost."),
         summary_rows=frozenset({len(rows) - 1}),
         summary=f"total {amount_text(results.spend.total, faux_reader)} {unit}, "
                 f"{count(results.spend.requests)} requests",

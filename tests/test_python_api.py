@@ -56,3 +56,17 @@ def test_open_run_reads_a_results_json_and_refuses_what_is_neither(tmp_path: Pat
     (tmp_path / "bad.json").write_text('{"schema": "results-v9"}')
     with pytest.raises(EfoldError):
         api.open_run(tmp_path / "bad.json")
+
+
+def test_a_timeout_stops_the_child_and_hands_back_its_interrupted_run(tmp_path: Path) -> None:
+    with pytest.raises(api.LaunchTimedOut) as caught:
+        api.launch("--faux", "--campaign", "hard", "--run-dir", str(tmp_path / "run"),
+                   timeout=10)
+    run = caught.value.run
+    assert run is not None and run.path == tmp_path / "run"
+    assert run.status == "interrupted"
+    assert (tmp_path / "run" / "report.html").is_file()  # its reports were written
+    assert api.latest_run(tmp_path).path == tmp_path / "run"
+    with pytest.raises(EfoldError) as empty:
+        api.latest_run(tmp_path / "run" / "receipts")
+    assert empty.value.code is Code.RUN_NOT_FOUND

@@ -30,9 +30,11 @@ def _text(details: RunDetails) -> Iterator[str]:
     yield f"run: {run.path}"
     yield f"campaign: {run.campaign}"
     yield f"started: {started_text(run)}"
+    gone = (f", receipt copies missing {ex.receipt_copies_missing}"
+            if ex.receipt_copies_missing else "")
     yield (f"slots: {ex.visited}/{ex.planned} visited (eligible {ex.eligible}, completed "
            f"{ex.completed}, incomplete {ex.incomplete}, invalid {ex.invalid}, unadmitted "
-           f"{ex.unadmitted}, skipped {ex.skipped}, missing {ex.missing})")
+           f"{ex.unadmitted}, skipped {ex.skipped}, missing {ex.missing}{gone})")
     yield f"spend: {spend_text(run)}"
     for line in details.roles:
         yield f"  {line.role}: exact {line.accuracy}, median checkpoint {line.checkpoint}"
@@ -41,6 +43,10 @@ def _text(details: RunDetails) -> Iterator[str]:
     present = {name: path for name, path in details.reports.items() if path is not None}
     for name, path in present.items():
         yield f"{name}: {path}"
+    if present and run.damaged_files:
+        yield ("(those reports were written when the run ended, before the damage: "
+               "`efold-controller aggregate RUN --allow-damaged --output DIR` reports what "
+               "the run holds now)")
     absent = [name for name in details.reports if name not in present]
     if absent:
         yield (f"absent: {', '.join(absent)} (`efold-controller aggregate RUN --output DIR` "
