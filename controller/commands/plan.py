@@ -15,21 +15,43 @@ import msgspec
 from efold.controller.campaigns.plan import plan_estimate, plan_for
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import refuse, registration_options
+from efold.controller.pilot.pilot_view import aligned_amounts
 from efold.controller.pilot.preflight import run_preflight
+from efold.controller.rundirs.continuation import plan_continuation
 from efold.controller.rundirs.interrupt import exit_status
 from efold.errors import EfoldError
 from efold.guard import units_to_usd
 
 
 @click.command("plan")
-@registration_options()
+@registration_options(required=False)
+@click.option("--continue", "continue_run", default=None, metavar="RUN",
+              type=click.Path(file_okay=False),
+              help="Instead: what a continuation of RUN would run (its slots without a "
+                   "terminal receipt, in schedule order) and the cap it has left.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
-def command(registration: str, sha256: str, as_json: bool) -> None:
+def command(registration: str | None, sha256: str | None, continue_run: str | None,
+            as_json: bool) -> None:
     """Show the slots, schedule digest, workload and cost estimate. No model call; the
     checkpoints are built in contained prep children to find inventory-infeasible ones.
 
+    `--continue RUN` shows instead what a continuation of RUN would run: the planned
+    slots without a terminal receipt (completed, invalid or skipped), in the old
+    schedule order, and the cap left after everything RUN settled and retained, against
+    Rmax. It reads RUN only, and refuses a run whose lease is held (lease_held), that
+    `recover` would not call reconciled (run_unreconciled), or whose cap left is below
+    Rmax (cap_below_rmax).
+
     Exit status: 0 printed (unprepared checkpoints are listed, not an error), 2 usage
     error or refused, 130/143 interrupted."""
+    if continue_run is not None:
+        if registration is not None or sha256 is not None:
+            raise click.UsageError("--continue RUN takes its registration from RUN: no "
+                                   "--registration or --sha256")
+        _show_continuation(continue_run, as_json)
+        return
+    if registration is None or sha256 is None:
+        raise click.UsageError("give --registration FILE and --sha256 SHA (or --continue RUN)")
     try:
         loaded = load_registration(registration, sha256)
         reg = loaded.registration
@@ -94,6 +116,34 @@ def command(registration: str, sha256: str, as_json: bool) -> None:
         return
     for line in describe_plan(summary, unprepared, faux=reader.is_faux, parts=parts):
         click.echo(line)
+
+
+def _show_continuation(run: str, as_json: bool) -> None:
+    try:
+        cont = plan_continuation(run)
+    except EfoldError as exc:
+        refuse(exc)
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(cont), indent=2))
+        return
+    unit = "faux units, no money is spent" if cont.faux else "USD"
+    figures = {"cap": cont.cap_units, "settled": cont.settled_units,
+               "retained": cont.retained_units, "left": cont.remaining_cap_units,
+               "Rmax": cont.rmax_units}
+    amounts = dict(zip(figures, aligned_amounts([units_to_usd(v) for v in figures.values()]),
+                       strict=True))
+    click.echo(f"continues {cont.run} (registration sha256 {cont.registration_sha256})")
+    click.echo(f"  slots: {len(cont.remaining):,} of {cont.planned:,} to run "
+               f"({cont.terminal:,} have a terminal receipt: completed, invalid or skipped)")
+    click.echo(f"money ({unit}):")
+    for name, meaning in (("cap", "the registration's cap"),
+                          ("settled", "what the run settled, every caller"),
+                          ("retained", "what it retained (lost or aborted requests: never "
+                                       "assumed refunded)"),
+                          ("left", "cap - settled - retained: the continuation's cap"),
+                          ("Rmax", "one maximum reservation: the least the cap left must "
+                                   "hold")):
+        click.echo(f"  {name:<8} {amounts[name]:>16}  {meaning}")
 
 
 def describe_plan(summary: dict[str, object], unprepared: dict[str, dict[str, object]], *,
