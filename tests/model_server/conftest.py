@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from ordinary_user import REAL_RUN_FLAGS
 
 from efold.guard import CatalogEntry, parse_catalog
 
@@ -239,7 +240,8 @@ class Operator:
                                                                           "sha256")
         self.runs = tmp / "runs"
         self.runs.mkdir(mode=0o700)
-        self.real = ["--registration", str(reg), "--sha256", sha, "--trust", "approver.pub"]
+        self.real = ["--registration", str(reg), "--sha256", sha, "--trust", "approver.pub",
+                     *REAL_RUN_FLAGS]
         self.smoke_auth = self._authorize(reg, sha, "smoke", "--smoke")
         self.pilot_auth = self._authorize(reg, sha, "pilot")
 

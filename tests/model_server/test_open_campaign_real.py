@@ -19,6 +19,7 @@ from open_campaign_kit import (
     guide_example,
     guide_scripts,
 )
+from ordinary_user import REAL_RUN_FLAGS
 from plugin_kit import installed_plugin
 
 from efold.registry.journal import JournalReader
@@ -67,7 +68,8 @@ def test_an_open_campaign_on_the_real_route(tmp_path: Path, model_server_url: st
         reg, sha = field(registered.stdout, "registration"), field(registered.stdout, "sha256")
         runs = tmp_path / "runs"
         runs.mkdir(mode=0o700)
-        real = ["--registration", reg, "--sha256", sha, "--trust", "approver.pub"]
+        real = ["--registration", reg, "--sha256", sha, "--trust", "approver.pub",
+                *REAL_RUN_FLAGS]
         for run, extra_flag in (("smoke", ["--smoke"]), ("pilot", [])):
             done = efold("authorize", "--registration", reg, "--sha256", sha, *extra_flag,
                          "--key", "approver.key", "--out", f"{run}-auth.json",

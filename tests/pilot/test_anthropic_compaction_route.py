@@ -29,6 +29,7 @@ from loopback_messages import (
     MessagesServer,
     serve_messages,
 )
+from ordinary_user import REAL_RUN_FLAGS
 
 EFOLD = [sys.executable, "-c", "from efold.controller.cli import main; main()"]
 PROFILE = f"""provider = "anthropic"
@@ -77,7 +78,7 @@ def smoke_then_pilot(tmp: Path, url: str) -> dict[str, object]:
         done = run(tmp, command, *flag, "--registration", "reg/registration.json",
                    "--sha256", sha, "--run-dir", str(tmp / "runs" / name),
                    "--authorization", f"{name}.json", "--trust", "approver.pub",
-                   "--no-progress")
+                   "--no-progress", *REAL_RUN_FLAGS)
         assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((tmp / "runs" / "p" / "results.json").read_text())
     assert isinstance(results, dict)

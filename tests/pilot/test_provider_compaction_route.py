@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from loopback_chat import CATALOG
 from loopback_compact import CompactServer, serve_compact
+from ordinary_user import REAL_RUN_FLAGS
 
 EFOLD = [sys.executable, "-c", "from efold.controller.cli import main; main()"]
 PROFILE = """provider = "local"
@@ -77,7 +78,7 @@ def pilot(tmp: Path, url: str, *, chat_reader: bool) -> dict[str, object]:
         done = run(tmp, command, *flag, "--registration", "reg/registration.json",
                    "--sha256", sha, "--run-dir", str(tmp / "runs" / name),
                    "--authorization", f"{name}.json", "--trust", "approver.pub",
-                   "--no-progress")
+                   "--no-progress", *REAL_RUN_FLAGS)
         assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((tmp / "runs" / "p" / "results.json").read_text())
     assert isinstance(results, dict)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from loopback_chat import CATALOG, Server, serve_chat
+from ordinary_user import REAL_RUN_FLAGS
 
 from efold.controller.campaigns.campaign import parse_campaign
 from efold.controller.campaigns.registration import compute_registration, load_registration
@@ -102,7 +103,7 @@ class Operator:
         return self.run(command, *flag, "--registration", "reg/registration.json",
                         "--sha256", self.sha, "--run-dir", str(self.runs / run),
                         "--authorization", auth, "--trust", "approver.pub", "--no-progress",
-                        *extra)
+                        *REAL_RUN_FLAGS, *extra)
 
 
 def _children_holding(needle: bytes) -> list[str]:
@@ -195,7 +196,8 @@ def _real_run(op: Operator, command: str, run: str, auth: str, trust: str = "app
         flag = ["--real"] if command == "pilot" else []
         return op.run(command, *flag, "--registration", "reg/registration.json",
                       "--sha256", op.sha, "--run-dir", str(op.runs / run),
-                      "--authorization", auth, "--trust", trust, "--no-progress")
+                      "--authorization", auth, "--trust", trust, "--no-progress",
+                      *REAL_RUN_FLAGS)
     finally:
         op.env = saved
 

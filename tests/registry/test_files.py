@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from ordinary_user import needs_root
 
 from efold.errors import Code
 from efold.registry.errors import RegistryError
@@ -200,6 +201,7 @@ def test_read_private_refuses_hard_linked_file(tmp_path: Path) -> None:
         assert _code(info) is Code.PRIVATE_READ_REFUSED
 
 
+@needs_root
 def test_read_private_refuses_symlinks_fifos_dirs_and_foreign_files(tmp_path: Path) -> None:
     _private(tmp_path / "f")
     os.symlink(tmp_path / "f", tmp_path / "link")
@@ -288,6 +290,7 @@ def test_make_private_dir_creates_0700_whatever_the_umask(tmp_path: Path) -> Non
     fsync_dir(tmp_path / "a")
 
 
+@needs_root
 def test_make_private_dir_refuses_unsafe_existing_entries(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir(mode=0o700)
     os.symlink(tmp_path / "real", tmp_path / "link")
@@ -306,6 +309,7 @@ def test_make_private_dir_refuses_unsafe_existing_entries(tmp_path: Path) -> Non
     assert os.listdir(tmp_path / "real") == []
 
 
+@needs_root
 def test_check_owner_safe(tmp_path: Path) -> None:
     check_owner_safe(tmp_path)
     check_owner_safe("/tmp")  # world-writable but sticky

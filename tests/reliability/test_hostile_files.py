@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from efold_pilot_kit import small_registration
+from ordinary_user import needs_root
 
 import efold.controller.pilot.pilot as pilot
 import efold.controller.rundirs.authorize_run as authorize_run
@@ -609,6 +610,7 @@ def test_inspect_tree_refuses_a_directory_swapped_for_a_link_after_listing(
 _SHARED_GID = grp.getgrnam("nogroup").gr_gid
 
 
+@needs_root
 @pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
 def test_a_runs_root_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
     runs = tmp_path / "runs"
@@ -626,6 +628,7 @@ def test_a_runs_root_others_may_write_is_refused(tmp_path: Path, mode: int) -> N
     assert os.listdir(deeper) == []
 
 
+@needs_root
 def test_a_user_private_group_is_not_others(tmp_path: Path) -> None:
     """`mkdir` under umask 002 with user-private groups (and a `git clone` there) makes
     0775 directories whose group is the owner's own: only the owner may write, so a runs
