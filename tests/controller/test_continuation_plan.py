@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
 import msgspec
-from efold_pilot_kit import faulty_program, journal_rows, small_registration
+from efold_pilot_kit import faulty_program, journal_money, small_registration
 
 from efold.controller.cli import main
 from efold.controller.errors import ControllerError
@@ -35,19 +35,6 @@ def invoke(*args: str) -> Result:
 def _receipts(run: Path) -> dict[str, Receipt]:
     return {p.stem: msgspec.json.decode(p.read_bytes(), type=Receipt)
             for p in (run / "receipts").glob("*.json")}
-
-
-def _journal_money(run: Path) -> tuple[int, int]:
-    settled = retained = 0
-    for state, hold, settled_units, partial in journal_rows(
-            run, "SELECT state, hold_units, settled_units, partial_units FROM holds"):
-        assert isinstance(hold, int)
-        if state == "settled":
-            assert isinstance(settled_units, int)
-            settled += settled_units
-        else:
-            retained += max(hold, partial if isinstance(partial, int) else 0)
-    return settled, retained
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +66,7 @@ def test_the_remainder_is_every_slot_without_a_terminal_receipt_in_schedule_orde
     # The interruption left receipts that are not terminal (not admitted): they run again.
     assert any(receipts[s].status.value == "unadmitted" for s in cont.remaining if s in receipts)
     assert (cont.planned, cont.terminal) == (len(plan.slots), len(finished))
-    settled, retained = _journal_money(interrupted)
+    settled, retained, _ = journal_money(interrupted)
     assert (cont.settled_units, cont.retained_units) == (settled, retained)
     assert cont.remaining_cap_units == cont.cap_units - settled - retained
     assert cont.registration_sha256 == plan.registration_sha256
@@ -100,7 +87,7 @@ def test_a_lost_requests_hold_stays_retained_and_a_cap_left_below_rmax_refuses(
     reg, raw = small_registration(cap="5.00")
     run = claim_run_dir(tmp_path / "run")
     run_pilot(reg, raw, run, program=faulty_program("kill-after-admit", tmp_path / "marker"))
-    settled, retained = _journal_money(tmp_path / "run")
+    settled, retained, _ = journal_money(tmp_path / "run")
     assert retained > 0  # the lost request's hold: never assumed refunded
     with pytest.raises(ControllerError) as caught:
         plan_continuation(tmp_path / "run")

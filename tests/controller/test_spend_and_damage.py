@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
 
 from as_user import give, run_cli, workspace
-from efold_pilot_kit import faulty_program, finished_small_run, journal_rows, small_registration
+from efold_pilot_kit import faulty_program, finished_small_run, journal_money, small_registration
 
 from efold.controller.cli import main
 from efold.controller.pilot.pilot import PilotOutcome, run_pilot
@@ -31,22 +31,6 @@ from efold.guard import units_to_usd
 
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), terminal_width=200)
-
-
-def journal_money(run: Path) -> tuple[int, int, int]:
-    """(settled, retained, open) units, summed straight from the journal's holds."""
-    settled = retained = held = 0
-    for state, hold, settled_units, partial in journal_rows(
-            run, "SELECT state, hold_units, settled_units, partial_units FROM holds"):
-        assert isinstance(hold, int)
-        if state == "settled":
-            assert isinstance(settled_units, int)
-            settled += settled_units
-        elif state in ("active", "consumed"):
-            held += hold
-        else:
-            retained += max(hold, partial if isinstance(partial, int) else 0)
-    return settled, retained, held
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,22 @@ def journal_rows(run: Path, sql: str) -> list[tuple[object, ...]]:
         return []
 
 
+def journal_money(run: Path) -> tuple[int, int, int]:
+    """(settled, retained, open) units, summed straight from the journal's holds."""
+    settled = retained = held = 0
+    for state, hold, settled_units, partial in journal_rows(
+            run, "SELECT state, hold_units, settled_units, partial_units FROM holds"):
+        assert isinstance(hold, int)
+        if state == "settled":
+            assert isinstance(settled_units, int)
+            settled += settled_units
+        elif state in ("active", "consumed"):
+            held += hold
+        else:
+            retained += max(hold, partial if isinstance(partial, int) else 0)
+    return settled, retained, held
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` names a live process (a zombie is dead)."""
     try:
