@@ -228,6 +228,9 @@ class Code(enum.StrEnum):
     CAP_NOT_WHOLE_CENTS = "cap_not_whole_cents"
     CREDENTIAL_ENV_INHERITED = "credential_env_inherited"  # credential_env names a variable every child inherits
     RUN_UNRECONCILED = "run_unreconciled"  # processes of the run may be alive
+    RUN_ALREADY_CONTINUED = "run_already_continued"  # `--continue`: a run has one continuation
+    NOTHING_TO_CONTINUE = "nothing_to_continue"  # `--continue`: every slot has a terminal receipt
+    CHAIN_INVALID = "chain_invalid"  # a chain's links do not name each other, or changed
     REAP_INCOMPLETE = "reap_incomplete"  # reap could not prove every process dead
     RUNS_ROOT_INVALID = "runs_root_invalid"  # `runs` / `--latest`: ROOT is no directory
     RUN_NOT_FOUND = "run_not_found"  # `--latest`: no run directory under ROOT

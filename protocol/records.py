@@ -194,6 +194,18 @@ class ShardMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     count: int
 
 
+class ChainLink(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A continuation (``controller.rundirs.chain``): this run is link ``index`` of a
+    chain (its first run is link 1) and continues the run at ``previous`` (an absolute
+    path), whose journal read ``previous_journal_sha256`` when this link was planned
+    (``registry.journal.journal_digest``). The previous run's journal names this run
+    back (its ``continued_by`` meta value), so a chain has no branches."""
+
+    index: int
+    previous: str
+    previous_journal_sha256: str
+
+
 class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     registration_sha256: str
     campaign: str
@@ -209,20 +221,33 @@ class Plan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # of the shard's checkpoints, its cap the shard's part of the campaign's cap. Null
     # for a one-machine run.
     shard: ShardMark | None = None
+    # A continuation's link to the run it continues; null for a chain's first run.
+    link: ChainLink | None = None
+    # A part of the schedule chosen on purpose (``pilot --slots A:B`` or ``--chunk K/N``,
+    # as given): its slots are that part's, of those still to run. Null: all of them.
+    part: str | None = None
 
     def schedule_matches(self) -> bool:
-        return self.schedule_sha256 == schedule_digest([s.slot for s in self.slots],
-                                                       smoke=self.smoke, shard=self.shard)
+        return self.schedule_sha256 == schedule_digest(
+            [s.slot for s in self.slots], smoke=self.smoke, shard=self.shard,
+            link=self.link, part=self.part)
 
 
 def schedule_digest(slot_ids: list[str], *, smoke: bool = False,
-                    shard: ShardMark | None = None) -> str:
+                    shard: ShardMark | None = None, link: ChainLink | None = None,
+                    part: str | None = None) -> str:
     """The digest an authorization binds: the slot ids in schedule order, marked when
     they are a smoke's, so that a smoke's authorization can never be consumed by a
     campaign run (or the reverse), even when the smoke has every slot of the plan, and
     marked with the shard of a cluster run, so that a shard's authorization binds that
-    one shard of that one cluster run."""
+    one shard of that one cluster run, and with a continuation's link and chosen part,
+    so that a continuation's authorization can never run the whole campaign, another
+    continuation or another part (nor the reverse)."""
     marked: list[object] = list(slot_ids)
+    if part is not None:
+        marked = ["part", part, *marked]
+    if link is not None:
+        marked = ["link", link.index, link.previous, link.previous_journal_sha256, *marked]
     if shard is not None:
         marked = ["shard", shard.cluster, shard.index, shard.count, *marked]
     return digest_of(["smoke", *marked] if smoke else marked)

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from efold.digests import digest_of
 from efold.errors import Code
 from efold.identity import ProcessIdentity
 from efold.registry.errors import RegistryError
@@ -284,6 +285,11 @@ class JournalReader:
                        for table in sorted(_TABLES))
         except sqlite3.Error as exc:
             raise RegistryError(Code.JOURNAL_INVALID, str(exc)) from exc
+
+    def digest(self) -> str:
+        """The sha256 of every row of every table, in order (canonical JSON): two
+        readings of a journal with the same rows have the same digest."""
+        return digest_of([[table, self.rows(table)] for table in sorted(_TABLES)])
 
     def hold(self, permit_id: str) -> dict[str, Any] | None:
         found = self.rows("holds", "permit_id = ?", (permit_id,))

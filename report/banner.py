@@ -29,7 +29,7 @@ SHORT_SHA = 12  # hex digits of the registration sha256 shown in the banner
 _WORDS = {
     "complete": "COMPLETE", "stopped": "STOPPED", "running": "RUNNING",
     "interrupted": "INTERRUPTED", "crashed": "CRASHED", "unreconciled": "UNRECONCILED",
-    "damaged": "DAMAGED",
+    "damaged": "DAMAGED", "partial": "PARTIAL",
     "unknown": "STATUS UNKNOWN",
 }
 

@@ -29,6 +29,7 @@ __all__ = ["CSS", "banner_html", "breakable", "code_text", "legend_html", "secti
 _VERDICT_STYLE = {
     "complete": ("\u2713", "#2e7d32", "#eef7ee"),
     "stopped": ("\u25a0", "#b26a00", "#fff4e0"),
+    "partial": ("\u25d1", "#00695c", "#e6f4f1"),
     "running": ("\u25b6", "#1f5fa8", "#eaf2fb"),
     "interrupted": ("\u2016", "#6a4c93", "#f3eefa"),
     "crashed": ("\u2717", "#b71c1c", "#fdecea"),

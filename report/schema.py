@@ -21,7 +21,7 @@ RESULTS_SCHEMA: Literal["results-v1"] = "results-v1"
 
 # The run status's closed sets (``report.status``).
 Verdict = Literal["unreconciled", "interrupted", "running", "crashed", "damaged", "stopped",
-                  "complete"]
+                  "partial", "complete"]
 ControllerState = Literal["live", "released", "holder_dead", "absent"]  # the run lease
 EpisodeOutcome = Literal["contained", "unreconciled"]
 LaunchKind = Literal["prep", "probe"]
@@ -515,12 +515,39 @@ class RunStatus(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # run on one machine. Launch and containment ids above are then shard k's id plus
     # k x 1,000,000.
     shards: list[ShardState] | None = None
+    # A chain's links (a run and its continuations); null for a run that is no link.
+    # Launch and containment ids above are then link k's id plus k x 1,000,000, and the
+    # verdict is the chain's: its last link's end, ``partial`` while slots are to run.
+    chain: ChainFacts | None = None
     # What held the run's processes; null when the journal predates it (or a cluster
     # run's merged status).
     containment: RunContainment | None = None
     # How the prepared checkpoints' fold code ran isolated; null when not read (a
     # cluster run's merged status, a library caller without the journal).
     fold_isolation: FoldIsolation | None = None
+
+
+class LinkState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One link of a chain (a run and its continuations, ``pilot --continue``), as it
+    ended on its own: its verdict, its planned and visited slots, what held its
+    processes, and the part of the schedule it was given (``slots A:B``, ``chunk K/N``)
+    when one was chosen."""
+
+    index: int  # from 1: the chain's first run
+    verdict: Verdict
+    planned: int
+    visited: int
+    containment: ContainmentMode | None = None
+    part: str | None = None
+
+
+class ChainFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A chain read as one run: its links, first to last, and how many of the plan's
+    slots no link has a terminal receipt for (completed, invalid or skipped): what
+    ``pilot --continue`` on its last link would run."""
+
+    links: list[LinkState]
+    to_run: int
 
 
 ShardOutcomeName = Literal["complete", "stopped", "interrupted", "refused", "failed", "lost",

@@ -31,6 +31,7 @@ from efold.protocol.records import OPAQUE_ID
 from efold.report.errors import ReportError
 from efold.report.join import Observation, check_id
 from efold.report.schema import (
+    ChainFacts,
     ContainmentEpisode,
     ControllerState,
     EpisodeOutcome,
@@ -59,10 +60,13 @@ _OUTCOMES: frozenset[str] = frozenset(get_args(EpisodeOutcome))
 _LAUNCH_KINDS: frozenset[str] = frozenset(get_args(LaunchKind))
 _SHARD_OUTCOMES: frozenset[str] = frozenset(get_args(ShardOutcomeName))
 _NODE_ID = re.compile(r"[0-9a-f]{1,128}")
+_VERDICTS: frozenset[str] = frozenset(get_args(Verdict))
+# A chain link's chosen part of the schedule, as ``pilot --slots``/``--chunk`` took it.
+_PART = re.compile(r"slots [0-9]{1,9}:[0-9]{1,9}|chunk [0-9]{1,6}/[0-9]{1,6}")
 # A damaged file as the reports may name it: a run file by its fixed name, or a receipt
 # by its slot id, optionally inside a cluster run's shard copy (``shards/<k>/``).
 # ``receipts/(unnamed).json`` stands for a receipt file whose own name is no slot id.
-_DAMAGED_NAME = re.compile(r"(shards/[0-9]{1,6}/)?(results\.json|receipts/(\(unnamed\)|"
+_DAMAGED_NAME = re.compile(r"((shards|links)/[0-9]{1,6}/)?(results\.json|receipts/(\(unnamed\)|"
                            + OPAQUE_ID.pattern + r")\.json)")
 # Listed by id in the rendered banner; results.json always holds every id.
 _BANNER_IDS = 10
@@ -124,6 +128,7 @@ class RunFacts(msgspec.Struct, frozen=True):
     started_ns: int | None = None
     ended_ns: int | None = None
     shards: list[ShardState] | None = None  # a cluster run's shards (``ShardState``)
+    chain: ChainFacts | None = None  # a chain's links (``controller.rundirs.chain``)
     money: MoneyFact | None = None  # the journal's money; None: not read
     # Files the run should hold that are gone or unreadable, by their names inside the
     # run directory (``receipts/<slot>.json``, ``results.json``): the run is damaged.
@@ -187,6 +192,8 @@ def _check_facts(facts: RunFacts, planned: set[str]) -> None:
             _check_count("shard slots", shard.visited)
         if shard.code is not None:
             _check_code("shard code", shard.code)
+    if facts.chain is not None:
+        _check_chain(facts.chain)
     if facts.money is not None:
         _check_count("settled units", facts.money.settled_units)
         _check_count("retained units", facts.money.retained_units)
@@ -195,6 +202,16 @@ def _check_facts(facts: RunFacts, planned: set[str]) -> None:
         if _DAMAGED_NAME.fullmatch(name) is None:
             raise _refuse("a damaged file is not named as a run file")
     check_span(facts)
+
+
+def _check_chain(chain: ChainFacts) -> None:
+    _check_count("slots to run", chain.to_run)
+    for index, link in enumerate(chain.links, start=1):
+        if link.index != index or link.verdict not in _VERDICTS \
+                or (link.part is not None and _PART.fullmatch(link.part) is None):
+            raise _refuse("a link out of order, with an unknown verdict or part")
+        _check_count("link slots", link.planned)
+        _check_count("link slots", link.visited)
 
 
 def check_span(facts: RunFacts) -> None:
@@ -248,7 +265,10 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
     unvisited = [obs for obs in observations
                  if obs.status is None and not obs.receipt_copy_missing]
     missing = [obs.planned.slot for obs in unvisited if obs.eligible]
-    unfinished_run = bool(unvisited or facts.in_flight or unexited or unfinished)
+    # A chain's unvisited slots are slots still to run (``partial``), not a crash: its
+    # last link ran what it was given, or its own verdict says why not.
+    unfinished_run = bool((unvisited and facts.chain is None) or facts.in_flight
+                          or unexited or unfinished)
     running = live and not interrupted and unfinished_run
     # A run left unfinished by a sticky stop it recorded (a cluster run's shard that
     # refused, with its code) stopped; one left unfinished without a word crashed.
@@ -269,6 +289,8 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         verdict = "damaged"
     elif stop is not None:
         verdict = "stopped"
+    elif facts.chain is not None and facts.chain.to_run:
+        verdict = "partial"
     else:
         verdict = "complete"
     return RunStatus(
@@ -276,7 +298,7 @@ def run_status(facts: RunFacts, observations: Sequence[Observation]) -> RunStatu
         unreconciled=unreconciled, controller=facts.controller, containments=episodes,
         unexited_launches=unexited, missing_slots=len(missing), missing_slot_ids=missing,
         in_flight=list(facts.in_flight),
-        shards=None if facts.shards is None else list(facts.shards),
+        shards=None if facts.shards is None else list(facts.shards), chain=facts.chain,
         damaged_files=sorted(facts.damaged_files), containment=facts.containment,
         fold_isolation=facts.fold_isolation,
     )
@@ -314,6 +336,10 @@ def _damage(status: RunStatus) -> str:
 
 def _headline(status: RunStatus) -> str:
     headline = _verdict_headline(status)
+    if status.chain is not None:
+        links = status.chain.links
+        headline += (f" \u2014 chain of {_count(len(links), 'link')}: "
+                     + ", ".join(link.verdict for link in links))
     if status.damaged_files and status.verdict != "damaged":
         # A higher verdict leads, and the damage is never left to the details.
         headline += f"; DAMAGED: {_count(len(status.damaged_files), 'file')}"
@@ -334,6 +360,10 @@ def _verdict_headline(status: RunStatus) -> str:
         return f"Crashed: {how}; {_gaps(status)}"
     if verdict == "damaged":
         return f"Damaged: {_damage(status)}"
+    if verdict == "partial":
+        assert status.chain is not None
+        return (f"Partial: {_count(status.chain.to_run, 'slot')} still to run; "
+                "`efold-controller pilot --continue RUN` on its last link runs them")
     if verdict == "stopped":
         gaps = f"; {_gaps(status)}" if status.missing_slots else ""
         return f"Stopped: {status.stop or 'no code'}{gaps}"
@@ -404,6 +434,11 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
         visited = "unknown" if shard.visited is None else shard.visited
         details.append(f"Shard {shard.index}: {shard.outcome}{code}, {visited} of "
                        f"{shard.planned} slots visited, node {shard.node[:12]}")
+    for link in status.chain.links if status.chain is not None else []:
+        part = f" ({link.part})" if link.part else ""
+        held = f", {link.containment}" if link.containment else ""
+        details.append(f"Link {link.index}{part}: {link.verdict}, {link.visited} of "
+                       f"{link.planned} slots visited{held}")
     for e in status.containments:
         details.append(
             f"Containment {e.containment_id}: launch {e.launch_id} ({e.kind} {e.slot}), "

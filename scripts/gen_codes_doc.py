@@ -434,6 +434,15 @@ MEANINGS: dict[str, str] = {
         "inherits (the child environment's allowlist: `PATH`, `LANG`, `LC_ALL`, `LC_CTYPE`, "
         "`TZ`, `TMPDIR`, `CI`), so the credential would reach every child, fold code "
         "included; refused at `register`.",
+    "run_already_continued": "`pilot --continue RUN` (and `plan`/`authorize --continue`): "
+    "RUN already has a continuation, named in the detail; a chain has no branches, so "
+    "continue its last link.",
+    "nothing_to_continue": "`--continue RUN`: every slot of the plan (or of the chosen "
+    "part) already has a terminal receipt in RUN's chain: there is nothing to run.",
+    "chain_invalid": "A chain of runs disagrees with itself: a link and the run it "
+    "continues do not name each other, hold another registration or count links wrongly; "
+    "or the run to continue changed since its continuation was planned (plan it, and a "
+    "real route's authorization, again).",
     "run_unreconciled": "Processes of the run may be alive: `aggregate` exits 4 with it, "
         "and `reap` uses it as the cause of its containment episodes.",
     "reap_incomplete": "`reap` could not prove every process of the run dead (exit 1).",

@@ -39,8 +39,11 @@ EXIT_UNRECONCILED = 4
 @click.option("--allow-damaged", is_flag=True,
               help="Report a run with receipts that fail their checks: each is named as a "
                    "damaged file and left out, instead of refusing the run.")
+@click.option("--chain/--no-chain", "chain", default=True, show_default=True,
+              help="A link of a chain (a run and its continuations): report the whole "
+                   "chain, or the link alone.")
 def command(run: str | None, latest: bool, root: str | None, output: str | None,
-            as_json: bool, allow_damaged: bool) -> None:
+            as_json: bool, allow_damaged: bool, chain: bool) -> None:
     """Aggregate RUN's receipts (it changes nothing in RUN). Refuses duplicate, changed,
     unplanned and unvisited receipts and a plan that does not match the run's
     registration; a slot the controller left in flight counts as visited, never scored.
@@ -48,8 +51,11 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
     the rest is reported (status DAMAGED). A receipt the journal expects that is gone,
     or a results.json in RUN that does not parse, is reported as damage either way.
     `--latest` takes the newest run under --root (./efold-runs) instead of RUN.
-    Every report opens with the run's status: complete, stopped (with its code),
-    damaged, interrupted, crashed, running, or UNRECONCILED.
+    Every report opens with the run's status: complete, partial (a chain with slots
+    still to run), stopped (with its code), damaged, interrupted, crashed, running, or
+    UNRECONCILED. A link of a chain (`pilot --continue`) reports the whole chain: every
+    slot of the plan once, with its one terminal receipt, the links' money summed and
+    each link's end in the banner; --no-chain reports the link alone.
 
     \b
     Exit status:
@@ -66,7 +72,8 @@ def command(run: str | None, latest: bool, root: str | None, output: str | None,
     refuse_ = refusal_for(as_json)
     run = resolve_run(run, latest, root, refuse_)
     try:
-        results = build_run_results(read_any_run(run, allow_damaged=allow_damaged))
+        results = build_run_results(read_any_run(run, allow_damaged=allow_damaged,
+                                                 chain=chain))
         reports = render_reports(results)
         if output is not None:
             if os.path.lexists(output):

@@ -30,6 +30,7 @@ from efold.controller.campaigns.plan import plan_for, smoke_cap_units, smoke_pla
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import fail, refuse, registration_options
 from efold.controller.rundirs.authorize_run import ACCOUNT_ENV, credential_binding, run_bindings
+from efold.controller.rundirs.continuation import choose_run
 from efold.errors import Code, EfoldError
 from efold.guard.money import units_to_usd
 from efold.registry.approver_keys import load_private_key
@@ -80,6 +81,15 @@ def _digest(name: str, help_text: str) -> click.Option:
 @click.option("--smoke", is_flag=True,
               help="With --registration: authorize the registration's smoke (its schedule "
                    "and its own cap) instead of its campaign run.")
+@click.option("--continue", "continue_run", default=None, metavar="RUN",
+              type=click.Path(file_okay=False),
+              help="Instead of --registration: authorize the continuation of RUN that `pilot "
+                   "--real --continue RUN` will run (RUN's registration, the slots its chain "
+                   "has left, the cap it has left).")
+@click.option("--slots", default=None, metavar="A:B",
+              help="Authorize only that part of the schedule, as `pilot --slots` runs it.")
+@click.option("--chunk", default=None, metavar="K/N",
+              help="Authorize only that chunk of traces, as `pilot --chunk` runs it.")
 @click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False),
               help="The approver's private key (must be owner-only).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
@@ -104,7 +114,8 @@ def _digest(name: str, help_text: str) -> click.Option:
 @click.option("--valid-for", default=24 * 3600, show_default=True,
               type=click.IntRange(min=1, max=_MAX_VALIDITY_S), help="Lifetime in seconds.")
 @click.option("--faux", is_flag=True, help="Sign in the faux domain (tests and drills only).")
-def command(registration: str | None, sha256: str | None, smoke: bool, key_path: str,
+def command(registration: str | None, sha256: str | None, smoke: bool,
+            continue_run: str | None, slots: str | None, chunk: str | None, key_path: str,
             out: str, reader: str | None, effort: str | None, cap_units: int | None,
             deadlines: dict[str, int], output_root: str, credential_env: str | None,
             approver: str, approval_reference: str, authorization_id: str | None,
@@ -112,8 +123,9 @@ def command(registration: str | None, sha256: str | None, smoke: bool, key_path:
     """Sign an authorization binding a registered campaign to a cap and a run root.
 
     With --registration FILE --sha256 S every binding is derived from the registration
-    (add --smoke for its smoke); otherwise give them all explicitly. The provider account
-    id is read from EFOLD_ACCOUNT_ID.
+    (add --smoke for its smoke, --slots A:B or --chunk K/N for a part); with --continue
+    RUN, from RUN's chain (the slots and cap it has left); otherwise give them all
+    explicitly. The provider account id is read from EFOLD_ACCOUNT_ID.
 
     Exit status: 0 signed and written, 2 usage error or refused (nothing written).
     """
@@ -121,12 +133,22 @@ def command(registration: str | None, sha256: str | None, smoke: bool, key_path:
     explicit = {"reader": reader, "effort": effort, "cap_units": cap_units,
                 "credential_env": credential_env, **digests}
     try:
-        if registration is not None and sha256 is not None:
+        derived = (registration is not None and sha256 is not None) or continue_run is not None
+        if (slots is not None or chunk is not None) and (smoke or not derived):
+            fail(Code.AUTHORIZATION_INVALID.value, "--slots and --chunk take --registration "
+                 "and --sha256 or --continue, never --smoke")
+        if continue_run is not None:
+            if registration is not None or sha256 is not None or smoke:
+                fail(Code.AUTHORIZATION_INVALID.value, "--continue RUN derives every binding "
+                     "from RUN: no --registration, --sha256 or --smoke")
+        if derived:
             given = sorted(k for k in _EXPLICIT if explicit.get(k) is not None)
             if given or deadlines:
                 fail(Code.AUTHORIZATION_INVALID.value, "--registration derives every binding; "
                      f"drop {', '.join('--' + k.replace('_', '-') for k in given) or '--deadline'}")
-            bindings = registration_bindings(registration, sha256, output_root, smoke=smoke)
+            bindings = registration_bindings(registration, sha256, output_root, smoke=smoke,
+                                             continue_run=continue_run, slots=slots,
+                                             chunk=chunk)
         elif registration is not None or sha256 is not None or smoke:
             fail(Code.REGISTRATION_INVALID.value, "--registration and --sha256 go together "
                  "(--smoke needs them)")
@@ -165,21 +187,33 @@ def command(registration: str | None, sha256: str | None, smoke: bool, key_path:
     click.echo(f"authorization: {out}")
     click.echo(f"id: {attestation.authorization_id}")
     click.echo(f"sha256: {hashlib.sha256(artifact).hexdigest()}")
-    if registration is not None:
+    if derived:
         b = bindings
-        click.echo(f"bound: {'smoke' if smoke else 'campaign run'} of {b.reader} "
+        what = ("smoke" if smoke else f"continuation of {continue_run}" if continue_run
+                else "campaign run")
+        click.echo(f"bound: {what} of {b.reader} "
                    f"(effort {b.effort}), cap {units_to_usd(b.cap_units)} USD, run directory "
                    f"{b.output_root}, credential variable {b.credential_env_var}")
 
 
-def registration_bindings(registration: str, sha256: str, output_root: str, *,
-                          smoke: bool) -> AuthorizationBindings:
+def registration_bindings(registration: str | None, sha256: str | None, output_root: str, *,
+                          smoke: bool, continue_run: str | None = None,
+                          slots: str | None = None,
+                          chunk: str | None = None) -> AuthorizationBindings:
     """The bindings ``pilot --real`` (``smoke`` with ``smoke``) derives for this
-    registration in ``output_root``."""
-    loaded = load_registration(registration, sha256)
+    registration in ``output_root``: of a continuation of ``continue_run`` (RUN's
+    registration) or a part (``slots``, ``chunk``), its own schedule and cap."""
+    try:
+        chosen = choose_run(
+            None if registration is None or sha256 is None
+            else load_registration(registration, sha256),
+            continue_run=continue_run, slots=slots, chunk=chunk)
+    except ValueError as exc:
+        fail(Code.AUTHORIZATION_INVALID.value, str(exc))
+    loaded = chosen.loaded
     reg = loaded.registration
-    plan = plan_for(reg)
-    cap = None
+    plan = chosen.part or plan_for(reg)
+    cap = None if chosen.part is None else chosen.part.cap_units
     if smoke:
         cap = smoke_cap_units(reg)
         plan = smoke_plan(plan, cap)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from efold.controller.campaigns.local_models import LocalModels
 from efold.controller.campaigns.profiles import SERVER_PRESETS
-from efold.controller.campaigns.registration import REGISTRATION_NAME
+from efold.controller.campaigns.registration import REGISTRATION_NAME, LoadedRegistration
 from efold.controller.campaigns.subset import Subset
 from efold.controller.commands._options import (
     campaign_option,
@@ -34,6 +35,7 @@ from efold.controller.pilot.pilot_view import (
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
+from efold.controller.rundirs.continuation import choose_run
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.digests import sha256_hex
@@ -77,6 +79,17 @@ from efold.errors import Code, EfoldError
               help="How children start: forked from a pre-imported fork-server template "
                    "(each still a fresh, contained, verified process), or each spawned "
                    "as a new interpreter.")
+@click.option("--continue", "continue_run", default=None, metavar="RUN",
+              type=click.Path(file_okay=False),
+              help="Continue RUN (interrupted, stopped, crashed and reaped, or a part): a new "
+                   "run of RUN's registration that runs only the slots its chain has no "
+                   "terminal receipt for, under the cap the chain has left.")
+@click.option("--slots", "slots", default=None, metavar="A:B",
+              help="Run only schedule positions A to B-1 (from 0), as a first link to "
+                   "continue later (with --continue: of what is left, only those).")
+@click.option("--chunk", "chunk", default=None, metavar="K/N",
+              help="Run only the K-th of N groups of whole traces (so each checkpoint is "
+                   "prepared once), as --slots does.")
 @output_options
 @click.option("--json", "as_json", is_flag=True,
               help="End with one machine-readable line: a JSON object with the run "
@@ -88,7 +101,8 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
             campaign: str | None, subset: Subset | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
             trust: tuple[str, ...], process_group_ok: bool, keep_answers: bool,
-            launcher: Launcher, quiet: bool,
+            launcher: Launcher, continue_run: str | None, slots: str | None,
+            chunk: str | None, quiet: bool,
             verbose: bool, no_progress: bool, as_json: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
 
@@ -125,10 +139,27 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     URL --summariser-model NAME, --server KIND) put models on this machine into the
     campaign without writing a file.
 
+    --continue RUN runs, as a new run linked to RUN (RUN's registration, on the route
+    given), every slot of the plan that no run of RUN's chain has a terminal receipt for
+    (completed, invalid or skipped), in schedule order, under the registration's cap
+    minus everything the chain settled and retained; `plan --continue RUN` shows it
+    first. RUN must be reconciled, its lease free, and not continued already
+    (run_already_continued). A real continuation needs an authorization made by
+    `authorize --continue RUN` (it binds the continuation's slots and cap). The reports
+    of a continuation, and `aggregate` on any of its links, are the whole chain's.
+    --slots A:B and --chunk K/N run a part of the schedule on purpose; --continue runs
+    the rest.
+
     Exit status: 0 complete, 2 refused, 3 stopped (a stop code is printed), 130/143
     interrupted.
     """
 
+    if continue_run is not None and (registration is not None or campaign is not None
+                                     or subset is not None):
+        raise click.UsageError("--continue RUN runs RUN's registration: no --registration, "
+                               "--campaign or subset options")
+    if slots is not None and chunk is not None:
+        raise click.UsageError("--slots and --chunk are exclusive")
     if faux + local + real > 1:
         raise click.UsageError("choose one of --faux (offline), --local (models on this "
                                "machine) and --real (a paid route)")
@@ -138,7 +169,7 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
                          "--summariser-model"), server=server)
     if server is not None and not models:
         raise click.UsageError("--server describes the server of --reader or --summariser")
-    if models and (registration is not None or real):
+    if models and (registration is not None or real or continue_run is not None):
         raise click.UsageError("--reader/--summariser put local models into a campaign "
                                "(--campaign, or the default one), never into a registration "
                                "or a --real run")
@@ -162,9 +193,16 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     refuse_ = refusal_for(as_json)  # under --json, a refusal is a JSON line too
     dispatch = Dispatch(launcher=launcher)
     try:
-        made = pilot_registration(campaign=campaign, registration=registration,
-                                  sha256=sha256, subset=subset, real=real, models=models)
-        reg, reg_bytes = made.registration, made.data
+        made = None if continue_run is not None else pilot_registration(
+            campaign=campaign, registration=registration, sha256=sha256, subset=subset,
+            real=real, models=models)
+        try:
+            chosen = choose_run(None if made is None else
+                                LoadedRegistration(made.registration, made.data),
+                                continue_run=continue_run, slots=slots, chunk=chunk)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        reg, reg_bytes = chosen.loaded.registration, chosen.loaded.data
         route = chosen_route(reg.campaign, faux=faux, local=local, real=real,
                              command="pilot")
         if route == "local":
@@ -177,21 +215,27 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
                                       "authorization binds")
             grant = load_grant(reg, authorization=authorization, trusted=trust,
                                environ=os.environ)
-            require_smoke(reg, str(sha256), Path(run_dir))
+            require_smoke(reg, sha256_hex(reg_bytes), Path(run_dir))
             # Every refusal the consumption would give, before the directory exists.
-            check_real_grant(reg, reg_bytes, Path(run_dir), grant)
+            check_real_grant(reg, reg_bytes, Path(run_dir), grant, part=chosen.part)
             dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher,
                                 process_group_ok=process_group_ok)
         containment = check_containment(reg, real=real, process_group_ok=process_group_ok)
+        dispatch = replace(dispatch, part=chosen.part)
+        beside = None if continue_run is None else Path(continue_run).absolute().parent
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
-            runs_root or DEFAULT_RUNS_ROOT, reg.campaign.name)
+            runs_root or beside or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:
         refuse_(exc.code.value, exc.detail)
     click.echo(f"run: {run}")
     tell_containment(containment, verbosity)
     # The run publishes these bytes as its registration.json. --quiet prints only the
     # result: the registration stays in the run directory.
-    if made.made and verbosity is not Verbosity.QUIET:
+    link = chosen.part.link if chosen.part is not None else None
+    if link is not None and verbosity is not Verbosity.QUIET:
+        click.echo(f"continues: {link.previous} (link {link.index} of its chain: "
+                   f"{len(dispatch.part.slots) if dispatch.part else 0:,} slots)")
+    if made is not None and made.made and verbosity is not Verbosity.QUIET:
         click.echo(f"registration: {run / REGISTRATION_NAME}")
         click.echo(f"sha256: {sha256_hex(reg_bytes)}")
     try:

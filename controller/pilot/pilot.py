@@ -69,8 +69,9 @@ from efold.controller.pilot.preparation import (
 )
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.processes.template import Launcher
-from efold.controller.rundirs.aggregate import read_run, run_reports
+from efold.controller.rundirs.aggregate import run_reports
 from efold.controller.rundirs.authorize_run import RealGrant
+from efold.controller.rundirs.chain import read_linked
 from efold.controller.rundirs.interrupt import Say, Signals, caught, interruptible, say
 from efold.controller.rundirs.run_context import RunContext
 from efold.controller.rundirs.run_setup import open_run
@@ -116,6 +117,9 @@ class Dispatch:
     shard: ShardTicket | None = None
     # A real run's operator passed --process-group-containment (``run_setup.open_run``).
     process_group_ok: bool = False
+    # A continuation's or a chosen part's plan (``controller.rundirs.continuation``):
+    # run instead of the registration's whole plan.
+    part: Plan | None = None
 
 
 OFFLINE: Final = Dispatch()  # the faux route
@@ -186,7 +190,8 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                         grant=dispatch.grant, smoke=dispatch.smoke,
                         keep_answers=dispatch.keep_answers,
                         launcher=dispatch.launcher, shard=dispatch.shard,
-                        process_group_ok=dispatch.process_group_ok) as opened:
+                        process_group_ok=dispatch.process_group_ok,
+                        part=dispatch.part) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}
@@ -218,7 +223,7 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                                if p.first_request is not None and not p.first_request.fits})
             receipts = probing.finish()
             # -- aggregate ---------------------------------------------------------------
-            reports = run_reports(read_run(run))
+            reports = run_reports(read_linked(run))  # a link's: its chain's reports
             for name, data in reports.items():
                 publish_exclusive(run, name, data)
             return receipts, reports

@@ -44,6 +44,7 @@ from efold.controller.rundirs.aggregate import (
     run_records,
     run_reports,
 )
+from efold.controller.rundirs.chain import read_linked
 from efold.controller.rundirs.cluster_run import (
     SHARDS_DIR,
     ShardEnd,
@@ -302,13 +303,15 @@ def read_cluster(run: Path, *, allow_damaged: bool = False, releasing: bool = Fa
     return view, shards, reached
 
 
-def read_any_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) -> RunView:
-    """A run's view, one machine's (``aggregate.read_run``) or a cluster run's read
-    through its shards; ``allow_damaged`` as ``read_run`` takes it."""
+def read_any_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False,
+                 chain: bool = True) -> RunView:
+    """A run's view, one machine's (``aggregate.read_run``), a cluster run's read through
+    its shards, or (``chain``) a chain's read through its links (``chain.read_linked``);
+    ``allow_damaged`` as ``read_run`` takes it."""
     run = Path(run_dir)
     if is_cluster_run(run):
         return read_cluster(run, allow_damaged=allow_damaged)[0]
-    return read_run(run, allow_damaged=allow_damaged)
+    return read_linked(run, allow_damaged=allow_damaged, chain=chain)
 
 
 class NodeRecords(msgspec.Struct, frozen=True):

@@ -1,61 +1,76 @@
 """What a continuation of a run would run, and with what money: read-only.
 
-A continuation is a *new* run linked to an old one, never the old one reopened: the old
-run's registration, and of its plan exactly the slots without a terminal receipt, in the
-old schedule order. This module works out that remainder and the cap it may spend,
-from the old run's records alone, and refuses what must not be continued:
+A continuation is a *new* run linked to an old one, never the old one reopened
+(``controller.rundirs.chain``): the old run's registration, and of its registration's
+plan exactly the slots no link of its chain has a terminal receipt for, in the schedule
+order. This module works out that remainder (``plan_continuation``) and the plan a
+continuation or a chosen part runs (``part_plan``), and refuses what must not be
+continued:
 
 * a run whose lease a controller (or ``reap``) holds: ``lease_held``;
+* a run that already has a continuation: ``run_already_continued`` (a chain has no
+  branches: continue its last link);
 * a run that ``recover`` would not call reconciled (a process of it may be alive, a
-  launch is unsettled): ``run_unreconciled``;
-* a run whose journal still holds an open hold (money nobody has settled or retained):
-  ``run_unreconciled`` too;
+  launch is unsettled), or whose chain's journals still hold an open hold (money nobody
+  has settled or retained): ``run_unreconciled``;
 * a remainder the cap can no longer pay for: ``cap_below_rmax``, when what is left of the
-  registration's cap after everything the run settled and retained is below Rmax.
+  registration's cap after everything the chain settled and retained is below Rmax.
 
-Terminal receipts (never run again; a terminal receipt the journal recorded whose file
-is gone since counts too: running it again would pay twice): ``completed`` (excluded ones included: they ran and
-were scored as excluded), ``invalid`` (the model answered, invalidly: running it again
-would pay twice for the same question) and ``skipped`` (inventory-infeasible: it would
-be skipped again). Not terminal: ``unadmitted`` and ``incomplete`` receipts (refused
-before a hold, or lost, aborted or capacity-refused after one), the slots a crashed
-controller left in flight, and slots with no receipt at all.
+Terminal receipts (never run again; a terminal receipt a journal recorded whose file is
+gone since counts too: running it again would pay twice): ``completed`` (excluded ones
+included: they ran and were scored as excluded), ``invalid`` (the model answered,
+invalidly: running it again would pay twice for the same question) and ``skipped``
+(inventory-infeasible: it would be skipped again). Not terminal: ``unadmitted`` and
+``incomplete`` receipts (refused before a hold, or lost, aborted or capacity-refused
+after one), the slots a crashed controller left in flight, and slots with no receipt.
 
 Money: retained holds stay retained. A lost request's hold is never assumed refunded,
-so the remaining cap is ``cap - settled - retained``, every caller's (reader,
-summariser, judge), as the journal holds them, never the receipts.
+so the remaining cap is ``cap - settled - retained`` over every link of the chain,
+every caller's (reader, summariser, judge), as the journals hold them, never the
+receipts. Each link's cap is what its chain had left when it began, so no link, and no
+chain, ever spends more than the registration's cap.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Collection
 from pathlib import Path
 
 import msgspec
 
+from efold.controller.campaigns.plan import plan_for
+from efold.controller.campaigns.registration import (
+    REGISTRATION_NAME,
+    LoadedRegistration,
+    load_registration,
+)
 from efold.controller.errors import ControllerError
-from efold.controller.rundirs.aggregate import journal_money, read_run, run_records
+from efold.controller.rundirs.aggregate import journal_money, run_records
+from efold.controller.rundirs.chain import TERMINAL, chain_links, continued_by, read_chain
 from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
-from efold.protocol.records import SlotStatus
+from efold.protocol.records import ChainLink, Plan, schedule_digest
 from efold.registry.journal import JournalReader
 from efold.registry.lease import LeaseState, probe_lease
+from efold.report import MoneyFact
 
-__all__ = ["TERMINAL", "ContinuationPlan", "plan_continuation"]
-
-TERMINAL = frozenset({SlotStatus.COMPLETED, SlotStatus.INVALID, SlotStatus.SKIPPED})
+__all__ = ["TERMINAL", "ChosenRun", "ContinuationPlan", "choose_part", "choose_run",
+           "part_plan", "plan_continuation"]
 
 
 class ContinuationPlan(msgspec.Struct, frozen=True):
-    """The remainder of ``run`` and the money it may spend (integer units).
+    """The remainder of ``run``'s chain and the money it may spend (integer units).
 
     Invariant: ``remaining_cap_units == cap_units - settled_units - retained_units``,
     ``remaining_cap_units >= rmax_units``, and ``remaining`` lists exactly the planned
-    slots without a terminal receipt, in the old schedule order."""
+    slots no link has a terminal receipt for, in the schedule order."""
 
     run: str
     registration_sha256: str
-    planned: int
+    links: int  # the chain's links so far (``run`` is the last)
+    planned: int  # the registration's whole plan
     terminal: int
     remaining: list[str]
     cap_units: int
@@ -64,46 +79,163 @@ class ContinuationPlan(msgspec.Struct, frozen=True):
     remaining_cap_units: int
     rmax_units: int
     faux: bool  # the registered reader is faux: its money is faux units
+    link: ChainLink  # what the continuation's plan will carry
 
 
-def plan_continuation(run_dir: str | os.PathLike[str]) -> ContinuationPlan:
-    """The continuation plan of ``run_dir``, or a refusal (``ControllerError``)."""
-    run = Path(run_dir)
-    lease = probe_lease(run)
-    if lease.state is LeaseState.LIVE:
+def plan_continuation(run_dir: str | os.PathLike[str], *,
+                      holding: bool = False) -> ContinuationPlan:
+    """The continuation plan of ``run_dir``, or a refusal (``ControllerError``).
+    ``holding``: the caller holds ``run_dir``'s lease (``pilot --continue``, linking)."""
+    run = Path(os.path.abspath(run_dir))
+    if not holding and probe_lease(run).state is LeaseState.LIVE:
         raise ControllerError(Code.LEASE_HELD,
                               f"{run}: a controller (or reap) holds its lease: let it end, "
                               "then continue it")
+    after = continued_by(run)
+    if after is not None:
+        raise ControllerError(Code.RUN_ALREADY_CONTINUED,
+                              f"{run} is already continued by {after}: continue the "
+                              "chain's last link")
     report = observe(run)
     if not report.reconciled:
         raise ControllerError(Code.RUN_UNRECONCILED,
                               f"{run}: {report.verdict}; `efold-controller recover {run}` "
                               "(then `reap`) first")
-    plan, registration = run_records(run)
-    view = read_run(run)  # refuses a receipt that fails its checks: nothing is guessed
-    with JournalReader(run) as journal:
-        money = journal_money(journal.rows("holds"))
-        journaled = {r["slot"]: r["status"] for r in journal.rows("slot_status")}
-    if money.open_units:
-        raise ControllerError(Code.RUN_UNRECONCILED,
-                              f"{run}: its journal holds {money.open_units} units in open "
-                              "holds; `efold-controller recover` first")
-    # A slot whose terminal receipt the journal recorded is done even if the file is gone
+    links = chain_links(run)
+    _, registration = run_records(run)
+    plan = plan_for(registration)
+    view = read_chain(links)  # refuses a receipt that fails its checks: nothing guessed
+    moneys = []
+    # A slot whose terminal receipt a journal recorded is done even if the file is gone
     # since (the aggregate shows that as damage): running it again would pay twice.
     finished = {r.slot for r in view.receipts if r.status in TERMINAL}
-    finished.update(slot for slot in view.journaled_missing if journaled.get(slot) in TERMINAL)
+    for link in links:
+        with JournalReader(link) as journal:
+            moneys.append(journal_money(journal.rows("holds")))
+            finished.update(row["slot"] for row in journal.rows("slot_status")
+                            if row["status"] in TERMINAL
+                            and row["slot"] in view.journaled_missing)
+        if moneys[-1].open_units:
+            raise ControllerError(Code.RUN_UNRECONCILED,
+                                  f"{link}: its journal holds {moneys[-1].open_units} "
+                                  "units in open holds; `efold-controller recover` first")
+    money = MoneyFact(settled_units=sum(m.settled_units for m in moneys),
+                      retained_units=sum(m.retained_units for m in moneys), open_units=0)
     remaining = [s.slot for s in plan.slots if s.slot not in finished]
+    if not remaining:
+        raise ControllerError(Code.NOTHING_TO_CONTINUE,
+                              f"{run}: every slot of its plan has a terminal receipt in "
+                              f"its chain of {len(links)}")
     left = registration.cap_units - money.settled_units - money.retained_units
     if left < registration.rmax_units:
         raise ControllerError(Code.CAP_BELOW_RMAX,
-                              f"{run}: {left} units of the cap are left after what it "
-                              f"settled and retained, below Rmax ({registration.rmax_units} "
-                              "units): a continuation could not admit one request")
+                              f"{run}: {left} units of the cap are left after what its "
+                              f"chain settled and retained, below Rmax "
+                              f"({registration.rmax_units} units): a continuation could "
+                              "not admit one request")
+    with JournalReader(run) as journal:
+        digest = journal.digest()
     return ContinuationPlan(
-        run=str(run), registration_sha256=plan.registration_sha256,
+        run=str(run), registration_sha256=plan.registration_sha256, links=len(links),
         planned=len(plan.slots), terminal=len(plan.slots) - len(remaining),
         remaining=remaining, cap_units=registration.cap_units,
         settled_units=money.settled_units, retained_units=money.retained_units,
         remaining_cap_units=left, rmax_units=registration.rmax_units,
         faux=registration.campaign.reader.is_faux,
+        link=ChainLink(index=len(links) + 1, previous=str(run),
+                       previous_journal_sha256=digest),
     )
+
+
+_SLOTS = re.compile(r"([0-9]{1,9}):([0-9]{1,9})")
+_CHUNK = re.compile(r"([0-9]{1,6})/([0-9]{1,6})")
+
+
+def choose_part(plan: Plan, *, slots: str | None = None,
+                chunk: str | None = None) -> tuple[str, set[str]] | None:
+    """A part of the registration's whole ``plan`` chosen on purpose, as its name
+    (``slots A:B``, ``chunk K/N``) and its slot ids, or None when none was chosen.
+
+    ``slots`` ``A:B``: the schedule positions A to B-1, counted from 0 (a Python slice).
+    ``chunk`` ``K/N``: the K-th of N groups of traces, in the order the schedule first
+    asks of them, each group's size differing by at most one: whole traces, so a chunk
+    prepares every checkpoint it needs and no other chunk needs it. ``ValueError`` for a
+    part that is empty or malformed (the command says which option)."""
+    if slots is not None:
+        found = _SLOTS.fullmatch(slots)
+        if found is None:
+            raise ValueError("--slots A:B takes two schedule positions, from 0")
+        start, stop = int(found[1]), int(found[2])
+        if not 0 <= start < stop <= len(plan.slots):
+            raise ValueError(f"--slots {slots}: the schedule has positions 0 to "
+                             f"{len(plan.slots) - 1}; give A < B <= {len(plan.slots)}")
+        return f"slots {start}:{stop}", {s.slot for s in plan.slots[start:stop]}
+    if chunk is not None:
+        found = _CHUNK.fullmatch(chunk)
+        traces = list(dict.fromkeys(s.trace_id for s in plan.slots))
+        if found is None or not 1 <= int(found[1]) <= int(found[2]) <= len(traces):
+            raise ValueError(f"--chunk K/N takes 1 <= K <= N <= {len(traces)} (the plan's "
+                             "traces)")
+        k, n = int(found[1]), int(found[2])
+        size, extra = divmod(len(traces), n)
+        begin = (k - 1) * size + min(k - 1, extra)
+        mine = set(traces[begin:begin + size + (1 if k <= extra else 0)])
+        return f"chunk {k}/{n}", {s.slot for s in plan.slots if s.trace_id in mine}
+    return None
+
+
+def part_plan(whole: Plan, keep: Collection[str], *, cap_units: int,
+              link: ChainLink | None = None, part: str | None = None) -> Plan:
+    """``whole`` (the registration's plan) narrowed to the slots in ``keep`` (schedule
+    order kept) and to their roles (campaign order kept), under ``cap_units``, marked
+    with its ``link`` and ``part`` (its schedule digest covers both)."""
+    kept = set(keep)
+    slots = [s for s in whole.slots if s.slot in kept]
+    roles = {s.role for s in slots}
+    return msgspec.structs.replace(
+        whole, slots=slots, cap_units=cap_units, link=link, part=part,
+        roles=[r for r in whole.roles if r in roles],
+        schedule_sha256=schedule_digest([s.slot for s in slots], link=link, part=part))
+
+
+class ChosenRun(msgspec.Struct, frozen=True):
+    """What a run given ``--continue`` or a part is to run: the verified registration
+    (``continue_run``'s own, re-derived as ``load_registration`` does) and its plan, or
+    None for the registration's whole plan."""
+
+    loaded: LoadedRegistration
+    part: Plan | None
+
+
+def choose_run(loaded: LoadedRegistration | None, *, continue_run: str | None,
+               slots: str | None, chunk: str | None) -> ChosenRun:
+    """The registration and plan of ``pilot`` (and ``authorize``) given ``--continue
+    RUN`` (``loaded`` None: RUN's registration), ``--slots A:B`` or ``--chunk K/N``: a
+    continuation runs its chain's remainder (of the chosen part, if one is), under the
+    cap its chain has left; a first part, its part under the registration's cap.
+    ``ValueError`` for a malformed or empty part; refusals as ``plan_continuation``."""
+    if continue_run is None:
+        if loaded is None:
+            raise ValueError("no registration and no run to continue")
+        whole = plan_for(loaded.registration)
+        chosen = choose_part(whole, slots=slots, chunk=chunk)
+        if chosen is None:
+            return ChosenRun(loaded, None)
+        return ChosenRun(loaded, part_plan(whole, chosen[1], part=chosen[0],
+                                           cap_units=loaded.registration.cap_units))
+    cont = plan_continuation(continue_run)
+    run = Path(cont.run)
+    loaded = load_registration(run / REGISTRATION_NAME, cont.registration_sha256)
+    whole = plan_for(loaded.registration)
+    keep = set(cont.remaining)
+    chosen = choose_part(whole, slots=slots, chunk=chunk)
+    name: str | None = None
+    if chosen is not None:
+        name, ids = chosen
+        keep &= ids
+        if not keep:
+            raise ControllerError(Code.NOTHING_TO_CONTINUE,
+                                  f"{run}: every slot of {name} already has a terminal "
+                                  "receipt in its chain")
+    return ChosenRun(loaded, part_plan(whole, keep, cap_units=cont.remaining_cap_units,
+                                       link=cont.link, part=name))

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from efold.boundary.case import Case
 from efold.boundary.suite import case_item, cases_digest
 from efold.controller.campaigns.campaign import (
@@ -59,6 +61,7 @@ from efold.controller.processes.template import Launcher, running_template
 from efold.controller.rundirs import authorize_run
 from efold.controller.rundirs.aggregate import PLAN_NAME
 from efold.controller.rundirs.authorize_run import RealGrant
+from efold.controller.rundirs.chain import CONTINUED_BY, CONTINUES, mark_continued
 from efold.controller.rundirs.permits import DurablePermitSource
 from efold.controller.rundirs.run_context import (
     ANSWERS_NAME,
@@ -72,11 +75,11 @@ from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
-from efold.protocol.records import Plan
+from efold.protocol.records import ChainLink, Plan
 from efold.registry import publish_exclusive
 from efold.registry.authorization import AuthorizationDomain, verify_authorization
 from efold.registry.burn import real_registry_root, registry_key
-from efold.registry.journal import JournalWriter
+from efold.registry.journal import JournalReader, JournalWriter
 from efold.registry.lease import acquire_lease
 
 
@@ -94,7 +97,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                    smoke: bool = False, keep_answers: bool = False,
                    launcher: Launcher = "template",
                    shard: ShardTicket | None = None,
-                   process_group_ok: bool = False) -> AsyncIterator[OpenRun]:
+                   process_group_ok: bool = False,
+                   part: Plan | None = None) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -116,7 +120,11 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     credentials its node's environment holds). ``process_group_ok``: the operator's
     ``--process-group-containment``: a real run may fall back to process-group
     containment where no cgroup can be made (without it, it refuses:
-    ``containment_unavailable``; the choice is journaled and reported)."""
+    ``containment_unavailable``; the choice is journaled and reported). ``part``: the
+    plan of a continuation or of a chosen part (``controller.rundirs.continuation``):
+    its slots and cap instead of the registration's, its authorization bound to them; a
+    continuation names itself in the run it continues (``chain.mark_continued``, under
+    that run's lease) once its own plan is published, before any child starts."""
     campaign = reg.campaign
     if admitting:
         _check_route(reg, grant)
@@ -126,6 +134,11 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             raise ValueError("a shard admits on its ticket's route, and is never a smoke")
         cap = shard.spec.cap_units
         plan = shard_plan(plan, shard.spec.mark, shard.spec.checkpoints, cap)
+    if part is not None:
+        if smoke or shard is not None or part.registration_sha256 != sha256_hex(reg_bytes):
+            raise ValueError("a part is the registration's own plan, never a smoke's or "
+                             "a shard's")
+        plan, cap = part, part.cap_units
     plan_bytes = canonical_json(plan) + b"\n"
     with acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
@@ -176,6 +189,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             )
             publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
             publish_exclusive(run, PLAN_NAME, plan_bytes)
+            if plan.link is not None:
+                link_continuation(plan.link, run, journal)
             cases = campaign_cases(campaign)
             items = {i.trace.header.trace_id: i for i in campaign_items(campaign, cases)}
             if cases and digest_of([corpus_digest(list(items.values())), cases_digest(cases)]) \
@@ -188,6 +203,23 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             journal.close()
         finally:
             cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
+
+
+def link_continuation(link: ChainLink, run: Path, journal: JournalWriter) -> None:
+    """Under the continued run's lease: refuse a run continued meanwhile
+    (``run_already_continued``) or changed since the continuation was planned
+    (``chain_invalid``: its journal's digest moved, so the plan may be wrong), then name
+    ``run`` as its continuation there; and record the link in ``run``'s own journal."""
+    previous = Path(link.previous)
+    with acquire_lease(previous) as lease:
+        with JournalReader(previous) as reader:
+            if reader.meta(CONTINUED_BY) is None and reader.digest() \
+                    != link.previous_journal_sha256:
+                raise ControllerError(Code.CHAIN_INVALID,
+                                      f"{previous} changed since this continuation was "
+                                      "planned: plan it again")
+        mark_continued(previous, lease, run)
+    journal.record_meta({CONTINUES: msgspec.json.encode(link).decode()})
 
 
 def route_of_grant(grant: RealGrant | None) -> RouteKind:
@@ -276,7 +308,7 @@ def _plan_and_cap(reg: Registration, *, smoke: bool) -> tuple[Plan, int]:
 
 
 def check_real_grant(reg: Registration, reg_bytes: bytes, run_dir: Path, grant: RealGrant,
-                     *, smoke: bool = False) -> None:
+                     *, smoke: bool = False, part: Plan | None = None) -> None:
     """Before a real run (``pilot --real``, ``smoke``) claims ``run_dir``: the refusals
     its consumption (``authorize_run.consume_real``, under the lease, step 3 of
     ``open_run``) would give on this authorization, in its order, with nothing written:
@@ -285,7 +317,7 @@ def check_real_grant(reg: Registration, reg_bytes: bytes, run_dir: Path, grant: 
     (``authorization_consumed``). A refusal here leaves no run directory behind, so the
     corrected retry is not ``run_root_exists``. The consumption still checks it all
     again, under the lease, and is what burns it."""
-    plan, cap = _plan_and_cap(reg, smoke=smoke)
+    plan, cap = _plan_and_cap(reg, smoke=smoke) if part is None else (part, part.cap_units)
     expected = authorize_run.run_bindings(
         reg, reg_bytes, plan.schedule_sha256, run_dir, authorize_run.credential_binding(reg),
         cap_units=cap)
