@@ -11,8 +11,7 @@ continued:
 * a run that already has a continuation: ``run_already_continued`` (a chain has no
   branches: continue its last link);
 * a run that ``recover`` would not call reconciled (a process of it may be alive, a
-  launch is unsettled), or whose chain's journals still hold an open hold (money nobody
-  has settled or retained): ``run_unreconciled``;
+  launch is unsettled): ``run_unreconciled``;
 * a remainder the cap can no longer pay for: ``cap_below_rmax``, when what is left of the
   registration's cap after everything the chain settled and retained is below Rmax.
 
@@ -25,7 +24,9 @@ invalidly: running it again would pay twice for the same question) and ``skipped
 after one), the slots a crashed controller left in flight, and slots with no receipt.
 
 Money: retained holds stay retained. A lost request's hold is never assumed refunded,
-so the remaining cap is ``cap - settled - retained`` over every link of the chain,
+and a hold a crashed controller left open (reconciled: nothing alive can settle it now)
+counts as retained at its full amount, as the aggregate counts it. So the remaining cap
+is ``cap - settled - retained`` over every link of the chain,
 every caller's (reader, summariser, judge), as the journals hold them, never the
 receipts. Each link's cap is what its chain had left when it began, so no link, and no
 chain, ever spends more than the registration's cap.
@@ -115,12 +116,11 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
             finished.update(row["slot"] for row in journal.rows("slot_status")
                             if row["status"] in TERMINAL
                             and row["slot"] in view.journaled_missing)
-        if moneys[-1].open_units:
-            raise ControllerError(Code.RUN_UNRECONCILED,
-                                  f"{link}: its journal holds {moneys[-1].open_units} "
-                                  "units in open holds; `efold-controller recover` first")
+    # Every link is reconciled (the earlier ones were when they were continued): an
+    # open hold is a crashed controller's, and nothing alive can settle it now.
     money = MoneyFact(settled_units=sum(m.settled_units for m in moneys),
-                      retained_units=sum(m.retained_units for m in moneys), open_units=0)
+                      retained_units=sum(m.retained_units + m.open_units for m in moneys),
+                      open_units=0)
     remaining = [s.slot for s in plan.slots if s.slot not in finished]
     if not remaining:
         raise ControllerError(Code.NOTHING_TO_CONTINUE,

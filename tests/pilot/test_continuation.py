@@ -1,0 +1,254 @@
+"""Continuations through the operator's commands: a faux campaign interrupted at about a
+third, continued, its continuation killed mid-slot and reaped, continued again; the
+chain's aggregate is, slot by slot, the uninterrupted run of the same registration, and
+no slot is paid for twice. The refusals (a live run, an unreconciled one, one continued
+already) and the cap a continuation gets, exactly."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from efold_pilot_kit import hold_consumed, journal_money, journal_rows
+
+from efold.controller.rundirs.aggregate import RunView, read_run
+from efold.controller.rundirs.chain import chain_links, read_chain
+from efold.controller.rundirs.continuation import plan_continuation
+
+EFOLD = str(Path(sys.executable).with_name("efold-controller"))
+CAMPAIGN = """name = "chain"
+suite = "original"
+roles = ["native", "compaction", "store"]
+probe_limit = 3
+selection_seed = 7
+schedule_seed = 7
+cap_usd = "{cap}"
+"""
+TERMINAL = {"completed", "invalid", "skipped"}
+
+
+def efold(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EFOLD, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def register(tmp: Path, cap: str = "60.00") -> tuple[str, str]:
+    (tmp / "campaign.toml").write_text(CAMPAIGN.format(cap=cap))
+    done = efold(tmp, "register", "campaign.toml", "--output", "reg")
+    assert done.returncode == 0, done.stderr
+    return "reg/registration.json", done.stdout.split("sha256: ")[1].strip()
+
+
+def receipts(run: Path) -> int:
+    return len(journal_rows(run, "SELECT slot FROM receipts"))
+
+
+def start(tmp: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([EFOLD, "pilot", "--faux", "--no-progress", "--quiet", *args],
+                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_for(ready: Any, controller: subprocess.Popen[str], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert controller.poll() is None, "the controller ended before the fault point"
+        assert time.monotonic() < deadline, "timed out waiting for the fault point"
+        time.sleep(0.005)
+
+
+def results(tmp: Path, run: Path, *extra: str) -> dict[str, Any]:
+    done = efold(tmp, "aggregate", str(run), "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def by_slot(doc: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """Each slot's outcome as the results give it."""
+    return {row["slot"]: (row["status"], row.get("code"), row.get("outcome"),
+                          row.get("correct"), row.get("checkpoint_sha256"),
+                          row.get("input_tokens"), row.get("output_tokens"))
+            for row in doc["slots"]}
+
+
+def spends(view: RunView) -> dict[str, tuple[str, int, int]]:
+    """Each slot's receipt: its status, its settled units and its admitted requests."""
+    return {r.slot: (r.status.value, r.spend.settled_units, r.spend.admitted)
+            for r in view.receipts}
+
+
+def settled_holds(run: Path) -> dict[str, int]:
+    """Per slot (and checkpoint), the holds this link's journal settled."""
+    out: dict[str, int] = {}
+    for (slot,) in journal_rows(run, "SELECT slot FROM holds WHERE state = 'settled'"):
+        assert isinstance(slot, str)
+        out[slot] = out.get(slot, 0) + 1
+    return out
+
+
+def test_an_interrupted_then_crashed_chain_aggregates_as_the_uninterrupted_run(
+        tmp_path: Path) -> None:
+    reg, sha = register(tmp_path)
+    given = ("--registration", reg, "--sha256", sha)
+    whole = efold(tmp_path, "pilot", "--faux", *given, "--run-dir", "whole", "--quiet")
+    assert whole.returncode == 0, whole.stderr
+    reference = results(tmp_path, tmp_path / "whole")
+    planned = len(reference["slots"])
+
+    # Link 1: SIGINT at about a third.
+    first = tmp_path / "link1"
+    controller = start(tmp_path, *given, "--run-dir", str(first))
+    wait_for(lambda: receipts(first) >= planned // 3, controller)
+    controller.send_signal(signal.SIGINT)
+    assert controller.wait(timeout=120) == 130
+    # The plan a continuation will run: the slots without a terminal receipt.
+    plan = json.loads(efold(tmp_path, "plan", "--continue", str(first), "--json").stdout)
+    statuses = {row["slot"]: row["status"] for row in results(
+        tmp_path, first, "--no-chain")["slots"]}
+    assert plan["remaining"] == [s for s in (r["slot"] for r in reference["slots"])
+                                 if statuses.get(s) not in TERMINAL]
+    assert 0 < len(plan["remaining"]) < planned
+
+    # Link 2: killed mid-slot (a request in flight), then reaped.
+    second = tmp_path / "link2"
+    controller = start(tmp_path, "--continue", str(first), "--run-dir", str(second))
+    wait_for(lambda: receipts(second) >= 3 and hold_consumed(second), controller)
+    controller.kill()
+    controller.wait()
+    refused = efold(tmp_path, "pilot", "--faux", "--continue", str(second))
+    assert refused.returncode == 2 and "refused: run_unreconciled" in refused.stderr
+    assert efold(tmp_path, "reap", str(second)).returncode == 0
+    # The first link is continued already: the chain has no branches.
+    again = efold(tmp_path, "pilot", "--faux", "--continue", str(first))
+    assert again.returncode == 2 and "refused: run_already_continued" in again.stderr
+
+    # Link 3: the rest.
+    third = efold(tmp_path, "pilot", "--faux", "--continue", str(second), "--run-dir", "link3",
+                  "--quiet")
+    assert third.returncode == 0, third.stderr
+    links = [first, second, tmp_path / "link3"]
+
+    for link in links:  # every link reads as the whole chain
+        chain = results(tmp_path, link)
+        assert chain["status"]["verdict"] == "complete"
+        assert [entry["verdict"] for entry in chain["status"]["chain"]["links"]] == \
+            ["interrupted", "crashed", "complete"]
+        assert by_slot(chain) == by_slot(reference)
+    summary = efold(tmp_path, "aggregate", str(first)).stdout
+    assert "chain of 3 links: interrupted, crashed, complete" in summary
+
+    # Slot by slot, the same receipts: status, settled units, admitted requests.
+    view = read_chain(chain_links(first))
+    assert spends(view) == spends(read_run(tmp_path / "whole"))
+    # Nothing paid twice: every slot has its terminal receipt in exactly one link, and
+    # no link sent a request for a slot an earlier link had finished (the journals' own
+    # holds). A slot cut short (interrupted, lost) is run again: what its first attempt
+    # spent stays spent, in its link's journal.
+    planned = {s.slot for s in view.plan.slots}
+    finished_in: dict[str, int] = {}
+    for k, link in enumerate(links):
+        for slot in settled_holds(link):
+            if slot in planned:
+                assert finished_in.get(slot, k) >= k, f"{slot} paid after it finished"
+        for receipt in read_run(link).receipts:
+            if receipt.status.value in TERMINAL:
+                assert receipt.slot not in finished_in, f"{receipt.slot} finished twice"
+                finished_in[receipt.slot] = k
+    assert set(finished_in) == planned
+    money = [journal_money(link) for link in links]
+    assert view.facts.money is not None
+    assert view.facts.money.settled_units == sum(m[0] for m in money)
+    # The request lost in link 2: its hold, left open by the killed controller, stays
+    # charged (never assumed refunded) and was counted against link 3's cap.
+    assert sum(m[2] for m in money) > 0
+    assert view.facts.money.retained_units + view.facts.money.open_units == \
+        sum(m[1] + m[2] for m in money)
+    cap = json.loads((tmp_path / "link3" / "plan.json").read_text())["cap_units"]
+    assert cap == 60 * 20_000_000 - sum(m[0] + m[1] + m[2] for m in money[:2])
+
+
+def test_a_live_run_refuses_and_the_cap_left_is_exact(tmp_path: Path) -> None:
+    reg, sha = register(tmp_path)
+    done = efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                 "--slots", "0:10", "--run-dir", "part", "--quiet")
+    assert done.returncode == 0, done.stderr
+    part = tmp_path / "part"
+    # Another process holds the run's lease: a controller (or reap) is at work there.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from efold.registry.lease import acquire_lease\n"
+         f"lease = acquire_lease({str(part)!r})\nprint('held', flush=True)\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        live = efold(tmp_path, "pilot", "--faux", "--continue", str(part))
+        assert live.returncode == 2 and "refused: lease_held" in live.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+    settled, retained, _ = journal_money(part)
+    cont = plan_continuation(part)
+    assert cont.remaining_cap_units == 60 * 20_000_000 - settled - retained
+    ran = efold(tmp_path, "pilot", "--faux", "--continue", str(part), "--run-dir", "rest",
+                "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    plan = json.loads((tmp_path / "rest" / "plan.json").read_text())
+    assert plan["cap_units"] == cont.remaining_cap_units
+    assert plan["link"]["index"] == 2 and plan["link"]["previous"] == str(part)
+    assert plan["part"] is None and len(plan["slots"]) == len(cont.remaining)
+    nothing = efold(tmp_path, "pilot", "--faux", "--continue", "rest")
+    assert nothing.returncode == 2 and "refused: nothing_to_continue" in nothing.stderr
+
+
+def test_a_continuation_below_rmax_refuses(tmp_path: Path) -> None:
+    # A cap of one maximum reservation (3.92) and a little, below what the campaign
+    # spends plus Rmax: the first link stops when the cap refuses, leaving less than
+    # Rmax for any continuation.
+    reg, sha = register(tmp_path, cap="4.50")
+    done = efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                 "--run-dir", "tight", "--quiet")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "not_admitted_cap" in done.stdout + done.stderr
+    refused = efold(tmp_path, "plan", "--continue", "tight")
+    assert refused.returncode == 2 and "refused: cap_below_rmax" in refused.stderr
+    refused = efold(tmp_path, "pilot", "--faux", "--continue", "tight")
+    assert refused.returncode == 2 and "refused: cap_below_rmax" in refused.stderr
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--slots", "10:5", "--slots 10:5"),
+    ("--slots", "x", "--slots A:B"),
+    ("--chunk", "3/2", "--chunk K/N"),
+])
+def test_a_malformed_part_is_a_usage_error(tmp_path: Path, option: str, value: str,
+                                           message: str) -> None:
+    reg, sha = register(tmp_path)
+    done = efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                 option, value)
+    assert done.returncode == 2 and message in done.stderr
+    assert not (tmp_path / "efold-runs").exists()
+
+
+def test_chunks_by_trace_make_a_chain_that_ends_complete(tmp_path: Path) -> None:
+    reg, sha = register(tmp_path)
+    first = efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                  "--chunk", "1/2", "--run-dir", "c1", "--quiet")
+    assert first.returncode == 0, first.stderr
+    doc = results(tmp_path, tmp_path / "c1")
+    assert doc["status"]["verdict"] == "partial" and doc["status"]["chain"]["to_run"] > 0
+    second = efold(tmp_path, "pilot", "--faux", "--continue", "c1", "--chunk", "2/2",
+                   "--run-dir", "c2", "--quiet")
+    assert second.returncode == 0, second.stderr
+    doc = results(tmp_path, tmp_path / "c1")
+    assert doc["status"]["verdict"] == "complete" and doc["status"]["chain"]["to_run"] == 0
+    traces = [{json.loads((tmp_path / c / "plan.json").read_text())["slots"][i]["trace_id"]
+               for i in range(3)} for c in ("c1", "c2")]
+    assert not traces[0] & traces[1]  # whole traces: no checkpoint in both
