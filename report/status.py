@@ -361,8 +361,8 @@ def _verdict_headline(status: RunStatus) -> str:
     if verdict == "damaged":
         return f"Damaged: {_damage(status)}"
     if verdict == "partial":
-        assert status.chain is not None
-        return (f"Partial: {_count(status.chain.to_run, 'slot')} still to run; "
+        left = status.chain.to_run if status.chain is not None else status.missing_slots
+        return (f"Partial: {_count(left, 'slot')} still to run; "
                 "`efold-controller pilot --continue RUN` on its last link runs them")
     if verdict == "stopped":
         gaps = f"; {_gaps(status)}" if status.missing_slots else ""

@@ -133,13 +133,16 @@ def _show_continuation(run: str, as_json: bool) -> None:
     amounts = dict(zip(figures, aligned_amounts([units_to_usd(v) for v in figures.values()]),
                        strict=True))
     click.echo(f"continues {cont.run} (registration sha256 {cont.registration_sha256})")
+    click.echo(f"  link {cont.link.index} of its chain ({cont.links} "
+               f"{'run' if cont.links == 1 else 'runs'} so far)")
     click.echo(f"  slots: {len(cont.remaining):,} of {cont.planned:,} to run "
-               f"({cont.terminal:,} have a terminal receipt: completed, invalid or skipped)")
+               f"({cont.terminal:,} have a terminal receipt in the chain: completed, "
+               "invalid or skipped)")
     click.echo(f"money ({unit}):")
     for name, meaning in (("cap", "the registration's cap"),
-                          ("settled", "what the run settled, every caller"),
-                          ("retained", "what it retained (lost or aborted requests: never "
-                                       "assumed refunded)"),
+                          ("settled", "what the chain settled, every caller"),
+                          ("retained", "what it retained (lost, aborted or left open by a "
+                                       "crash: never assumed refunded)"),
                           ("left", "cap - settled - retained: the continuation's cap"),
                           ("Rmax", "one maximum reservation: the least the cap left must "
                                    "hold")):
