@@ -238,6 +238,7 @@ class Code(enum.StrEnum):
     PRUNE_UNRECONCILED = "prune_unreconciled"  # `prune`: a run that is not reconciled
     PRUNE_RUN_LIVE = "prune_run_live"  # `prune`: a controller (or reap) holds the run lease
     PRUNE_NOT_CONFIRMED = "prune_not_confirmed"  # `prune`: no --yes, no terminal, or declined
+    PRUNE_CHAIN_PARTIAL = "prune_chain_partial"  # `prune`: a chain's link without every other link
     PRUNE_INCOMPLETE = "prune_incomplete"  # `prune`: entries of a run could not be removed
     CLUSTER_UNAVAILABLE = "cluster_unavailable"  # `cluster`: no Ray, or no cluster there
     CLUSTER_SHARDS_INVALID = "cluster_shards_invalid"  # more shards than checkpoints, no node

@@ -480,6 +480,8 @@ MEANINGS: dict[str, str] = {
         "kept, untouched.",
     "prune_not_confirmed": "`prune`: removal needs `--yes` when stdin is not a terminal, "
         "or the operator declined at the prompt; nothing was removed.",
+    "prune_chain_partial": "`prune`: a link of a chain (`pilot --continue`) whose other "
+    "links are not all removed with it is kept: a chain goes only whole.",
     "prune_incomplete": "`prune`: some entries of a run could not be removed (counted, "
         "never followed through a link); the run's records are kept so that it stays a "
         "run directory.",

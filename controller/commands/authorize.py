@@ -144,7 +144,8 @@ def command(registration: str | None, sha256: str | None, smoke: bool,
         if derived:
             given = sorted(k for k in _EXPLICIT if explicit.get(k) is not None)
             if given or deadlines:
-                fail(Code.AUTHORIZATION_INVALID.value, "--registration derives every binding; "
+                fail(Code.AUTHORIZATION_INVALID.value, "--registration (or --continue) derives every "
+                     "binding; "
                      f"drop {', '.join('--' + k.replace('_', '-') for k in given) or '--deadline'}")
             bindings = registration_bindings(registration, sha256, output_root, smoke=smoke,
                                              continue_run=continue_run, slots=slots,

@@ -35,11 +35,12 @@ from efold.controller.pilot.pilot_view import (
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
-from efold.controller.rundirs.continuation import choose_run
+from efold.controller.rundirs.continuation import choose_run, refuse_no_run
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
+from efold.registry.lease import Lease, acquire_lease
 
 
 @click.command("pilot")
@@ -192,14 +193,22 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     verbosity = verbosity_of(quiet, verbose)
     refuse_ = refusal_for(as_json)  # under --json, a refusal is a JSON line too
     dispatch = Dispatch(launcher=launcher)
+    # A continuation holds the continued run's lease from before it claims its own
+    # directory until it has linked to it (``open_run``): a second continuation of the
+    # same run is refused here, before it claims a directory or consumes anything.
+    continued: Lease | None = None
     try:
+        if continue_run is not None:
+            refuse_no_run(Path(continue_run).absolute())
+            continued = acquire_lease(continue_run)
         made = None if continue_run is not None else pilot_registration(
             campaign=campaign, registration=registration, sha256=sha256, subset=subset,
             real=real, models=models)
         try:
             chosen = choose_run(None if made is None else
                                 LoadedRegistration(made.registration, made.data),
-                                continue_run=continue_run, slots=slots, chunk=chunk)
+                                continue_run=continue_run, slots=slots, chunk=chunk,
+                                holding=continued is not None)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         reg, reg_bytes = chosen.loaded.registration, chosen.loaded.data
@@ -221,12 +230,18 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
             dispatch = Dispatch(grant=grant, keep_answers=keep_answers, launcher=launcher,
                                 process_group_ok=process_group_ok)
         containment = check_containment(reg, real=real, process_group_ok=process_group_ok)
-        dispatch = replace(dispatch, part=chosen.part)
+        dispatch = replace(dispatch, part=chosen.part, continued=continued)
         beside = None if continue_run is None else Path(continue_run).absolute().parent
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or beside or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:
+        if continued is not None:
+            continued.release()
         refuse_(exc.code.value, exc.detail)
+    except BaseException:
+        if continued is not None:
+            continued.release()
+        raise
     click.echo(f"run: {run}")
     tell_containment(containment, verbosity)
     # The run publishes these bytes as its registration.json. --quiet prints only the
@@ -249,6 +264,9 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         click.echo(f"interrupted: {run} is incomplete; "
                    f"`efold-controller recover {run}` shows what it left", err=True)
         raise SystemExit(130) from None
+    finally:  # released when linked; else (a refusal before the link) here
+        if continued is not None:
+            continued.release()
     status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)

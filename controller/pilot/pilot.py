@@ -83,6 +83,7 @@ from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotStatus
 from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
+from efold.registry.lease import Lease
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,9 @@ class Dispatch:
     # A continuation's or a chosen part's plan (``controller.rundirs.continuation``):
     # run instead of the registration's whole plan.
     part: Plan | None = None
+    # The lease of the run a continuation continues, taken before its directory was
+    # claimed (``run_setup.open_run``): no other continuation can link to it first.
+    continued: Lease | None = None
 
 
 OFFLINE: Final = Dispatch()  # the faux route
@@ -191,7 +195,7 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                         keep_answers=dispatch.keep_answers,
                         launcher=dispatch.launcher, shard=dispatch.shard,
                         process_group_ok=dispatch.process_group_ok,
-                        part=dispatch.part) as opened:
+                        part=dispatch.part, continued=dispatch.continued) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}

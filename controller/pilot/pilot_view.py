@@ -65,7 +65,7 @@ from efold.report import decode_results
 from efold.report.numbers import spend_line
 from efold.report.readings import accuracy_brief, checkpoint_size
 from efold.report.results import money, stand_in_line, stand_in_roles
-from efold.report.schema import BoundaryResults, RunMoney
+from efold.report.schema import BoundaryResults, ChainFacts, RunMoney
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -381,6 +381,14 @@ def log_outcome(log: RunLog, outcome: PilotOutcome) -> None:
               run_open_units=spent.open.units if spent is not None else None)
 
 
+def _chain(outcome: PilotOutcome) -> ChainFacts | None:
+    """The run's chain, as its reports read it (None: no link of one)."""
+    if "results.json" not in outcome.reports:
+        return None
+    status = decode_results(outcome.reports["results.json"]).status
+    return status.chain if status is not None else None
+
+
 def _status(outcome: PilotOutcome) -> str:
     return ("interrupted" if outcome.interrupted is not None
             else "stopped" if outcome.stop_code is not None else "complete")
@@ -488,14 +496,19 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
     if outcome.interrupted is not None:
         click.echo(f"interrupted: {interrupted_counts(outcome)}; the reports are in {run}",
                    err=to_err)
-        click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then a "
-                   "new `pilot` run; runs are never resumed", err=to_err)
+        click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then "
+                   f"`efold-controller pilot --continue {run}` runs what is left, as a new "
+                   "run linked to this one", err=to_err)
         status = exit_status(outcome.interrupted)
     elif outcome.stop_code is not None:
         click.echo(f"stopped: {outcome.stop_code.value}", err=to_err)
         for line in stop_causes(outcome):
             click.echo(f"  {line}", err=to_err)
         status = 3
+    chain = _chain(outcome)
+    if chain is not None and chain.to_run and outcome.interrupted is None:
+        click.echo(f"chain: {len(chain.links)} links, {chain.to_run:,} slots still to run; "
+                   f"`efold-controller pilot --continue {run}` runs them", err=to_err)
     if as_json:  # always the very last line
         click.echo(outcome_line(outcome))
     return status
@@ -567,6 +580,12 @@ def outcome_line(outcome: PilotOutcome) -> str:
     if results is not None:
         ex = results.execution
         spent = results.money
+        chain = results.status.chain if results.status is not None else None
+        if chain is not None:  # a link's reports are its chain's, and so are the counts
+            line.update(planned=ex.planned, visited=ex.visited,
+                        chain={"links": len(chain.links), "to_run": chain.to_run,
+                               "verdict": results.status.verdict
+                               if results.status is not None else None})
         line.update(completed=ex.completed, missing=ex.missing,
                     settled_usd=None if spent is None else units_to_usd(spent.settled.units),
                     retained_usd=None if spent is None else units_to_usd(spent.retained.units),

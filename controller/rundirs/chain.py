@@ -72,10 +72,19 @@ def _refuse(detail: str) -> AggregateError:
 
 
 def continued_by(run: Path) -> Path | None:
-    """The run that continues ``run``, as its journal names it, or None."""
+    """The run that continues ``run``, as its journal names it (``located`` beside
+    ``run``), or None."""
     with JournalReader(run) as journal:
         value = journal.meta(CONTINUED_BY)
-    return None if value is None else Path(value)
+    return None if value is None else located(value, run)
+
+
+def located(recorded: str, beside: Path) -> Path:
+    """A link's run as another link recorded it (an absolute path): the run of that name
+    beside ``beside`` when there is one (a chain moved or copied together keeps reading
+    as itself, never as the runs it was copied from), else the recorded path."""
+    sibling = beside.parent / os.path.basename(recorded)
+    return sibling if (sibling / REGISTRATION_NAME).is_file() else Path(recorded)
 
 
 def is_chained(run: Path) -> bool:
@@ -111,7 +120,7 @@ def chain_links(run_dir: str | os.PathLike[str]) -> list[Path]:
     links = [run]
     here = plan
     while here.link is not None:
-        previous = Path(here.link.previous)
+        previous = located(here.link.previous, links[0])
         if len(links) > MAX_LINKS:
             raise _refuse(f"{run}: more than {MAX_LINKS} links back: a loop")
         try:
@@ -121,9 +130,9 @@ def chain_links(run_dir: str | os.PathLike[str]) -> list[Path]:
             raise _refuse(f"{links[0]} continues {previous}, which is not readable: "
                           f"{exc}") from None
         if named != links[0]:
-            raise _refuse(f"{links[0]} continues {previous}, which does not name it as "
-                          "its continuation (a continuation that never linked: it ran "
-                          "nothing)")
+            raise _refuse(f"{links[0]} continues {previous}, which names "
+                          f"{named or 'no run'} as its continuation: a continuation refused "
+                          "before it linked (it ran nothing), or links moved apart")
         _check_pair(previous, prev_plan, links[0], here, reg_bytes)
         links.insert(0, previous)
         here = prev_plan
@@ -137,7 +146,7 @@ def chain_links(run_dir: str | os.PathLike[str]) -> list[Path]:
             # Named before its plan was published? Never: the link is written after.
             raise _refuse(f"{last} names {after} as its continuation, which holds no "
                           "readable run") from None
-        if next_plan.link is None or Path(next_plan.link.previous) != last:
+        if next_plan.link is None or located(next_plan.link.previous, after) != last:
             raise _refuse(f"{last} names {after} as its continuation, which continues "
                           "another run")
         _check_pair(last, last_plan, after, next_plan, reg_bytes)

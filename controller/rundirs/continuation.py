@@ -48,17 +48,17 @@ from efold.controller.campaigns.registration import (
     load_registration,
 )
 from efold.controller.errors import ControllerError
-from efold.controller.rundirs.aggregate import journal_money, run_records
+from efold.controller.rundirs.aggregate import PLAN_NAME, journal_money, run_records
 from efold.controller.rundirs.chain import TERMINAL, chain_links, continued_by, read_chain
 from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 from efold.protocol.records import ChainLink, Plan, schedule_digest
-from efold.registry.journal import JournalReader
+from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.registry.lease import LeaseState, probe_lease
 from efold.report import MoneyFact
 
 __all__ = ["TERMINAL", "ChosenRun", "ContinuationPlan", "choose_part", "choose_run",
-           "part_plan", "plan_continuation"]
+           "part_plan", "plan_continuation", "refuse_no_run"]
 
 
 class ContinuationPlan(msgspec.Struct, frozen=True):
@@ -88,10 +88,15 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
     """The continuation plan of ``run_dir``, or a refusal (``ControllerError``).
     ``holding``: the caller holds ``run_dir``'s lease (``pilot --continue``, linking)."""
     run = Path(os.path.abspath(run_dir))
+    refuse_no_run(run)
     if not holding and probe_lease(run).state is LeaseState.LIVE:
         raise ControllerError(Code.LEASE_HELD,
                               f"{run}: a controller (or reap) holds its lease: let it end, "
                               "then continue it")
+    if not (run / PLAN_NAME).is_file():
+        raise ControllerError(Code.RUN_RECORDS_INVALID,
+                              f"{run} has no {PLAN_NAME}: its controller ended before it "
+                              "planned anything, so there is nothing to continue")
     after = continued_by(run)
     if after is not None:
         raise ControllerError(Code.RUN_ALREADY_CONTINUED,
@@ -145,6 +150,15 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
         link=ChainLink(index=len(links) + 1, previous=str(run),
                        previous_journal_sha256=digest),
     )
+
+
+def refuse_no_run(run: Path) -> None:
+    """``run_records_invalid`` unless ``run`` is a run directory (its journal), before
+    anything (a lease included) is made in it."""
+    if not (run / JOURNAL_NAME).is_file():
+        raise ControllerError(Code.RUN_RECORDS_INVALID,
+                              f"{run} is not a run directory (no {JOURNAL_NAME}): nothing "
+                              "to continue")
 
 
 _SLOTS = re.compile(r"([0-9]{1,9}):([0-9]{1,9})")
@@ -208,11 +222,12 @@ class ChosenRun(msgspec.Struct, frozen=True):
 
 
 def choose_run(loaded: LoadedRegistration | None, *, continue_run: str | None,
-               slots: str | None, chunk: str | None) -> ChosenRun:
+               slots: str | None, chunk: str | None, holding: bool = False) -> ChosenRun:
     """The registration and plan of ``pilot`` (and ``authorize``) given ``--continue
     RUN`` (``loaded`` None: RUN's registration), ``--slots A:B`` or ``--chunk K/N``: a
     continuation runs its chain's remainder (of the chosen part, if one is), under the
     cap its chain has left; a first part, its part under the registration's cap.
+    ``holding``: the caller holds RUN's lease (``plan_continuation``).
     ``ValueError`` for a malformed or empty part; refusals as ``plan_continuation``."""
     if continue_run is None:
         if loaded is None:
@@ -223,7 +238,7 @@ def choose_run(loaded: LoadedRegistration | None, *, continue_run: str | None,
             return ChosenRun(loaded, None)
         return ChosenRun(loaded, part_plan(whole, chosen[1], part=chosen[0],
                                            cap_units=loaded.registration.cap_units))
-    cont = plan_continuation(continue_run)
+    cont = plan_continuation(continue_run, holding=holding)
     run = Path(cont.run)
     loaded = load_registration(run / REGISTRATION_NAME, cont.registration_sha256)
     whole = plan_for(loaded.registration)

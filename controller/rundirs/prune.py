@@ -20,7 +20,9 @@ decided still holds when the removal runs. A run is removable only when all of:
   ``unreconciled`` nor ``running``, and ``recover``'s observation
   (``efold.controller.rundirs.recovery.observe``: the journal and /proc) calls it reconciled
   (else ``prune_unreconciled``). Complete, stopped, interrupted and crashed runs are
-  removable once reconciled.
+  removable once reconciled;
+* it is no link of a chain (``pilot --continue``), or every link of its chain is
+  removed with it (else ``prune_chain_partial``): a chain goes only whole.
 
 Removal never follows a link and never leaves the file system (``runroot.remove_at``).
 A whole run goes in two steps: everything but its records first, then the records
@@ -42,11 +44,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 import msgspec
 
 from efold.controller.errors import ControllerError
+from efold.controller.rundirs.chain import chain_links, is_chained
 from efold.controller.rundirs.recovery import observe
 from efold.controller.rundirs.run_index import (
     FoundRun,
@@ -298,7 +302,9 @@ def _assess(root_fd: int, found: FoundRun, slots_only: bool, *, remove: bool) ->
     name = os.path.basename(found.path)
     try:
         with _held(root_fd, name) as run_fd:
-            entry = describe(found)
+            # A link of a chain is decided on its own records (``_whole_chains`` then
+            # keeps it unless its whole chain goes).
+            entry = describe(found, chain=False)
             code, detail = _why_kept(found, entry)
             size = (measure_at(run_fd, SLOTS_DIR) if slots_only
                     else measure_at(root_fd, name)).bytes
@@ -307,7 +313,7 @@ def _assess(root_fd: int, found: FoundRun, slots_only: bool, *, remove: bool) ->
                 done = (remove_at(run_fd, SLOTS_DIR) if slots_only
                         else _remove_run(root_fd, run_fd, name))
     except _Live:
-        entry = describe(found)  # read-only: the status a live controller's run shows
+        entry = describe(found, chain=False)  # read-only: what a live controller's run shows
         return PruneEntry(entry.name, found.path, started_text(entry), status_text(entry), 0,
                           "keep", code=Code.PRUNE_RUN_LIVE.value,
                           detail="a controller or reap holds the run lease")
@@ -347,9 +353,36 @@ def plan_prune(root: str, selection: Selection, *, slots_only: bool = False,
         entries = [_assess(root_fd, found, slots_only, remove=False) for found in chosen]
     finally:
         os.close(root_fd)
+    if not slots_only:
+        entries = _whole_chains(entries)
     notes = [] if selection.runs else _notes(root, {os.path.basename(f.path)
                                                     for f in find_runs(root)})
     return _report(root, slots_only, False, entries, notes)
+
+
+def _whole_chains(entries: list[PruneEntry]) -> list[PruneEntry]:
+    """Each link of a chain (``pilot --continue``) to be removed stays unless every link
+    of its chain is removed with it (``prune_chain_partial``): the others would no
+    longer read as one."""
+    going = {os.path.abspath(e.path) for e in entries if e.action == "remove"}
+    out = []
+    for entry in entries:
+        if entry.action == "remove":
+            try:
+                links = [str(p) for p in chain_links(entry.path)] \
+                    if is_chained(Path(entry.path)) else []
+            except EfoldError as exc:
+                links, entry = [], msgspec.structs.replace(
+                    entry, action="keep", code=exc.code.value, detail=exc.detail or None)
+            left = [link for link in links if link not in going]
+            if left:
+                entry = msgspec.structs.replace(
+                    entry, action="keep", code=Code.PRUNE_CHAIN_PARTIAL.value,
+                    detail=f"a link of a chain of {len(links)}: prune every link together "
+                           f"({', '.join(os.path.basename(link) for link in left)} not "
+                           "selected or kept)")
+        out.append(entry)
+    return out
 
 
 def apply_prune(planned: PruneReport) -> PruneReport:

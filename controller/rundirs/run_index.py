@@ -19,19 +19,20 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Final, Literal
 
 import msgspec
 
 from efold.controller.errors import ControllerError
-from efold.controller.rundirs.aggregate import build_run_results
+from efold.controller.rundirs.aggregate import build_run_results, run_records
 from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.report import REPORT_FILES, Results
 from efold.report.numbers import spend_line
 from efold.report.readings import accuracy_brief, checkpoint_size
-from efold.report.schema import Execution, Money, RunMoney
+from efold.report.schema import ChainFacts, Execution, Money, RunMoney
 from efold.report.status import status_banner
 
 StartSource = Literal["journal", "mtime"]
@@ -84,6 +85,10 @@ class RunEntry(msgspec.Struct, frozen=True):
     accuracy: list[RoleAccuracy] = []  # per role, in the plan's order
     refused: str | None = None
     detail: str | None = None
+    # A link of a chain (``pilot --continue``): its place and the chain's links; the
+    # figures above are then the whole chain's. Null for a run that is no link.
+    link: int | None = None
+    links: int | None = None
 
 
 class RoleLine(msgspec.Struct, frozen=True):
@@ -184,6 +189,7 @@ def _iso(ns: int) -> str:
 
 def _entry(found: FoundRun, results: Results) -> RunEntry:
     status = results.status
+    chain = status.chain if status is not None else None
     spent = results.money
     return RunEntry(
         name=os.path.basename(found.path), path=found.path, started=_iso(found.started_ns),
@@ -198,21 +204,31 @@ def _entry(found: FoundRun, results: Results) -> RunEntry:
         damaged_files=[] if status is None else list(status.damaged_files),
         accuracy=[RoleAccuracy(role.role, role.overall.exact.successes,
                                role.overall.exact.trials) for role in results.results],
+        link=_link_index(found.path, chain), links=None if chain is None else len(chain.links),
     )
 
 
-def _results(path: str) -> Results:
+def _link_index(path: str, chain: ChainFacts | None) -> int | None:
+    """A chain's link's place in it (its plan's link; 1 without one); None: no chain."""
+    if chain is None:
+        return None
+    plan, _ = run_records(Path(path))
+    return 1 if plan.link is None else plan.link.index
+
+
+def _results(path: str, *, chain: bool = True) -> Results:
     try:
-        return build_run_results(read_any_run(path, allow_damaged=True))
+        return build_run_results(read_any_run(path, allow_damaged=True, chain=chain))
     except OSError as exc:  # a receipt that vanished or cannot be read meanwhile
         raise ControllerError(Code.RUN_RECORDS_INVALID,
                               exc.strerror or "unreadable") from exc
 
 
-def describe(found: FoundRun) -> RunEntry:
-    """The run's entry; a refusal becomes the entry's ``refused`` code."""
+def describe(found: FoundRun, *, chain: bool = True) -> RunEntry:
+    """The run's entry (``chain``: a link's as its whole chain's, else its own); a
+    refusal becomes the entry's ``refused`` code."""
     try:
-        return _entry(found, _results(found.path))
+        return _entry(found, _results(found.path, chain=chain))
     except EfoldError as exc:
         return RunEntry(name=os.path.basename(found.path), path=found.path,
                         started=_iso(found.started_ns), started_from=found.started_from,
@@ -250,6 +266,8 @@ def status_text(entry: RunEntry) -> str:
         else entry.status or "unknown"
     if entry.damaged_files and entry.status != "damaged":  # a verdict above it leads
         text += ", damaged"
+    if entry.link is not None:
+        text += f" (chain: link {entry.link} of {entry.links})"
     return text
 
 

@@ -80,7 +80,7 @@ from efold.registry import publish_exclusive
 from efold.registry.authorization import AuthorizationDomain, verify_authorization
 from efold.registry.burn import real_registry_root, registry_key
 from efold.registry.journal import JournalReader, JournalWriter
-from efold.registry.lease import acquire_lease
+from efold.registry.lease import Lease, acquire_lease
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                    launcher: Launcher = "template",
                    shard: ShardTicket | None = None,
                    process_group_ok: bool = False,
-                   part: Plan | None = None) -> AsyncIterator[OpenRun]:
+                   part: Plan | None = None,
+                   continued: Lease | None = None) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -124,7 +125,9 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     plan of a continuation or of a chosen part (``controller.rundirs.continuation``):
     its slots and cap instead of the registration's, its authorization bound to them; a
     continuation names itself in the run it continues (``chain.mark_continued``, under
-    that run's lease) once its own plan is published, before any child starts."""
+    that run's lease) once its own plan is published, before any child starts.
+    ``continued``: that run's lease, when the caller took it before claiming ``run`` (so
+    that no other continuation can link first): used for the link, then released."""
     campaign = reg.campaign
     if admitting:
         _check_route(reg, grant)
@@ -190,7 +193,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             publish_exclusive(run, REGISTRATION_NAME, reg_bytes)
             publish_exclusive(run, PLAN_NAME, plan_bytes)
             if plan.link is not None:
-                link_continuation(plan.link, run, journal)
+                link_continuation(plan.link, run, journal, held=continued)
             cases = campaign_cases(campaign)
             items = {i.trace.header.trace_id: i for i in campaign_items(campaign, cases)}
             if cases and digest_of([corpus_digest(list(items.values())), cases_digest(cases)]) \
@@ -205,13 +208,15 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
 
 
-def link_continuation(link: ChainLink, run: Path, journal: JournalWriter) -> None:
-    """Under the continued run's lease: refuse a run continued meanwhile
-    (``run_already_continued``) or changed since the continuation was planned
-    (``chain_invalid``: its journal's digest moved, so the plan may be wrong), then name
-    ``run`` as its continuation there; and record the link in ``run``'s own journal."""
+def link_continuation(link: ChainLink, run: Path, journal: JournalWriter, *,
+                      held: Lease | None = None) -> None:
+    """Under the continued run's lease (``held``, else taken here, and released either
+    way): refuse a run continued meanwhile (``run_already_continued``) or changed since
+    the continuation was planned (``chain_invalid``: its journal's digest moved, so the
+    plan may be wrong), then name ``run`` as its continuation there; and record the link
+    in ``run``'s own journal."""
     previous = Path(link.previous)
-    with acquire_lease(previous) as lease:
+    with held or acquire_lease(previous) as lease:
         with JournalReader(previous) as reader:
             if reader.meta(CONTINUED_BY) is None and reader.digest() \
                     != link.previous_journal_sha256:

@@ -7,6 +7,7 @@ already) and the cap a continuation gets, exactly."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -252,3 +253,23 @@ def test_chunks_by_trace_make_a_chain_that_ends_complete(tmp_path: Path) -> None
     traces = [{json.loads((tmp_path / c / "plan.json").read_text())["slots"][i]["trace_id"]
                for i in range(3)} for c in ("c1", "c2")]
     assert not traces[0] & traces[1]  # whole traces: no checkpoint in both
+
+    # A chain copied (or moved) together reads as itself, not as the runs it came from.
+    moved = tmp_path / "moved"
+    moved.mkdir(mode=0o700)
+    for name in ("c1", "c2"):
+        shutil.copytree(tmp_path / name, moved / name, symlinks=True)
+    copied = results(tmp_path, moved / "c2")
+    assert copied["status"]["verdict"] == "complete"
+    assert len(copied["status"]["chain"]["links"]) == 2
+
+    # runs marks each link, and prune removes a chain only whole.
+    listed = efold(tmp_path, "runs", str(tmp_path)).stdout
+    assert "complete (chain: link 1 of 2)" in listed and "(chain: link 2 of 2)" in listed
+    part = efold(tmp_path, "prune", str(tmp_path), "--run", "c1", "--dry-run", "--json")
+    kept = json.loads(part.stdout)["runs"]
+    assert [(e["name"], e["action"], e["code"]) for e in kept] == \
+        [("c1", "keep", "prune_chain_partial")]
+    whole = efold(tmp_path, "prune", str(tmp_path), "--run", "c1", "--run", "c2", "--yes")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    assert not (tmp_path / "c1").exists() and not (tmp_path / "c2").exists()

@@ -391,3 +391,47 @@ def test_a_server_gone_mid_run_gives_losses_then_the_stop(tmp_path: Path, server
         holds = journal.rows("holds")
     assert [h["state"] for h in holds] == ["settled", "lost", "lost"]
     assert all(h["hold_units"] > 0 and h["settled_units"] is None for h in holds[1:])
+
+
+def test_a_real_continuation_runs_only_on_its_own_authorization(
+        tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None, probes=3)
+    assert op.real("smoke", "smoke", op.authorize("smoke", "--smoke")).returncode == 0
+    # A first part, on an authorization of that part: the whole campaign's refuses.
+    whole_part = op.real("pilot", "part", op.authorize("part", out="whole.json"),
+                         "--slots", "0:1")
+    assert whole_part.returncode == 2, whole_part.stderr
+    assert "refused: authorization_binding_mismatch" in whole_part.stderr
+    first = op.real("pilot", "part", op.authorize("part", "--slots", "0:1"), "--slots", "0:1")
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    part, rest = str(op.runs / "part"), str(op.runs / "rest")
+
+    def continuation(auth: str) -> subprocess.CompletedProcess[str]:
+        return op.run("pilot", "--real", "--continue", part, "--run-dir", rest,
+                      "--authorization", auth, "--trust", "approver.pub", "--no-progress",
+                      *REAL_RUN_FLAGS)
+
+    # The whole campaign's authorization for the continuation's very directory: the
+    # schedule and cap it binds are not the continuation's.
+    sent = len(server.requests)
+    wrong = continuation(op.authorize("rest", out="whole-rest.json"))
+    assert wrong.returncode == 2 and "authorization_binding_mismatch" in wrong.stderr
+    assert not Path(rest).exists() and len(server.requests) == sent
+    made = op.run("authorize", "--continue", part, "--key", "approver.key",
+                  "--out", "rest-auth.json", "--output-root", rest, "--approver", "ops",
+                  "--approval-reference", "appr-2")
+    assert made.returncode == 0 and f"continuation of {part}" in made.stdout, made.stderr
+    ran = continuation("rest-auth.json")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    plan = json.loads((op.runs / "rest" / "plan.json").read_text())
+    assert len(plan["slots"]) == 2 and plan["link"]["previous"] == part
+    done = op.run("aggregate", part, "--json")
+    status = json.loads(done.stdout)["status"]
+    assert status["verdict"] == "complete"
+    assert [link["verdict"] for link in status["chain"]["links"]] == ["complete", "complete"]
+    # The chain is whole: nothing is left for another continuation.
+    again = op.run("pilot", "--real", "--continue", rest, "--run-dir", str(op.runs / "more"),
+                   "--authorization", "rest-auth.json", "--trust", "approver.pub",
+                   *REAL_RUN_FLAGS)
+    assert again.returncode == 2 and "refused: nothing_to_continue" in again.stderr
