@@ -46,6 +46,10 @@ def register(tmp: Path, cap: str = "60.00") -> tuple[str, str]:
     return "reg/registration.json", done.stdout.split("sha256: ")[1].strip()
 
 
+def run_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if (p / "journal.sqlite").is_file())
+
+
 def receipts(run: Path) -> int:
     return len(journal_rows(run, "SELECT slot FROM receipts"))
 
@@ -273,3 +277,20 @@ def test_chunks_by_trace_make_a_chain_that_ends_complete(tmp_path: Path) -> None
     whole = efold(tmp_path, "prune", str(tmp_path), "--run", "c1", "--run", "c2", "--yes")
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert not (tmp_path / "c1").exists() and not (tmp_path / "c2").exists()
+
+
+def test_two_continuations_at_once_one_links_the_other_claims_nothing(
+        tmp_path: Path) -> None:
+    reg, sha = register(tmp_path)
+    done = efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                 "--slots", "0:6", "--runs", "runs", "--quiet")
+    assert done.returncode == 0, done.stderr
+    (first,) = run_dirs(tmp_path / "runs")
+    racers = [start(tmp_path, "--continue", str(first)) for _ in range(2)]
+    ends = [(r.wait(timeout=300), r.communicate()[1]) for r in racers]
+    assert sorted(code for code, _ in ends) == [0, 2], ends
+    (lost,) = [err for code, err in ends if code == 2]
+    assert "refused: lease_held" in lost or "refused: run_already_continued" in lost
+    runs = run_dirs(tmp_path / "runs")
+    assert len(runs) == 2  # the loser claimed no directory
+    assert [len(results(tmp_path, run)["status"]["chain"]["links"]) for run in runs] == [2, 2]
