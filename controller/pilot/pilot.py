@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -67,6 +67,7 @@ from efold.controller.pilot.preparation import (
     prepare_checkpoints,
     publish_prep_inputs,
 )
+from efold.controller.pilot.reuse import Built, earlier_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.aggregate import run_reports
@@ -100,6 +101,8 @@ class PilotOutcome:
     # Checkpoint -> its first request, for each inventory-infeasible one (why its slots
     # were skipped, with the figures).
     infeasible: dict[str, FirstRequest] = field(default_factory=dict)
+    # A continuation's checkpoints copied from an earlier link and verified, not built.
+    reused: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
 
         causes: dict[str, PrepCause] = {}
         infeasible: dict[str, FirstRequest] = {}
+        reused: set[str] = set()
 
         async def body() -> tuple[list[Receipt], dict[str, bytes]]:
             facts: dict[str, CheckpointFacts] = {}
@@ -209,13 +213,14 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                 cases, facts, real=dispatch.grant is not None))
             smoke = smoke_part(plan) if inline_smoke(dispatch) else range(0)
             traces = publish_prep_inputs(run, plan, items, eligible_only=True)
+            built = earlier_checkpoints(plan.link, run)  # a continuation's, to reuse
             for part in (smoke, range(len(smoke), len(plan.slots))):
                 if not part:  # no inline smoke, or a run that is all smoke
                     continue
                 part_tick = tick if part is not smoke else _as_smoke(tick)
                 ready, seen = await _prepare(ctx, plan, items, reg, part_tick, cases, facts,
                                              only=_checkpoints(plan, part) - preps.keys(),
-                                             traces=traces)
+                                             traces=traces, reuse=built)
                 preps.update(ready)
                 evidence.update(seen)
                 await probing.run(part, preps, evidence, part_tick)
@@ -225,6 +230,7 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                            if p.result.cause is not None})
             infeasible.update({key: p.first_request for key, p in preps.items()
                                if p.first_request is not None and not p.first_request.fits})
+            reused.update(key for key, p in preps.items() if p.result.reused)
             receipts = probing.finish()
             # -- aggregate ---------------------------------------------------------------
             reports = run_reports(read_linked(run))  # a link's: its chain's reports
@@ -235,13 +241,13 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
         receipts, reports = await interruptible(ctx, body, signals)
         stop = ctx.policy.stop_code or _admission_ended(ctx, receipts)
     return PilotOutcome(run, stop, receipts, plan, reports, ctx.interrupted, causes,
-                        infeasible)
+                        infeasible, len(reused))
 
 
 async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                    reg: Registration, tick: Progress, cases: dict[str, Case],
                    facts: dict[str, CheckpointFacts], *, only: AbstractSet[str],
-                   traces: Traces
+                   traces: Traces, reuse: Mapping[str, Built]
                    ) -> tuple[dict[str, Preparation], dict[tuple[str, str], Evidence]]:
     """One prep child per checkpoint in ``only`` that an eligible slot uses, and the
     evaluator-side evidence (availability, exclusions) of every probe the plan asks of
@@ -288,7 +294,8 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
             evidence[(key, pid)] = ev
 
     preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, only=only,
-                                      traces=traces, tick=prep_tick, on_prepared=on_prepared)
+                                      traces=traces, tick=prep_tick, on_prepared=on_prepared,
+                                      reuse=reuse)
     return preps, evidence
 
 

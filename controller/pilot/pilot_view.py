@@ -368,6 +368,8 @@ def log_outcome(log: RunLog, outcome: PilotOutcome) -> None:
     for episode in status.containments if status is not None else []:
         log.write("containment", slot=episode.slot, kind=episode.kind, cause=episode.cause,
                   outcome=episode.outcome, finished=episode.finished)
+    if outcome.reused:
+        log.write("checkpoints_reused", count=outcome.reused)
     if outcome.stop_code is not None:
         log.write("stop", code=outcome.stop_code.value)
     if outcome.interrupted is not None:
@@ -506,8 +508,12 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
             click.echo(f"  {line}", err=to_err)
         status = 3
     chain = _chain(outcome)
+    if outcome.reused and verbosity is not Verbosity.QUIET:
+        click.echo(f"checkpoints: {outcome.reused:,} reused from earlier links of the chain "
+                   "(copied and verified against their journaled digests), not built again")
     if chain is not None and chain.to_run and outcome.interrupted is None:
-        click.echo(f"chain: {len(chain.links)} links, {chain.to_run:,} slots still to run; "
+        links = f"{len(chain.links)} link" + ("" if len(chain.links) == 1 else "s")
+        click.echo(f"chain: {links}, {chain.to_run:,} slots still to run; "
                    f"`efold-controller pilot --continue {run}` runs them", err=to_err)
     if as_json:  # always the very last line
         click.echo(outcome_line(outcome))

@@ -83,6 +83,9 @@ class PrepResult:
     # How its fold ran (``efold.isolation``), as the child reported it in ``Prepared``;
     # None when it reported none (it failed first).
     isolation: Isolation | None = None
+    # Copied from an earlier link of its chain and verified there (``pilot.reuse``): no
+    # prep child built it in this run.
+    reused: bool = False
 
 
 def read_cause(slot_dir: Path) -> PrepCause | None:

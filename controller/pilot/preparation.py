@@ -10,7 +10,7 @@ checkpoint's first request can ever be admitted (``controller.campaigns.feasibil
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +21,7 @@ from efold.controller.campaigns.profiles import Profile, profile_entry
 from efold.controller.campaigns.registration import Registration, verify_fold_pins
 from efold.controller.errors import CampaignError
 from efold.controller.pilot.prep_launch import PrepResult, run_prep
+from efold.controller.pilot.reuse import CHECKPOINTS_DIR, Built, reuse_checkpoint
 from efold.controller.rundirs.run_context import RunContext
 from efold.controller.rundirs.runroot import private_subdir
 from efold.corpus import dump_trace, trace_digest
@@ -156,13 +157,16 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
                               only: AbstractSet[str] | None = None,
                               traces: Traces | None = None,
                               tick: Progress | None = None,
-                              on_prepared: OnPrepared | None = None
+                              on_prepared: OnPrepared | None = None,
+                              reuse: Mapping[str, Built] | None = None
                               ) -> dict[str, Preparation]:
     """Prepare the plan's checkpoints in schedule order (only those an eligible slot uses
     when ``eligible_only``; only those in ``only`` when given), from the inputs
     ``publish_prep_inputs`` gave (``traces``; None: published here, for a run prepared
     in one call). Stops launching once admission closes (a sticky stop or an
-    interruption): later checkpoints are absent from the result."""
+    interruption): later checkpoints are absent from the result. ``reuse``: a
+    continuation's checkpoints an earlier link built (``pilot.reuse``), each copied and
+    verified instead of built when it verifies."""
     campaign = reg.campaign
     roles = {r.name: r for r in campaign.roles}
     firsts = {key: first for key, first in checkpoints_of(plan, eligible_only=eligible_only).items()
@@ -182,8 +186,11 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
         task = prep_task(roles[first.role], trace_file=path, trace_sha256=digest,
                          registration=reg,
                          summariser=ctx.summariser.route if ctx.summariser else None)
-        result = await run_prep(
-            ctx, key=key, slot_dir=private_subdir(ctx.run_dir, "checkpoints", key), task=task)
+        slot_dir = private_subdir(ctx.run_dir, CHECKPOINTS_DIR, key)
+        built = (reuse or {}).get(key)
+        result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)
+        if result is None:
+            result = await run_prep(ctx, key=key, slot_dir=slot_dir, task=task)
         first_round = None
         if result.restored is not None:
             first_round = first_request(result.restored.checkpoint, campaign, first.role,

@@ -131,7 +131,7 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
         sticky = journal.sticky_stop()
         started_ns, ended_ns = _journal_span(journal)
         containment = _containment(journal)
-        fold_isolation = _fold_isolation(journal.rows("assignments", "kind = 'checkpoint'"))
+        fold_isolation = fold_isolation_of(journal.rows("assignments", "kind = 'checkpoint'"))
     planned = {s.slot for s in plan.slots}
     seen: dict[str, Receipt] = {}
     damaged: set[str] = set()
@@ -310,7 +310,7 @@ def _containment(journal: JournalReader) -> RunContainment | None:
                           operator_allowed=journal.meta(META_OPERATOR_FALLBACK) is not None)
 
 
-def _fold_isolation(rows: list[dict[str, Any]]) -> FoldIsolation:
+def fold_isolation_of(rows: list[dict[str, Any]]) -> FoldIsolation:
     """Counts of how the prepared checkpoints' folds ran isolated (their journaled
     ``Isolation``; a row without one is not reported)."""
     said = []

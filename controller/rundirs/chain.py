@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -42,6 +42,7 @@ from efold.controller.rundirs.aggregate import (
     AggregateError,
     RunView,
     build_run_results,
+    fold_isolation_of,
     read_run,
     registered_view,
     run_records,
@@ -215,8 +216,19 @@ def read_chain(links: Sequence[Path], *, allow_damaged: bool = False) -> RunView
             spends[key] = _added(spends[key], spend) if key in spends else spend
     to_run = sum(1 for s in plan.slots
                  if s.slot not in chosen or chosen[s.slot][1].status not in TERMINAL)
-    facts = _merged_facts(views, in_flight, to_run)
+    facts = _merged_facts(views, in_flight, to_run, _chain_isolation(links))
     return registered_view(reg, plan, receipts, missing, in_flight, spends, facts)
+
+
+def _chain_isolation(links: Sequence[Path]) -> FoldIsolation:
+    """How the chain's checkpoints were built, each once: a checkpoint a later link
+    reused (``pilot.reuse``: the same key and snapshot digest) is its first build."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for link in links:
+        with JournalReader(link) as journal:
+            for row in journal.rows("assignments", "kind = 'checkpoint'"):
+                rows.setdefault((row["slot"], row["snapshot_digest"]), row)
+    return fold_isolation_of(list(rows.values()))
 
 
 def _added(a: SlotSpend, b: SlotSpend) -> SlotSpend:
@@ -230,7 +242,8 @@ def _added(a: SlotSpend, b: SlotSpend) -> SlotSpend:
         usage_known=a.usage_known and b.usage_known)
 
 
-def _merged_facts(views: Sequence[RunView], in_flight: list[str], to_run: int) -> RunFacts:
+def _merged_facts(views: Sequence[RunView], in_flight: list[str], to_run: int,
+                  isolation: FoldIsolation) -> RunFacts:
     """How the chain went: its last link's end (lease, stops, containment mode), every
     link's launches and episodes (ids offset), the span from the first start to the
     last end, the money summed, and each link as it ended on its own."""
@@ -253,10 +266,6 @@ def _merged_facts(views: Sequence[RunView], in_flight: list[str], to_run: int) -
         settled_units=sum(m.settled_units for m in moneys if m),
         retained_units=sum(m.retained_units for m in moneys if m),
         open_units=sum(m.open_units for m in moneys if m))
-    isolations = [v.facts.fold_isolation for v in views if v.facts.fold_isolation]
-    isolation = FoldIsolation(**{
-        k: sum(getattr(i, k) for i in isolations) for k in FoldIsolation.__struct_fields__
-    }) if isolations else None
     states = [LinkState(index=k, verdict=_verdict(view), planned=len(view.plan.slots),
                         visited=len(view.receipts), containment=view.facts.containment.mode
                         if view.facts.containment is not None else None,

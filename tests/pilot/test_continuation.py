@@ -124,7 +124,12 @@ def test_an_interrupted_then_crashed_chain_aggregates_as_the_uninterrupted_run(
     # Link 2: killed mid-slot (a request in flight), then reaped.
     second = tmp_path / "link2"
     controller = start(tmp_path, "--continue", str(first), "--run-dir", str(second))
-    wait_for(lambda: receipts(second) >= 3 and hold_consumed(second), controller)
+    while True:  # stopped first, so that it cannot settle the hold before the kill
+        wait_for(lambda: receipts(second) >= 3 and hold_consumed(second), controller)
+        controller.send_signal(signal.SIGSTOP)
+        if hold_consumed(second):
+            break
+        controller.send_signal(signal.SIGCONT)
     controller.kill()
     controller.wait()
     refused = efold(tmp_path, "pilot", "--faux", "--continue", str(second))
@@ -167,12 +172,22 @@ def test_an_interrupted_then_crashed_chain_aggregates_as_the_uninterrupted_run(
                 assert receipt.slot not in finished_in, f"{receipt.slot} finished twice"
                 finished_in[receipt.slot] = k
     assert set(finished_in) == planned
+    # Checkpoints are built once in the chain: a continuation copies what an earlier
+    # link built and verified (the same snapshot digests), and builds only the rest.
+    prepared = [len(journal_rows(link, "SELECT launch_id FROM launches WHERE kind = 'prep'"))
+                for link in links]
+    built = {row for link in links for row in journal_rows(
+        link, "SELECT slot, snapshot_digest FROM assignments WHERE kind = 'checkpoint'")}
+    whole_built = set(journal_rows(tmp_path / "whole", "SELECT slot, snapshot_digest FROM "
+                                   "assignments WHERE kind = 'checkpoint'"))
+    assert built == whole_built and sum(prepared) == len(whole_built)
     money = [journal_money(link) for link in links]
     assert view.facts.money is not None
     assert view.facts.money.settled_units == sum(m[0] for m in money)
-    # The request lost in link 2: its hold, left open by the killed controller, stays
-    # charged (never assumed refunded) and was counted against link 3's cap.
-    assert sum(m[2] for m in money) > 0
+    # The request lost in link 2: its hold, left open by the killed controller (``reap``
+    # closes it as lost), stays charged, never assumed refunded, and was counted
+    # against link 3's cap.
+    assert money[1][1] + money[1][2] >= 78_400_000  # at least the one Rmax hold
     assert view.facts.money.retained_units + view.facts.money.open_units == \
         sum(m[1] + m[2] for m in money)
     cap = json.loads((tmp_path / "link3" / "plan.json").read_text())["cap_units"]
@@ -294,3 +309,68 @@ def test_two_continuations_at_once_one_links_the_other_claims_nothing(
     runs = run_dirs(tmp_path / "runs")
     assert len(runs) == 2  # the loser claimed no directory
     assert [len(results(tmp_path, run)["status"]["chain"]["links"]) for run in runs] == [2, 2]
+
+
+# A continuation killed (SIGKILL) at a chosen moment: the moment is reached by wrapping
+# one step of ``open_run`` in the continuation's own process, which then says so and
+# waits to be killed.
+KILLED_AT = """
+import pathlib, sys, time
+from efold.controller.rundirs import authorize_run, run_setup
+moment, marker = sys.argv[1], pathlib.Path(sys.argv[2])
+
+def wait_here():
+    marker.write_text(moment)
+    time.sleep(600)
+
+link = run_setup.link_continuation
+if moment == "before-consumption":
+    authorize_run.consume_faux = lambda *a, **k: wait_here()
+elif moment == "before-link":
+    run_setup.link_continuation = lambda *a, **k: wait_here()
+else:
+    def linked_then_wait(*a, **k):
+        link(*a, **k)
+        wait_here()
+    run_setup.link_continuation = linked_then_wait
+from efold.controller.cli import main
+sys.argv = ["efold-controller", "pilot", "--faux", "--quiet", *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("moment", ["before-consumption", "before-link", "after-link"])
+def test_a_continuation_killed_at_each_moment_is_continued_and_the_chain_stays_exact(
+        tmp_path: Path, moment: str) -> None:
+    reg, sha = register(tmp_path)
+    given = ("--registration", reg, "--sha256", sha)
+    assert efold(tmp_path, "pilot", "--faux", *given, "--run-dir", "whole",
+                 "--quiet").returncode == 0
+    assert efold(tmp_path, "pilot", "--faux", *given, "--slots", "0:12", "--run-dir", "one",
+                 "--quiet").returncode == 0
+    marker = tmp_path / "marker"
+    killed = subprocess.Popen([sys.executable, "-c", KILLED_AT, moment, str(marker),
+                               "--continue", "one", "--run-dir", "two"], cwd=tmp_path)
+    wait_for(marker.exists, killed)
+    killed.kill()
+    killed.wait()
+    assert efold(tmp_path, "reap", "two").returncode == 0, moment
+    if moment == "after-link":  # linked: "one" is continued; the crashed link is next
+        again = efold(tmp_path, "pilot", "--faux", "--continue", "one")
+        assert again.returncode == 2 and "refused: run_already_continued" in again.stderr
+        resumed = efold(tmp_path, "pilot", "--faux", "--continue", "two", "--run-dir",
+                        "three", "--quiet")
+        links, verdicts = ["one", "two", "three"], ["complete", "crashed", "complete"]
+    else:  # never linked: "two" ran nothing, and "one" is continued again
+        resumed = efold(tmp_path, "pilot", "--faux", "--continue", "one", "--run-dir",
+                        "three", "--quiet")
+        links, verdicts = ["one", "three"], ["complete", "complete"]
+        orphan = efold(tmp_path, "aggregate", "two")
+        assert orphan.returncode == 2, moment
+        assert "run_records_invalid" in orphan.stderr or "chain_invalid" in orphan.stderr
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    chain = results(tmp_path, tmp_path / "one")
+    assert [link["verdict"] for link in chain["status"]["chain"]["links"]] == verdicts
+    assert chain["status"]["verdict"] == "complete"
+    assert by_slot(chain) == by_slot(results(tmp_path, tmp_path / "whole"))
+    assert [p.name for p in chain_links(tmp_path / "three")] == links
