@@ -374,3 +374,25 @@ def test_a_continuation_killed_at_each_moment_is_continued_and_the_chain_stays_e
     assert chain["status"]["verdict"] == "complete"
     assert by_slot(chain) == by_slot(results(tmp_path, tmp_path / "whole"))
     assert [p.name for p in chain_links(tmp_path / "three")] == links
+
+
+def test_a_checkpoint_changed_since_its_link_built_it_is_built_again(tmp_path: Path) -> None:
+    reg, sha = register(tmp_path)
+    assert efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                 "--slots", "0:12", "--run-dir", "one", "--quiet").returncode == 0
+    built = journal_rows(tmp_path / "one", "SELECT slot FROM assignments "
+                         "WHERE kind = 'checkpoint' ORDER BY slot")
+    changed, gone = str(built[0][0]), str(built[1][0])
+    snapshot = tmp_path / "one" / "checkpoints" / changed / "snapshot" / "checkpoint.json"
+    data = bytearray(snapshot.read_bytes())
+    data[-2] ^= 1  # one bit: the copy no longer hashes to its journaled digest
+    snapshot.write_bytes(bytes(data))
+    shutil.rmtree(tmp_path / "one" / "checkpoints" / gone)
+    done = efold(tmp_path, "pilot", "--faux", "--continue", "one", "--run-dir", "two")
+    assert done.returncode == 0, done.stdout + done.stderr
+    preps = {str(slot) for (slot,) in journal_rows(
+        tmp_path / "two", "SELECT slot FROM launches WHERE kind = 'prep'")}
+    assert {changed, gone} <= preps  # built again, in prep children
+    reused = len(built) - len({changed, gone})
+    assert f"checkpoints: {reused} reused from earlier links" in done.stdout
+    assert results(tmp_path, tmp_path / "two")["status"]["verdict"] == "complete"
