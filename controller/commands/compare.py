@@ -24,6 +24,7 @@ from efold.controller.commands._options import (
 )
 from efold.controller.errors import ControllerError
 from efold.controller.rundirs.aggregate import build_run_results
+from efold.controller.rundirs.chain import chain_links, is_chained
 from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.controller.rundirs.run_index import is_run_dir
 from efold.digests import sha256_hex
@@ -105,3 +106,15 @@ def command(run_a: str, run_b: str | None, latest: bool, root: str | None,
     else:
         for line in render_comparison_text(comparison):
             click.echo(line)
+    if _one_chain(os.fspath(run_a), run_b):
+        click.echo("note: both runs are links of one chain, each read as the whole chain: "
+                   "they are the same results (`aggregate --no-chain` reads one link)",
+                   err=True)
+
+
+def _one_chain(run_a: str, run_b: str) -> bool:
+    """Whether the two runs are links of one chain (``pilot --continue``)."""
+    try:
+        return is_chained(Path(run_a)) and chain_links(run_a) == chain_links(run_b)
+    except EfoldError:
+        return False
