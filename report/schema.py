@@ -537,6 +537,7 @@ class LinkState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     verdict: Verdict
     planned: int
     visited: int
+    finished: int  # its slots with a terminal receipt (completed, invalid, skipped)
     containment: ContainmentMode | None = None
     part: str | None = None
 

@@ -210,8 +210,8 @@ def _check_chain(chain: ChainFacts) -> None:
         if link.index != index or link.verdict not in _VERDICTS \
                 or (link.part is not None and _PART.fullmatch(link.part) is None):
             raise _refuse("a link out of order, with an unknown verdict or part")
-        _check_count("link slots", link.planned)
-        _check_count("link slots", link.visited)
+        for count in (link.planned, link.visited, link.finished):
+            _check_count("link slots", count)
 
 
 def check_span(facts: RunFacts) -> None:
@@ -437,8 +437,8 @@ def status_banner(status: RunStatus | None) -> tuple[str, list[str]]:
     for link in status.chain.links if status.chain is not None else []:
         part = f" ({link.part})" if link.part else ""
         held = f", {link.containment}" if link.containment else ""
-        details.append(f"Link {link.index}{part}: {link.verdict}, {link.visited} of "
-                       f"{link.planned} slots visited{held}")
+        details.append(f"Link {link.index}{part}: {link.verdict}, {link.finished} of "
+                       f"{link.planned} slots finished ({link.visited} visited){held}")
     for e in status.containments:
         details.append(
             f"Containment {e.containment_id}: launch {e.launch_id} ({e.kind} {e.slot}), "

@@ -267,7 +267,9 @@ def _merged_facts(views: Sequence[RunView], in_flight: list[str], to_run: int,
         retained_units=sum(m.retained_units for m in moneys if m),
         open_units=sum(m.open_units for m in moneys if m))
     states = [LinkState(index=k, verdict=_verdict(view), planned=len(view.plan.slots),
-                        visited=len(view.receipts), containment=view.facts.containment.mode
+                        visited=len(view.receipts),
+                        finished=sum(r.status in TERMINAL for r in view.receipts),
+                        containment=view.facts.containment.mode
                         if view.facts.containment is not None else None,
                         part=view.plan.part)
               for k, view in enumerate(views, start=1)]
