@@ -211,3 +211,23 @@ settings = {{ trigger_chars = 1500, keep = 2 }}
     assert len(server.requests) == len(summaries)  # each one reached the model
     assert all("Summarise the conversation" in json.dumps(r["body"]) for r in server.requests)
     assert line["completed"] == 1
+
+
+def test_a_local_run_in_parts_is_continued_with_its_own_authorization(
+        server: Server, tmp_path: Path) -> None:
+    done, line = _pilot(tmp_path, "--reader", server.base_url, "--model", "tiny",
+                        "--server", "llama-cpp-python", "--limit", "2", "--slots", "0:6")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = Path(line["run"])
+    assert line["chain"] == {"links": 1, "to_run": 4, "verdict": "partial"}
+    rest, line = _pilot(tmp_path, "--local", "--continue", str(first))
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    assert line["chain"] == {"links": 2, "to_run": 0, "verdict": "complete"}
+    assert line["planned"] == 10 and line["completed"] == 10
+    second = Path(line["run"])
+    plan = json.loads((second / "plan.json").read_text())
+    assert len(plan["slots"]) == 4 and plan["link"]["index"] == 2
+    # Each link minted and burned a local authorization of its own, bound to its plan.
+    for run in (first, second):
+        marker = json.loads((run / "authorization-consumed.json").read_text())
+        assert marker["domain"] == AuthorizationDomain.LOCAL.value, marker
