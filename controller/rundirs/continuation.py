@@ -50,6 +50,7 @@ from efold.controller.campaigns.registration import (
 from efold.controller.errors import ControllerError
 from efold.controller.rundirs.aggregate import PLAN_NAME, journal_money, run_records
 from efold.controller.rundirs.chain import TERMINAL, chain_links, continued_by, read_chain
+from efold.controller.rundirs.cluster_run import is_cluster_run
 from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 from efold.protocol.records import ChainLink, Plan, schedule_digest
@@ -93,6 +94,10 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
         raise ControllerError(Code.LEASE_HELD,
                               f"{run}: a controller (or reap) holds its lease: let it end, "
                               "then continue it")
+    if is_cluster_run(run):
+        raise ControllerError(Code.CHAIN_INVALID,
+                              f"{run} is a cluster run: its slots ran in its shards' own "
+                              "runs, and continuing one is not supported at this revision")
     if not (run / PLAN_NAME).is_file():
         raise ControllerError(Code.RUN_RECORDS_INVALID,
                               f"{run} has no {PLAN_NAME}: its controller ended before it "

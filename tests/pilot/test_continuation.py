@@ -396,3 +396,16 @@ def test_a_checkpoint_changed_since_its_link_built_it_is_built_again(tmp_path: P
     reused = len(built) - len({changed, gone})
     assert f"checkpoints: {reused} reused from earlier links" in done.stdout
     assert results(tmp_path, tmp_path / "two")["status"]["verdict"] == "complete"
+
+
+def test_a_cluster_run_is_not_continued_here(tmp_path: Path) -> None:
+    """Its slots ran in its shards' runs: its own directory holds no receipt, so a
+    continuation read from it would run every slot again."""
+    reg, sha = register(tmp_path)
+    assert efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                 "--slots", "0:4", "--run-dir", "run", "--quiet").returncode == 0
+    (tmp_path / "run" / "cluster.json").write_text("{}")  # what marks a cluster run
+    for command in (("plan", "--continue", "run"), ("pilot", "--faux", "--continue", "run")):
+        refused = efold(tmp_path, *command)
+        assert refused.returncode == 2 and "refused: chain_invalid" in refused.stderr
+        assert "cluster run" in refused.stderr
