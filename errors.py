@@ -201,6 +201,7 @@ class Code(enum.StrEnum):
 
     # -- controller/ ---------------------------------------------------------------
     CAMPAIGN_INVALID = "campaign_invalid"
+    ARM_NOT_AVAILABLE_AT_REVISION = "arm_not_available_at_revision"  # a declared arm, not runnable yet
     CAMPAIGN_NOT_FOUND = "campaign_not_found"  # no such file, and no bundled campaign
     SUBSET_UNKNOWN = "subset_unknown"  # --roles/--traces/--probes name an id not there
     SUBSET_EMPTY = "subset_empty"  # the subset flags keep no slot
@@ -228,6 +229,7 @@ class Code(enum.StrEnum):
     CAP_NOT_WHOLE_CENTS = "cap_not_whole_cents"
     CREDENTIAL_ENV_INHERITED = "credential_env_inherited"  # credential_env names a variable every child inherits
     RUN_UNRECONCILED = "run_unreconciled"  # processes of the run may be alive
+    DEBUG_ENVIRONMENT = "debug_environment"  # a paid run with a debug variable set
     RUN_ALREADY_CONTINUED = "run_already_continued"  # `--continue`: a run has one continuation
     NOTHING_TO_CONTINUE = "nothing_to_continue"  # `--continue`: every slot has a terminal receipt
     CHAIN_INVALID = "chain_invalid"  # a chain's links do not name each other, or changed

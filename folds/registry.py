@@ -51,6 +51,17 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "anthropic-compact": lambda: _offline_provider_compact("anthropic-compact"),
 }
 
+# Arms the reference benchmark declares, with the evidence each is to give, that are not
+# runnable at this revision: naming one refuses at ``register``
+# (``arm_not_available_at_revision``, never ``unknown arm``), and no plugin may take the
+# name. Enabling one is moving it into ``BUILTIN_ARMS`` once its feature exists.
+DECLARED_ARMS: dict[str, str] = {
+    "pack-per-turn": "the pack kept up to date after every turn (maintenance, not "
+                     "injection); waits for per-turn pack maintenance",
+    "pack-stubs": "the cold pack plus stubs of the tool results it cleared; waits for "
+                  "tool-result clearing",
+}
+
 
 def _offline_provider_compact(arm: str) -> Fold:
     """A provider-compaction arm offline: the faux provider's deterministic compaction on
@@ -144,7 +155,7 @@ def plugin_arms() -> tuple[list[str], list[RejectedPlugin]]:
     rejected: list[RejectedPlugin] = []
     seen: set[str] = set()
     for entry in _plugin_entry_points():
-        if entry.name in BUILTIN_ARMS or entry.name in seen:
+        if entry.name in BUILTIN_ARMS or entry.name in DECLARED_ARMS or entry.name in seen:
             rejected.append(RejectedPlugin(entry.name, Code.FOLD_PLUGIN_INVALID))
             continue
         seen.add(entry.name)

@@ -312,6 +312,10 @@ MEANINGS: dict[str, str] = {
         "registration refuse before anything is run or judged: a check that cannot run "
         "never scores a fold.",
     # -- folds/
+    "arm_not_available_at_revision": "`register`: a role names an arm the continuity "
+    "benchmark declares but efold does not run at this revision (`pack-per-turn`, "
+    "`pack-stubs`); the detail starts with the arm's id and says what it waits for. An "
+    "arm nobody declares is `campaign_invalid` (unknown arm).",
     "fold_unknown": "No fold arm of this name.",
     "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "
         "another name, is registered twice or cannot be pinned; or an external command's "
@@ -434,6 +438,11 @@ MEANINGS: dict[str, str] = {
         "inherits (the child environment's allowlist: `PATH`, `LANG`, `LC_ALL`, `LC_CTYPE`, "
         "`TZ`, `TMPDIR`, `CI`), so the credential would reach every child, fold code "
         "included; refused at `register`.",
+    "debug_environment": "A paid run (`pilot --real`, `smoke`, `cluster pilot --real`) "
+    "refuses while a variable that makes the controller show what it handles or weakens "
+    "a check is set, even empty: `EFOLD_ISOLATION_SIMULATE`, `PYTHONINSPECT`, "
+    "`PYTHONBREAKPOINT`, `PYTHONDEBUG`, `PYTHONVERBOSE`, `PYTHONDEVMODE`; the detail "
+    "names each one set.",
     "run_already_continued": "`pilot --continue RUN` (and `plan`/`authorize --continue`): "
     "RUN already has a continuation, named in the detail; a chain has no branches, so "
     "continue its last link.",

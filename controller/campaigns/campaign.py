@@ -78,7 +78,7 @@ from efold.corpus.user_suite import load_suite_dir
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
-from efold.folds.registry import plugin_arms
+from efold.folds.registry import DECLARED_ARMS, plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
 from efold.protocol.records import OPAQUE_ID
@@ -497,6 +497,11 @@ def _validate_folds(c: Campaign) -> None:
                                ("env", r.env), ("proxy", r.proxy)):
                 if value is not None:
                     raise _invalid(f"role {r.name!r}: {key} applies to command roles only")
+            if r.arm in DECLARED_ARMS:
+                raise CampaignError(Code.ARM_NOT_AVAILABLE_AT_REVISION,
+                                    f"{r.arm}: role {r.name!r} names an arm the benchmark "
+                                    f"declares, {DECLARED_ARMS[r.arm]}; it is not available "
+                                    "at this revision")
             if r.arm in ARMS:
                 if r.settings is not None:
                     raise _invalid(f"role {r.name!r}: the built-in arm {r.arm!r} takes no "
@@ -518,7 +523,7 @@ def _validate_command(c: Campaign, r: Role,
     if r.arm != r.name:
         raise _invalid(f"role {r.name!r}: a command role's arm is its name")
     names, rejected = installed()
-    if r.name in ARMS or r.name in names or r.name in rejected:
+    if r.name in ARMS or r.name in DECLARED_ARMS or r.name in names or r.name in rejected:
         raise _invalid(f"role {r.name!r}: a command role may not take the name of a "
                        "built-in arm or an installed plugin")
     if not r.command or any(not arg or "\0" in arg for arg in r.command):

@@ -171,11 +171,31 @@ class RealGrant:
 LOCAL_GRANT: Final = RealGrant(b"", [], FAUX_ACCOUNT_ID, {}, local=True)
 
 
+# Variables that make the controller show what it handles, or weaken one of its checks:
+# a paid run refuses while any is set, even empty (``debug_environment``). Children never
+# see them (``childenv``: an allowlist), and the guard reads no proxy, netrc or
+# certificate setting from the environment (``guard.wire.http``).
+DEBUG_VARIABLES: Final = {
+    "EFOLD_ISOLATION_SIMULATE": "simulates refused fold isolation",
+    "PYTHONINSPECT": "opens a prompt over the controller's memory when it ends",
+    "PYTHONBREAKPOINT": "chooses what a breakpoint runs",
+    "PYTHONDEBUG": "prints the parser's debug output",
+    "PYTHONVERBOSE": "traces every import",
+    "PYTHONDEVMODE": "installs development hooks and warnings",
+}
+
+
 def check_real_route(reg: Registration, environ: Mapping[str, str]) -> None:
     """``lookup_pilot_real_route_unavailable`` unless the registration's routes may
     dispatch here: every profile is a real endpoint (or the deterministic summariser),
     and where ``CI`` is set (even empty) only to a loopback base URL without a
-    credential, so that no money can move from a CI machine."""
+    credential, so that no money can move from a CI machine; ``debug_environment``
+    while a variable of ``DEBUG_VARIABLES`` is set, even empty."""
+    debug = sorted(name for name in DEBUG_VARIABLES if name in environ)
+    if debug:
+        raise ControllerError(Code.DEBUG_ENVIRONMENT, "; ".join(
+            f"{name} is set ({DEBUG_VARIABLES[name]})" for name in debug)
+            + ": a paid run does not start while it is; unset it")
     code = Code.LOOKUP_PILOT_REAL_ROUTE_UNAVAILABLE
     profiles = [p for p in (reg.campaign.reader, reg.campaign.summariser) if p is not None]
     if reg.campaign.reader.is_faux:

@@ -435,3 +435,18 @@ def test_a_real_continuation_runs_only_on_its_own_authorization(
                    "--authorization", "rest-auth.json", "--trust", "approver.pub",
                    *REAL_RUN_FLAGS)
     assert again.returncode == 2 and "refused: nothing_to_continue" in again.stderr
+
+
+@pytest.mark.parametrize("variable", ["PYTHONINSPECT", "EFOLD_ISOLATION_SIMULATE"])
+def test_a_paid_run_refuses_while_a_debug_variable_is_set(
+        tmp_path: Path, server: Server, variable: str) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    auth = op.authorize("smoke", "--smoke")
+    smoke = _real_run(op, "smoke", "smoke", auth, **{variable: ""})  # even empty
+    assert smoke.returncode == 2, smoke.stdout + smoke.stderr
+    assert smoke.stderr.startswith(f"refused: debug_environment ({variable} is set")
+    assert os.listdir(op.runs) == [] and server.requests == []
+    assert _real_run(op, "smoke", "smoke", auth).returncode == 0  # nothing was consumed
+    pilot = _real_run(op, "pilot", "pilot", op.authorize("pilot"), **{variable: ""})
+    assert pilot.returncode == 2 and "refused: debug_environment" in pilot.stderr
+    assert not (op.runs / "pilot").exists()
