@@ -13,6 +13,7 @@ import click
 import msgspec
 
 from efold.controller.campaigns.plan import plan_estimate, plan_for
+from efold.controller.campaigns.price_profiles import PriceProfile, parse_model, price_profiles
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import refuse, registration_options
 from efold.controller.pilot.pilot_view import aligned_amounts
@@ -29,8 +30,15 @@ from efold.guard import units_to_usd
               type=click.Path(file_okay=False),
               help="Instead: what a continuation of RUN would run (its slots without a "
                    "terminal receipt, in schedule order) and the cap it has left.")
+@click.option("--screening", "screening", multiple=True, metavar="PROVIDER/MODEL",
+              help="Also price the plan on this reader, a cheaper screening alternate "
+                   "(repeatable); never pooled with the registered one.")
+@click.option("--sensitivity", "sensitivity", multiple=True, metavar="PROVIDER/MODEL",
+              help="Also price the plan on this reader, a dearer sensitivity profile "
+                   "(repeatable); never pooled.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan summary as JSON.")
 def command(registration: str | None, sha256: str | None, continue_run: str | None,
+            screening: tuple[str, ...], sensitivity: tuple[str, ...],
             as_json: bool) -> None:
     """Show the slots, schedule digest, workload and cost estimate. No model call; the
     checkpoints are built in contained prep children to find inventory-infeasible ones.
@@ -42,6 +50,10 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
     `recover` would not call reconciled (run_unreconciled), or whose cap left is below
     Rmax (cap_below_rmax).
 
+    --screening and --sensitivity price the same workload on other readers (the
+    registered reader's catalog, else the bundled one), each its own profile after the
+    registered reader's, never pooled; a model no catalog prices is listed as unknown.
+
     Exit status: 0 printed (unprepared checkpoints are listed, not an error), 2 usage
     error or refused, 130/143 interrupted."""
     if continue_run is not None:
@@ -52,6 +64,11 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
         return
     if registration is None or sha256 is None:
         raise click.UsageError("give --registration FILE and --sha256 SHA (or --continue RUN)")
+    for model in (*screening, *sensitivity):
+        try:
+            parse_model(model)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     try:
         loaded = load_registration(registration, sha256)
         reg = loaded.registration
@@ -59,6 +76,8 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
         prepared = run_preflight(reg, loaded.data)
         reader = reg.campaign.reader
         est = plan_estimate(reg, plan, prepared.infeasible())
+        profiles = price_profiles(reg, plan, prepared.infeasible(), screening=screening,
+                                  sensitivity=sensitivity)
     except EfoldError as exc:
         refuse(exc)
     if prepared.interrupted is not None:
@@ -111,11 +130,40 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
         "estimate": costs,
         "unprepared": unprepared,
     }
+    if screening or sensitivity:
+        summary["profiles"] = [_profile_json(p) for p in profiles]
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(summary), indent=2))
         return
     for line in describe_plan(summary, unprepared, faux=reader.is_faux, parts=parts):
         click.echo(line)
+    if screening or sensitivity:
+        for line in describe_profiles(profiles):
+            click.echo(line)
+
+
+def _profile_json(p: PriceProfile) -> dict[str, object]:
+    return {"kind": p.kind, "reader": p.reader, "money": "faux" if p.faux else "USD",
+            "expected_usd": None if p.expected_units is None
+            else units_to_usd(p.expected_units),
+            "per_slot_usd": None if p.per_slot_units is None
+            else units_to_usd(p.per_slot_units),
+            "unknown": p.unknown}
+
+
+def describe_profiles(profiles: list[PriceProfile]) -> list[str]:
+    """One line per reader: the same workload priced on it, never summed with another."""
+    lines = ["price profiles (the same workload on each reader; never pooled):"]
+    width = max(len(p.reader) for p in profiles)
+    for p in profiles:
+        if p.expected_units is None or p.per_slot_units is None:
+            figures = f"unknown: {p.unknown}"
+        else:
+            unit = "faux units" if p.faux else "USD"
+            figures = (f"expected {units_to_usd(p.expected_units)} {unit} "
+                       f"({units_to_usd(p.per_slot_units)} per slot)")
+        lines.append(f"  {p.kind:<11} {p.reader:<{width}}  {figures}")
+    return lines
 
 
 def _show_continuation(run: str, as_json: bool) -> None:
