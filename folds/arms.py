@@ -57,6 +57,10 @@ from efold.folds.summary import Summariser
 from efold.folds.transcript import reader_message, session_transcript
 
 NATIVE_PRESSURE_TOKENS: Final = 150_000
+# What the native arm's pressure observes: its probe's estimated input (chars/4). On a
+# route whose provider reports usage, the provider's count of that input decides
+# (``controller.pilot.judging``); this estimate stays the plan-time pre-check.
+NATIVE_PRESSURE_MEASURE: Final = "probe_tokens_estimate"
 COLD_REPLAYED_MESSAGES: Final = 64
 COLD_DROPPED_RECORDS: Final = 32
 COMPACTION_PRESSURE_TOKENS: Final = 150_000
@@ -77,7 +81,7 @@ class NativeFold:
         tokens = estimate_tokens(messages) + prefix.context_overhead_tokens
         return build_checkpoint(
             self.name, prefix, messages, [], BoundaryEvidence(kind="none", verified=True),
-            [pressure("probe_tokens_estimate", tokens, NATIVE_PRESSURE_TOKENS)],
+            [pressure(NATIVE_PRESSURE_MEASURE, tokens, NATIVE_PRESSURE_TOKENS)],
         )
 
 

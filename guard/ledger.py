@@ -106,6 +106,11 @@ class SlotLedger:
     retained_units: int = 0
     usage: dict[str, int] = field(default_factory=dict)  # sums of checked usage only
     usage_known: bool = True  # False once any closed request had no trustworthy usage
+    # The input tokens the provider reported for the slot's first closed request (its
+    # round 1: the whole checkpoint and the question); None until one closed, or when
+    # that one's usage was not trustworthy (``first_closed`` tells the two apart).
+    first_input: int | None = None
+    first_closed: bool = False
     terminal_code: Code | None = None  # set once the slot can admit no more
     lost: bool = False
     own_abort: bool = False
@@ -339,6 +344,9 @@ class PermitLedger:
     def _apply(self, permit: _Permit, d: _Decision) -> None:
         """The in-memory side of a recorded decision (cannot fail)."""
         led = self.ledger(permit.slot)
+        if not led.first_closed:
+            led.first_closed = True
+            led.first_input = None if d.usage is None else d.usage.get("input")
         if d.usage is None:
             led.usage_known = False
         else:

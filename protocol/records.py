@@ -183,6 +183,12 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # Defaulted (issue 35): why a provider refused the request that ended the slot, when
     # a non-2xx answer did (code ``lookup_http_status`` / ``lookup_redirect_forbidden``).
     http: HttpRecord | None = None
+    # Defaulted (issue 40): the input pressure of an arm that has one (the native arm's),
+    # side by side: the chars/4 estimate its fold recorded (the plan-time pre-check) and,
+    # on a local or real route, the input tokens the provider reported for the slot's
+    # first request, which decides ``pressure_unverified`` there (null: not reported).
+    pressure_estimate_tokens: int | None = None
+    pressure_measured_tokens: int | None = None
 
 
 class ShardMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -499,6 +499,8 @@ def _slot_row(obs: Observation) -> SlotRow:
         http_kind=receipt.http.kind if receipt and receipt.http else None,
         excluded=obs.excluded.value if obs.excluded else None,
         checkpoint_sha256=receipt.checkpoint_sha256 if receipt else None,
+        pressure_estimate_tokens=receipt.pressure_estimate_tokens if receipt else None,
+        pressure_measured_tokens=receipt.pressure_measured_tokens if receipt else None,
         **_slot_tokens(receipt),
     )
 

@@ -421,6 +421,10 @@ class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # went missing (unknown usage is never a count).
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # Defaulted (issue 40): the receipt's input pressure, side by side: the estimate and
+    # the provider's count of the first request's input (local and real routes).
+    pressure_estimate_tokens: int | None = None
+    pressure_measured_tokens: int | None = None
 
 
 ContainmentMode = Literal["cgroup", "process-group"]

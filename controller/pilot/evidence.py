@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from efold.corpus import estimate_tokens
 from efold.corpus.model import Availability, Probe, Trace
 from efold.folds import TracePrefix, probe_availability
+from efold.folds.arms import NATIVE_PRESSURE_MEASURE
 from efold.folds.checkpoint import ReaderMessage
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.folds.transcript import reader_message, session_transcript
@@ -30,6 +31,20 @@ from efold.protocol.records import Exclusion
 # Pressure is required on long traces only (reference: "On long traces, each sample
 # must also show the pressure its arm is designed to test").
 _PRESSURE_SUITES = frozenset({"hard", "hard-distractors"})
+
+
+@dataclass(frozen=True)
+class PressureCheck:
+    """A checkpoint's input pressure (the native arm's): the chars/4 estimate its fold
+    recorded and the floor a valid sample needs. ``provider``: the route's provider
+    reports its own count of the input (local and real routes), and that count, of the
+    slot's first request, decides (``judging``); the estimate stays the plan-time
+    pre-check, reported beside it. ``required``: the suite requires pressure."""
+
+    estimate: int
+    threshold: int
+    provider: bool
+    required: bool
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,7 @@ class Evidence:
     # The full transcript's size (``transcript_size``): the reference of compression.
     transcript_tokens: int | None = None
     transcript_bytes: int | None = None
+    pressure: PressureCheck | None = None  # the input pressure, when its arm has one
 
 
 @dataclass(frozen=True)
@@ -75,19 +91,27 @@ def transcript_size(trace: Trace) -> VisibleSize:
 
 
 def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
-                        probes: list[Probe], transcript: VisibleSize | None = None,
-                        ) -> dict[str, Evidence]:
+                        probes: list[Probe], transcript: VisibleSize | None = None, *,
+                        provider_counts: bool = False) -> dict[str, Evidence]:
     """Evidence per probe id for one checkpoint: availability (model-free), the
-    exclusions its fold receipt shows, and its reader-visible size."""
+    exclusions its fold receipt shows, and its reader-visible size. ``provider_counts``:
+    the reader's provider reports usage (a local or real route), so the input pressure
+    is left to its count (``PressureCheck``), not decided here on the estimate."""
     cp = restored.checkpoint
     size = visible_size(cp.messages)
     receipt = cp.receipt
+    found = next((p for p in receipt.pressure if p.measure == NATIVE_PRESSURE_MEASURE), None)
+    check = None if found is None else PressureCheck(
+        found.observed, found.threshold, provider_counts, suite in _PRESSURE_SUITES)
+    # The estimates this checkpoint is judged on now (the input's, when a provider
+    # counts it, is judged per slot instead).
+    estimated = [p for p in receipt.pressure if not (provider_counts and p is found)]
     excluded: Exclusion | None = None
     if receipt.boundary.unsupported_calls:
         excluded = Exclusion.PROXY_UNSUPPORTED_CALL
     elif not receipt.boundary.verified:
         excluded = Exclusion.BOUNDARY_UNVERIFIED
-    elif suite in _PRESSURE_SUITES and not all(p.met for p in receipt.pressure):
+    elif suite in _PRESSURE_SUITES and not all(p.met for p in estimated):
         excluded = Exclusion.PRESSURE_UNVERIFIED
     elif cp.store is not None and (receipt.store is None or receipt.store.records == 0):
         excluded = Exclusion.STORE_DEGRADED
@@ -103,7 +127,7 @@ def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
                                      transcript_tokens=None if transcript is None
                                      else transcript.tokens,
                                      transcript_bytes=None if transcript is None
-                                     else transcript.bytes)
+                                     else transcript.bytes, pressure=check)
     finally:
         if store is not None:
             store.close()

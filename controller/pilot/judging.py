@@ -33,6 +33,7 @@ from efold.guard.wire.failure import HTTP_FAILURE_CODES, kinds_for
 from efold.ipc.messages import Terminal, TerminalStatus
 from efold.protocol.records import (
     BoundaryRecord,
+    Exclusion,
     HttpRecord,
     JudgeRecord,
     PlannedSlot,
@@ -113,12 +114,21 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         code = ledger.terminal_code or claimed or failure or Code.LOOKUP_WORKER_LOST
     meter = terminal.meter if terminal is not None else None
     abort = meter.abort_cause if meter is not None else None
+    excluded = evidence.excluded if status is SlotStatus.COMPLETED else None
+    pressure = evidence.pressure
+    measured = ledger.first_input if pressure is not None and pressure.provider else None
+    if status is SlotStatus.COMPLETED and excluded is None and pressure is not None \
+            and pressure.provider and pressure.required \
+            and (measured is None or measured < pressure.threshold):
+        # The provider's own count of the first request's input (round 1: the whole
+        # checkpoint) is below the floor, or it gave none: the sample is not valid.
+        excluded = Exclusion.PRESSURE_UNVERIFIED
     receipt = Receipt(
         slot=planned.slot, role=planned.role, arm=planned.arm, trace_id=planned.trace_id,
         probe_id=planned.probe_id, category=planned.category, repeat=planned.repeat,
         status=status, code=code.value if code is not None else None,
         outcome=outcome, correct=correct, availability=evidence.availability,
-        excluded=evidence.excluded if status is SlotStatus.COMPLETED else None,
+        excluded=excluded,
         spend=spend, lookup_calls=meter.calls if meter else 0,
         answer_sha256=answer_sha, checkpoint_sha256=evidence.checkpoint_sha256,
         elapsed_ms=elapsed_ms, lookup_bytes=meter.bytes if meter else 0,
@@ -128,6 +138,8 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         transcript_tokens=evidence.transcript_tokens, transcript_bytes=evidence.transcript_bytes,
         judge=_judge_record(judge, terminal, status, stops), boundary=boundary,
         http=_http_record(terminal, code),
+        pressure_estimate_tokens=None if pressure is None else pressure.estimate,
+        pressure_measured_tokens=measured,
     )
     return Verdict(receipt, tuple(stops))
 

@@ -279,6 +279,8 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
                            checkpoint=finished))
 
     transcripts: dict[str, VisibleSize] = {}  # trace id -> its full transcript's size
+    # A local or real reader's provider counts each request's input: it decides pressure.
+    provider_counts = not reg.campaign.reader.is_faux
 
     def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
         ready.add(key)
@@ -290,7 +292,8 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
         if first.trace_id not in transcripts:
             transcripts[first.trace_id] = transcript_size(items[first.trace_id].trace)
         for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted,
-                                           transcripts[first.trace_id]).items():
+                                           transcripts[first.trace_id],
+                                           provider_counts=provider_counts).items():
             evidence[(key, pid)] = ev
 
     preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, only=only,

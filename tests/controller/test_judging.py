@@ -151,3 +151,43 @@ def test_a_slot_refused_before_launch_is_skipped_only_when_infeasible(probe: Pro
     assert skipped.status is SlotStatus.SKIPPED and skipped.code == "inventory_infeasible"
     stopped = refused_receipt(planned, Code.LOOKUP_STOPPED)
     assert stopped.status is SlotStatus.UNADMITTED and stopped.code == "lookup_stopped"
+
+
+def _pressured(probe: Probe, *, provider: bool, required: bool = True,
+               first_input: int | None = None, closed: bool = True) -> Verdict:
+    """A completed native slot whose checkpoint's estimate met the 150,000 floor."""
+    from efold.controller.pilot.evidence import PressureCheck
+
+    evidence = Evidence(Availability.PRESENT, None, "c" * 64, pressure=PressureCheck(
+        estimate=222_000, threshold=150_000, provider=provider, required=required))
+    ledger = _admitted(settled_units=120, usage={"input": first_input or 0, "output": 12},
+                       first_input=first_input, first_closed=closed)
+    return judge_slot(_planned(probe), probe, ledger, evidence=evidence, elapsed_ms=7,
+                      terminal=_terminal(TerminalStatus.ANSWERED,
+                                         answer=f"It is {probe.expected[0]}."), failure=None)
+
+
+@pytest.mark.parametrize(("first_input", "excluded"), [
+    (182_000, None),  # the provider's count meets the floor
+    (150_000, None),  # equality meets it
+    (149_999, Exclusion.PRESSURE_UNVERIFIED),  # the estimate said 222,000: the count decides
+    (None, Exclusion.PRESSURE_UNVERIFIED),  # no count reported: never assumed met
+])
+def test_on_a_counted_route_the_providers_first_input_decides_pressure(
+        probe: Probe, first_input: int | None, excluded: Exclusion | None) -> None:
+    r = _pressured(probe, provider=True, first_input=first_input).receipt
+    assert r.status is SlotStatus.COMPLETED and r.excluded is excluded
+    assert r.pressure_estimate_tokens == 222_000  # both, side by side
+    assert r.pressure_measured_tokens == first_input
+
+
+def test_on_the_faux_route_the_estimate_stays_and_no_count_is_kept(probe: Probe) -> None:
+    r = _pressured(probe, provider=False, first_input=10).receipt
+    assert r.excluded is None and r.pressure_measured_tokens is None
+    assert r.pressure_estimate_tokens == 222_000
+
+
+def test_where_the_suite_needs_no_pressure_a_low_count_is_only_recorded(probe: Probe) -> None:
+    r = _pressured(probe, provider=True, required=False, first_input=9_000).receipt
+    assert r.excluded is None and r.pressure_measured_tokens == 9_000
+

@@ -421,3 +421,17 @@ def test_a_cost_claim_that_differs_from_the_catalog_stops(bench: Bench) -> None:
     assert src.settle(slot="s1", permit_id=grant.permit_id, kind=SettleKind.SETTLED, code=None,
                       usage=usage, tier="default",
                       cost_claim=price(usage, "default") - 1) is Code.LOOKUP_COST_MISMATCH
+
+
+def test_the_ledger_keeps_the_first_closed_requests_input(bench: Bench) -> None:
+    src = bench.make(cap=10 * RMAX, pricer=lambda c, t: 7)
+    first, second = sent(src, n=0), sent(src, n=1)
+    assert src.ledger("s1").first_closed is False and src.ledger("s1").first_input is None
+    assert settle(src, first, SettleKind.SETTLED, {"input": 182_000, "output": 9}) is None
+    assert settle(src, second, SettleKind.SETTLED, {"input": 190_000, "output": 9}) is None
+    led = src.ledger("s1")
+    assert led.first_closed and led.first_input == 182_000  # round 1's, not a sum
+    # A first request closed without trustworthy usage leaves the count unknown.
+    lost = sent(src, slot="s2")
+    settle(src, lost, SettleKind.LOST, None, slot="s2", code=Code.LOOKUP_WORKER_LOST)
+    assert src.ledger("s2").first_closed and src.ledger("s2").first_input is None
