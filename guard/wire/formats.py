@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from efold.guard.accounting import PayloadShape
 from efold.guard.contract import Contract, WireApi
@@ -64,7 +64,25 @@ class MessagesWireFormat(WireFormat):
         return messages_headers(payload)
 
 
-RESPONSES = WireFormat(WireApi.OPENAI_RESPONSES, "/responses", check_responses_payload)
+# The headers that carry a Responses request's cache-affinity key beside its payload's
+# ``prompt_cache_key`` (the reference route's three places for one key).
+CACHE_KEY_HEADERS: Final = ("session-id", "x-client-request-id")
+
+
+@dataclass(frozen=True)
+class ResponsesWireFormat(WireFormat):
+    """OpenAI Responses: a payload with a ``prompt_cache_key`` (the slot's own key, the
+    contract's: ``rules.check_prompt_cache_key``) sends it in ``CACHE_KEY_HEADERS`` too,
+    so the provider routes the slot's requests to one cache whichever it reads."""
+
+    def headers(self, payload: Any) -> Headers:
+        key = payload.get("prompt_cache_key") if isinstance(payload, dict) else None
+        return tuple((name, key) for name in CACHE_KEY_HEADERS) if isinstance(key, str) \
+            else ()
+
+
+RESPONSES = ResponsesWireFormat(WireApi.OPENAI_RESPONSES, "/responses",
+                                check_responses_payload)
 CHAT = WireFormat(WireApi.OPENAI_CHAT, "/chat/completions", check_chat_payload)
 MESSAGES = MessagesWireFormat(WireApi.ANTHROPIC_MESSAGES, "/messages", check_messages_payload,
                               auth="x-api-key")

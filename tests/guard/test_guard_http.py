@@ -9,6 +9,7 @@ sticky stop, each without a new hold).
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 from typing import Any
 
@@ -205,3 +206,25 @@ def test_env_proxy_settings_are_ignored(server: Any, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
     guard, _ = kit.http_guard(server.url("normal"))
     assert guard.request(kit.responses_payload(model=kit.REAL_MODEL, effort="high")).ok
+
+
+def test_the_cache_key_travels_in_the_payload_and_both_headers(server: Any) -> None:
+    from efold.guard.wire.formats import CACHE_KEY_HEADERS
+
+    key = "efold-0a1b2c3d4e5f-000007"
+    guard, _ = kit.http_guard(server.url("normal"), prompt_cache_key=key)
+    result = guard.request(kit.responses_payload(model=kit.REAL_MODEL, effort="high",
+                                                 prompt_cache_key=key))
+    assert result.outcome is S
+    (sent,) = server.requests
+    assert json.loads(sent.body)["prompt_cache_key"] == key
+    assert [sent.headers[name] for name in CACHE_KEY_HEADERS] == [key, key]
+
+
+def test_a_request_without_a_cache_key_sends_no_such_header(server: Any) -> None:
+    from efold.guard.wire.formats import CACHE_KEY_HEADERS
+
+    guard, _ = kit.http_guard(server.url("normal"))
+    guard.request(kit.responses_payload(model=kit.REAL_MODEL, effort="high"))
+    (sent,) = server.requests
+    assert not set(CACHE_KEY_HEADERS) & set(sent.headers)
