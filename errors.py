@@ -230,6 +230,7 @@ class Code(enum.StrEnum):
     CREDENTIAL_ENV_INHERITED = "credential_env_inherited"  # credential_env names a variable every child inherits
     RUN_UNRECONCILED = "run_unreconciled"  # processes of the run may be alive
     DEBUG_ENVIRONMENT = "debug_environment"  # a paid run with a debug variable set
+    FOLD_SOURCE_UNCLEAN = "fold_source_unclean"  # --require-clean-source: a fold's checkout has changes
     RUN_ALREADY_CONTINUED = "run_already_continued"  # `--continue`: a run has one continuation
     NOTHING_TO_CONTINUE = "nothing_to_continue"  # `--continue`: every slot has a terminal receipt
     CHAIN_INVALID = "chain_invalid"  # a chain's links do not name each other, or changed

@@ -443,6 +443,11 @@ MEANINGS: dict[str, str] = {
     "a check is set, even empty: `EFOLD_ISOLATION_SIMULATE`, `PYTHONINSPECT`, "
     "`PYTHONBREAKPOINT`, `PYTHONDEBUG`, `PYTHONVERBOSE`, `PYTHONDEVMODE`; the detail "
     "names each one set.",
+    "fold_source_unclean": "`pilot --require-clean-source`: a command, proxy or plugin "
+    "fold's files are in a git checkout with changes not committed (modified, staged, "
+    "deleted or untracked files, submodules included) or with index entries marked "
+    "assume-unchanged or skip-worktree, or git cannot read the checkout; the detail names "
+    "each checkout and why. Nothing was run.",
     "run_already_continued": "`pilot --continue RUN` (and `plan`/`authorize --continue`): "
     "RUN already has a continuation, named in the detail; a chain has no branches, so "
     "continue its last link.",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from efold.controller.campaigns.clean_source import require_clean_source
 from efold.controller.campaigns.local_models import LocalModels
 from efold.controller.campaigns.profiles import SERVER_PRESETS
 from efold.controller.campaigns.registration import REGISTRATION_NAME, LoadedRegistration
@@ -80,6 +81,9 @@ from efold.registry.lease import Lease, acquire_lease
               help="How children start: forked from a pre-imported fork-server template "
                    "(each still a fresh, contained, verified process), or each spawned "
                    "as a new interpreter.")
+@click.option("--require-clean-source", "clean_source", is_flag=True,
+              help="Refuse (fold_source_unclean) unless every command, proxy and plugin "
+                   "fold's files are committed in their git checkout (any route).")
 @click.option("--continue", "continue_run", default=None, metavar="RUN",
               type=click.Path(file_okay=False),
               help="Continue RUN (interrupted, stopped, crashed and reaped, or a part): a new "
@@ -102,7 +106,8 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
             campaign: str | None, subset: Subset | None,
             runs_root: str | None, run_dir: str | None, authorization: str | None,
             trust: tuple[str, ...], process_group_ok: bool, keep_answers: bool,
-            launcher: Launcher, continue_run: str | None, slots: str | None,
+            launcher: Launcher, clean_source: bool, continue_run: str | None,
+            slots: str | None,
             chunk: str | None, quiet: bool,
             verbose: bool, no_progress: bool, as_json: bool) -> None:
     """Run a campaign: `pilot --faux` alone runs the bundled default campaign.
@@ -212,6 +217,8 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         reg, reg_bytes = chosen.loaded.registration, chosen.loaded.data
+        if clean_source:
+            require_clean_source(reg.campaign.roles)
         route = chosen_route(reg.campaign, faux=faux, local=local, real=real,
                              command="pilot")
         if route == "local":

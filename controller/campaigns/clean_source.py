@@ -1,0 +1,125 @@
+"""``--require-clean-source``: a run refuses when a fold's source is a git checkout with
+changes not committed.
+
+A registration pins every fold that is not efold's by the bytes it runs
+(``folds.pinning``), so a changed file never runs unseen. This check is the operator's
+stronger promise, for a run whose results will be cited by commit: each command, proxy
+and plugin fold's files (the resolved program and the argument files of a command; the
+files a plugin's distribution lists, and the source directories an editable install's
+``.pth`` file names) are looked up in their git checkout, and a checkout refuses
+(``fold_source_unclean``) when ``git status`` shows anything (modified, staged, deleted
+or untracked files, ignored ones excepted; submodules included) or when an index entry
+hides a change from it (the assume-unchanged and skip-worktree flags). A file outside any
+checkout has no commit to be clean against and passes; a checkout git will not read
+(another owner's, ``safe.directory``) refuses, saying why. Git runs with a minimal
+environment, so no ``GIT_*`` variable redirects it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+from efold.controller.campaigns.campaign import Role
+from efold.controller.errors import ControllerError
+from efold.errors import Code
+from efold.folds.pinning import resolve_program
+from efold.folds.registry import BUILTIN_ARMS, plugin_entry_point
+
+__all__ = ["fold_source_files", "require_clean_source", "unclean_checkouts"]
+
+GIT_TIMEOUT_S: Final = 30
+_SHOWN: Final = 3  # entries of a dirty checkout named in the refusal
+
+
+def fold_source_files(role: Role) -> list[Path]:
+    """The files (and source directories) a role's fold runs from; none for a built-in
+    arm, whose code the registration's build digest binds."""
+    if role.command is not None:
+        program = resolve_program(role.command[0])
+        found = [Path(program)] if program is not None else []
+        for arg in role.command[1:]:
+            path = Path(role.cwd, arg) if role.cwd else Path(arg)
+            if path.is_file():
+                found.append(path)
+        return found
+    if role.arm in BUILTIN_ARMS:
+        return []
+    dist = plugin_entry_point(role.arm).dist
+    if dist is None or dist.files is None:
+        return []
+    found = []
+    for listed in dist.files:
+        path = Path(str(dist.locate_file(listed)))
+        found.append(path)
+        if path.suffix == ".pth" and path.is_file():  # an editable install's source roots
+            found += [Path(line.strip()) for line in _pth_lines(path)]
+    return found
+
+
+def _pth_lines(path: Path) -> Iterable[str]:
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.strip() and not line.startswith(("#", "import ")) and os.path.isdir(line.strip()):
+            yield line
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C",
+           "HOME": os.environ.get("HOME", "/nonexistent")}
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          env=env, timeout=GIT_TIMEOUT_S, check=False)
+
+
+def unclean_checkouts(paths: Sequence[Path]) -> dict[str, str]:
+    """Each git checkout holding one of ``paths`` that is not clean, and why."""
+    tops: set[Path] = set()
+    out: dict[str, str] = {}
+    for path in paths:
+        where = path if path.is_dir() else path.parent
+        if not where.is_dir():
+            continue
+        found = _git(where, "rev-parse", "--show-toplevel")
+        if found.returncode != 0:
+            if "dubious ownership" in found.stderr or "safe.directory" in found.stderr:
+                out[str(where)] = "git will not read this checkout (another owner's)"
+            continue  # not in a checkout: nothing to be clean against
+        tops.add(Path(found.stdout.strip()))
+    for top in sorted(tops):
+        status = _git(top, "status", "--porcelain=v1", "--untracked-files=all",
+                      "--ignore-submodules=none")
+        flags = _git(top, "ls-files", "-v")
+        if status.returncode != 0 or flags.returncode != 0:
+            out[str(top)] = "git status failed: " + (status.stderr or flags.stderr).strip()[:200]
+            continue
+        changed = [line[3:] for line in status.stdout.splitlines() if line.strip()]
+        hidden = [line[2:] for line in flags.stdout.splitlines()
+                  if line[:1].islower() or line[:1] == "S"]
+        if changed:
+            out[str(top)] = (f"{len(changed)} uncommitted change(s): "
+                             + ", ".join(changed[:_SHOWN]) + ("..." if len(changed) > _SHOWN
+                                                              else ""))
+        elif hidden:
+            out[str(top)] = (f"{len(hidden)} index entries marked assume-unchanged or "
+                             "skip-worktree: " + ", ".join(hidden[:_SHOWN]))
+    return out
+
+
+def require_clean_source(roles: Sequence[Role]) -> None:
+    """``fold_source_unclean`` unless every fold's checkout is clean (module docstring)."""
+    try:
+        files = [path for role in roles for path in fold_source_files(role)]
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ControllerError(Code.FOLD_SOURCE_UNCLEAN, f"a plugin's files: {exc}") from exc
+    try:
+        dirty = unclean_checkouts(files)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ControllerError(Code.FOLD_SOURCE_UNCLEAN,
+                              f"cannot run git to check the folds' checkouts: {exc}") from exc
+    if dirty:
+        raise ControllerError(Code.FOLD_SOURCE_UNCLEAN, "; ".join(
+            f"{top}: {why}" for top, why in dirty.items())
+            + " (--require-clean-source: commit them, or run without it)")
