@@ -8,6 +8,7 @@
 | ``compaction-2`` | a manual compaction before the mid-trace turn, then one at the probe |
 | ``ceiling`` | compaction only at the 200k-token ceiling |
 | ``store`` | as cold-rebuild, plus the history lookup tools over the retained store |
+| ``store-compaction`` | as compaction, plus the history lookup tools over the retained store |
 | ``pack`` | cold boundary + the deterministic pack (``pack.py``) + the lookup tools |
 
 Each receipt records the boundary actually crossed and the pressure the arm is designed
@@ -156,6 +157,10 @@ class _CompactingFold:
     def __init__(self, summariser: Summariser | None = None) -> None:
         self.summariser: Summariser = summarise if summariser is None else summariser
 
+    # Recording on: the retained store of the whole transcript, and the history lookup
+    # tools over it, beside the compacted context (the store-compaction arm).
+    offers_lookup = False
+
     def _finish(
         self,
         prefix: TracePrefix,
@@ -164,11 +169,14 @@ class _CompactingFold:
         pressures: Sequence[tuple[str, int, int]],
         verified: bool,
     ) -> Checkpoint:
+        retained = retain(session_transcript(prefix.events)) if self.offers_lookup else None
         return build_checkpoint(
-            self.name, prefix, render_context(context), [],
+            self.name, prefix, render_context(context),
+            list(LOOKUP_TOOLS) if retained is not None else [],
             BoundaryEvidence(kind="compaction", verified=verified),
             [pressure(m, o, t) for m, o, t in pressures],
             compactions=[s for s in stats if s is not None],
+            store=retained,
         )
 
 
@@ -200,6 +208,17 @@ class CompactionFold(_OneCompactionFold):
     name = "compaction"
     trigger = SMALLEST_TRIGGER
     pressure_threshold = COMPACTION_PRESSURE_TOKENS
+
+
+class StoreCompactionFold(CompactionFold):
+    """(h) Recording on, packs off: the compaction arm's one proactive compaction at the
+    smallest trigger, with the history lookup tools offered over the retained store of
+    the whole transcript. Read it as "store plus an aggressive trigger": its boundary is
+    the compaction; whatever the reader retrieves enters its context during the probe,
+    where efold never compacts (there is no mid-probe compaction to count)."""
+
+    name = "store-compaction"
+    offers_lookup = True
 
 
 class CompactionTwiceFold(_CompactingFold):

@@ -29,6 +29,7 @@ from efold.folds.arms import (
     CompactionTwiceFold,
     NativeFold,
     PackFold,
+    StoreCompactionFold,
     StoreFold,
 )
 from efold.folds.checkpoint import Checkpoint
@@ -46,6 +47,7 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "compaction-2": CompactionTwiceFold,
     "ceiling": CeilingFold,
     "store": StoreFold,
+    "store-compaction": StoreCompactionFold,
     "pack": PackFold,
     "openai-compact": lambda: _offline_provider_compact("openai-compact"),
     "anthropic-compact": lambda: _offline_provider_compact("anthropic-compact"),
@@ -80,6 +82,7 @@ SUMMARISING_ARMS: dict[str, Callable[[Summariser | None], Fold]] = {
     "compaction": CompactionFold,
     "compaction-2": CompactionTwiceFold,
     "ceiling": CeilingFold,
+    "store-compaction": StoreCompactionFold,
 }
 
 

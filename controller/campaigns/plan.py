@@ -225,7 +225,8 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
 # other fold that calls the summariser, are bounded only by ``summariser.max_requests``:
 # counted at it. Never more than ``max_requests`` either way (the guard admits no more).
 SUMMARY_REQUESTS_BY_ARM: Final[dict[str, int]] = {
-    "compaction": 1, "compaction-2": 2, "ceiling": 1, "openai-compact": 1,
+    "compaction": 1, "compaction-2": 2, "ceiling": 1, "store-compaction": 1,
+    "openai-compact": 1,
     "anthropic-compact": 1,
 }
 # Input of one summary request: the model summary's request at its bound (the fixed

@@ -118,6 +118,21 @@ def test_compaction_pressure_on_a_hard_trace(hard_checkpoints):
     assert all(p.met for p in ceiling.pressure)
 
 
+def test_store_compaction_crosses_the_compaction_and_keeps_the_store(hard_checkpoints):
+    """(h): the compaction arm's context (one proactive compaction at the smallest
+    trigger, the same summary and tail), plus the retained store and its lookup tools."""
+    both = hard_checkpoints["store-compaction"]
+    plain = hard_checkpoints["compaction"]
+    receipt = both.receipt
+    assert receipt.boundary.kind == "compaction" and receipt.boundary.verified
+    assert len(receipt.compactions) == 1 and receipt.compactions[0].trigger_tokens == 6_400
+    assert all(p.met for p in receipt.pressure)
+    assert both.messages == plain.messages  # the context is the compaction arm's
+    assert plain.tools == [] and plain.store is None
+    assert both.tools and both.store is not None
+    assert receipt.store is not None and receipt.store.records > 0
+
+
 def test_pack_is_bounded_and_store_arms_retain_records(hard_checkpoints):
     pack = hard_checkpoints["pack"].receipt.pack
     assert pack is not None and pack.tokens_estimate <= PACK_BUDGET_TOKENS
