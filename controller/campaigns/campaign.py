@@ -526,7 +526,7 @@ def _validate_command(c: Campaign, r: Role,
     names, rejected = installed()
     if r.name in ARMS or r.name in DECLARED_ARMS or r.name in names or r.name in rejected:
         raise _invalid(f"role {r.name!r}: a command role may not take the name of a "
-                       "built-in arm or an installed plugin")
+                       "built-in arm, a declared arm or an installed plugin")
     if not r.command or any(not arg or "\0" in arg for arg in r.command):
         raise _invalid(f"role {r.name!r}: command must be a non-empty list of non-empty strings")
     if resolve_program(r.command[0]) is None:

@@ -60,6 +60,9 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
         if registration is not None or sha256 is not None:
             raise click.UsageError("--continue RUN takes its registration from RUN: no "
                                    "--registration or --sha256")
+        if screening or sensitivity:
+            raise click.UsageError("--screening and --sensitivity price a registration's "
+                                   "plan: give --registration and --sha256")
         _show_continuation(continue_run, as_json)
         return
     if registration is None or sha256 is None:

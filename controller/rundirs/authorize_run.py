@@ -12,6 +12,7 @@ lease before any child starts (``consume_real``), exactly once, ever.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +193,13 @@ def check_real_route(reg: Registration, environ: Mapping[str, str]) -> None:
     credential, so that no money can move from a CI machine; ``debug_environment``
     while a variable of ``DEBUG_VARIABLES`` is set, even empty."""
     debug = sorted(name for name in DEBUG_VARIABLES if name in environ)
+    flags = [flag for flag, on in (("-i", sys.flags.inspect or sys.flags.interactive),
+                                   ("-v", sys.flags.verbose), ("-d", sys.flags.debug),
+                                   ("-X dev", sys.flags.dev_mode)) if on]
+    if flags:  # the same, given to the interpreter as options
+        raise ControllerError(Code.DEBUG_ENVIRONMENT,
+                              f"python was started with {' '.join(flags)}: a paid run does "
+                              "not start under a debug option; run it without")
     if debug:
         raise ControllerError(Code.DEBUG_ENVIRONMENT, "; ".join(
             f"{name} is set ({DEBUG_VARIABLES[name]})" for name in debug)

@@ -45,6 +45,29 @@ def test_a_clean_checkout_passes_and_each_kind_of_change_is_named(tmp_path: Path
     assert "skip-worktree" in unclean_checkouts(fold)[str(repo)]
 
 
+def test_an_ignored_fold_file_and_one_reached_through_a_link_are_checked(
+        tmp_path: Path) -> None:
+    repo = committed_fold(tmp_path)
+    (repo / ".gitignore").write_text("other.py\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore")
+    (repo / "other.py").write_text(guide_example("command-fold"))
+    assert unclean_checkouts([repo / "other.py"]) == {
+        str(repo): "fold files not committed: other.py"}  # git status hides it
+    elsewhere = tmp_path / "links"
+    elsewhere.mkdir()
+    (elsewhere / "fold.py").symlink_to(repo / "facts_tail.py")
+    (repo / "facts_tail.py").write_text("# edited\n" + guide_example("command-fold"))
+    from efold.controller.campaigns.campaign import Role
+    from efold.controller.campaigns.clean_source import fold_files
+
+    role = Role(name="linked", arm="linked", instructions="",
+                command=[sys.executable, str(elsewhere / "fold.py")])
+    files, _ = fold_files(role)
+    assert files == [repo / "facts_tail.py"]  # the link resolved into its checkout
+    assert "facts_tail.py" in unclean_checkouts(files)[str(repo)]
+
+
 CAMPAIGN = """name = "clean"
 suite = "original"
 roles = ["native", "facts-tail"]

@@ -68,3 +68,9 @@ def test_the_text_lists_each_profile_and_a_malformed_model_is_a_usage_error(
     assert "unknown: no price" in tail[3]
     bad = _plan(tmp_path, "--sensitivity", "opus")
     assert bad.returncode == 2 and "provider/model" in bad.stderr
+
+
+def test_profiles_price_a_registration_not_a_continuation(tmp_path: Path) -> None:
+    done = subprocess.run([EFOLD, "plan", "--continue", str(tmp_path), "--screening",
+                           "openai/gpt-5-mini"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--screening and --sensitivity price" in done.stderr

@@ -450,3 +450,17 @@ def test_a_paid_run_refuses_while_a_debug_variable_is_set(
     pilot = _real_run(op, "pilot", "pilot", op.authorize("pilot"), **{variable: ""})
     assert pilot.returncode == 2 and "refused: debug_environment" in pilot.stderr
     assert not (op.runs / "pilot").exists()
+
+
+def test_a_paid_run_refuses_under_an_interpreter_debug_option(
+        tmp_path: Path, server: Server) -> None:
+    op = Operator(tmp_path, server, credential=None)
+    auth = op.authorize("smoke", "--smoke")
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-m", "efold.controller", "smoke", "--registration",
+         "reg/registration.json", "--sha256", op.sha, "--run-dir", str(op.runs / "smoke"),
+         "--authorization", auth, "--trust", "approver.pub", *REAL_RUN_FLAGS],
+        cwd=op.tmp, env=op.env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "refused: debug_environment (python was started with -X dev" in done.stderr
+    assert os.listdir(op.runs) == [] and server.requests == []
