@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from efold_pilot_kit import hold_consumed, journal_money, journal_rows
 
+from efold.controller.campaigns.plan import plan_for
+from efold.controller.campaigns.registration import load_registration
 from efold.controller.rundirs.aggregate import RunView, read_run
 from efold.controller.rundirs.chain import chain_links, read_chain
 from efold.controller.rundirs.continuation import plan_continuation
@@ -409,3 +411,40 @@ def test_a_cluster_run_is_not_continued_here(tmp_path: Path) -> None:
         refused = efold(tmp_path, *command)
         assert refused.returncode == 2 and "refused: chain_invalid" in refused.stderr
         assert "cluster run" in refused.stderr
+
+
+EQUAL = """name = "equal"
+suite = "hard"
+seeds = [101]
+roles = ["native", "cold-rebuild"]
+probe_limit = 2
+cap_usd = "3.92"
+"""
+
+
+def test_a_cap_left_equal_to_rmax_admits_one_request(tmp_path: Path) -> None:
+    """The cap is one Rmax (3.92 USD of faux units). A first link that spends nothing
+    (a native slot of the hard suite: inventory-infeasible, skipped) leaves exactly Rmax:
+    the continuation is planned, and admits exactly one request (T + Rmax <= C with
+    T = 0), then the cap refuses the next."""
+    (tmp_path / "c.toml").write_text(EQUAL)
+    done = efold(tmp_path, "register", "c.toml", "--output", "reg")
+    assert done.returncode == 0, done.stderr
+    sha = done.stdout.split("sha256: ")[1].strip()
+    plan = json.loads(efold(tmp_path, "plan", "--registration", "reg/registration.json",
+                            "--sha256", sha, "--json").stdout)
+    assert plan["skipped_inventory_infeasible"] > 0
+    registered = load_registration(tmp_path / "reg" / "registration.json", sha).registration
+    native = next(n for n, s in enumerate(plan_for(registered).slots) if s.role == "native")
+    first = efold(tmp_path, "pilot", "--faux", "--registration", "reg/registration.json",
+                  "--sha256", sha, "--slots", f"{native}:{native + 1}", "--run-dir", "one",
+                  "--quiet")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert journal_money(tmp_path / "one") == (0, 0, 0)  # skipped: nothing asked
+    cont = plan_continuation(tmp_path / "one")
+    assert cont.remaining_cap_units == cont.rmax_units == 3_92 * 200_000  # equality
+    rest = efold(tmp_path, "pilot", "--faux", "--continue", "one", "--run-dir", "two",
+                 "--quiet")
+    assert rest.returncode == 3 and "not_admitted_cap" in rest.stdout + rest.stderr
+    admitted = journal_rows(tmp_path / "two", "SELECT permit_id FROM holds")
+    assert len(admitted) == 1  # equality admitted one; the next did not fit
