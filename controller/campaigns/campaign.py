@@ -514,7 +514,8 @@ def _validate_folds(c: Campaign) -> None:
                                "(it claims a built-in name or is registered twice)")
             if r.arm not in names:
                 raise _invalid(f"role {r.name!r}: unknown arm {r.arm!r} (arms: {ARMS}; "
-                               f"installed plugins: {names or 'none'})")
+                               f"installed plugins: {names or 'none'}; declared, not "
+                               f"available at this revision: {tuple(DECLARED_ARMS)})")
             continue
         _validate_command(c, r, installed)
 

@@ -43,7 +43,7 @@ class PriceProfile(msgspec.Struct, frozen=True):
 def parse_model(text: str) -> tuple[str, str]:
     """``provider/model``; ``ValueError`` otherwise."""
     provider, sep, model = text.partition("/")
-    if not sep or not provider or not model or "/" in provider:
+    if not sep or not provider or not model or text != text.strip():
         raise ValueError(f"{text!r}: give a model as provider/model (for example "
                          "openai/gpt-5-mini)")
     return provider, model

@@ -67,11 +67,14 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
         return
     if registration is None or sha256 is None:
         raise click.UsageError("give --registration FILE and --sha256 SHA (or --continue RUN)")
-    for model in (*screening, *sensitivity):
+    asked = (*screening, *sensitivity)
+    for model in asked:
         try:
             parse_model(model)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+    if len(set(asked)) != len(asked):
+        raise click.UsageError("each --screening and --sensitivity model once")
     try:
         loaded = load_registration(registration, sha256)
         reg = loaded.registration

@@ -74,3 +74,12 @@ def test_profiles_price_a_registration_not_a_continuation(tmp_path: Path) -> Non
     done = subprocess.run([EFOLD, "plan", "--continue", str(tmp_path), "--screening",
                            "openai/gpt-5-mini"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--screening and --sensitivity price" in done.stderr
+
+
+def test_a_model_asked_twice_or_padded_is_a_usage_error(tmp_path: Path) -> None:
+    twice = _plan(tmp_path, "--screening", "openai/gpt-5-mini", "--sensitivity",
+                  "openai/gpt-5-mini")
+    assert twice.returncode == 2 and "each --screening and --sensitivity model once" \
+        in twice.stderr
+    padded = _plan(tmp_path, "--screening", " openai/gpt-5")
+    assert padded.returncode == 2 and "provider/model" in padded.stderr
