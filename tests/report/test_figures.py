@@ -221,7 +221,7 @@ def test_tool_use(run: Run) -> None:
 
 
 def test_lookup_arms_are_the_folds_own() -> None:
-    assert LOOKUP_ARMS == {"store", "pack"}
+    assert LOOKUP_ARMS == {"store", "store-compaction", "pack"}
 
 
 def test_tool_use_of_a_role_that_looked_up_without_a_lookup_arm(
