@@ -114,16 +114,20 @@ def unclean_checkouts(paths: Sequence[Path],
     tops: set[Path] = set()
     files: dict[Path, list[Path]] = {}  # checkout -> the fold files in it
     out: dict[str, str] = {}
+    found_in: dict[Path, Path | None] = {}  # directory -> its checkout (one git each)
     for path in (*paths, *elsewhere):
         where = path if path.is_dir() else path.parent
         if not where.is_dir():
             continue
-        found = _git(where, "rev-parse", "--show-toplevel")
-        if found.returncode != 0:
-            if "dubious ownership" in found.stderr or "safe.directory" in found.stderr:
+        if where not in found_in:
+            found = _git(where, "rev-parse", "--show-toplevel")
+            found_in[where] = Path(found.stdout.strip()) if found.returncode == 0 else None
+            if found.returncode != 0 and ("dubious ownership" in found.stderr
+                                          or "safe.directory" in found.stderr):
                 out[str(where)] = "git will not read this checkout (another owner's)"
+        top = found_in[where]
+        if top is None:
             continue  # not in a checkout: nothing to be clean against
-        top = Path(found.stdout.strip())
         tops.add(top)
         if path.is_file() and path in paths:
             files.setdefault(top, []).append(path)
