@@ -441,7 +441,7 @@ MEANINGS: dict[str, str] = {
     "debug_environment": "A paid run (`pilot --real`, `smoke`, `cluster pilot --real`) "
     "refuses while a variable that makes the controller show what it handles or weakens "
     "a check is set, even empty: `EFOLD_ISOLATION_SIMULATE`, `PYTHONINSPECT`, "
-    "`PYTHONBREAKPOINT`, `PYTHONDEBUG`, `PYTHONVERBOSE`, `PYTHONDEVMODE`; the detail "
+    "`PYTHONDEBUG`, `PYTHONVERBOSE`, `PYTHONDEVMODE`; the detail "
     "names each one set.",
     "fold_source_unclean": "`pilot --require-clean-source`: a command, proxy or plugin "
     "fold's files are in a git checkout with changes not committed (modified, staged, "

@@ -175,11 +175,11 @@ LOCAL_GRANT: Final = RealGrant(b"", [], FAUX_ACCOUNT_ID, {}, local=True)
 # Variables that make the controller show what it handles, or weaken one of its checks:
 # a paid run refuses while any is set, even empty (``debug_environment``). Children never
 # see them (``childenv``: an allowlist), and the guard reads no proxy, netrc or
-# certificate setting from the environment (``guard.wire.http``).
+# certificate setting from the environment (``guard.wire.http``). Not ``PYTHONBREAKPOINT``:
+# efold calls no ``breakpoint()``, and Ray sets it in every process of a cluster.
 DEBUG_VARIABLES: Final = {
     "EFOLD_ISOLATION_SIMULATE": "simulates refused fold isolation",
     "PYTHONINSPECT": "opens a prompt over the controller's memory when it ends",
-    "PYTHONBREAKPOINT": "chooses what a breakpoint runs",
     "PYTHONDEBUG": "prints the parser's debug output",
     "PYTHONVERBOSE": "traces every import",
     "PYTHONDEVMODE": "installs development hooks and warnings",

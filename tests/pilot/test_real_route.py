@@ -464,3 +464,13 @@ def test_a_paid_run_refuses_under_an_interpreter_debug_option(
     assert done.returncode == 2, done.stdout + done.stderr
     assert "refused: debug_environment (python was started with -X dev" in done.stderr
     assert os.listdir(op.runs) == [] and server.requests == []
+
+
+def test_a_breakpoint_hook_set_by_ray_does_not_stop_a_paid_run(
+        tmp_path: Path, server: Server) -> None:
+    """Ray sets PYTHONBREAKPOINT in every process of a cluster; efold calls no
+    breakpoint(), so it is no debug variable here."""
+    op = Operator(tmp_path, server, credential=None)
+    smoke = _real_run(op, "smoke", "smoke", op.authorize("smoke", "--smoke"),
+                      PYTHONBREAKPOINT="ray.util.rpdb.set_trace")
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
