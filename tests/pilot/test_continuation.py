@@ -70,6 +70,15 @@ def wait_for(ready: Any, controller: subprocess.Popen[str], seconds: float = 120
         time.sleep(0.005)
 
 
+def wait_stopped(pid: int, seconds: float = 30) -> None:
+    """Until ``pid`` is stopped (state ``T`` in /proc): only then is what it has
+    committed all it will commit."""
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert time.monotonic() < deadline, "the controller did not stop"
+        time.sleep(0.001)
+
+
 def results(tmp: Path, run: Path, *extra: str) -> dict[str, Any]:
     done = efold(tmp, "aggregate", str(run), "--json", *extra)
     assert done.returncode == 0, done.stderr
@@ -129,6 +138,7 @@ def test_an_interrupted_then_crashed_chain_aggregates_as_the_uninterrupted_run(
     while True:  # stopped first, so that it cannot settle the hold before the kill
         wait_for(lambda: receipts(second) >= 3 and hold_consumed(second), controller)
         controller.send_signal(signal.SIGSTOP)
+        wait_stopped(controller.pid)  # a signal is delivered when the process next runs
         if hold_consumed(second):
             break
         controller.send_signal(signal.SIGCONT)
