@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from efold_pilot_kit import hold_consumed, journal_money, journal_rows
+from efold_pilot_kit import HERE, hold_consumed, journal_money, journal_rows
 
 from efold.controller.campaigns.plan import plan_for
 from efold.controller.campaigns.registration import load_registration
@@ -34,6 +34,22 @@ schedule_seed = 7
 cap_usd = "{cap}"
 """
 TERMINAL = {"completed", "invalid", "skipped"}
+# ``pilot --faux --continue PREVIOUS --run-dir RUN`` with the faulty child program
+# (tests/pilot/faulty_child.py, mode ``hang``).
+CONTINUE_HANGING = """
+import sys
+sys.path.insert(0, {here!r})
+from efold_pilot_kit import faulty_program
+from efold.controller.pilot.pilot import Dispatch, run_pilot
+from efold.controller.rundirs.continuation import choose_run
+from efold.controller.rundirs.runroot import claim_run_dir
+from efold.registry.lease import acquire_lease
+held = acquire_lease({previous!r})
+chosen = choose_run(None, continue_run={previous!r}, slots=None, chunk=None, holding=True)
+run_pilot(chosen.loaded.registration, chosen.loaded.data, claim_run_dir({run!r}),
+          program=faulty_program("hang", {marker!r}),
+          dispatch=Dispatch(part=chosen.part, continued=held))
+"""
 
 
 def efold(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -68,15 +84,6 @@ def wait_for(ready: Any, controller: subprocess.Popen[str], seconds: float = 120
         assert controller.poll() is None, "the controller ended before the fault point"
         assert time.monotonic() < deadline, "timed out waiting for the fault point"
         time.sleep(0.005)
-
-
-def wait_stopped(pid: int, seconds: float = 30) -> None:
-    """Until ``pid`` is stopped (state ``T`` in /proc): only then is what it has
-    committed all it will commit."""
-    deadline = time.monotonic() + seconds
-    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-        assert time.monotonic() < deadline, "the controller did not stop"
-        time.sleep(0.001)
 
 
 def results(tmp: Path, run: Path, *extra: str) -> dict[str, Any]:
@@ -132,16 +139,17 @@ def test_an_interrupted_then_crashed_chain_aggregates_as_the_uninterrupted_run(
                                  if statuses.get(s) not in TERMINAL]
     assert 0 < len(plan["remaining"]) < planned
 
-    # Link 2: killed mid-slot (a request in flight), then reaped.
+    # Link 2: killed with a request in flight, then reaped. Its controller is the one
+    # ``pilot --continue`` runs, with the test's child program: once the marker is gone,
+    # the next probe child consumes a hold and hangs, so that hold can never settle.
     second = tmp_path / "link2"
-    controller = start(tmp_path, "--continue", str(first), "--run-dir", str(second))
-    while True:  # stopped first, so that it cannot settle the hold before the kill
-        wait_for(lambda: receipts(second) >= 3 and hold_consumed(second), controller)
-        controller.send_signal(signal.SIGSTOP)
-        wait_stopped(controller.pid)  # a signal is delivered when the process next runs
-        if hold_consumed(second):
-            break
-        controller.send_signal(signal.SIGCONT)
+    marker = tmp_path / "marker"
+    marker.touch()
+    controller = subprocess.Popen([sys.executable, "-c", CONTINUE_HANGING.format(
+        here=str(HERE), previous=str(first), run=str(second), marker=str(marker))])
+    wait_for(lambda: receipts(second) >= 3, controller)
+    marker.unlink()
+    wait_for(lambda: marker.exists() and hold_consumed(second), controller)
     controller.kill()
     controller.wait()
     refused = efold(tmp_path, "pilot", "--faux", "--continue", str(second))
