@@ -10,6 +10,7 @@
 | ``store`` | as cold-rebuild, plus the history lookup tools over the retained store |
 | ``store-compaction`` | as compaction, plus the history lookup tools over the retained store |
 | ``pack`` | cold boundary + the deterministic pack (``pack.py``) + the lookup tools |
+| ``restart-switch-compact`` | a fresh process over the durable session, its cold boundary, then one compaction of that |
 
 Each receipt records the boundary actually crossed and the pressure the arm is designed
 to test (reference "Evidence checked per sample"); pressure is required on long traces
@@ -68,6 +69,9 @@ COMPACTION_PRESSURE_TOKENS: Final = 150_000
 MID_TRACE_PRESSURE_TOKENS: Final = 80_000
 PROBE_AFTER_MID_PRESSURE_TOKENS: Final = 40_000
 CEILING_PRESSURE_TOKENS: Final = 200_000
+# restart-switch-compact: the reseeded context must reach the smallest trigger for its
+# compaction to be the arm's third boundary.
+RESEED_COMPACTION_TOKENS: Final = SMALLEST_TRIGGER.trigger_tokens
 
 
 class NativeFold:
@@ -259,3 +263,55 @@ class CeilingFold(_OneCompactionFold):
     name = "ceiling"
     trigger = CEILING
     pressure_threshold = CEILING_PRESSURE_TOKENS
+
+
+class RestartSwitchCompactFold(_CompactingFold):
+    """(f) Three boundaries in order: a restart, the model-change reseed, a compaction.
+
+    ``restarts``: the controller builds it in two prep children
+    (``controller.pilot.preparation``). The first replays the trace and leaves only the
+    agent's durable session (``durable_session``) and exits; the second, a fresh
+    process, is given that session alone (its digest journaled between the two) and
+    calls ``build``: the cold boundary of the restored session, then one compaction of
+    the reseeded context at the smallest trigger. Its boundary is verified when the
+    compaction fired; the restart is proven by the journal (two prep launches of the
+    checkpoint, the first ended before the second began, the session's digest between
+    them), never claimed by the fold. Built in one process (``fold check``), it is the
+    same checkpoint without that proof."""
+
+    name = "restart-switch-compact"
+    restarts = True
+
+    def build(self, prefix: TracePrefix) -> Checkpoint:
+        transcript = session_transcript(prefix.events)
+        cold = cold_boundary(transcript)
+        # The reseeded context as the session the new model resumes, in the items a
+        # compaction cuts between: the projection's header and each of its records as
+        # owner messages, then the text window (the same text as ``cold.messages``).
+        projection = [cold.header, *cold.records] if cold.records else []
+        reseeded: list[ContextItem] = [
+            *(Event(id=f"reseed-{n}", session=0, day=0, role="user", content=text)
+              for n, text in enumerate(projection)),
+            *cold.window,
+        ]
+        overhead = prefix.context_overhead_tokens
+        before = context_tokens(reseeded) + overhead
+        context, stats = compact(reseeded, SMALLEST_TRIGGER, "probe", overhead_tokens=overhead,
+                                 summariser=self.summariser)
+        return build_checkpoint(
+            self.name, prefix, render_context(context), [],
+            BoundaryEvidence(kind="restart", verified=stats is not None),
+            [
+                pressure("text_messages_replayed", cold.stats.text_messages_kept,
+                         COLD_REPLAYED_MESSAGES),
+                pressure("compaction_tokens_before", before, RESEED_COMPACTION_TOKENS),
+            ],
+            compactions=[] if stats is None else [stats],
+            projection=cold.stats,
+        )
+
+
+def durable_session(prefix: TracePrefix) -> list[Event]:
+    """What a restarted agent finds of its session: the session transcript the first
+    process recorded (``restart-switch-compact``'s first prep child writes it)."""
+    return session_transcript(prefix.events)

@@ -147,7 +147,9 @@ class BoundaryEvidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
     made that efold does not serve (``folds.capture``); any makes the boundary
     unverified and its samples ``fold_proxy_unsupported_call``."""
 
-    kind: Literal["none", "cold_rebuild", "compaction", "external", "proxy"]
+    # ``restart``: a restart, the cold boundary, then a compaction
+    # (``arms.RestartSwitchCompactFold``): verified when its compaction fired.
+    kind: Literal["none", "cold_rebuild", "compaction", "external", "proxy", "restart"]
     verified: bool
     unsupported_calls: int = 0
 

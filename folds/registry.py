@@ -29,6 +29,7 @@ from efold.folds.arms import (
     CompactionTwiceFold,
     NativeFold,
     PackFold,
+    RestartSwitchCompactFold,
     StoreCompactionFold,
     StoreFold,
 )
@@ -49,6 +50,7 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "store": StoreFold,
     "store-compaction": StoreCompactionFold,
     "pack": PackFold,
+    "restart-switch-compact": RestartSwitchCompactFold,
     "openai-compact": lambda: _offline_provider_compact("openai-compact"),
     "anthropic-compact": lambda: _offline_provider_compact("anthropic-compact"),
 }
@@ -83,7 +85,19 @@ SUMMARISING_ARMS: dict[str, Callable[[Summariser | None], Fold]] = {
     "compaction-2": CompactionTwiceFold,
     "ceiling": CeilingFold,
     "store-compaction": StoreCompactionFold,
+    "restart-switch-compact": RestartSwitchCompactFold,
 }
+
+# Built-in arms built across a restart: a first prep child leaves the agent's durable
+# session, a fresh one builds the checkpoint from that session alone
+# (``controller.pilot.preparation``).
+RESTART_ARMS: frozenset[str] = frozenset({"restart-switch-compact"})
+
+
+def restarts(spec: FoldSpec) -> bool:
+    """Whether a role's checkpoint is built across a restart (a built-in restart arm; a
+    command or plugin under that name is not built-in)."""
+    return spec.command is None and spec.proxy is None and spec.arm in RESTART_ARMS
 
 
 # Built-in arms whose checkpoint holds a provider's opaque items (``folds.opaque``),

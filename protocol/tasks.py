@@ -10,7 +10,7 @@ its pin.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -71,6 +71,16 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # The campaign requires isolation (``isolation = "required"``): the child refuses
     # to run fold code without both (``fold_isolation_unavailable``).
     isolation_required: bool = False
+    # ``session``: the first of a restart arm's two preps (``folds.registry.restarts``):
+    # replay the trace and leave only the agent's durable session, ``SESSION_FILE``,
+    # whose trace digest ``Prepared.snapshot_digest`` reports; ``checkpoint``: build the
+    # arm's checkpoint from ``trace_file`` (for a restart arm, the session file the
+    # first prep left, and nothing else of it).
+    stage: Literal["checkpoint", "session"] = "checkpoint"
+
+
+# The durable session a restart arm's first prep leaves in its slot directory.
+SESSION_FILE = "session.jsonl"
 
 
 class JudgeTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

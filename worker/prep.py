@@ -35,16 +35,18 @@ from efold.errors import Code, EfoldError
 from efold.ipc.errors import IpcError
 from efold.ipc.messages import Prepared, Welcome
 from efold.protocol.assignment import Assignment
-from efold.protocol.tasks import PrepTask, Route
+from efold.protocol.tasks import SESSION_FILE, PrepTask, Route
 from efold.worker.errors import WorkerError
 from efold.worker.session import PermitSession
 from efold.worker.verify import verify_digests
 
 if TYPE_CHECKING:
+    from efold.corpus.model import Trace
     from efold.folds.capture import Summarise
     from efold.folds.fold import Fold
     from efold.folds.summary import Summariser
     from efold.guard.request import Guard
+    from efold.isolation import Isolation
     from efold.worker.permit_client import SessionPermitSource
 
 SNAPSHOT_DIR = "snapshot"
@@ -253,6 +255,24 @@ def _write_failure(slot_dir: str, exc: EfoldError) -> None:
         pass
 
 
+def _leave_session(trace: Trace, slot_dir: str, isolation: Isolation) -> Prepared:
+    """The first prep of a restart arm: replay the trace into the agent's durable session
+    (``folds.arms.durable_session``) and publish it as ``SESSION_FILE``, a trace of its
+    own whose digest the controller journals and hands to the fresh process that builds
+    the checkpoint from it."""
+    from efold.corpus import dump_trace, trace_digest
+    from efold.corpus.model import Trace
+    from efold.folds import TracePrefix
+    from efold.folds.arms import durable_session
+    from efold.registry.files import publish_exclusive
+
+    session = Trace(trace.header, durable_session(TracePrefix.of(trace)))
+    data = dump_trace(session)
+    publish_exclusive(slot_dir, SESSION_FILE, data)
+    return Prepared(snapshot_digest=trace_digest(session), files=1, bytes=len(data),
+                    rejected={}, isolation=isolation)
+
+
 class FoldPrep:
     """Registered as the ``fold`` prep body (a ``SendingPrepBody``)."""
 
@@ -278,6 +298,8 @@ class FoldPrep:
             if trace_digest(trace) != task.trace_sha256:
                 raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "trace digest differs")
             _verify_fold_pin(task)
+            if task.stage == "session":
+                return _leave_session(trace, assignment.slot_dir, isolation)
             fold = fold_of(task, assignment.slot_dir, self._session)
             checkpoint = fold.build(TracePrefix.of(trace, settings=task.settings))
             manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))

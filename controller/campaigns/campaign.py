@@ -86,7 +86,7 @@ from efold.protocol.records import OPAQUE_ID
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "medium", "hard", "hard-distractors")
 ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store",
-        "store-compaction", "pack",
+        "store-compaction", "pack", "restart-switch-compact",
         "openai-compact", "anthropic-compact")
 HARD_SEEDS_ALLOWED = range(101, 125)
 # The provider-compaction arms (``folds.provider_compact``) and the profile ``api`` of the

@@ -226,6 +226,7 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
 # counted at it. Never more than ``max_requests`` either way (the guard admits no more).
 SUMMARY_REQUESTS_BY_ARM: Final[dict[str, int]] = {
     "compaction": 1, "compaction-2": 2, "ceiling": 1, "store-compaction": 1,
+    "restart-switch-compact": 1,
     "openai-compact": 1,
     "anthropic-compact": 1,
 }

@@ -44,14 +44,16 @@ from efold.controller.errors import ControllerError
 from efold.controller.pilot.probe_server import PermitLog, serve_permits
 from efold.controller.processes.tree import TreeReport, inspect_tree
 from efold.controller.rundirs.run_context import LaunchEnd, RunContext
+from efold.corpus import load_trace, trace_digest
 from efold.errors import Code, EfoldError
 from efold.folds import read_checkpoint
 from efold.folds.registry import calls_summariser
 from efold.folds.snapshot import RestoredCheckpoint
+from efold.input_files import TRACE_LIMIT
 from efold.ipc.messages import Prepared
 from efold.isolation import Isolation
 from efold.protocol.assignment import SnapshotRef
-from efold.protocol.tasks import PrepTask
+from efold.protocol.tasks import SESSION_FILE, PrepTask
 from efold.registry.files import read_private
 from efold.worker.prep import FAILURE_DETAIL_CHARS, FAILURE_FILE, snapshot_path
 
@@ -159,7 +161,12 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
         code = Code.PREFLIGHT_TREE_INVALID
     snapshot: SnapshotRef | None = None
     restored: RestoredCheckpoint | None = None
-    if code is None and prepared is not None:
+    if code is None and prepared is not None and task.stage == "session":
+        snapshot = _verified_session(slot_dir, prepared.snapshot_digest)
+        if snapshot is not None:
+            ctx.journal.record_assignment(session_key(key), kind="session",
+                                          snapshot_digest=snapshot.digest)
+    elif code is None and prepared is not None:
         path = snapshot_path(str(slot_dir))
         try:
             restored = read_checkpoint(path, expected_digest=prepared.snapshot_digest)
@@ -177,6 +184,25 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
                       restored if snapshot is not None else None,
                       read_cause(slot_dir) if prepared is None else None,
                       None if prepared is None else prepared.isolation)
+
+
+def session_key(key: str) -> str:
+    """The journal's assignment row of checkpoint ``key``'s durable session (a restart
+    arm's first prep): its own row, as every assignment is once per name."""
+    return f"{key}#session"
+
+
+def _verified_session(slot_dir: Path, digest: str) -> SnapshotRef | None:
+    """The durable session a restart arm's first prep left, read back as data (bounded,
+    owner-only, not a link) and decoded as a trace whose digest is the one the child
+    reported; None when it is not."""
+    try:
+        trace = load_trace(read_private(slot_dir, SESSION_FILE, max_bytes=TRACE_LIMIT))
+    except EfoldError:
+        return None
+    if trace_digest(trace) != digest:
+        return None
+    return SnapshotRef(path=str(slot_dir / SESSION_FILE), digest=digest)
 
 
 def _summary_failure(ctx: RunContext, key: str, log: PermitLog) -> Code | None:

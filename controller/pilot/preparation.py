@@ -15,6 +15,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import msgspec
+
 from efold.controller.campaigns.campaign import ProxySpec, Role, command_timeout
 from efold.controller.campaigns.feasibility import FirstRequest, first_request
 from efold.controller.campaigns.profiles import Profile, profile_entry
@@ -30,7 +32,7 @@ from efold.errors import Code
 from efold.folds.errors import FoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import fold_sha256
-from efold.folds.registry import calls_summariser
+from efold.folds.registry import calls_summariser, restarts
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.guard import INPUT_ENVELOPE
 from efold.protocol.records import Plan, PlannedSlot
@@ -190,7 +192,7 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
         built = (reuse or {}).get(key)
         result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)
         if result is None:
-            result = await run_prep(ctx, key=key, slot_dir=slot_dir, task=task)
+            result = await _build(ctx, key, slot_dir, task)
         first_round = None
         if result.restored is not None:
             first_round = first_request(result.restored.checkpoint, campaign, first.role,
@@ -202,3 +204,27 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
     if tick is not None:
         tick("prep", len(firsts), len(firsts))
     return out
+
+
+SESSIONS_DIR = "sessions"
+
+
+async def _build(ctx: RunContext, key: str, slot_dir: Path, task: PrepTask) -> PrepResult:
+    """Build checkpoint ``key`` in a prep child; a restart arm's in two, in order
+    (``folds.registry.restarts``). The first replays the trace and leaves only the
+    agent's durable session in its own directory, ``sessions/KEY``; once it has ended and
+    been contained, and the session verified and journaled, a fresh child builds the
+    checkpoint from that session alone (its task's trace is the session file, its digest
+    the journaled one). A stop between the two builds nothing more."""
+    if not restarts(task):
+        return await run_prep(ctx, key=key, slot_dir=slot_dir, task=task)
+    session_dir = private_subdir(ctx.run_dir, SESSIONS_DIR, key)
+    first = await run_prep(ctx, key=key, slot_dir=session_dir,
+                           task=msgspec.structs.replace(task, stage="session", summariser=None))
+    if first.snapshot is None:
+        return first
+    if ctx.policy.stop_code is not None:
+        return replace(first, snapshot=None, code=ctx.policy.stop_code)
+    second = await run_prep(ctx, key=key, slot_dir=slot_dir, task=msgspec.structs.replace(
+        task, trace_file=first.snapshot.path, trace_sha256=first.snapshot.digest))
+    return replace(second, elapsed_ms=first.elapsed_ms + second.elapsed_ms)

@@ -34,7 +34,8 @@ from efold.folds.registry import BUILTIN_ARMS, SUMMARISING_ARMS, fold_for, uses_
 from efold.folds.summariser import SUMMARY_OPENING, summarise, summary_entry
 from efold.folds.transcript import session_transcript
 
-COMPACTING = ("compaction", "compaction-2", "ceiling", "store-compaction")
+COMPACTING = ("compaction", "compaction-2", "ceiling", "store-compaction",
+              "restart-switch-compact")
 _OMITTED = re.compile(r"\[(\d+) earlier messages omitted to keep this request small\]")
 
 
@@ -240,8 +241,10 @@ def test_the_deterministic_default_is_unchanged(original_items: list[SuiteItem])
             default = fold_for(arm).build(prefix)
             assert fold_for(arm, summariser=None).build(prefix) == default
             assert SUMMARISING_ARMS[arm](None).build(prefix) == default
-            if arm != "store-compaction":  # the digest predates it (its context is
-                digest.update(msgspec.json.encode(default.messages))  # compaction's)
+            # The digest predates the last two (store-compaction's context is
+            # compaction's; restart-switch-compact compacts a cold boundary).
+            if arm not in ("store-compaction", "restart-switch-compact"):
+                digest.update(msgspec.json.encode(default.messages))
         # the compaction arm's summary is the deterministic summary of the cut head
         transcript = session_transcript(prefix.events)
         cut = cut_index(transcript, KEEP_RECENT_TOKENS)

@@ -208,6 +208,22 @@ class PlantOversized(FoldPrep):
         return prepared
 
 
+class TamperSession(FoldPrep):
+    """A restart arm's first prep that changes its durable session after reporting its
+    digest (once): the fresh process must never build from it."""
+
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        # The marker first: once isolated, the child writes only beneath its slot.
+        tamper = getattr(assignment.task, "stage", None) == "session" and first_time()
+        prepared = super().run(assignment, welcome)
+        if tamper:
+            path = os.path.join(assignment.slot_dir, "session.jsonl")
+            os.chmod(path, 0o600)
+            with open(path, "ab") as f:
+                f.write(b"\n")
+        return prepared
+
+
 FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
     "absurd-usage": ("probe", AbsurdUsage), "halt": ("probe", HaltThenAdmit),
@@ -217,6 +233,7 @@ FAULTS = {
     "prep-survivor": ("prep", PrepLeavesSurvivor),
     "prep-hostile": ("prep", PrepPlantsHostileTree),
     "oversized": ("prep", PlantOversized),
+    "tamper-session": ("prep", TamperSession),
 }
 
 # -- parametrized faults of the reliability suite (tests/reliability/test_child_faults.py)
