@@ -11,6 +11,7 @@
 | ``store-compaction`` | as compaction, plus the history lookup tools over the retained store |
 | ``pack`` | cold boundary + the deterministic pack (``pack.py``) + the lookup tools |
 | ``restart-switch-compact`` | a fresh process over the durable session, its cold boundary, then one compaction of that |
+| ``ledger-cold`` | cold boundary + the progressive ledger three extractions committed (``ledger.py``) |
 
 Each receipt records the boundary actually crossed and the pressure the arm is designed
 to test (reference "Evidence checked per sample"); pressure is required on long traces
@@ -32,8 +33,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+import msgspec
+
 from efold.corpus.forms import estimate_tokens, message_chars
 from efold.corpus.model import Event
+from efold.errors import Code
 from efold.folds.checkpoint import (
     LOOKUP_TOOLS,
     BoundaryEvidence,
@@ -50,7 +54,9 @@ from efold.folds.compaction import (
     context_tokens,
     render_context,
 )
+from efold.folds.errors import FoldError
 from efold.folds.fold import TracePrefix, build_checkpoint, pressure
+from efold.folds.ledger import LEDGER_EXTRACTIONS, Ledger, extract_all, render_ledger
 from efold.folds.pack import build_pack
 from efold.folds.projection import cold_boundary
 from efold.folds.retention import retain
@@ -315,3 +321,40 @@ def durable_session(prefix: TracePrefix) -> list[Event]:
     """What a restarted agent finds of its session: the session transcript the first
     process recorded (``restart-switch-compact``'s first prep child writes it)."""
     return session_transcript(prefix.events)
+
+
+class LedgerColdFold:
+    """The progressive ledger, then a cold probe (``ledger.py``): the reader resumes the
+    cold boundary with the committed final ledger before it, no tools, no upkeep.
+
+    Built by the controller from a ledger that three prep children committed, one
+    extraction each (``controller.pilot.preparation``), handed in as ``ledger``; with
+    none (``fold check``, one process) it extracts all three itself. Its boundary is
+    verified when the ledger holds all three extractions of this trace."""
+
+    name = "ledger-cold"
+    derives_from_source = True
+
+    def __init__(self, ledger: Ledger | None = None) -> None:
+        self.ledger = ledger
+
+    def build(self, prefix: TracePrefix) -> Checkpoint:
+        ledger = extract_all(prefix) if self.ledger is None else self.ledger
+        if ledger.trace_id != prefix.trace_id:
+            raise FoldError(Code.FOLD_INPUT_INVALID, "the ledger is of another trace")
+        cold = cold_boundary(session_transcript(prefix.events))
+        pack, stats = render_ledger(ledger)
+        checkpoint = build_checkpoint(
+            self.name, prefix, [ReaderMessage(role="user", content=pack.text), *cold.messages],
+            [], BoundaryEvidence(kind="ledger",
+                                 verified=len(ledger.extractions) == LEDGER_EXTRACTIONS),
+            [
+                pressure("text_messages_replayed", cold.stats.text_messages_kept,
+                         COLD_REPLAYED_MESSAGES),
+                pressure("tool_records_dropped", cold.stats.tool_records_dropped,
+                         COLD_DROPPED_RECORDS),
+            ],
+            projection=cold.stats,
+        )
+        return msgspec.structs.replace(
+            checkpoint, receipt=msgspec.structs.replace(checkpoint.receipt, ledger=stats))

@@ -119,6 +119,19 @@ class PackStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     budget_tokens: int
 
 
+class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The progressive ledger (``ledger.py``): how many extractions committed it, what
+    each added (0: an analysis-only stage), the operations they consumed, and the
+    entries the reader sees, after the budget."""
+
+    extractions: int
+    added: list[int]
+    operations: int
+    entries: int
+    omitted_for_budget: int
+    tokens_estimate: int
+
+
 class StoreStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     records: int
     omitted_credential: int
@@ -149,7 +162,10 @@ class BoundaryEvidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True,
 
     # ``restart``: a restart, the cold boundary, then a compaction
     # (``arms.RestartSwitchCompactFold``): verified when its compaction fired.
-    kind: Literal["none", "cold_rebuild", "compaction", "external", "proxy", "restart"]
+    # ``ledger``: the cold boundary after the progressive ledger's extractions
+    # (``arms.LedgerColdFold``): verified when all of them committed.
+    kind: Literal["none", "cold_rebuild", "compaction", "external", "proxy", "restart",
+                  "ledger"]
     verified: bool
     unsupported_calls: int = 0
 
@@ -178,6 +194,9 @@ class FoldReceipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pack: PackStats | None = None
     store: StoreStats | None = None
     version: int = CHECKPOINT_VERSION
+    # ``ledger-cold`` only; UNSET is never encoded, so every other receipt has the bytes
+    # (and its checkpoint the digests) it had before the field existed.
+    ledger: LedgerStats | msgspec.UnsetType = msgspec.UNSET
 
 
 def folds_recorded(receipt: FoldReceipt) -> int:

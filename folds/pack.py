@@ -70,8 +70,10 @@ def _lines(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
     return list(pattern.finditer(text))
 
 
-def extract_entries(retained: RetainedStore) -> list[PackEntry]:
-    """Every candidate entry, in record order (before the budget)."""
+def extract_entries(retained: RetainedStore, *, values: bool = False) -> list[PackEntry]:
+    """Every candidate entry, in record order (before the budget). ``values``: an
+    identifier's entry is its whole line, value included (the ledger's, which offers
+    no lookup), not a pointer to its record (the pack's)."""
     entries: list[PackEntry] = []
     latest_status: dict[str, PackEntry] = {}
     for record in retained.records:
@@ -94,6 +96,11 @@ def extract_entries(retained: RetainedStore) -> list[PackEntry]:
                 label = m.group("label")
                 if IDENTIFIER.search(m.group("value")) and label not in labels:
                     labels.append(label)
+            if values:
+                entries.extend(PackEntry("identifiers", f"- {m.group(0)} {where}", record.seq)
+                               for m in _lines(FACT_LINE, text)
+                               if IDENTIFIER.search(m.group("value")))
+                continue
             for label in labels:
                 entries.append(
                     PackEntry(
@@ -108,14 +115,22 @@ def extract_entries(retained: RetainedStore) -> list[PackEntry]:
 
 def build_pack(retained: RetainedStore) -> Pack:
     """The bounded pack for a retained store (see the module docstring)."""
-    entries = extract_entries(retained)
+    return render_entries(extract_entries(retained), PACK_HEADER)
+
+
+def render_entries(entries: list[PackEntry], header: str, *,
+                   titles: dict[str, str] | None = None) -> Pack:
+    """``entries`` rendered under ``header``, section by section in record order, within
+    ``PACK_BUDGET_TOKENS`` (whole entries omitted as the module docstring says).
+    ``titles``: section titles that differ from the pack's."""
     budget_chars = PACK_BUDGET_TOKENS * 4
+    named = {**dict(_SECTIONS), **(titles or {})}
 
     def rendered(kept: list[PackEntry]) -> str:
-        parts = [PACK_HEADER]
-        for section, title in _SECTIONS:
+        parts = [header]
+        for section, _ in _SECTIONS:
             lines = [e.text for e in sorted(kept, key=lambda e: e.seq) if e.section == section]
-            parts.append("\n".join([title, *(lines or ["- (none)"])]))
+            parts.append("\n".join([named[section], *(lines or ["- (none)"])]))
         return "\n\n".join(parts)
 
     kept = list(entries)

@@ -27,6 +27,7 @@ from efold.folds.arms import (
     ColdRebuildFold,
     CompactionFold,
     CompactionTwiceFold,
+    LedgerColdFold,
     NativeFold,
     PackFold,
     RestartSwitchCompactFold,
@@ -51,6 +52,7 @@ BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "store-compaction": StoreCompactionFold,
     "pack": PackFold,
     "restart-switch-compact": RestartSwitchCompactFold,
+    "ledger-cold": LedgerColdFold,
     "openai-compact": lambda: _offline_provider_compact("openai-compact"),
     "anthropic-compact": lambda: _offline_provider_compact("anthropic-compact"),
 }
@@ -98,6 +100,16 @@ def restarts(spec: FoldSpec) -> bool:
     """Whether a role's checkpoint is built across a restart (a built-in restart arm; a
     command or plugin under that name is not built-in)."""
     return spec.command is None and spec.proxy is None and spec.arm in RESTART_ARMS
+
+
+# Built-in arms whose checkpoint is built after the progressive ledger's extractions,
+# each in a prep child of its own (``folds.ledger``, ``controller.pilot.preparation``).
+LEDGER_ARMS: frozenset[str] = frozenset({"ledger-cold"})
+
+
+def extracts_ledger(spec: FoldSpec) -> bool:
+    """Whether a role's checkpoint is built from a progressive ledger."""
+    return spec.command is None and spec.proxy is None and spec.arm in LEDGER_ARMS
 
 
 # Built-in arms whose checkpoint holds a provider's opaque items (``folds.opaque``),

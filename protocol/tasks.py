@@ -71,12 +71,26 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # The campaign requires isolation (``isolation = "required"``): the child refuses
     # to run fold code without both (``fold_isolation_unavailable``).
     isolation_required: bool = False
-    # ``session``: the first of a restart arm's two preps (``folds.registry.restarts``):
-    # replay the trace and leave only the agent's durable session, ``SESSION_FILE``,
-    # whose trace digest ``Prepared.snapshot_digest`` reports; ``checkpoint``: build the
-    # arm's checkpoint from ``trace_file`` (for a restart arm, the session file the
-    # first prep left, and nothing else of it).
-    stage: Literal["checkpoint", "session"] = "checkpoint"
+    # What this prep leaves (``controller.pilot.preparation``): ``checkpoint``, the arm's
+    # checkpoint of ``trace_file`` (for a restart arm, the session file its first prep
+    # left; for the ledger arm, given the ledger its last extraction committed);
+    # ``session``, the first of a restart arm's two preps (``folds.registry.restarts``):
+    # only the agent's durable session, ``SESSION_FILE``, its trace digest reported in
+    # ``Prepared.snapshot_digest``; ``ledger``: extraction number ``extraction`` of the
+    # ledger arm (``folds.ledger``) after ``ledger``, published as ``LEDGER_FILE``, its
+    # sha256 reported.
+    stage: Literal["checkpoint", "session", "ledger"] = "checkpoint"
+    extraction: int = 0
+    ledger: StageFile | None = None
+
+
+class StageFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A file an earlier prep of the same checkpoint left, as the controller verified and
+    journaled it: its path and digest (a durable session's, ``corpus.trace_digest``; a
+    ledger's, the sha256 of its bytes)."""
+
+    path: str
+    sha256: Digest
 
 
 # The durable session a restart arm's first prep leaves in its slot directory.

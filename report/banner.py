@@ -15,7 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from efold.report.numbers import FAUX_MONEY, duration_text, spend_line, utc_text
-from efold.report.results import reader_label, stand_in_line, stand_in_roles
+from efold.report.results import reader_label, stand_in_lines
 from efold.report.schema import Results
 from efold.report.status import status_banner
 from efold.report.terms import stop_meaning
@@ -47,8 +47,7 @@ class Banner(msgspec.Struct, frozen=True):
 def banner(results: Results) -> Banner:
     status = results.status
     headline, details = status_banner(status)
-    if (stand_in := stand_in_line(stand_in_roles(results))) is not None:
-        details = [*details, stand_in]
+    details = [*details, *stand_in_lines(results)]
     verdict = status.verdict if status is not None else "unknown"
     stop = status.stop if status is not None else None
     meaning = stop_meaning(stop)

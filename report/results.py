@@ -106,22 +106,34 @@ RouteName = Literal["faux", "local", "real"]  # ``RunInfo.route``
 STAND_IN_SUMMARISER = "efold/deterministic-summariser"
 
 
-def stand_in_roles(results: Results) -> list[str]:
-    """The roles whose fold's summary requests the deterministic stand-in answered."""
+# What wrote a ledger role's ledger: at this revision always efold's deterministic
+# extractor (``folds.ledger``), on every route.
+STAND_IN_EXTRACTOR = "efold/deterministic-extractor"
+
+
+def stand_in_roles(results: Results, stand_in: str = STAND_IN_SUMMARISER) -> list[str]:
+    """The roles whose fold's model requests the deterministic ``stand_in`` answered."""
     if results.run is None:
         return []
-    return [role for role, model in results.run.summarisers.items()
-            if model == STAND_IN_SUMMARISER]
+    return [role for role, model in results.run.summarisers.items() if model == stand_in]
 
 
-def stand_in_line(roles: Sequence[str]) -> str | None:
-    """What the reports say at the top where the stand-in wrote a role's summaries."""
-    if not roles:
-        return None
-    return (f"Summaries by the stand-in for {', '.join(roles)}: efold's deterministic "
+def stand_in_lines(results: Results) -> list[str]:
+    """What the reports say at the top where a stand-in, not a model, wrote what a role's
+    fold summarised or extracted."""
+    lines = []
+    if roles := stand_in_roles(results):
+        lines.append(
+            f"Summaries by the stand-in for {', '.join(roles)}: efold's deterministic "
             "summariser answered their summary requests, so these scores do not measure "
             "these folds' summarising (give a summariser model: --summariser URL "
             "--summariser-model NAME).")
+    if roles := stand_in_roles(results, STAND_IN_EXTRACTOR):
+        lines.append(
+            f"Ledgers by efold's deterministic extractor for {', '.join(roles)}: no model "
+            "extracts them at this revision, on any route, so these scores measure the "
+            "extractor's selection, not a model's extraction.")
+    return lines
 
 
 UNKNOWN_USAGE_NOTE = (

@@ -35,7 +35,7 @@ from efold.errors import Code, EfoldError
 from efold.ipc.errors import IpcError
 from efold.ipc.messages import Prepared, Welcome
 from efold.protocol.assignment import Assignment
-from efold.protocol.tasks import SESSION_FILE, PrepTask, Route
+from efold.protocol.tasks import SESSION_FILE, PrepTask, Route, StageFile
 from efold.worker.errors import WorkerError
 from efold.worker.session import PermitSession
 from efold.worker.verify import verify_digests
@@ -208,7 +208,7 @@ def fold_of(task: PrepTask, slot_dir: str, session: PermitSession | None) -> Fol
     from efold.folds.registry import fold_for
 
     env = {**os.environ, **(task.env or {})}
-    from efold.folds.registry import makes_opaque
+    from efold.folds.registry import extracts_ledger, makes_opaque
 
     if task.command is None and makes_opaque(task.arm) and task.summariser is not None:
         if session is None:
@@ -231,6 +231,11 @@ def fold_of(task: PrepTask, slot_dir: str, session: PermitSession | None) -> Fol
             timeout_s=DEFAULT_TIMEOUT_S if task.timeout_seconds is None else task.timeout_seconds,
             env=env, cwd=task.cwd,
         )
+    if task.ledger is not None and extracts_ledger(task):
+        from efold.folds.arms import LedgerColdFold
+        from efold.folds.ledger import decode_ledger
+
+        return LedgerColdFold(decode_ledger(read_stage_file(task.ledger)))
     return fold_for(task.arm, task.command, timeout_s=task.timeout_seconds, env=env,
                     cwd=task.cwd, summariser=summariser_for(task, session))
 
@@ -273,6 +278,35 @@ def _leave_session(trace: Trace, slot_dir: str, isolation: Isolation) -> Prepare
                     rejected={}, isolation=isolation)
 
 
+def read_stage_file(stage: StageFile) -> bytes:
+    """The bytes of a file an earlier prep of this checkpoint left, as the controller
+    journaled them (``worker_digest_mismatch`` when they differ now)."""
+    from efold.digests import sha256_hex
+    from efold.input_files import TRACE_LIMIT
+
+    with open(stage.path, "rb") as f:
+        data = f.read(TRACE_LIMIT + 1)
+    if len(data) > TRACE_LIMIT or sha256_hex(data) != stage.sha256:
+        raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "an earlier stage's file differs")
+    return data
+
+
+def _extract_ledger(task: PrepTask, trace: Trace, slot_dir: str,
+                    isolation: Isolation) -> Prepared:
+    """Extraction ``task.extraction`` of the ledger arm (``folds.ledger``), after the
+    ledger the previous extraction committed: published as ``LEDGER_FILE``."""
+    from efold.digests import sha256_hex
+    from efold.folds import TracePrefix
+    from efold.folds.ledger import LEDGER_FILE, decode_ledger, encode_ledger, extract
+    from efold.registry.files import publish_exclusive
+
+    previous = None if task.ledger is None else decode_ledger(read_stage_file(task.ledger))
+    data = encode_ledger(extract(previous, TracePrefix.of(trace), task.extraction))
+    publish_exclusive(slot_dir, LEDGER_FILE, data)
+    return Prepared(snapshot_digest=sha256_hex(data), files=1, bytes=len(data),
+                    rejected={}, isolation=isolation)
+
+
 class FoldPrep:
     """Registered as the ``fold`` prep body (a ``SendingPrepBody``)."""
 
@@ -300,6 +334,8 @@ class FoldPrep:
             _verify_fold_pin(task)
             if task.stage == "session":
                 return _leave_session(trace, assignment.slot_dir, isolation)
+            if task.stage == "ledger":
+                return _extract_ledger(task, trace, assignment.slot_dir, isolation)
             fold = fold_of(task, assignment.slot_dir, self._session)
             checkpoint = fold.build(TracePrefix.of(trace, settings=task.settings))
             manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))

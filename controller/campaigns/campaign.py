@@ -87,7 +87,7 @@ CAMPAIGN_VERSION = 1
 SUITES = ("original", "medium", "hard", "hard-distractors")
 ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store",
         "store-compaction", "pack", "restart-switch-compact",
-        "openai-compact", "anthropic-compact")
+        "ledger-cold", "openai-compact", "anthropic-compact")
 HARD_SEEDS_ALLOWED = range(101, 125)
 # The provider-compaction arms (``folds.provider_compact``) and the profile ``api`` of the
 # one endpoint each can send to.

@@ -64,7 +64,7 @@ from efold.protocol.records import Receipt, SlotStatus
 from efold.report import decode_results
 from efold.report.numbers import spend_line
 from efold.report.readings import accuracy_brief, checkpoint_size
-from efold.report.results import money, stand_in_line, stand_in_roles
+from efold.report.results import money, stand_in_lines
 from efold.report.schema import BoundaryResults, ChainFacts, RunMoney
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -453,7 +453,7 @@ def _print_table(outcome: PilotOutcome) -> None:
                   markup=False, highlight=False)
     if faux:
         console.print("faux reader: accuracy measures what each fold kept, not model quality.")
-    if (stand_in := stand_in_line(stand_in_roles(results))) is not None:
+    for stand_in in stand_in_lines(results):
         console.print(stand_in, markup=False, highlight=False)
     for key, cause in sorted(outcome.causes.items()):
         console.print(f"checkpoint {key} not prepared: its fold said {cause.code}"

@@ -45,8 +45,10 @@ from efold.controller.pilot.probe_server import PermitLog, serve_permits
 from efold.controller.processes.tree import TreeReport, inspect_tree
 from efold.controller.rundirs.run_context import LaunchEnd, RunContext
 from efold.corpus import load_trace, trace_digest
+from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds import read_checkpoint
+from efold.folds.ledger import LEDGER_FILE, check_extension, decode_ledger
 from efold.folds.registry import calls_summariser
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.input_files import TRACE_LIMIT
@@ -161,10 +163,10 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
         code = Code.PREFLIGHT_TREE_INVALID
     snapshot: SnapshotRef | None = None
     restored: RestoredCheckpoint | None = None
-    if code is None and prepared is not None and task.stage == "session":
-        snapshot = _verified_session(slot_dir, prepared.snapshot_digest)
+    if code is None and prepared is not None and task.stage != "checkpoint":
+        snapshot = _verified_stage(task, slot_dir, prepared.snapshot_digest)
         if snapshot is not None:
-            ctx.journal.record_assignment(session_key(key), kind="session",
+            ctx.journal.record_assignment(stage_key(key, task), kind=task.stage,
                                           snapshot_digest=snapshot.digest)
     elif code is None and prepared is not None:
         path = snapshot_path(str(slot_dir))
@@ -186,23 +188,34 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
                       None if prepared is None else prepared.isolation)
 
 
-def session_key(key: str) -> str:
-    """The journal's assignment row of checkpoint ``key``'s durable session (a restart
-    arm's first prep): its own row, as every assignment is once per name."""
-    return f"{key}#session"
+def stage_key(key: str, task: PrepTask) -> str:
+    """The journal's assignment row of what an earlier prep of checkpoint ``key`` left
+    (a restart arm's durable session, a ledger extraction): its own row, as every
+    assignment is once per name."""
+    return f"{key}#ledger{task.extraction}" if task.stage == "ledger" else f"{key}#{task.stage}"
 
 
-def _verified_session(slot_dir: Path, digest: str) -> SnapshotRef | None:
-    """The durable session a restart arm's first prep left, read back as data (bounded,
-    owner-only, not a link) and decoded as a trace whose digest is the one the child
-    reported; None when it is not."""
+def _verified_stage(task: PrepTask, slot_dir: Path, digest: str) -> SnapshotRef | None:
+    """What an earlier prep left, read back as data (bounded, owner-only, not a link)
+    and checked; None when it is not what it must be. A durable session is a trace
+    whose digest the child reported. A ledger's bytes have the sha256 the child
+    reported, and it is the extraction its task asked for after the ledger the
+    previous extraction committed (``folds.ledger.check_extension``)."""
+    name = SESSION_FILE if task.stage == "session" else LEDGER_FILE
     try:
-        trace = load_trace(read_private(slot_dir, SESSION_FILE, max_bytes=TRACE_LIMIT))
+        data = read_private(slot_dir, name, max_bytes=TRACE_LIMIT)
+        if task.stage == "session":
+            ok = trace_digest(load_trace(data)) == digest
+        else:
+            before = None if task.ledger is None else read_private(
+                Path(task.ledger.path).parent, LEDGER_FILE, max_bytes=TRACE_LIMIT)
+            previous = None if before is None else decode_ledger(before)
+            ok = (sha256_hex(data) == digest
+                  and (task.ledger is None or sha256_hex(before or b"") == task.ledger.sha256)
+                  and check_extension(previous, decode_ledger(data), task.extraction) is None)
     except EfoldError:
         return None
-    if trace_digest(trace) != digest:
-        return None
-    return SnapshotRef(path=str(slot_dir / SESSION_FILE), digest=digest)
+    return SnapshotRef(path=str(slot_dir / name), digest=digest) if ok else None
 
 
 def _summary_failure(ctx: RunContext, key: str, log: PermitLog) -> Code | None:

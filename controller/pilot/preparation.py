@@ -31,12 +31,13 @@ from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.errors import FoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
+from efold.folds.ledger import LEDGER_EXTRACTIONS
 from efold.folds.pinning import fold_sha256
-from efold.folds.registry import calls_summariser, restarts
+from efold.folds.registry import calls_summariser, extracts_ledger, restarts
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.guard import INPUT_ENVELOPE
 from efold.protocol.records import Plan, PlannedSlot
-from efold.protocol.tasks import PrepTask, ProxyTask, Route
+from efold.protocol.tasks import PrepTask, ProxyTask, Route, StageFile
 from efold.registry import publish_exclusive
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -207,24 +208,53 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
 
 
 SESSIONS_DIR = "sessions"
+LEDGERS_DIR = "ledgers"
 
 
 async def _build(ctx: RunContext, key: str, slot_dir: Path, task: PrepTask) -> PrepResult:
-    """Build checkpoint ``key`` in a prep child; a restart arm's in two, in order
-    (``folds.registry.restarts``). The first replays the trace and leaves only the
-    agent's durable session in its own directory, ``sessions/KEY``; once it has ended and
-    been contained, and the session verified and journaled, a fresh child builds the
-    checkpoint from that session alone (its task's trace is the session file, its digest
-    the journaled one). A stop between the two builds nothing more."""
-    if not restarts(task):
-        return await run_prep(ctx, key=key, slot_dir=slot_dir, task=task)
-    session_dir = private_subdir(ctx.run_dir, SESSIONS_DIR, key)
-    first = await run_prep(ctx, key=key, slot_dir=session_dir,
-                           task=msgspec.structs.replace(task, stage="session", summariser=None))
-    if first.snapshot is None:
-        return first
+    """Build checkpoint ``key`` in a prep child; a restart arm's and the ledger arm's in
+    several, one after another, each a fresh process given only what the one before it
+    left, as the controller verified and journaled it (``prep_launch._verified_stage``):
+
+    * a restart arm (``folds.registry.restarts``): the first child replays the trace and
+      leaves only the agent's durable session (``sessions/KEY``); the second builds the
+      checkpoint from that session alone (its task's trace is the session file);
+    * the ledger arm (``folds.registry.extracts_ledger``): one child per extraction
+      (``ledgers/KEY/pN``), each given the ledger the one before committed; then one
+      builds the checkpoint, cold, with the final ledger.
+
+    A stage that fails fails the checkpoint with its code; a stop between stages builds
+    nothing more."""
+    if restarts(task):
+        session = await _stage(ctx, key, private_subdir(ctx.run_dir, SESSIONS_DIR, key),
+                               msgspec.structs.replace(task, stage="session", summariser=None))
+        if not isinstance(session, StageFile):
+            return session
+        final = msgspec.structs.replace(task, trace_file=session.path,
+                                        trace_sha256=session.sha256)
+    elif extracts_ledger(task):
+        ledger: StageFile | None = None
+        for number in range(1, LEDGER_EXTRACTIONS + 1):
+            done = await _stage(ctx, key, private_subdir(ctx.run_dir, LEDGERS_DIR, key,
+                                                         f"p{number}"),
+                                msgspec.structs.replace(task, stage="ledger", extraction=number,
+                                                        ledger=ledger, summariser=None))
+            if not isinstance(done, StageFile):
+                return done
+            ledger = done
+        final = msgspec.structs.replace(task, ledger=ledger)
+    else:
+        final = task
+    return await run_prep(ctx, key=key, slot_dir=slot_dir, task=final)
+
+
+async def _stage(ctx: RunContext, key: str, stage_dir: Path,
+                 task: PrepTask) -> StageFile | PrepResult:
+    """One earlier prep of checkpoint ``key``: the file it left, verified and journaled,
+    or the failed result (its code; the run's stop code when the run stopped)."""
+    result = await run_prep(ctx, key=key, slot_dir=stage_dir, task=task)
+    if result.snapshot is None:
+        return result
     if ctx.policy.stop_code is not None:
-        return replace(first, snapshot=None, code=ctx.policy.stop_code)
-    second = await run_prep(ctx, key=key, slot_dir=slot_dir, task=msgspec.structs.replace(
-        task, trace_file=first.snapshot.path, trace_sha256=first.snapshot.digest))
-    return replace(second, elapsed_ms=first.elapsed_ms + second.elapsed_ms)
+        return replace(result, snapshot=None, code=ctx.policy.stop_code)
+    return StageFile(path=result.snapshot.path, sha256=result.snapshot.digest)

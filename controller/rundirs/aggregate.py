@@ -33,7 +33,7 @@ from efold.controller.processes.run_cgroups import META_MODE, META_OPERATOR_FALL
 from efold.controller.processes.template import TEMPLATE_KIND
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
-from efold.folds.registry import calls_summariser
+from efold.folds.registry import calls_summariser, extracts_ledger
 from efold.isolation import Isolation
 from efold.protocol.records import (
     OPAQUE_ID,
@@ -60,7 +60,7 @@ from efold.report import (
     render_reports,
 )
 from efold.report.errors import ReportError
-from efold.report.results import STAND_IN_SUMMARISER
+from efold.report.results import STAND_IN_EXTRACTOR, STAND_IN_SUMMARISER
 from efold.report.schema import ContainmentMode, ControllerState, FoldIsolation, RunContainment
 from efold.worker.judge import JUDGE_RUN_SUFFIX
 
@@ -272,6 +272,8 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
         f"{summariser.provider}/{summariser.model}"
     summarisers = {role.name: model for role in reg.campaign.roles
                    if calls_summariser(role) and role.name in plan.roles}
+    summarisers.update({role.name: STAND_IN_EXTRACTOR for role in reg.campaign.roles
+                        if extracts_ledger(role) and role.name in plan.roles})
     judge = reg.campaign.judge
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,

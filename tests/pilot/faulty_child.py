@@ -224,6 +224,31 @@ class TamperSession(FoldPrep):
         return prepared
 
 
+class TamperLedger(FoldPrep):
+    """The ledger arm's second extraction drops the first extraction's entries and
+    reports the digest of what it wrote (once): an extension the controller refuses."""
+
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        task = assignment.task
+        if getattr(task, "stage", None) != "ledger" or task.extraction != 2 or not first_time():
+            return super().run(assignment, welcome)
+        import msgspec
+
+        from efold.digests import sha256_hex
+        from efold.folds.ledger import LEDGER_FILE, decode_ledger, encode_ledger
+
+        prepared = super().run(assignment, welcome)
+        path = os.path.join(assignment.slot_dir, LEDGER_FILE)
+        with open(path, "rb") as f:
+            ledger = decode_ledger(f.read())
+        first = ledger.extractions[0].added
+        data = encode_ledger(msgspec.structs.replace(ledger, entries=ledger.entries[first:]))
+        os.chmod(path, 0o600)
+        with open(path, "wb") as f:
+            f.write(data)
+        return msgspec.structs.replace(prepared, snapshot_digest=sha256_hex(data))
+
+
 FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
     "absurd-usage": ("probe", AbsurdUsage), "halt": ("probe", HaltThenAdmit),
@@ -234,6 +259,7 @@ FAULTS = {
     "prep-hostile": ("prep", PrepPlantsHostileTree),
     "oversized": ("prep", PlantOversized),
     "tamper-session": ("prep", TamperSession),
+    "tamper-ledger": ("prep", TamperLedger),
 }
 
 # -- parametrized faults of the reliability suite (tests/reliability/test_child_faults.py)

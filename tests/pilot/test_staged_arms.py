@@ -1,31 +1,49 @@
-"""The restart-switch-compact arm (f) through the commands and the journal: it registers,
-passes ``preflight`` and runs in a faux campaign; every checkpoint of it is built by two
-prep children, the second a fresh process started after the first ended, from the
-durable session the first left (its digest journaled between them) and from nothing
-else; its checkpoint crosses the cold boundary and then one compaction. A session
-changed after its child reported it is never built from."""
+"""The arms built across several prep children, through the commands and the journal.
+
+restart-switch-compact (f): every checkpoint is built by two prep children, the second
+a fresh process started after the first ended, from the durable session the first left
+(its digest journaled between them) and from nothing else; its checkpoint crosses the
+cold boundary and then one compaction. A session changed after its child reported it is
+never built from.
+
+ledger-cold: three extraction children, one after another, each committing a ledger
+that extends the one before (journaled, checked by the controller), then a fourth that
+builds the cold checkpoint with the final ledger. An extraction that does not extend the
+one before fails the checkpoint before the next runs.
+
+Both register, pass ``preflight`` and run in a faux campaign."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.rundirs.runroot import claim_run_dir
 from efold.corpus import load_trace, trace_digest
+from efold.digests import sha256_hex
 from efold.errors import Code
 from efold.folds import TracePrefix, read_checkpoint
 from efold.folds.arms import RestartSwitchCompactFold
+from efold.folds.ledger import (
+    LEDGER_EXTRACTIONS,
+    LEDGER_FILE,
+    check_extension,
+    decode_ledger,
+    render_ledger,
+)
 
 EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 CAMPAIGN = """name = "f"
 suite = "original"
-roles = ["cold-rebuild", "restart-switch-compact"]
+roles = ["cold-rebuild", "restart-switch-compact", "ledger-cold"]
 probe_limit = 2
 cap_usd = "60.00"
 """
@@ -89,29 +107,71 @@ def test_restart_arm_registers_passes_preflight_and_proves_its_restart(tmp_path:
         assert receipt.projection is not None and receipt.projection.text_messages_kept > 0
         assert len(receipt.compactions) == 1
         assert receipt.compactions[0].summarised_messages > 0
+    for key in sorted(set(checkpoints(run, "ledger-cold").values())):
+        launches = rows(run, "SELECT pid, start_time, launched_ns, exited_ns FROM launches "
+                             f"WHERE kind = 'prep' AND slot = '{key}' ORDER BY launch_id")
+        # Four processes in series: three extractions, then the checkpoint.
+        assert len(launches) == 4, launches
+        assert len({(pid, start) for pid, start, _, _ in launches}) == 4
+        for (_, _, _, exited), (_, _, launched, _) in itertools.pairwise(launches):
+            assert isinstance(exited, int) and isinstance(launched, int) and exited < launched
+        previous = None
+        for number in range(1, LEDGER_EXTRACTIONS + 1):
+            (digest,), = rows(run, "SELECT snapshot_digest FROM assignments WHERE "
+                                   f"slot = '{key}#ledger{number}' AND kind = 'ledger'")
+            data = (run / "ledgers" / key / f"p{number}" / LEDGER_FILE).read_bytes()
+            assert sha256_hex(data) == digest
+            ledger = decode_ledger(data)
+            assert check_extension(previous, ledger, number) is None
+            previous = ledger
+        assert previous is not None
+        (snapshot,), = rows(run, "SELECT snapshot_digest FROM assignments "
+                                 f"WHERE slot = '{key}' AND kind = 'checkpoint'")
+        restored = read_checkpoint(run / "checkpoints" / key / "snapshot",
+                                   expected_digest=str(snapshot))
+        # The final ledger, as committed, is the first thing the reader sees.
+        assert restored.checkpoint.messages[0].content == render_ledger(previous)[0].text
+        receipt = restored.checkpoint.receipt
+        assert receipt.boundary.kind == "ledger" and receipt.boundary.verified
+        assert receipt.ledger is not msgspec.UNSET and receipt.ledger.operations == 3
     # cold-rebuild's checkpoints are built once each, by one prep child.
     cold = rows(run, "SELECT slot, COUNT(*) FROM launches WHERE kind = 'prep' "
                      "AND slot LIKE '%.cold-rebuild.%' GROUP BY slot")
     assert cold and all(n == 1 for _, n in cold)
 
 
-def test_a_session_changed_after_its_report_is_never_built_from(tmp_path: Path) -> None:
-    reg, raw = small_registration(roles='["restart-switch-compact"]')
+def tampered_run(tmp_path: Path, role: str, fault: str, preps: int) -> tuple[Path, str]:
+    """``role`` alone run with the ``fault`` child program: exactly one checkpoint is
+    refused (``lookup_preparation_invalid``); every other was built by ``preps`` prep
+    children. The run and the refused checkpoint's key."""
+    reg, raw = small_registration(roles=f'["{role}"]')
     outcome = run_pilot(reg, raw, claim_run_dir(tmp_path / "run"),
-                        program=faulty_program("tamper-session", tmp_path / "marker"))
+                        program=faulty_program(fault, tmp_path / "marker"))
     run = tmp_path / "run"
     assert (tmp_path / "marker").exists()
-    keys = checkpoints(run, "restart-switch-compact")
+    keys = checkpoints(run, role)
     codes = {r.slot: r.code for r in outcome.receipts}
     refused = {keys[s] for s, c in codes.items() if c == Code.LOOKUP_PREPARATION_INVALID.value}
-    # The tampered checkpoint's first prep ran, its second never did: one launch, no
-    # session row, no checkpoint.
     assert len(refused) == 1, codes
-    key = refused.pop()
-    assert rows(run, f"SELECT COUNT(*) FROM launches WHERE slot = '{key}'") == [(1,)]
-    assert rows(run, f"SELECT COUNT(*) FROM assignments WHERE slot LIKE '{key}%'") == [(0,)]
-    # The other checkpoints were built across their restart as usual.
     others = {keys[s] for s, c in codes.items() if c is None}
     assert others and all(
-        rows(run, f"SELECT COUNT(*) FROM launches WHERE slot = '{k}'") == [(2,)]
+        rows(run, f"SELECT COUNT(*) FROM launches WHERE slot = '{k}'") == [(preps,)]
         for k in others)
+    return run, refused.pop()
+
+
+def test_a_session_changed_after_its_report_is_never_built_from(tmp_path: Path) -> None:
+    run, key = tampered_run(tmp_path, "restart-switch-compact", "tamper-session", 2)
+    # Its first prep ran, its second never did: one launch, no session row, no
+    # checkpoint.
+    assert rows(run, f"SELECT COUNT(*) FROM launches WHERE slot = '{key}'") == [(1,)]
+    assert rows(run, f"SELECT COUNT(*) FROM assignments WHERE slot LIKE '{key}%'") == [(0,)]
+
+
+def test_a_ledger_that_does_not_extend_the_one_before_fails_its_checkpoint(
+        tmp_path: Path) -> None:
+    run, key = tampered_run(tmp_path, "ledger-cold", "tamper-ledger", 4)
+    # Extractions 1 and 2 ran; 2 was refused, so 3 and the checkpoint never did.
+    assert rows(run, f"SELECT COUNT(*) FROM launches WHERE slot = '{key}'") == [(2,)]
+    assert rows(run, f"SELECT slot FROM assignments WHERE slot LIKE '{key}%'") == \
+        [(f"{key}#ledger1",)]

@@ -1,0 +1,150 @@
+"""The progressive ledger of the ``ledger-cold`` arm: facts extracted in three stages.
+
+A ledger is what an extractor wrote down about the conversation, in
+``LEDGER_EXTRACTIONS`` (3) extractions per trace and repeat, never per probe. Extraction
+``k`` reads only the ledger extraction ``k - 1`` committed and its own **selection**:
+the ``k``-th third of the retained records (``retention.retain``, so the privacy rule
+applies: nothing from a result that held a credential). It keeps every earlier entry as
+it was and appends what it found. An extraction that finds nothing new still counts:
+it is an analysis-only stage, one operation consumed, nothing added.
+
+The controller runs each extraction in a prep child of its own, started after the
+previous one ended, and checks every ledger it commits against the one before
+(``check_extension``): the extraction's number, a selection no earlier extraction read,
+and the earlier entries and extractions unchanged. The checkpoint is then built cold
+from the committed final ledger (``arms.LedgerColdFold``).
+
+The extractor at this revision is the deterministic one (``pack.extract_entries``, with
+identifier values: the ledger arm offers no lookup, so a pointer would reach nothing).
+Its entries use the forms of ``corpus/FORMS.md``; offline figures measure what the
+extractor kept, not a model's extraction.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from efold.errors import Code
+from efold.folds.checkpoint import HistoryRecord, LedgerStats, RetainedStore
+from efold.folds.errors import FoldError
+from efold.folds.fold import TracePrefix
+from efold.folds.pack import Pack, PackEntry, extract_entries, render_entries
+from efold.folds.retention import retain
+from efold.folds.transcript import session_transcript
+
+LEDGER_EXTRACTIONS: Final = 3
+LEDGER_FILE: Final = "ledger.json"
+LEDGER_HEADER: Final = (
+    f"Continuity ledger ({LEDGER_EXTRACTIONS} extractions; each entry cites its source "
+    "record; a later entry about the same thing supersedes an earlier one)"
+)
+_TITLES: Final = {"identifiers": "Identifiers:",
+                  "commitments": "Commitments and artifacts (a later status supersedes):"}
+
+
+class LedgerEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    section: str  # a pack section: rules, corrections, identifiers, commitments, open_items
+    text: str  # the entry's line, its citation included
+    seq: int  # its source record's position in the trace
+
+
+class Extraction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    number: int  # 1 .. LEDGER_EXTRACTIONS
+    selection: list[str]  # the ids of the records it read, in order
+    added: int  # entries it appended (0: an analysis-only stage)
+    operations: int = 1  # extraction operations it consumed: one, even when it adds nothing
+
+
+class Ledger(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Invariant: ``entries`` is the concatenation of what each of ``extractions``
+    added, in order, and no record id is in two selections."""
+
+    trace_id: str
+    entries: list[LedgerEntry]
+    extractions: list[Extraction]
+    version: int = 1
+
+
+def selection(records: list[HistoryRecord], number: int) -> list[HistoryRecord]:
+    """The records extraction ``number`` reads: its third of ``records``, by position."""
+    n = len(records)
+    return records[(number - 1) * n // LEDGER_EXTRACTIONS:number * n // LEDGER_EXTRACTIONS]
+
+
+def extract(previous: Ledger | None, prefix: TracePrefix, number: int) -> Ledger:
+    """Extraction ``number`` of ``prefix``'s ledger, after ``previous`` (None for the
+    first). Refuses (``fold_input_invalid``) an out-of-order extraction."""
+    done = [] if previous is None else previous.extractions
+    if not 1 <= number <= LEDGER_EXTRACTIONS or len(done) != number - 1:
+        raise FoldError(Code.FOLD_INPUT_INVALID,
+                        f"ledger extraction {number} after {len(done)} extractions")
+    retained = retain(session_transcript(prefix.events))
+    chosen = selection(retained.records, number)
+    found = extract_entries(RetainedStore(chosen, retained.omitted_credential), values=True)
+    added = [LedgerEntry(e.section, e.text, e.seq) for e in found]
+    return Ledger(
+        trace_id=prefix.trace_id,
+        entries=[*([] if previous is None else previous.entries), *added],
+        extractions=[*done, Extraction(number, [r.id for r in chosen], len(added))],
+    )
+
+
+def extract_all(prefix: TracePrefix) -> Ledger:
+    """Every extraction in order, in this process (``fold check``, tests): the ledger the
+    three prep children commit, without the proof that they ran apart."""
+    ledger: Ledger | None = None
+    for number in range(1, LEDGER_EXTRACTIONS + 1):
+        ledger = extract(ledger, prefix, number)
+    assert ledger is not None
+    return ledger
+
+
+def check_extension(previous: Ledger | None, ledger: Ledger, number: int) -> str | None:
+    """Why ``ledger`` is not extraction ``number`` after ``previous``, or None."""
+    earlier = [] if previous is None else previous.extractions
+    if len(ledger.extractions) != number or ledger.extractions[:-1] != earlier:
+        return f"extraction {number} does not follow the {len(earlier)} committed before it"
+    last = ledger.extractions[-1]
+    if last.number != number or last.operations != 1:
+        return f"extraction {number} is numbered {last.number} with {last.operations} operations"
+    kept = [] if previous is None else previous.entries
+    if ledger.entries[:len(kept)] != kept:
+        return f"extraction {number} changed an earlier entry"
+    if len(ledger.entries) - len(kept) != last.added:
+        return f"extraction {number} added {len(ledger.entries) - len(kept)}, not {last.added}"
+    if previous is not None and previous.trace_id != ledger.trace_id:
+        return f"extraction {number} is of another trace"
+    read = {record for e in earlier for record in e.selection}
+    if not last.selection or read & set(last.selection):
+        return f"extraction {number} has no new selection"
+    return None
+
+
+def encode_ledger(ledger: Ledger) -> bytes:
+    return msgspec.json.encode(ledger)
+
+
+def decode_ledger(data: bytes) -> Ledger:
+    """A ledger's bytes, decoded (``fold_input_invalid`` when they are not one)."""
+    try:
+        return msgspec.json.decode(data, type=Ledger)
+    except msgspec.DecodeError as exc:
+        raise FoldError(Code.FOLD_INPUT_INVALID, f"not a ledger: {exc}") from exc
+
+
+def render_ledger(ledger: Ledger) -> tuple[Pack, LedgerStats]:
+    """The ledger as the reader sees it (the pack's sections and budget), and its
+    account: the extractions, what each added, what the budget left out."""
+    pack = render_entries([PackEntry(e.section, e.text, e.seq) for e in ledger.entries],
+                          LEDGER_HEADER, titles=_TITLES)
+    stats = LedgerStats(
+        extractions=len(ledger.extractions),
+        added=[e.added for e in ledger.extractions],
+        operations=sum(e.operations for e in ledger.extractions),
+        entries=len(ledger.entries),
+        omitted_for_budget=pack.stats.omitted_for_budget,
+        tokens_estimate=pack.stats.tokens_estimate,
+    )
+    return pack, stats
