@@ -24,6 +24,7 @@ child pays for its imports at every launch (see ``benchmarks/bench_spawn.py``).
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -101,6 +102,11 @@ def run(kind: str, ipc_fd: int, key_fd: int, credential_fd: int | None = None, *
     The credential pipe is the body's (``efold.worker.credential.current()``) until the
     end, then closed whether the body read it or not.
     """
+    # Everything a child (and a fold or proxy it starts) writes is owner-only, whatever
+    # umask its controller had: ``pilot`` sets 077 itself, but ``preflight``, ``fold
+    # check`` and ``plan`` build checkpoints too, under the operator's own umask, and a
+    # group-writable file in a slot directory fails its tree check.
+    os.umask(0o077)
     with inherited(credential_fd):
         _protocol(kind, ipc_fd, key_fd, body)
 
