@@ -274,16 +274,18 @@ class CeilingFold(_OneCompactionFold):
 class RestartSwitchCompactFold(_CompactingFold):
     """(f) Three boundaries in order: a restart, the model-change reseed, a compaction.
 
-    ``restarts``: the controller builds it in two prep children
+    ``folds.registry.restarts``: the controller builds it in two prep children
     (``controller.pilot.preparation``). The first replays the trace and leaves only the
     agent's durable session (``durable_session``) and exits; the second, a fresh
     process, is given that session alone (its digest journaled between the two) and
     calls ``build``: the cold boundary of the restored session, then one compaction of
-    the reseeded context at the smallest trigger. Its boundary is verified when the
-    compaction fired; the restart is proven by the journal (two prep launches of the
-    checkpoint, the first ended before the second began, the session's digest between
-    them), never claimed by the fold. Built in one process (``fold check``), it is the
-    same checkpoint without that proof."""
+    the reseeded context at the smallest trigger. The receipt's boundary (``restart``)
+    is verified when that compaction fired: it speaks for the reseed and the
+    compaction only. The restart is proven by the run's journal (two prep launches of
+    the checkpoint, the first ended before the second began, the session's digest
+    between them), never by the fold. Called in one process (a test, an API caller),
+    ``build`` gives the same checkpoint without that proof.
+    """
 
     name = "restart-switch-compact"
     restarts = True
@@ -291,21 +293,17 @@ class RestartSwitchCompactFold(_CompactingFold):
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript = session_transcript(prefix.events)
         cold = cold_boundary(transcript)
-        # The reseeded context as the session the new model resumes, in the items a
-        # compaction cuts between: the projection's header and each of its records as
-        # owner messages, then the text window (the same text as ``cold.messages``).
-        projection = [cold.header, *cold.records] if cold.records else []
-        reseeded: list[ContextItem] = [
-            *(Event(id=f"reseed-{n}", session=0, day=0, role="user", content=text)
-              for n, text in enumerate(projection)),
-            *cold.window,
-        ]
+        # The reseeded context as the compaction reads it: the projected tool records as
+        # the tool results they are (each at the head the projection keeps), then the text
+        # window. Cut points are owner and assistant turns only, so every record is in
+        # the summarised head whenever the compaction fires.
+        reseeded: list[ContextItem] = [*cold.projected, *cold.window]
         overhead = prefix.context_overhead_tokens
         before = context_tokens(reseeded) + overhead
         context, stats = compact(reseeded, SMALLEST_TRIGGER, "probe", overhead_tokens=overhead,
                                  summariser=self.summariser)
         return build_checkpoint(
-            self.name, prefix, render_context(context), [],
+            self.name, prefix, cold.messages if stats is None else render_context(context), [],
             BoundaryEvidence(kind="restart", verified=stats is not None),
             [
                 pressure("text_messages_replayed", cold.stats.text_messages_kept,

@@ -39,11 +39,10 @@ class ColdBoundary:
     messages: list[ReaderMessage]
     stats: ProjectionStats
     projected_ids: list[str]
-    # The parts ``messages`` is made of: the projection's header and its records, each
-    # rendered (none: no tool record fits, and no projection message), then the text
-    # window as events (their tool calls dropped, as in ``messages``).
-    header: str
-    records: list[str]
+    # What ``messages`` is made of, as events: the projected tool records (each result
+    # cut to the head it keeps) and the text window (tool calls dropped, as in
+    # ``messages``).
+    projected: list[Event]
     window: list[Event]
 
 
@@ -87,16 +86,16 @@ def cold_boundary(transcript: Sequence[Event]) -> ColdBoundary:
         projected.append((event, kept_text, total))
     projected.reverse()
 
-    header = (
-        f"{PROJECTION_HEADER}: the {len(projected)} newest of {len(tool_events)} tool "
-        f"records (at most {PROJECTION_RECORDS} records or {PROJECTION_BYTES // 1024} KiB; "
-        f"a result over {RESULT_HEAD_BYTES // 1024} KiB keeps its first "
-        f"{RESULT_HEAD_BYTES // 1024} KiB). Older tool results are not shown."
-    )
-    records = [_render_record(e, t, n) for e, t, n in projected]
     messages: list[ReaderMessage] = []
-    if records:
-        messages.append(ReaderMessage(role="user", content="\n\n".join([header, *records])))
+    if projected:
+        header = (
+            f"{PROJECTION_HEADER}: the {len(projected)} newest of {len(tool_events)} tool "
+            f"records (at most {PROJECTION_RECORDS} records or {PROJECTION_BYTES // 1024} KiB; "
+            f"a result over {RESULT_HEAD_BYTES // 1024} KiB keeps its first "
+            f"{RESULT_HEAD_BYTES // 1024} KiB). Older tool results are not shown."
+        )
+        body = "\n\n".join(_render_record(e, t, n) for e, t, n in projected)
+        messages.append(ReaderMessage(role="user", content=header + "\n\n" + body))
     window = [msgspec.structs.replace(e, tool_calls=None) for e in window]
     messages.extend(ReaderMessage(role=e.role, content=e.content) for e in window)
 
@@ -110,4 +109,5 @@ def cold_boundary(transcript: Sequence[Event]) -> ColdBoundary:
         projected_bytes=used,
     )
     return ColdBoundary(messages=messages, stats=stats, projected_ids=[e.id for e, _, _ in projected],
-                        header=header, records=records, window=window)
+                        projected=[msgspec.structs.replace(e, content=t) for e, t, _ in projected],
+                        window=window)

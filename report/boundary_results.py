@@ -45,9 +45,11 @@ def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun:
 
 def judged_receipt(receipt: Receipt) -> JudgedRun | None:
     """A campaign's boundary slot as a judged run (its role is the arm); None when the
-    slot was not judged (never completed, or its work record did not hold)."""
+    slot was not judged (never completed, its work record did not hold, or it is
+    excluded: an excluded slot is never scored as a pass or a failure)."""
     record = receipt.boundary
-    if record is None or record.code is not None or record.ending is None:
+    if record is None or record.code is not None or record.ending is None \
+            or receipt.excluded is not None:
         return None
     return JudgedRun(
         case=record.case, case_version=record.case_version,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from efold.boundary.actions import ActionRecord
@@ -14,7 +15,7 @@ from efold.boundary.case import load_case
 from efold.boundary.incidents import category
 from efold.boundary.oracles import OracleResult
 from efold.boundary.validate import run_offline, without_history
-from efold.report.boundary_results import boundary_results, judged_offline
+from efold.report.boundary_results import boundary_results, judged_offline, judged_receipt
 from tests.boundary.conftest import TEST_COMMAND, MakeCase
 
 SCRIPT = {"plans": [
@@ -113,3 +114,18 @@ def test_each_run_records_its_folds_against_the_cases_fold_repeat() -> None:
     assert cells["compaction"].endswith("(1 of 2 folds)")
     assert cells["cold-rebuild"] == "FAIL (1 of 2 folds)"
     assert table.legend and "fold.repeat" in table.legend[0][1]
+
+
+def test_an_excluded_slot_is_never_judged() -> None:
+    from efold.protocol.records import BoundaryRecord, Exclusion, Receipt, SlotStatus
+
+    record = BoundaryRecord(case="B01", case_version=1, passed=False, ending="final",
+                            tokens=100, folds=0)
+    receipt = Receipt(slot="s1", role="restart", arm="restart-switch-compact",
+                      trace_id="B01", probe_id="B01", category="boundary", repeat=1,
+                      status=SlotStatus.COMPLETED, boundary=record)
+    judged = judged_receipt(receipt)
+    assert judged is not None and judged.passed is False
+    # Its boundary was not crossed: neither a pass nor a failure, and no incident.
+    excluded = msgspec.structs.replace(receipt, excluded=Exclusion.BOUNDARY_UNVERIFIED)
+    assert judged_receipt(excluded) is None
