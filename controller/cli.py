@@ -18,6 +18,7 @@ from typing import Final
 import click
 
 from efold import __version__
+from efold.closed_stdout import tolerate_closed_stdout
 from efold.errors import Code
 
 # Command name -> (module under efold.controller.commands, one-line help).
@@ -143,3 +144,4 @@ EXIT_STATUSES: Final = _exit_statuses()
 @click.version_option(__version__, prog_name="efold-controller")
 def main() -> None:
     """efold: measure what an agent still knows after its context is folded."""
+    tolerate_closed_stdout()

@@ -38,7 +38,7 @@ LAYERS: list[set[str]] = [
     {"boundary"},
     {"protocol", "folds"},
     {"guard", "corpus", "ipc", "registry"},
-    {"digests", "identity", "input_files", "isolation"},
+    {"closed_stdout", "digests", "identity", "input_files", "isolation"},
     {"errors", "lazy", "__init__"},  # __init__: the root package (its version)
 ]
 LAYER_OF = {unit: depth for depth, units in enumerate(LAYERS) for unit in units}
