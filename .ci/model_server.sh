@@ -166,7 +166,11 @@ JINJA
   # -n 4096: the limit of an answer whose request sets none (a request's own max_tokens or
   # max_completion_tokens, larger or smaller, wins): Chat Completions ignores
   # max_output_tokens, and an answer without a limit ran on until the context was full.
-  common=(--host 127.0.0.1 -c 16384 -np 1 --cache-ram 2048 -n 4096
+  # --temp 0 --seed 1: greedy decoding, so an answer is the same on every run. With the
+  # server's default sampling (temperature 0.8, a random seed per request) SmolLM2 now
+  # and then ended a reply at its first token: an empty answer, an invalid slot, and a
+  # test that failed by chance.
+  common=(--host 127.0.0.1 -c 16384 -np 1 --cache-ram 2048 -n 4096 --temp 0 --seed 1
           --threads "$THREADS" --threads-batch "$THREADS_BATCH" --no-webui)
   log=$(mktemp /tmp/efold-model-server.XXXXXX.log)
   gemma_log=$(mktemp /tmp/efold-gemma-server.XXXXXX.log)
