@@ -283,10 +283,14 @@ def read_stage_file(stage: StageFile) -> bytes:
     journaled them (``worker_digest_mismatch`` when they differ now)."""
     from efold.digests import sha256_hex
     from efold.input_files import TRACE_LIMIT
+    from efold.registry.files import read_private
 
-    with open(stage.path, "rb") as f:
-        data = f.read(TRACE_LIMIT + 1)
-    if len(data) > TRACE_LIMIT or sha256_hex(data) != stage.sha256:
+    path = Path(stage.path)
+    try:  # bounded, owner-only, no link on the way
+        data = read_private(path.parent, path.name, max_bytes=TRACE_LIMIT)
+    except EfoldError as exc:
+        raise WorkerError(Code.WORKER_DIGEST_MISMATCH, f"an earlier stage's file: {exc.detail}") from exc
+    if sha256_hex(data) != stage.sha256:
         raise WorkerError(Code.WORKER_DIGEST_MISMATCH, "an earlier stage's file differs")
     return data
 
