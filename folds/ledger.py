@@ -10,8 +10,9 @@ it is an analysis-only stage, one operation consumed, nothing added.
 
 The controller runs each extraction in a prep child of its own, started after the
 previous one ended, and checks every ledger it commits against the one before
-(``check_extension``): the extraction's number, a selection no earlier extraction read,
-and the earlier entries and extractions unchanged. The checkpoint is then built cold
+(``check_extension``): the extraction's number, a selection of records no earlier
+extraction read (empty only when the trace has fewer records than extractions), and
+the earlier entries and extractions unchanged. The checkpoint is then built cold
 from the committed final ledger (``arms.LedgerColdFold``).
 
 The extractor at this revision is the deterministic one (``pack.extract_entries``, with
@@ -117,8 +118,8 @@ def check_extension(previous: Ledger | None, ledger: Ledger, number: int) -> str
     if previous is not None and previous.trace_id != ledger.trace_id:
         return f"extraction {number} is of another trace"
     read = {record for e in earlier for record in e.selection}
-    if not last.selection or read & set(last.selection):
-        return f"extraction {number} has no new selection"
+    if read & set(last.selection):
+        return f"extraction {number} reads a record an earlier extraction read"
     return None
 
 

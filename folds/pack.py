@@ -48,6 +48,7 @@ _SECTIONS = (
     ("commitments", "Commitments and artifacts (latest status):"),
     ("open_items", "Open items:"),
 )
+_NO_ENTRY = "- (none)"
 # Omission order under budget pressure: lower goes first.
 _OMISSION_RANK = {"open_items": 0, "identifiers": 1, "commitments": 2, "corrections": 3, "rules": 4}
 
@@ -130,20 +131,32 @@ def render_entries(entries: list[PackEntry], header: str, *,
         parts = [header]
         for section, _ in _SECTIONS:
             lines = [e.text for e in sorted(kept, key=lambda e: e.seq) if e.section == section]
-            parts.append("\n".join([named[section], *(lines or ["- (none)"])]))
+            parts.append("\n".join([named[section], *(lines or [_NO_ENTRY])]))
         return "\n\n".join(parts)
 
+    # The rendered length, kept up to date as entries are omitted (rendering again after
+    # each omission made a long ledger quadratic): the header, and per section "\n\n",
+    # its title and a "\n" before each line, "- (none)" standing in for no line.
     kept = list(entries)
-    omitted = 0
+    in_section = {section: 0 for section, _ in _SECTIONS}
+    for entry in kept:
+        in_section[entry.section] += 1
+    length = (len(header) + sum(2 + len(named[s]) for s, _ in _SECTIONS)
+              + sum(1 + len(e.text) for e in kept)
+              + sum(1 + len(_NO_ENTRY) for s, n in in_section.items() if n == 0))
+    omitted: set[int] = set()
+    order = sorted(range(len(kept)), key=lambda i: (_OMISSION_RANK[kept[i].section], kept[i].seq))
+    for index in order:
+        if length <= budget_chars:
+            break
+        entry = kept[index]
+        omitted.add(index)
+        in_section[entry.section] -= 1
+        length -= 1 + len(entry.text)
+        if in_section[entry.section] == 0:
+            length += 1 + len(_NO_ENTRY)
+    kept = [e for i, e in enumerate(kept) if i not in omitted]
     text = rendered(kept)
-    if len(text) > budget_chars:
-        order = sorted(kept, key=lambda e: (_OMISSION_RANK[e.section], e.seq))
-        for entry in order:
-            kept.remove(entry)
-            omitted += 1
-            text = rendered(kept)
-            if len(text) <= budget_chars:
-                break
     counts = {section: sum(1 for e in kept if e.section == section) for section, _ in _SECTIONS}
     stats = PackStats(
         rules=counts["rules"],
@@ -151,7 +164,7 @@ def render_entries(entries: list[PackEntry], header: str, *,
         identifiers=counts["identifiers"],
         commitments=counts["commitments"],
         open_items=counts["open_items"],
-        omitted_for_budget=omitted,
+        omitted_for_budget=len(omitted),
         tokens_estimate=chars_to_tokens(len(text)),
         budget_tokens=PACK_BUDGET_TOKENS,
     )

@@ -101,8 +101,9 @@ def test_the_check_refuses_every_broken_extension(original_items: list[SuiteItem
         "an earlier entry dropped": msgspec.structs.replace(two, entries=two.entries[1:]),
         "a selection read again": msgspec.structs.replace(two, extractions=[
             one.extractions[0], msgspec.structs.replace(last, selection=one.extractions[0].selection)]),
-        "an empty selection": msgspec.structs.replace(two, extractions=[
-            one.extractions[0], msgspec.structs.replace(last, selection=[])]),
+        "a selection overlapping an earlier one": msgspec.structs.replace(two, extractions=[
+            one.extractions[0], msgspec.structs.replace(
+                last, selection=[*last.selection, one.extractions[0].selection[-1]])]),
         "a miscounted addition": msgspec.structs.replace(two, extractions=[
             one.extractions[0], msgspec.structs.replace(last, added=last.added + 1)]),
         "two operations": msgspec.structs.replace(two, extractions=[
@@ -154,3 +155,18 @@ def test_nothing_from_a_result_that_held_a_credential(synthetic: Any) -> None:
     text = render_ledger(extract_all(t.prefix()))[0].text
     assert "TRK-P9QX-118" in text
     assert "ACC-7F3K-219" not in text and "hunter2" not in text
+
+
+def test_a_trace_shorter_than_the_extractions_still_gets_its_ledger(synthetic: Any) -> None:
+    t = synthetic()
+    t.owner("Rule: never call before 9am.")
+    prefix = t.prefix()
+    ledgers = chained(prefix)  # one record: the first two thirds read nothing
+    assert [e.selection for e in ledgers[-1].extractions] == [[], [], ["e0001"]]
+    previous = None
+    for number, ledger in enumerate(ledgers, start=1):
+        assert check_extension(previous, ledger, number) is None
+        previous = ledger
+    built = LedgerColdFold().build(prefix)
+    assert built.receipt.boundary.verified and "Rule: never call before 9am." in \
+        built.messages[0].content
