@@ -288,7 +288,6 @@ class RestartSwitchCompactFold(_CompactingFold):
     """
 
     name = "restart-switch-compact"
-    restarts = True
 
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript = session_transcript(prefix.events)
@@ -327,8 +326,9 @@ class LedgerColdFold:
 
     Built by the controller from a ledger that three prep children committed, one
     extraction each (``controller.pilot.preparation``), handed in as ``ledger``; with
-    none (``fold check``, one process) it extracts all three itself. Its boundary is
-    verified when the ledger holds all three extractions of this trace."""
+    none (called in one process: a test, an API caller) it extracts all three itself,
+    without the proof that they ran apart. Its boundary is verified when the ledger
+    holds all three extractions of this trace."""
 
     name = "ledger-cold"
     derives_from_source = True
