@@ -202,6 +202,7 @@ class Code(enum.StrEnum):
     # -- controller/ ---------------------------------------------------------------
     CAMPAIGN_INVALID = "campaign_invalid"
     ARM_NOT_AVAILABLE_AT_REVISION = "arm_not_available_at_revision"  # a declared arm, not runnable yet
+    ARM_NOT_IN_PROBE_MODE = "arm_not_in_probe_mode"  # the campaign's probe mode does not admit the arm
     CAMPAIGN_NOT_FOUND = "campaign_not_found"  # no such file, and no bundled campaign
     SUBSET_UNKNOWN = "subset_unknown"  # --roles/--traces/--probes name an id not there
     SUBSET_EMPTY = "subset_empty"  # the subset flags keep no slot

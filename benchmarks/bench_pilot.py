@@ -49,13 +49,17 @@ from typing import Any
 
 from bench_kit import parse_runs
 
+FOUR_ROLES = 'roles = ["native", "cold-rebuild", "compaction", "pack"]'
+FIVE_ROLES = 'roles = ["native", "cold-rebuild", "compaction", "compaction-2", "pack"]'
+
 
 def register(root: Path, *, quick: bool, concurrency: int) -> list[str]:
-    """The bundled original campaign (260 slots; ``quick``: one probe per trace) at
-    ``concurrency``, registered under ``root``; returns the pilot's ``--registration F
-    --sha256 S``. The original, not today's default: every figure in
-    docs/performance.md was measured on these 260 slots, and bench_inspect's baseline
-    runs as many."""
+    """The bundled original campaign with a fifth role (260 slots; ``quick``: one probe
+    per trace) at ``concurrency``, registered under ``root``; returns the pilot's
+    ``--registration F --sha256 S``. The original, not today's default: every figure in
+    docs/performance.md was measured on 260 slots, and bench_inspect's baseline runs as
+    many. The fifth role is ``compaction-2``, where ``store`` was before recall-only
+    (the default probe mode) stopped admitting it."""
     from importlib import resources
 
     name = f"original-{'quick-' if quick else ''}n{concurrency}"
@@ -63,6 +67,8 @@ def register(root: Path, *, quick: bool, concurrency: int) -> list[str]:
     keys = f'name = "{name}"\nconcurrency = {concurrency}' + ("\nprobe_limit = 1" if quick else "")
     text = text.replace('name = "original"', keys, 1)
     assert name in text, "original.toml no longer starts with its name"
+    text = text.replace(FOUR_ROLES, FIVE_ROLES, 1)
+    assert FIVE_ROLES in text, "original.toml no longer has its four roles"
     campaign = root / f"{name}.toml"
     campaign.write_text(text)
     done = subprocess.run(

@@ -5,8 +5,8 @@ flat as the campaign grows?
                                      [--dir /tmp]
     python benchmarks/bench_scale.py --quick      # one 60-slot run (CI)
 
-Each size is a campaign on the hard suite with all five roles of the bundled hard
-campaign and ``probe_limit = 12``: 60 slots per (seed, campaign repeat). ``--grow
+Each size is a campaign on the hard suite with five roles (the bundled hard campaign's
+four, plus ``compaction-2``) and ``probe_limit = 12``: 60 slots per (seed, campaign repeat). ``--grow
 seeds`` (the default) adds traces: 1, 5, 10 seeds (101...) for 60, 300, 600 slots at
 one campaign repeat; ``--grow repeats`` keeps one trace (seed 101) and raises the
 campaign's ``repeats`` to 1, 5, 10 (each repeat has its own checkpoints). Only that one
@@ -63,7 +63,7 @@ from pathlib import Path
 from efold.report import decode_results
 
 PROBES_PER_TRACE = 12
-ROLES = ["native", "cold-rebuild", "compaction", "store", "pack"]
+ROLES = ["native", "cold-rebuild", "compaction", "compaction-2", "pack"]
 SLOTS_PER_UNIT = PROBES_PER_TRACE * len(ROLES)  # per seed per campaign repeat
 FIRST_SEED, LAST_SEED = 101, 124
 MAX_CAMPAIGN_REPEATS = 10

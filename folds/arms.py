@@ -3,6 +3,7 @@
 | arm | boundary at the probe |
 | --- | --- |
 | ``native`` | none: the full session transcript, tool calls and results included |
+| ``native-lookup`` | as native, plus the history lookup tools over the retained store; no pack |
 | ``cold-rebuild`` | last 64 text messages + tool-history projection (``projection.py``) |
 | ``compaction`` | one compaction at the probe, smallest trigger (``compaction.py``) |
 | ``compaction-2`` | a manual compaction before the mid-trace turn, then one at the probe |
@@ -10,6 +11,11 @@
 | ``store`` | as cold-rebuild, plus the history lookup tools over the retained store |
 | ``store-compaction`` | as compaction, plus the history lookup tools over the retained store |
 | ``pack`` | cold boundary + the deterministic pack (``pack.py``) + the lookup tools |
+
+The lookup tools are offered only under the probe mode ``lookup-allowed-v1``
+(``folds.probe_modes``): under ``recall-only``, the default, every checkpoint is
+published without its store and offers nothing, and the arms whose only difference is
+the offer (``native-lookup``, ``store``, ``store-compaction``) are not admitted.
 | ``restart-switch-compact`` | a fresh process over the durable session, its cold boundary, then one compaction of that |
 | ``ledger-cold`` | cold boundary + the progressive ledger three extractions committed (``ledger.py``) |
 
@@ -85,15 +91,28 @@ class NativeFold:
 
     name = "native"
     derives_from_source = True
+    offers_lookup = False
 
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript = session_transcript(prefix.events)
         messages = [reader_message(e) for e in transcript]
         tokens = estimate_tokens(messages) + prefix.context_overhead_tokens
+        retained = retain(transcript) if self.offers_lookup else None
         return build_checkpoint(
-            self.name, prefix, messages, [], BoundaryEvidence(kind="none", verified=True),
+            self.name, prefix, messages, list(LOOKUP_TOOLS) if retained is not None else [],
+            BoundaryEvidence(kind="none", verified=True),
             [pressure(NATIVE_PRESSURE_MEASURE, tokens, NATIVE_PRESSURE_TOKENS)],
+            store=retained,
         )
+
+
+class NativeLookupFold(NativeFold):
+    """The reference's native-lookup: the reader's own full transcript, the retained
+    records captured and the history lookup offered over them; no pack, no ledger, never
+    compacted (its receipt has no pack, which is the proof of its absence)."""
+
+    name = "native-lookup"
+    offers_lookup = True
 
 
 class _ColdBoundaryFold:

@@ -29,6 +29,7 @@ from efold.folds.arms import (
     CompactionTwiceFold,
     LedgerColdFold,
     NativeFold,
+    NativeLookupFold,
     PackFold,
     RestartSwitchCompactFold,
     StoreCompactionFold,
@@ -44,6 +45,7 @@ ENTRY_POINT_GROUP = "efold.folds"
 
 BUILTIN_ARMS: dict[str, Callable[[], Fold]] = {
     "native": NativeFold,
+    "native-lookup": NativeLookupFold,
     "cold-rebuild": ColdRebuildFold,
     "compaction": CompactionFold,
     "compaction-2": CompactionTwiceFold,

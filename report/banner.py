@@ -77,6 +77,12 @@ def _money_kind(results: Results) -> str:
     return "no (real money)"
 
 
+_PROBE_MODE_TEXT = {
+    "recall-only": "recall-only (no arm offered the history lookup)",
+    "lookup-allowed-v1": "lookup-allowed-v1 (the history lookup offered where a store is kept)",
+}
+
+
 def run_facts(results: Results) -> list[tuple[str, str]]:
     """What ran and when: the efold version, start and end (UTC, to the second), the
     duration (``so far`` while a controller still runs it), the reader's model id and
@@ -97,6 +103,8 @@ def run_facts(results: Results) -> list[tuple[str, str]]:
         ("duration", duration),
         ("reader model", info.reader or "\u2014"),
     ]
+    if info.probe_mode is not None:
+        facts.append(("probe mode", _PROBE_MODE_TEXT[info.probe_mode]))
     roles_of: dict[str, list[str]] = {}
     ordered = [*results.roles, *sorted(set(info.summarisers) - set(results.roles))]
     for role in ordered:  # plan order

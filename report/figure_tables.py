@@ -13,7 +13,7 @@ from efold.report.numbers import (
     milliseconds_text,
     money_unit,
 )
-from efold.report.results import NATIVE_ARM
+from efold.report.results import NATIVE_ARMS
 from efold.report.schema import (
     Compression,
     CostPerCorrect,
@@ -83,7 +83,7 @@ def compression_table(results: Results) -> Table | None:
     if all(role.compression is None for role in results.results):
         return None
     arms = {role.role: role.arm for role in results.results}
-    reference = next((r for r in results.roles if arms.get(r) == NATIVE_ARM), None)
+    reference = next((r for r in results.roles if arms.get(r) in NATIVE_ARMS), None)
     unit = money_unit(results.reader_faux)
     rows = []
     for role in results.results:

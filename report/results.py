@@ -100,6 +100,7 @@ PROXY_NOTE = (
     "material. Read them next to the recall probes."
 )
 RouteName = Literal["faux", "local", "real"]  # ``RunInfo.route``
+ProbeModeName = Literal["recall-only", "lookup-allowed-v1"]  # ``RunInfo.probe_mode``
 
 # The summariser a role's summary requests went to when the campaign named no summariser
 # model: efold's deterministic summariser, a stand-in (``RunInfo.summarisers``).
@@ -143,8 +144,9 @@ UNKNOWN_USAGE_NOTE = (
 # The built-in arms that offer the history lookup tools (``folds.arms``: store, pack).
 LOOKUP_ARMS: frozenset[str] = frozenset(
     name for name, make in BUILTIN_ARMS.items() if getattr(make, "offers_lookup", False))
-# The arm the "versus native" view compares every other role against.
-NATIVE_ARM = "native"
+# The arms the "versus native" view compares every other role against: the full
+# transcript, without the lookup (recall-only) or with it (lookup-allowed-v1).
+NATIVE_ARMS: frozenset[str] = frozenset({"native", "native-lookup"})
 
 # 1 unit = 5e-8 USD, so one unit is five hundred-millionths of a dollar.
 _USD_PER_UNIT_E8 = 5
@@ -278,10 +280,12 @@ def _tool_use(observations: Sequence[Observation]) -> ToolUse:
     )
 
 
-def _offers_lookup(observations: Sequence[Observation]) -> bool:
-    """Whether a role's tool use is reported: its arm is a built-in lookup arm, or it
-    made a lookup call (a plugin or proxy fold that offers the tools)."""
-    return observations[0].planned.arm in LOOKUP_ARMS or any(
+def _offers_lookup(observations: Sequence[Observation], probe_mode: ProbeModeName | None) -> bool:
+    """Whether a role's tool use is reported: its arm is a built-in lookup arm and the
+    probe mode offered the lookup (recall-only never does; an unknown mode, results
+    built before modes, did), or it made a lookup call (a fold that offers the tools)."""
+    offered = probe_mode != "recall-only" and observations[0].planned.arm in LOOKUP_ARMS
+    return offered or any(
         obs.receipt is not None and obs.receipt.lookup_calls > 0 for obs in observations)
 
 
@@ -348,7 +352,7 @@ def _with_compression_and_cost(plan: Plan, roles: list[RoleResult],
     """Each role's checkpoint sizes against the native role's, and its cost per correct
     answer (``report.compression``, ``CostPerCorrect``)."""
     arms = {slot.role: slot.arm for slot in plan.slots}
-    native = next((role for role in plan.roles if arms[role] == NATIVE_ARM), None)
+    native = next((role for role in plan.roles if arms[role] in NATIVE_ARMS), None)
     return [msgspec.structs.replace(
         result,
         compression=role_compression(result.role, by_role[result.role], native,
@@ -374,7 +378,8 @@ def _http_failures(receipts: Iterable[Receipt]) -> list[HttpFailures]:
 
 
 def _role_result(role: str, observations: Sequence[Observation], categories: Sequence[str],
-                 repeats: int, in_flight: frozenset[str]) -> RoleResult:
+                 repeats: int, in_flight: frozenset[str],
+                 probe_mode: ProbeModeName | None) -> RoleResult:
     codes: dict[str, int] = {}
     for receipt in _receipts(observations):
         if receipt.code is not None:
@@ -393,7 +398,7 @@ def _role_result(role: str, observations: Sequence[Observation], categories: Seq
         http_failures=_http_failures(_receipts(observations)),
         spend=_spend(_receipts(observations)),
         latency=_latency(observations, in_flight),
-        tool_use=_tool_use(observations) if _offers_lookup(observations) else None,
+        tool_use=_tool_use(observations) if _offers_lookup(observations, probe_mode) else None,
         judge=judge_agreement(observations),  # 19-C: beside the headline, never it
     )
 
@@ -444,7 +449,7 @@ def _versus_native(plan: Plan, contrasts: Sequence[Contrast],
                    categories: Sequence[str]) -> list[Contrast]:
     """Every other role against the first native role, oriented role - native."""
     arms = {slot.role: slot.arm for slot in plan.slots}
-    native = next((role for role in plan.roles if arms[role] == NATIVE_ARM), None)
+    native = next((role for role in plan.roles if arms[role] in NATIVE_ARMS), None)
     if native is None:
         return []
     ready = {(c.role_a, c.role_b): c for c in contrasts}
@@ -462,7 +467,7 @@ def _utc(ns: int) -> str:
 
 def _run_info(plan: Plan, facts: RunFacts | None, reader: str | None,
               summarisers: Mapping[str, str], version: str,
-              route: RouteName | None) -> RunInfo:
+              route: RouteName | None, probe_mode: ProbeModeName | None) -> RunInfo:
     check_id("efold version", version)
     if reader is not None:
         check_model("reader", reader)
@@ -483,6 +488,7 @@ def _run_info(plan: Plan, facts: RunFacts | None, reader: str | None,
         reader=reader,
         summarisers={role: summarisers[role] for role in plan.roles if role in summarisers},
         route=route,
+        probe_mode=probe_mode,
     )
 
 
@@ -531,6 +537,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   summariser_spends: Sequence[SlotSpend] | Mapping[str, SlotSpend] = (),
                   summarisers: Mapping[str, str] | None = None,
                   route: RouteName | None = None,
+                  probe_mode: ProbeModeName | None = None,
                   efold_version: str | None = None, judge: str | None = None,
                   build: str | None = None) -> Results:
     """The content-free results of one run, complete or partial.
@@ -546,7 +553,8 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     ``summariser_spends``: per checkpoint, the spend of its summary requests; keyed by
     the planned checkpoint (``PlannedSlot.checkpoint``) they were made for, they are split
     by role into each role's cost per correct answer (unkeyed, that cost is null).
-    ``route``: where the campaign's requests went (``RunInfo.route``).
+    ``route``: where the campaign's requests went (``RunInfo.route``); ``probe_mode``:
+    the registration's probe mode (``RunInfo.probe_mode``).
     ``summarisers``: role -> ``provider/model`` of the summariser model its fold asks
     (only roles that ask one). ``efold_version``: the version to report (default: this
     efold's). ``judge``: the registered judge's ``provider/model`` (19-C), when the
@@ -570,7 +578,8 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     contrasts = [_contrast(a, b, index, categories) for a, b in combinations(plan.roles, 2)]
     status = None if run_facts is None else run_status(run_facts, observations)
     run = _run_info(plan, run_facts, reader, summarisers or {},
-                    efold.__version__ if efold_version is None else efold_version, route)
+                    efold.__version__ if efold_version is None else efold_version, route,
+                    probe_mode)
     notes = [FAUX_NOTE] if faux else []
     notes += [DESCRIPTIVE_NOTE, COVERAGE_NOTE, PROXY_NOTE]
     if not run_spend.usage_known:
@@ -590,7 +599,8 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
         execution=_execution(observations),
         spend=run_spend,
         results=_with_compression_and_cost(
-            plan, [_role_result(role, by_role[role], categories, plan.repeats, in_flight)
+            plan, [_role_result(role, by_role[role], categories, plan.repeats, in_flight,
+                                probe_mode)
                    for role in plan.roles], by_role, _summariser_units(plan, summariser_spends)),
         contrasts=contrasts,
         slots=[_slot_row(obs) for obs in observations],

@@ -639,6 +639,8 @@ class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     or the report refuses. ``route``: where the campaign's requests went, ``faux``
     (nothing sent), ``local`` (models on loopback without a credential: nothing billed)
     or ``real`` (a paid route); null when unknown (results built before it existed).
+    ``probe_mode``: ``recall-only`` (no arm offered the history lookup) or
+    ``lookup-allowed-v1``; null when unknown.
     """
 
     efold_version: str
@@ -649,6 +651,9 @@ class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reader: str | None
     summarisers: dict[str, str]
     route: Literal["faux", "local", "real"] | None = None
+    # The registration's probe mode (``folds.probe_modes``); null: results built before
+    # modes existed.
+    probe_mode: Literal["recall-only", "lookup-allowed-v1"] | None = None
 
 
 class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -316,6 +316,12 @@ MEANINGS: dict[str, str] = {
     "benchmark declares but efold does not run at this revision (`pack-per-turn`, "
     "`pack-stubs`); the detail starts with the arm's id and says what it waits for. An "
     "arm nobody declares is `campaign_invalid` (unknown arm).",
+    "arm_not_in_probe_mode": "`register`: the campaign's `probe_mode` does not admit a "
+    "role's arm. `recall-only` (the default) refuses `native-lookup`, `store` and "
+    "`store-compaction`, which differ from another arm only by the lookup offer; "
+    "`lookup-allowed-v1` admits only the built-in arms that keep a retained store "
+    "(`native-lookup`, `pack`, `store`, `store-compaction`). The detail starts with the "
+    "arm's id. Nothing is registered.",
     "fold_unknown": "No fold arm of this name.",
     "fold_plugin_invalid": "A plugin does not load, is not a fold, claims a built-in or "
         "another name, is registered twice or cannot be pinned; or an external command's "

@@ -323,6 +323,7 @@ class FoldPrep:
     def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
         from efold.corpus import load_trace, trace_digest
         from efold.folds import TracePrefix, write_checkpoint
+        from efold.folds.probe_modes import without_lookup
         from efold.worker.fold_isolation import empty_private_tmp, isolate_prep
 
         verify_digests(assignment)
@@ -342,6 +343,8 @@ class FoldPrep:
                 return _extract_ledger(task, trace, assignment.slot_dir, isolation)
             fold = fold_of(task, assignment.slot_dir, self._session)
             checkpoint = fold.build(TracePrefix.of(trace, settings=task.settings))
+            if not task.offer_lookup:
+                checkpoint = without_lookup(checkpoint)
             manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))
         except (WorkerError, IpcError):
             raise  # our own refusals, a Stop, a broken channel: each exits with its code

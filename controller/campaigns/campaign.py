@@ -78,6 +78,7 @@ from efold.corpus.user_suite import load_suite_dir
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
+from efold.folds.probe_modes import RECALL_ONLY, ProbeMode, admission_refusal
 from efold.folds.registry import DECLARED_ARMS, plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
@@ -85,7 +86,7 @@ from efold.protocol.records import OPAQUE_ID
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "medium", "hard", "hard-distractors")
-ARMS = ("native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store",
+ARMS = ("native", "native-lookup", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store",
         "store-compaction", "pack", "restart-switch-compact",
         "ledger-cold", "openai-compact", "anthropic-compact")
 HARD_SEEDS_ALLOWED = range(101, 125)
@@ -96,7 +97,7 @@ _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # The campaign's name is an id in every report (the plan's ``campaign``), so it must be
 # an opaque id the reports accept (``OPAQUE_ID``) made of letters, digits, - and _ only.
 _CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9_-]+")
-BUNDLED = ("default", "original", "hard", "boundary", "resume")
+BUNDLED = ("default", "original", "hard", "boundary", "resume", "lookup")
 _UNITS_PER_CENT: Final = UNITS_PER_USD // 100
 # The cap travels in JSON (registration, plan, authorization bindings); readers that hold
 # numbers as doubles are exact only below 2**53, so a larger cap could be misread.
@@ -243,6 +244,9 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # run refuses the fallback unless its operator passes --process-group-containment).
     # "cgroup": refuse to start without it. "process-group": never create cgroups.
     containment: Literal["cgroup", "process-group"] | None = None
+    # Whether the reader may look anything up (``folds.probe_modes``). The default is
+    # never encoded, so a recall-only registration has the bytes it had before modes.
+    probe_mode: ProbeMode = RECALL_ONLY
     # Fold code's isolation (``efold.isolation``: no network, writes only its slot).
     # None (never encoded): wherever the kernel allows, and each prep says which it had.
     # "required": a prep child that cannot have both refuses to run fold code
@@ -316,6 +320,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     boundary: BoundarySpec | None = None
     containment: Literal["cgroup", "process-group"] | None = None
     isolation: Literal["required"] | None = None
+    probe_mode: ProbeMode = RECALL_ONLY
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -376,7 +381,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
         judge=judge_from_table(spec.judge, base_dir), boundary=boundary,
-        containment=spec.containment, isolation=spec.isolation,
+        containment=spec.containment, isolation=spec.isolation, probe_mode=spec.probe_mode,
     )
     validate_campaign(campaign)
     return campaign
@@ -518,6 +523,12 @@ def _validate_folds(c: Campaign) -> None:
                                f"available at this revision: {tuple(DECLARED_ARMS)})")
             continue
         _validate_command(c, r, installed)
+    for r in c.roles:  # every fold exists: now, may it run under the probe mode?
+        refusal = admission_refusal(r.arm, r.command is None and r.arm in ARMS, c.probe_mode)
+        if refusal is not None:
+            raise CampaignError(Code.ARM_NOT_IN_PROBE_MODE,
+                                f"{r.arm}: role {r.name!r} may not run under probe_mode = "
+                                f"{c.probe_mode!r}: {refusal}")
 
 
 def _validate_command(c: Campaign, r: Role,

@@ -29,6 +29,7 @@ from efold.controller.campaigns.registration import Registration, rank_key, regi
 from efold.corpus.forms import chars_to_tokens
 from efold.errors import Code
 from efold.folds.model_summary import MAX_SOURCE_CHARS, SOURCE_OVERHEAD_CHARS, SUMMARY_INSTRUCTION
+from efold.folds.probe_modes import RECALL_ONLY, ProbeMode, checkpoint_namespace
 from efold.folds.registry import calls_summariser, makes_opaque
 from efold.guard.estimate import (
     ASSUMED_SCENARIO,
@@ -50,8 +51,12 @@ def slot_id(repeat: int, role: str, trace_id: str, probe_id: str) -> str:
     return f"r{repeat}.{role}.{trace_id}.{probe_id}"
 
 
-def checkpoint_key(repeat: int, role: str, trace_id: str) -> str:
-    return f"r{repeat}.{role}.{trace_id}"
+def checkpoint_key(repeat: int, role: str, trace_id: str,
+                   probe_mode: ProbeMode = RECALL_ONLY) -> str:
+    """A checkpoint's key: its mode's namespace (``folds.probe_modes``), so a
+    lookup-allowed checkpoint and a recall-only one never share a key, then repeat, role
+    and trace."""
+    return f"{checkpoint_namespace(probe_mode)}r{repeat}.{role}.{trace_id}"
 
 
 def eligible(arm: str, suite: str) -> bool:
@@ -108,7 +113,7 @@ def build_plan(reg: Registration, categories: dict[tuple[str, str], str]) -> Pla
                     probe_id=probe_id, category=categories[(trace_id, probe_id)],
                     repeat=repeat,
                     eligible=ineligible[role.name] is None,
-                    checkpoint=checkpoint_key(repeat, role.name, trace_id),
+                    checkpoint=checkpoint_key(repeat, role.name, trace_id, c.probe_mode),
                 ))
     schedule_sha = schedule_digest([s.slot for s in slots])
     return Plan(

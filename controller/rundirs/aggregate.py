@@ -33,6 +33,7 @@ from efold.controller.processes.run_cgroups import META_MODE, META_OPERATOR_FALL
 from efold.controller.processes.template import TEMPLATE_KIND
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
+from efold.folds.probe_modes import ProbeMode
 from efold.folds.registry import calls_summariser, extracts_ledger
 from efold.isolation import Isolation
 from efold.protocol.records import (
@@ -89,6 +90,7 @@ class RunView:
     judge: str | None = None  # the registered judge, provider/model (19-C); None: none
     build: str | None = None  # the registration's build digest
     route: RouteKind | None = None  # faux, local or real (``campaign.route_kind``)
+    probe_mode: ProbeMode | None = None  # the registration's (``folds.probe_modes``)
 
 
 def receipt_name(slot: str) -> str:
@@ -278,7 +280,7 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,
                    facts, None if judge is None else f"{judge.provider}/{judge.model}",
-                   reg.digests.build, route_kind(reg.campaign))
+                   reg.digests.build, route_kind(reg.campaign), reg.campaign.probe_mode)
 
 
 # Every journal column that records a time (Unix ns): the run's span reads them all.
@@ -395,6 +397,7 @@ def build_run_results(view: RunView) -> Results:
         run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
         judge=view.judge,
         summarisers=view.summarisers, build=view.build, route=view.route,
+        probe_mode=view.probe_mode,
     )
 
 

@@ -26,7 +26,7 @@ def manifest(run: Path) -> ClusterManifest:
 CAMPAIGN = """
 name = "cluster-small"
 suite = "original"
-roles = ["native", "store"]
+roles = ["native", "pack"]
 probe_limit = {probes}
 selection_seed = 7
 schedule_seed = 7

@@ -14,7 +14,7 @@ from efold.digests import sha256_hex
 CAMPAIGN = """
 name = "ticket"
 suite = "original"
-roles = ["native", "store"]
+roles = ["native", "pack"]
 probe_limit = 1
 selection_seed = 7
 schedule_seed = 7

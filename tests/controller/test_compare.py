@@ -1,5 +1,5 @@
 """``compare RUN_A RUN_B``, on real faux runs of the small campaign: ``base``; ``changed``
-(two repeats, and its ``store`` role on the cold-rebuild arm); ``other`` (a campaign with
+(two repeats, and its ``pack`` role on the cold-rebuild arm); ``other`` (a campaign with
 none of ``base``'s roles, so no slot in common); ``capped``, the newest (its cap fits one
 hold, whose child is killed after admission)."""
 
@@ -22,7 +22,7 @@ from efold.controller.pilot.pilot import run_pilot
 from efold.controller.rundirs.runroot import claim_run_dir
 from efold.report.numbers import brief
 
-CHANGED = 'repeats = 2\n[role.store]\narm = "cold-rebuild"\n'
+CHANGED = 'repeats = 2\n[role.pack]\narm = "cold-rebuild"\n'
 
 
 @pytest.fixture(scope="module")
@@ -81,18 +81,18 @@ def test_another_arm_and_more_repeats_flip_slots_and_say_what_changed(runs: Path
     assert c["slots"] == {"common": 16, "only_a": 0, "only_b": 16}
     a, b = c["a"], c["b"]
     assert (a["repeats"], b["repeats"]) == (1, 2)
-    assert b["arms"] == {"native": "native", "store": "cold-rebuild"}
+    assert b["arms"] == {"native": "native", "pack": "cold-rebuild"}
     # Same code in CI; another edit of the sources between the two runs changes it.
     assert changed["build"] is (a["digests"]["build"] != b["digests"]["build"])
     down = c["a_right_b_wrong"]
-    assert down  # the cold-rebuild arm keeps less than store
-    assert {s["role"] for s in down} == {"store"} and c["a_wrong_b_right"] == []
+    assert down  # the cold-rebuild arm keeps less than pack
+    assert {s["role"] for s in down} == {"pack"} and c["a_wrong_b_right"] == []
     roles = {r["role"]: r["overall"] for r in c["roles"]}
-    native, store = roles["native"], roles["store"]
+    native, pack = roles["native"], roles["pack"]
     assert native["paired"]["b"] == native["paired"]["c"] == 0
-    assert store["paired"]["b"] == len(down) and store["paired"]["pairs"] == 8
-    assert store["accuracy_a"]["successes"] - store["accuracy_b"]["successes"] == len(down)
-    assert store["paired"]["delta_pp"] == pytest.approx(-100.0 * len(down) / 8)
+    assert pack["paired"]["b"] == len(down) and pack["paired"]["pairs"] == 8
+    assert pack["accuracy_a"]["successes"] - pack["accuracy_b"]["successes"] == len(down)
+    assert pack["paired"]["delta_pp"] == pytest.approx(-100.0 * len(down) / 8)
     # B against A: the same slots flip the other way.
     back = compare_json(runs / "changed", runs / "base")
     assert [s["slot"] for s in back["a_wrong_b_right"]] == [s["slot"] for s in down]
@@ -106,12 +106,12 @@ def test_the_text_fits_100_columns_and_names_the_changes(runs: Path) -> None:
     assert all(len(line) <= 100 for line in lines)
     assert lines[:2] == [f"A: {runs / 'base'}", f"B: {runs / 'changed'}"]
     assert any(line.startswith("  repeats         differs  A 1  B 2") for line in lines)
-    assert "  roles           differs  A native, store  B native, store (cold-rebuild)" in lines
+    assert "  roles           differs  A native, pack  B native, pack (cold-rebuild)" in lines
     assert any(line.startswith(("  build digest    same ", "  build digest    differs "))
                for line in lines)
     assert "  slots           16 common (compared), 0 only in A, 16 only in B" in lines
-    store = next(line for line in lines if line.startswith("store "))
-    assert "8 (100.0%)" in store
+    pack = next(line for line in lines if line.startswith("pack "))
+    assert "8 (100.0%)" in pack
     spend = lines[lines.index("spend (the journal's, every caller)") + 1:]
     assert len(spend) == 2 and all(s.endswith(" cap (faux units, no money spent)")
                                    for s in spend)

@@ -123,7 +123,7 @@ def test_native_on_a_hard_trace_is_found_infeasible_by_its_prep_child() -> None:
     from efold.controller.pilot.preflight import run_preflight
 
     text = BASE.replace('suite = "original"', 'suite = "hard"\nseeds = [101]').replace(
-        '"ceiling"]', '"store"]')
+        '"ceiling"]', '"pack"]')
     reg = reg_of(text)
     plan = plan_for(reg)
     assert {s.eligible for s in plan.slots} == {True}
@@ -139,9 +139,9 @@ def test_estimate_is_exact_integer_arithmetic() -> None:
     reg, _ = bundled_campaign("original")
     plan = plan_for(compute_registration(reg, b""))
     est = estimate(plan, expected_units_per_slot=2_312_172, max_requests=10)
-    assert est.eligible_slots == 260 and est.expected_units == 260 * 2_312_172
+    assert est.eligible_slots == 208 and est.expected_units == 208 * 2_312_172
     assert est.rmax_units == 78_400_000
-    assert est.full_upfront_units == 260 * 10 * 78_400_000
+    assert est.full_upfront_units == 208 * 10 * 78_400_000
     assert est.cap_minus_rmax_units == plan.cap_units - 78_400_000
     scaled = plan.cap_units * 1_000_000 // est.expected_units
     assert est.cap_over_expected == f"{scaled // 1_000_000}.{scaled % 1_000_000:06d}"
@@ -311,6 +311,7 @@ def test_plan_lists_the_expected_lines_in_json_and_for_a_person(tmp_path: Path) 
     # judge beside a real reader is labelled as faux units.
     summary = {"campaign": "c", "slots": 2, "eligible": 2, "skipped_inventory_infeasible": 0,
                "roles": ["compaction"], "traces": 1, "repeats": 1, "checkpoints": 1,
+               "probe_mode": "recall-only",
                "checkpoints_unprepared": 0, "schedule_sha256": "0" * 64,
                "estimate": {"expected_per_slot_usd": "1", "expected_usd": "3.5",
                             "expected_lines_usd": {"reader": "2", "summariser": "1",

@@ -65,7 +65,7 @@ def test_runs_lists_newest_first_with_status_counts_and_spend(root: Path) -> Non
             f"{brief(money['retained']['usd'])} of a 60.00 cap (faux units, no money spent)"
             ) in older
     # ... and each role's exact accuracy, last.
-    assert older.endswith("  native 100%, store 100%")
+    assert older.endswith("  native 100%, pack 100%")
     assert "notarun" not in done.stdout and "(dir mtime)" not in done.stdout
 
 

@@ -28,7 +28,7 @@ from efold.protocol.records import ShardMark
 CAMPAIGN = """
 name = "shards"
 suite = "original"
-roles = ["native", "store", "compaction"]
+roles = ["native", "pack", "compaction"]
 probe_limit = 3
 selection_seed = 7
 schedule_seed = 7

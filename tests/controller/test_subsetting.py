@@ -35,7 +35,7 @@ from efold.controller.errors import CampaignError, ControllerError
 from efold.digests import canonical_json, sha256_hex
 from efold.errors import Code
 
-ROLES = ["native", "cold-rebuild", "compaction", "store", "pack"]
+ROLES = ["native", "cold-rebuild", "compaction", "pack"]
 TRACES = ["orig-stage-hire", "orig-workshop-move", "orig-cafe-fitout", "orig-archive-scan"]
 
 
@@ -106,16 +106,16 @@ def test_a_registration_without_a_subset_keeps_its_bytes(name: str) -> None:
 def test_register_a_subset_from_the_command_line(tmp_path: Path) -> None:
     full = cli("register", "original", "--output", "full", cwd=tmp_path)
     assert full.returncode == 0, full.stderr
-    one = cli("register", "original", "--output", "a", "--roles", "store,native",
+    one = cli("register", "original", "--output", "a", "--roles", "pack,native",
               "--limit", "3", cwd=tmp_path)
     # The same subset in another order and spelling: the same registration.
     two = cli("register", "original", "--output", "b", "--limit", "3", "--roles", "native",
-              "--roles", " store ", "--roles", "native", cwd=tmp_path)
+              "--roles", " pack ", "--roles", "native", cwd=tmp_path)
     assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
     f, a, b = printed(full.stdout), printed(one.stdout), printed(two.stdout)
     assert set(a) == {"registration", "sha256", "subset"} and set(f) == {"registration",
                                                                           "sha256"}
-    assert a["subset"] == "roles=native,store limit=3"
+    assert a["subset"] == "roles=native,pack limit=3"
     assert a["sha256"] != f["sha256"]
     data = (tmp_path / a["registration"]).read_bytes()
     assert sha256_hex(data) == a["sha256"]
@@ -125,8 +125,8 @@ def test_register_a_subset_from_the_command_line(tmp_path: Path) -> None:
     doc, full_doc = json.loads(data), json.loads((tmp_path / f["registration"]).read_bytes())
     # Both come from the same campaign file; the subset is recorded, normalized.
     assert doc["campaign_sha256"] == full_doc["campaign_sha256"]
-    assert doc["subset"] == {"roles": ["native", "store"], "limit": 3}
-    assert [r["name"] for r in doc["campaign"]["roles"]] == ["native", "store"]
+    assert doc["subset"] == {"roles": ["native", "pack"], "limit": 3}
+    assert [r["name"] for r in doc["campaign"]["roles"]] == ["native", "pack"]
     # It verifies like any registration, and its plan holds six slots.
     loaded = load_registration(tmp_path / a["registration"], a["sha256"])
     assert len(plan_for(loaded.registration).slots) == 3 * 2
@@ -160,9 +160,9 @@ def test_an_empty_or_nonpositive_selection_is_a_usage_error(tmp_path: Path,
 
 
 def test_the_same_subset_is_the_same_registration() -> None:
-    one = registered(Subset(roles=["store", "native", "store"], probes=[
+    one = registered(Subset(roles=["pack", "native", "pack"], probes=[
         "orig-stage-hire-p02", "orig-stage-hire-p01"], limit=1))
-    two = registered(Subset(roles=["native", "store"], probes=[
+    two = registered(Subset(roles=["native", "pack"], probes=[
         "orig-stage-hire-p01", "orig-stage-hire-p02", "orig-stage-hire-p01"], limit=1))
     assert encode_registration(one) == encode_registration(two)
     assert registration_sha256(one) != registration_sha256(registered(Subset(limit=1)))
@@ -170,10 +170,10 @@ def test_the_same_subset_is_the_same_registration() -> None:
 
 def test_limit_keeps_the_schedules_first_slots_of_every_role() -> None:
     full = plan_for(registered()).slots
-    sub = plan_for(registered(Subset(roles=["store", "native"], limit=5))).slots
-    kept = [s for s in full if s.role in ("native", "store")]
+    sub = plan_for(registered(Subset(roles=["pack", "native"], limit=5))).slots
+    kept = [s for s in full if s.role in ("native", "pack")]
     assert len(sub) == 10 and sub == kept[:10]
-    assert all(sum(1 for s in sub if s.role == r) == 5 for r in ("native", "store"))
+    assert all(sum(1 for s in sub if s.role == r) == 5 for r in ("native", "pack"))
     # Exactly the limit, and one past it, at the boundary.
     assert len(plan_for(registered(Subset(limit=1))).slots) == len(ROLES)
     assert plan_for(registered(Subset(limit=2))).slots == full[:2 * len(ROLES)]
@@ -202,7 +202,7 @@ def test_a_limit_applies_to_the_repeats_of_each_kept_block() -> None:
     text = """
 name = "rep"
 suite = "original"
-roles = ["native", "store"]
+roles = ["native", "pack"]
 repeats = 2
 schedule_seed = 3
 cap_usd = "10"
@@ -264,11 +264,11 @@ def test_a_subset_registration_verifies_and_a_hand_edit_refuses(tmp_path: Path) 
 
 def test_narrowing_a_registration_equals_registering_the_subset() -> None:
     full = registered()
-    wanted = Subset(roles=["store", "compaction"], traces=["orig-stage-hire"], limit=4)
+    wanted = Subset(roles=["pack", "compaction"], traces=["orig-stage-hire"], limit=4)
     direct = encode_registration(registered(wanted))
     assert encode_registration(subset_registration(full, wanted)) == direct
     # In two steps: roles and traces first, then the limit.
-    first = subset_registration(full, Subset(roles=["compaction", "store"],
+    first = subset_registration(full, Subset(roles=["compaction", "pack"],
                                              traces=["orig-stage-hire"]))
     assert encode_registration(subset_registration(first, Subset(limit=4))) == direct
     # Two limits keep the smaller.
@@ -278,7 +278,7 @@ def test_narrowing_a_registration_equals_registering_the_subset() -> None:
 
 def test_narrowing_a_registration_refuses_what_it_does_not_hold() -> None:
     narrow = registered(Subset(roles=["native"], probes=["orig-stage-hire-p03"]))
-    for more, named in ((Subset(roles=["store"]), "store"),
+    for more, named in ((Subset(roles=["pack"]), "pack"),
                         (Subset(traces=["orig-cafe-fitout"]), "orig-cafe-fitout"),
                         (Subset(probes=["orig-stage-hire-p04"]), "orig-stage-hire-p04")):
         with pytest.raises(CampaignError) as err:
@@ -331,7 +331,7 @@ def test_pilot_real_refuses_a_registration_made_on_the_spot(
 def test_pilot_campaign_registers_and_runs_a_subset_in_one_step(tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = cli("pilot", "--faux", "--no-progress", "--campaign", "original", "--roles",
-               "store,native", "--limit", "2", "--run-dir", str(run), cwd=tmp_path)
+               "pack,native", "--limit", "2", "--run-dir", str(run), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"run: {run}"
@@ -340,12 +340,12 @@ def test_pilot_campaign_registers_and_runs_a_subset_in_one_step(tmp_path: Path) 
     data = (run / "registration.json").read_bytes()
     assert sha256_hex(data) == sha
     assert same_but_build(
-        data, encode_registration(registered(Subset(roles=["native", "store"], limit=2))))
+        data, encode_registration(registered(Subset(roles=["native", "pack"], limit=2))))
     plan = json.loads((run / "plan.json").read_bytes())
     assert plan["registration_sha256"] == sha and len(plan["slots"]) == 4
     # register with the same flags makes the same registration (the same sha256)
     reg = cli("register", "original", "--output", "reg", "--limit", "2", "--roles",
-              "native,store", cwd=tmp_path)
+              "native,pack", cwd=tmp_path)
     assert same_but_build(data, (tmp_path / printed(reg.stdout)["registration"]).read_bytes())
 
 

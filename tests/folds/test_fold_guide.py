@@ -285,7 +285,7 @@ def test_a_broken_entry_point_fold_is_refused(installed_entry_point: Path, synth
 def test_the_builtin_and_command_campaigns_validate(command_script: Path) -> None:
     builtin = parse_campaign(example("builtin-campaign"))
     assert [(r.name, r.arm) for r in builtin.roles] == [
-        (a, a) for a in ("native", "cold-rebuild", "compaction", "store", "pack")]
+        (a, a) for a in ("native", "cold-rebuild", "compaction", "pack")]
     command = parse_campaign(with_paths(example("command-campaign"), command_script))
     (role,) = command.roles
     assert (role.name, role.arm, role.timeout_seconds) == ("facts-tail", "facts-tail", 30)
@@ -306,7 +306,7 @@ def test_the_entry_point_and_comparison_campaigns_validate_and_pin(
     text = with_paths(example("compare-campaign"), command_script)
     campaign: Campaign = parse_campaign(text)
     assert [r.name for r in campaign.roles] == [
-        "native", "cold-rebuild", "compaction", "store", "pack", "facts-tail", "facts-store"]
+        "native", "cold-rebuild", "compaction", "pack", "facts-tail", "facts-store"]
     registration = compute_registration(campaign, text.encode())
     assert registration.cap_units >= registration.rmax_units
     pins = {r.name: pin for r, pin in zip(campaign.roles, folds_document(campaign),

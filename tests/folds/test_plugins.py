@@ -86,7 +86,8 @@ def installed_plugins(tmp_path, monkeypatch):
 
 def test_builtin_arms_are_registered():
     assert list(BUILTIN_ARMS) == [
-        "native", "cold-rebuild", "compaction", "compaction-2", "ceiling", "store",
+        "native", "native-lookup", "cold-rebuild", "compaction", "compaction-2", "ceiling",
+        "store",
         "store-compaction", "pack", "restart-switch-compact", "ledger-cold", "openai-compact",
         "anthropic-compact",
     ]

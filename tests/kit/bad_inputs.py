@@ -42,7 +42,7 @@ from as_user import USERS, drop, give, ordinary_python, workspace
 SMALL = """
 name = "small"
 suite = "original"
-roles = ["native", "store"]
+roles = ["native", "pack"]
 probe_limit = 2
 selection_seed = 7
 schedule_seed = 7
@@ -276,14 +276,14 @@ CASES: tuple[Case, ...] = (
     case("analyze-not-a-set", "analyze {w}/other.json --json", "comparison_invalid",
          json=True),
     case("analyze-missing-file", "analyze {w}/nope.json", None),
-    case("analyze-not-a-run", "analyze --run {w}/notrun --arms native,store", "run_not_found"),
+    case("analyze-not-a-run", "analyze --run {w}/notrun --arms native,pack", "run_not_found"),
     case("analyze-unknown-role", "analyze --run {run} --arms native,nosuch",
          "comparison_invalid"),
     case("analyze-one-arm", "analyze --run {run} --arms native", None),
     case("analyze-run-without-arms", "analyze --run {run}", None),
     case("analyze-file-and-run", "analyze {w}/other.json --run {run}", None),
     case("analyze-attest-a-file", "analyze {w}/other.json --attest-representative", None),
-    case("analyze-write-exists", "analyze --run {run} --arms native,store --write "
+    case("analyze-write-exists", "analyze --run {run} --arms native,pack --write "
          "{w}/afile.txt", "publish_target_exists"),
     # issue 35: what register accepted and a later step refused, hung on or crashed on
     case("register-credential-env-inherited", "register {w}/cred.toml --output {w}/new",

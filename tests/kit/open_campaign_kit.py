@@ -105,7 +105,7 @@ boundary = "e0012"
 '''
 
 
-ROLES = ("native", "compaction", "store", "facts-store", "facts-tail", "squeeze")
+ROLES = ("native", "compaction", "pack", "facts-store", "facts-tail", "squeeze")
 
 
 def campaign_toml(*, suite: str, command_script: Path, proxy_script: Path, roles: tuple[str, ...] = ROLES,

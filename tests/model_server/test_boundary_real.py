@@ -2,7 +2,7 @@
 
 keygen, register, authorize, smoke, ``pilot --real``: a bundled case on two roles,
 the agent played by SmolLM2 on loopback through the guard (Chat Completions, the case's
-workspace tools offered, and on ``store`` the history lookup tools too). Between efold
+workspace tools offered, and under ``lookup-allowed-v1`` the history lookup tools too). Between efold
 and the server sits the recording proxy of ``test_real_campaign``: every request the
 agents sent is read there, and the money efold settled is checked against what the
 server reported, exactly. The oracles then judge whatever the model did to each
@@ -26,17 +26,17 @@ pytestmark = pytest.mark.model_server
 # server reads about 60 prompt tokens a second at 10k tokens of context). B03's session
 # folds to the smallest cold boundary of the bundled cases (about 5k tokens; B01's is
 # 10k, its compaction checkpoint 11k, the native role's whole session more). ``store``
-# is that cold boundary plus the history lookup tools: its agent prompt renders as
-# cold-rebuild's (the server's chat template renders no tool schemas), so the server
-# reads that prompt once, in the smoke, and answers the other three slots from its
-# prompt cache.
-ROLES = ["cold-rebuild", "store"]
+# is that cold boundary plus the history lookup tools, offered under the lookup probe
+# mode, and ``pack`` puts its (short) pack before the same boundary: the server reads
+# each prompt once and answers the repeats from its prompt cache.
+ROLES = ["store", "pack"]
 CASES = ["B03"]
 CAMPAIGN = """\
 name = "local-boundary"
 suite = "original"
 probe_limit = 0
 roles = {roles}
+probe_mode = "lookup-allowed-v1"
 cap_usd = "1.00"
 
 [boundary]
@@ -88,7 +88,7 @@ def test_boundary_cases_on_the_real_route(tmp_path: Path, proxy: RecordingProxy)
 
     results = json.loads((run / "results.json").read_text())
     boundary = results["boundary"]
-    assert boundary["reference_arm"] == "cold-rebuild"  # no native role: the first
+    assert boundary["reference_arm"] == "store"  # no native role: the first
     assert all(i["model"] == f"{PROVIDER}/{MODEL}" for i in boundary["incidents"])
     print(f"\nboundary cases on {PROVIDER}/{MODEL}: pilot {seconds:.0f} s, "
           f"{len(responses)} agent requests")

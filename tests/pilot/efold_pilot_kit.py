@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 SMALL = """
 name = "small"
 suite = "original"
-roles = ["native", "store"]
+roles = ["native", "pack"]
 probe_limit = 2
 selection_seed = 7
 schedule_seed = 7
@@ -43,7 +43,7 @@ def small_registration(cap: str = "60.00", roles: str | None = None, *, extra: s
         extra = f"concurrency = {TEST_CONCURRENCY}\n" + extra
     text = SMALL.format(cap=cap) + extra
     if roles is not None:
-        text = text.replace('roles = ["native", "store"]', f"roles = {roles}")
+        text = text.replace('roles = ["native", "pack"]', f"roles = {roles}")
     raw = text.encode()
     reg = compute_registration(parse_campaign(text), raw)
     return reg, encode_registration(reg)

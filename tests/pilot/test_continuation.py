@@ -27,7 +27,7 @@ from efold.controller.rundirs.continuation import plan_continuation
 EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 CAMPAIGN = """name = "chain"
 suite = "original"
-roles = ["native", "compaction", "store"]
+roles = ["native", "compaction", "pack"]
 probe_limit = 3
 selection_seed = 7
 schedule_seed = 7

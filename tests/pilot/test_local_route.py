@@ -54,14 +54,14 @@ def test_a_reader_on_the_command_line_runs_in_one_command(server: Server,
                         "--server", "llama-cpp-python", "--limit", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     run = Path(line["run"])
-    assert line["status"] == "complete" and line["completed"] == line["planned"] == 10
+    assert line["status"] == "complete" and line["completed"] == line["planned"] == 8
     # The smoke came first, in the same run: its phases, then the campaign's.
     out = done.stdout
-    assert out.index("smoke slots: 5/5") < out.index("probe slots: 5/5"), out
+    assert out.index("smoke slots: 4/4") < out.index("probe slots: 4/4"), out
     # Every slot's reader request reached the server, as its preset says: chat, not
     # streamed (llama.cpp's Python server streams no usage), the limit in max_tokens.
     bodies = [r["body"] for r in server.requests]
-    assert len(bodies) >= 10 and all(b["model"] == "tiny" and b["stream"] is False
+    assert len(bodies) >= 8 and all(b["model"] == "tiny" and b["stream"] is False
                                      for b in bodies)
     assert all("max_completion_tokens" not in b for b in bodies)
     # Money is admitted and settled exactly as on a paid route, at the local price: zero.
@@ -98,18 +98,18 @@ def test_a_faux_reader_reads_what_a_local_summariser_wrote(server: Server,
 
 
 def test_a_smoke_that_fails_admits_nothing_after_it(server: Server, tmp_path: Path) -> None:
-    # The smoke's fifth slot loses its request (the connection drops unanswered): one
+    # The smoke's fourth slot loses its request (the connection drops unanswered): one
     # loss breaks no run rule, but the smoke did not pass.
-    server.answer_only = 4
+    server.answer_only = 3
     done, line = _pilot(tmp_path, "--reader", server.base_url, "--model", "tiny",
                         "--server", "llama-cpp-python", "--limit", "3")
     assert done.returncode == 3, done.stdout + done.stderr
     assert line["code"] == Code.SMOKE_FAILED.value
     run = Path(line["run"])
     receipts = _receipts(run)
-    assert len(receipts) == 15  # every slot visited
+    assert len(receipts) == 12  # every slot visited
     smoke = [r for r in receipts if r["status"] != "unadmitted"]
-    assert len(smoke) == 5  # the first slot of each role, and nothing after it
+    assert len(smoke) == 4  # the first slot of each role, and nothing after it
     assert all(r["status"] == "unadmitted" and r["code"] == Code.LOOKUP_STOPPED.value
                for r in receipts if r not in smoke)
     assert "smoke_failed" in (run / "summary.md").read_text()
@@ -219,14 +219,14 @@ def test_a_local_run_in_parts_is_continued_with_its_own_authorization(
                         "--server", "llama-cpp-python", "--limit", "2", "--slots", "0:6")
     assert done.returncode == 0, done.stdout + done.stderr
     first = Path(line["run"])
-    assert line["chain"] == {"links": 1, "to_run": 4, "verdict": "partial"}
+    assert line["chain"] == {"links": 1, "to_run": 2, "verdict": "partial"}
     rest, line = _pilot(tmp_path, "--local", "--continue", str(first))
     assert rest.returncode == 0, rest.stdout + rest.stderr
     assert line["chain"] == {"links": 2, "to_run": 0, "verdict": "complete"}
-    assert line["planned"] == 10 and line["completed"] == 10
+    assert line["planned"] == 8 and line["completed"] == 8
     second = Path(line["run"])
     plan = json.loads((second / "plan.json").read_text())
-    assert len(plan["slots"]) == 4 and plan["link"]["index"] == 2
+    assert len(plan["slots"]) == 2 and plan["link"]["index"] == 2
     # Each link minted and burned a local authorization of its own, bound to its plan.
     for run in (first, second):
         marker = json.loads((run / "authorization-consumed.json").read_text())

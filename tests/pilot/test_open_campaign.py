@@ -41,7 +41,7 @@ def test_an_open_campaign_runs_every_kind_of_fold_offline(tmp_path: Path) -> Non
     by_role: dict[str, list[dict]] = {}
     for r in receipts:
         by_role.setdefault(r["role"], []).append(r)
-    assert sorted(by_role) == sorted(["native", "compaction", "store", "facts-store",
+    assert sorted(by_role) == sorted(["native", "compaction", "pack", "facts-store",
                                       "facts-tail", "squeeze"])
     # The full conversation answers everything; the proxy compacted the whole trace (its
     # checkpoint is not excluded) and each of its own calls got a summary.

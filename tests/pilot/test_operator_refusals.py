@@ -124,8 +124,8 @@ def test_plan_reads_as_a_plan_with_faux_money_labelled_and_warnings(tmp_path: Pa
     # The default campaign's arms with a cap above one reservation (3.92) but below the
     # expected spend (about 30): worth a warning.
     (tmp_path / "c.toml").write_text('name = "tight"\nsuite = "original"\n'
-                                     'roles = ["native", "cold-rebuild", "compaction", "store", '
-                                     '"pack"]\ncap_usd = "20.00"\n')
+                                     'roles = ["native", "cold-rebuild", "compaction", '
+                                     '"compaction-2", "pack"]\ncap_usd = "20.00"\n')
     registered = efold("register", "c.toml", "--output", "reg", cwd=tmp_path)
     assert registered.returncode == 0, registered.stderr
     sha = registered.stdout.split("sha256: ")[1].strip()

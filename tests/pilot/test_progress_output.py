@@ -441,7 +441,7 @@ def test_the_summary_labels_faux_money_and_aligns_its_decimals(normal: Pilot) ->
     lines = normal.stdout.splitlines()
     header = next(line for line in lines if "exact (95% CI)" in line)
     assert "settled (faux units)" in header and "$" not in header
-    rows = [line for line in lines if line.startswith(("│ native", "│ store"))]
+    rows = [line for line in lines if line.startswith(("│ native", "│ pack"))]
     assert len([line for line in lines if line.startswith("│")]) == len(rows)  # no wrap
     amounts = [row.rstrip(" │").rsplit("│", 1)[1].strip() for row in rows]
     assert len(amounts) == 2 and len({len(a.partition(".")[2]) for a in amounts}) == 1

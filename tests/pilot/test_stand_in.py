@@ -39,6 +39,6 @@ def test_the_stand_in_is_named_for_the_roles_it_wrote_for(tmp_path: Path) -> Non
 
 
 def test_nothing_is_said_where_no_fold_asks_for_a_summary(tmp_path: Path) -> None:
-    out, run = _faux(tmp_path, "native,store")
+    out, run = _faux(tmp_path, "native,pack")
     for text in (out, (run / "summary.md").read_text(), (run / "report.html").read_text()):
         assert "stand-in" not in text

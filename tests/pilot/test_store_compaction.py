@@ -1,6 +1,7 @@
-"""The store-compaction arm (h) through the commands: it registers, passes ``preflight``
-and runs in a faux campaign beside ``compaction``, its slots reading the same compacted
-context with the history lookup offered (and used by the faux reader)."""
+"""The store-compaction arm (h) through the commands: it registers (under the lookup
+probe mode, the only one that offers its lookup), passes ``preflight`` and runs in a faux
+campaign beside ``store``, its checkpoints the compaction arm's compacted context with
+the history lookup offered (and used by the faux reader)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from efold.corpus import load_trace
+from efold.folds import TracePrefix, read_checkpoint
+from efold.folds.arms import CompactionFold
+
 EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 CAMPAIGN = """name = "h"
 suite = "original"
-roles = ["compaction", "store-compaction"]
+roles = ["store", "store-compaction"]
+probe_mode = "lookup-allowed-v1"
 probe_limit = 4
 cap_usd = "60.00"
 """
@@ -39,10 +45,17 @@ def test_store_compaction_registers_passes_preflight_and_runs(tmp_path: Path) ->
         by_role.setdefault(str(r["role"]), []).append(r)
     assert all(r["status"] == "completed" and "excluded" not in r
                for r in receipts), receipts
-    # The same compacted context: the same checkpoint size, slot by slot.
-    sizes = {role: sorted(int(str(r["checkpoint_tokens"])) for r in rs)
-             for role, rs in by_role.items()}
-    assert sizes["compaction"] == sizes["store-compaction"]
-    # The lookup is offered only on store-compaction, and the faux reader uses it.
-    assert sum(int(str(r.get("lookup_calls", 0))) for r in by_role["compaction"]) == 0
+    # The compaction arm's compacted context, with the store and the lookup offered.
+    run = tmp_path / "run"
+    plan = json.loads((run / "plan.json").read_bytes())
+    keys = {s["checkpoint"]: s["trace_id"] for s in plan["slots"]
+            if s["role"] == "store-compaction"}
+    assert keys
+    for key, trace_id in keys.items():
+        cp = read_checkpoint(run / "checkpoints" / key / "snapshot").checkpoint
+        trace = load_trace((run / "traces" / f"{trace_id}.jsonl").read_bytes())
+        assert cp.messages == CompactionFold().build(TracePrefix.of(trace)).messages
+        assert cp.tools == ["history_search", "history_get"] and cp.store is not None
+        assert len(cp.receipt.compactions) == 1
+    # The faux reader uses the lookup it is offered.
     assert sum(int(str(r.get("lookup_calls", 0))) for r in by_role["store-compaction"]) > 0

@@ -347,7 +347,7 @@ def test_the_legend_names_no_role() -> None:
 # -- end to end: a faux pilot's receipts carry the sizes of its snapshots ----------------
 
 def test_a_faux_pilot_records_checkpoint_sizes_and_reports_compression(tmp_path: Path) -> None:
-    text = ('name = "sizes"\nsuite = "original"\nroles = ["native", "cold-rebuild", "store"]\n'
+    text = ('name = "sizes"\nsuite = "original"\nroles = ["native", "cold-rebuild", "pack"]\n'
             'probe_limit = 2\nselection_seed = 7\nschedule_seed = 7\ncap_usd = "60.00"\n')
     reg = compute_registration(parse_campaign(text), text.encode())
     run = claim_run_dir(tmp_path / "run")
