@@ -203,6 +203,9 @@ class Code(enum.StrEnum):
     CAMPAIGN_INVALID = "campaign_invalid"
     ARM_NOT_AVAILABLE_AT_REVISION = "arm_not_available_at_revision"  # a declared arm, not runnable yet
     ARM_NOT_IN_PROBE_MODE = "arm_not_in_probe_mode"  # the campaign's probe mode does not admit the arm
+    DESIGN_DIRECTION_INVALID = "design_direction_invalid"  # a declared comparison differs elsewhere
+    GUIDANCE_DIGEST_MISMATCH = "guidance_digest_mismatch"  # a guidance file's bytes moved
+    BUILD_DIGEST_MISMATCH = "build_digest_mismatch"  # a build tree is not the one declared
     CAMPAIGN_NOT_FOUND = "campaign_not_found"  # no such file, and no bundled campaign
     SUBSET_UNKNOWN = "subset_unknown"  # --roles/--traces/--probes name an id not there
     SUBSET_EMPTY = "subset_empty"  # the subset flags keep no slot

@@ -17,7 +17,9 @@ Identity per kind:
   "argument_files"}``: the bytes of the resolved program, and of every argument that
   names an existing regular file (so ``python3 fold.py`` pins the script too; a
   relative argument is looked up in the command's ``cwd`` when it has one). A proxy
-  fold's command is pinned the same way, as ``"kind": "proxy"``.
+  fold's command is pinned the same way, as ``"kind": "proxy"``. A command with a
+  ``build`` tree adds ``"build_sha256"``, the digest of every file of that tree
+  (``folds.build_tree``), so a module the program imports is pinned too.
 
 Anything that cannot be pinned raises ``PluginError`` (``fold_plugin_invalid``).
 """
@@ -29,6 +31,7 @@ import shutil
 
 from efold.digests import digest_of, file_sha256
 from efold.errors import Code
+from efold.folds.build_tree import build_manifest, manifest_sha256
 from efold.folds.errors import FoldError, PluginError
 from efold.folds.registry import BUILTIN_ARMS, plugin_entry_point
 from efold.folds.spec import FoldSpec
@@ -50,7 +53,7 @@ def resolve_program(program: str) -> str | None:
 
 
 def _command_identity(arm: str, argv: list[str], kind: str,
-                      cwd: str | None) -> dict[str, object]:
+                      cwd: str | None, build: str | None) -> dict[str, object]:
     if not argv:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: empty command")
     executable = resolve_program(argv[0])
@@ -64,12 +67,15 @@ def _command_identity(arm: str, argv: list[str], kind: str,
                           if os.path.isfile(path)}
     except OSError as exc:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"{arm}: cannot read a pinned file") from exc
-    return {
+    identity: dict[str, object] = {
         "kind": kind,
         "argv": list(argv),
         "executable_sha256": executable_sha,
         "argument_files": argument_files,
     }
+    if build is not None:  # absent otherwise, so such a pin is what it was before builds
+        identity["build_sha256"] = manifest_sha256(build_manifest(build))
+    return identity
 
 
 def _skipped(parts: tuple[str, ...]) -> bool:
@@ -110,7 +116,8 @@ def fold_identity(spec: FoldSpec) -> dict[str, object]:
     """The pin document of ``spec``'s fold (see the module docstring)."""
     if spec.command is not None:
         return _command_identity(spec.arm, spec.command,
-                                 "command" if spec.proxy is None else "proxy", spec.cwd)
+                                 "command" if spec.proxy is None else "proxy", spec.cwd,
+                                 spec.build)
     if spec.arm in BUILTIN_ARMS:
         return {"kind": "builtin", "arm": spec.arm}
     try:

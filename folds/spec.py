@@ -21,3 +21,6 @@ class FoldSpec(Protocol):
 
     @property
     def cwd(self) -> str | None: ...  # a command's working directory (None: inherited)
+
+    @property
+    def build(self) -> str | None: ...  # a command's source tree, pinned whole (None: none)

@@ -8,6 +8,7 @@ fixed codes and numbers only.
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 import msgspec
 
@@ -257,3 +258,17 @@ def schedule_digest(slot_ids: list[str], *, smoke: bool = False,
     if shard is not None:
         marked = ["shard", shard.cluster, shard.index, shard.count, *marked]
     return digest_of(["smoke", *marked] if smoke else marked)
+
+
+class DesignRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A declared comparison as registered (``controller.campaigns.design``): the base's
+    and the treatment's digests (a build: its tree's manifest digest; guidance: the
+    sha256 of the file's bytes) and the paths the builds differ in (empty for
+    guidance)."""
+
+    base: str
+    treatment: str
+    differs: Literal["build", "guidance"]
+    base_sha256: str
+    treatment_sha256: str
+    changed: list[str]

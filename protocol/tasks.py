@@ -86,6 +86,9 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # False (recall-only, never encoded): the child publishes the checkpoint without
     # its store or tools, whatever the fold built (``folds.probe_modes.without_lookup``).
     offer_lookup: bool = False
+    # A command's source tree (``folds.build_tree``): pinned with its fold, re-checked
+    # by the child just before it builds. None (never encoded): none.
+    build: str | None = None
 
 
 class StageFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

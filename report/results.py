@@ -35,7 +35,14 @@ import efold
 from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
 from efold.folds.registry import BUILTIN_ARMS
-from efold.protocol.records import Exclusion, Plan, Receipt, SlotSpend, SlotStatus
+from efold.protocol.records import (
+    DesignRecord,
+    Exclusion,
+    Plan,
+    Receipt,
+    SlotSpend,
+    SlotStatus,
+)
 from efold.report.boundary_results import campaign_boundary
 from efold.report.compression import role_compression
 from efold.report.errors import ReportError
@@ -51,6 +58,7 @@ from efold.report.schema import (
     RESULTS_SCHEMA,
     Contrast,
     CostPerCorrect,
+    DesignPair,
     Execution,
     FlipCount,
     HttpFailures,
@@ -538,6 +546,7 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
                   summarisers: Mapping[str, str] | None = None,
                   route: RouteName | None = None,
                   probe_mode: ProbeModeName | None = None,
+                  design: Sequence[DesignRecord] = (),
                   efold_version: str | None = None, judge: str | None = None,
                   build: str | None = None) -> Results:
     """The content-free results of one run, complete or partial.
@@ -554,7 +563,8 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
     the planned checkpoint (``PlannedSlot.checkpoint``) they were made for, they are split
     by role into each role's cost per correct answer (unkeyed, that cost is null).
     ``route``: where the campaign's requests went (``RunInfo.route``); ``probe_mode``:
-    the registration's probe mode (``RunInfo.probe_mode``).
+    the registration's probe mode (``RunInfo.probe_mode``). ``design``: the
+    registration's declared comparisons (``Results.design``).
     ``summarisers``: role -> ``provider/model`` of the summariser model its fold asks
     (only roles that ask one). ``efold_version``: the version to report (default: this
     efold's). ``judge``: the registered judge's ``provider/model`` (19-C), when the
@@ -618,7 +628,20 @@ def build_results(plan: Plan, receipts: Iterable[Receipt], *, faux: bool,
             plan.roles, [_arm_of(plan, role) for role in plan.roles],
             _receipts(observations), build=build or "unknown",
             model=None if faux else reader),
+        design=[_design_pair(record, index, categories) for record in design] or None,
     )
+
+
+def _design_pair(record: DesignRecord, index: dict[str, dict[_PairKey, Observation]],
+                 categories: Sequence[str]) -> DesignPair:
+    """A declared comparison, read as the paired contrast treatment minus base."""
+    if record.base not in index or record.treatment not in index:
+        raise ReportError(Code.REPORT_INPUT_INVALID, "a design pair of an unplanned role")
+    contrast = _contrast(record.base, record.treatment, index, categories)
+    return DesignPair(base=record.base, treatment=record.treatment, differs=record.differs,
+                      base_sha256=record.base_sha256,
+                      treatment_sha256=record.treatment_sha256,
+                      changed=list(record.changed), contrast=contrast.overall.completed)
 
 
 def _run_money(facts: RunFacts) -> RunMoney | None:

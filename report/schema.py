@@ -656,6 +656,21 @@ class RunInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     probe_mode: Literal["recall-only", "lookup-allowed-v1"] | None = None
 
 
+class DesignPair(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One comparison of the registration's design: ``base`` and ``treatment`` roles,
+    what ``differs`` (``build`` or ``guidance``), each side's digest (a build tree's
+    manifest digest, or the guidance file's sha256), the build's ``changed`` files
+    (empty for guidance), and ``contrast``: the paired counts, treatment minus base."""
+
+    base: str
+    treatment: str
+    differs: Literal["build", "guidance"]
+    base_sha256: str
+    treatment_sha256: str
+    changed: list[str]
+    contrast: PairCounts
+
+
 class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schema: Literal["results-v1"]
     campaign: str
@@ -701,3 +716,6 @@ class Results(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Defaulted (issue 35): the whole run's money from its journal (every caller, settled
     # and retained); null when built without the journal.
     money: RunMoney | None = None
+    # Defaulted (issue 40): the registration's declared comparisons, each read as its
+    # paired contrast; null without a design.
+    design: list[DesignPair] | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from efold.corpus.model import Availability, Category, Outcome
 from efold.protocol.records import Exclusion
+from efold.report.design_table import design_table
 from efold.report.figure_tables import compression_table, latency_table, tool_table
 from efold.report.numbers import FAUX_MONEY, amount_text, count, money_unit
 from efold.report.pressure_table import pressure_table
@@ -422,7 +423,8 @@ def slot_table(results: Results) -> Table:
 def report_tables(results: Results) -> list[Table]:
     """All tables, in reading order."""
     tables = [
-        _execution_table(results), _accuracy_table(results), compression_table(results),
+        _execution_table(results), _accuracy_table(results), design_table(results),
+        compression_table(results),
         _repeat_table(results),
         _flip_table(results), _versus_native_table(results),
         _contrast_table(results, by_category=False),

@@ -316,6 +316,17 @@ MEANINGS: dict[str, str] = {
     "benchmark declares but efold does not run at this revision (`pack-per-turn`, "
     "`pack-stubs`); the detail starts with the arm's id and says what it waits for. An "
     "arm nobody declares is `campaign_invalid` (unknown arm).",
+    "design_direction_invalid": "`register`: a declared comparison (`[[design]]`) does "
+    "not differ exactly where it says: two builds that are identical, differ in a file "
+    "its `paths` does not name, differ outside their build trees, or whose `witness` is "
+    "in the base (the pair declared the wrong way round) or in none of the treatment's "
+    "changed files; two guidance files that are identical, or two roles that are not the "
+    "same fold. The detail names the pair and what differs. Nothing is registered.",
+    "guidance_digest_mismatch": "A role's guidance file does not have the sha256 its "
+    "`guidance_sha256` says: the frozen prompt moved. The detail names the file and both "
+    "digests. Nothing is registered.",
+    "build_digest_mismatch": "`register`: a role's build tree does not have the digest "
+    "its `build_sha256` says. The detail names the role, the tree and both digests.",
     "arm_not_in_probe_mode": "`register`: the campaign's `probe_mode` does not admit a "
     "role's arm. `recall-only` (the default) refuses `native-lookup`, `store` and "
     "`store-compaction`, which differ from another arm only by the lookup offer; "

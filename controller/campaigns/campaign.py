@@ -55,6 +55,12 @@ import msgspec
 
 from efold.boundary.case import Case
 from efold.boundary.suite import bundled_cases_root, case_item, select_cases
+from efold.controller.campaigns.design_spec import (
+    DesignSpec,
+    Guidance,
+    read_guidance,
+    validate_design,
+)
 from efold.controller.campaigns.judge_profile import (
     JudgeProfile,
     JudgeTable,
@@ -138,6 +144,14 @@ class Role(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_default
     cwd: str | None = None  # a command's working directory (absolute once parsed)
     env: dict[str, str] | None = None  # extra environment variables of a command or proxy
     proxy: ProxySpec | None = None  # set: ``command`` starts a proxy fold
+    # Set: ``instructions`` is this guidance file's text, its sha256 checked when the
+    # campaign was read (``controller.campaigns.design``).
+    guidance: Guidance | None = None
+    # A command's (or proxy's) source tree, pinned file by file with its fold
+    # (``folds.build_tree``), absolute once parsed; ``build_sha256``: the digest the
+    # campaign says that tree has (checked at register).
+    build: str | None = None
+    build_sha256: str | None = None
 
 
 
@@ -252,6 +266,9 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # "required": a prep child that cannot have both refuses to run fold code
     # (``fold_isolation_unavailable``, that slot's failure).
     isolation: Literal["required"] | None = None
+    # Declared comparisons between roles (``controller.campaigns.design``); empty (never
+    # encoded): none.
+    design: list[DesignSpec] = []
 
 
 def suite_items(c: Campaign) -> list[SuiteItem]:
@@ -289,6 +306,10 @@ def campaign_items(c: Campaign, cases: list[Case] | None = None) -> list[SuiteIt
 class _RoleTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     arm: str | None = None
     instructions: str | None = None
+    guidance: str | None = None
+    guidance_sha256: str | None = None
+    build: str | None = None
+    build_sha256: str | None = None
     command: list[str] | None = None
     timeout_seconds: float | None = None
     settings: dict[str, Any] | None = None
@@ -324,6 +345,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
+    design: list[DesignSpec] = []
     version: int = CAMPAIGN_VERSION
 
 
@@ -349,16 +371,26 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         table = spec.role.get(name, _RoleTable())
         if table.arm is not None and table.command is not None:
             raise _invalid(f"role {name!r}: arm and command are exclusive")
-        cwd = table.cwd
-        if cwd is not None and cwd and "\0" not in cwd:
-            cwd = str((base_dir or Path.cwd()).joinpath(cwd).absolute())
+        cwd, build = (str((base_dir or Path.cwd()).joinpath(d).absolute())
+                      if d and "\0" not in d else d for d in (table.cwd, table.build))
+        instructions, guidance = table.instructions or DEFAULT_INSTRUCTIONS, None
+        if (table.guidance is None) != (table.guidance_sha256 is None):
+            raise _invalid(f"role {name!r}: guidance and guidance_sha256 go together")
+        if table.guidance is not None and table.guidance_sha256 is not None:
+            if table.instructions is not None:
+                raise _invalid(f"role {name!r}: instructions and guidance are exclusive")
+            instructions, guidance = read_guidance(table.guidance, table.guidance_sha256,
+                                                   base_dir)
+        if table.build_sha256 is not None and table.build is None:
+            raise _invalid(f"role {name!r}: build_sha256 needs a build")
         roles.append(Role(
             name=name,
             arm=table.arm or name,
-            instructions=table.instructions or DEFAULT_INSTRUCTIONS,
+            instructions=instructions,
             command=None if table.command is None else list(table.command),
             timeout_seconds=table.timeout_seconds,
             settings=table.settings, cwd=cwd, env=table.env, proxy=table.proxy,
+            guidance=guidance, build=build, build_sha256=table.build_sha256,
         ))
     reader = profile_from_table(spec.reader, "reader", base_dir) or Profile()
     summariser = None
@@ -382,6 +414,7 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
         judge=judge_from_table(spec.judge, base_dir), boundary=boundary,
         containment=spec.containment, isolation=spec.isolation, probe_mode=spec.probe_mode,
+        design=list(spec.design),
     )
     validate_campaign(campaign)
     return campaign
@@ -447,6 +480,7 @@ def validate_campaign(c: Campaign) -> None:
     for key, maximum in DEADLINE_MAXIMA.items():
         _check_seconds(f"deadlines.{key}", getattr(c.deadlines, key), maximum)
     _validate_folds(c)
+    validate_design([r.name for r in c.roles], c.design)
     validate_profile(c.reader, "reader")
     if c.summariser is not None:
         validate_profile(c.summariser, "summariser")
@@ -500,7 +534,7 @@ def _validate_folds(c: Campaign) -> None:
         _validate_settings(r)
         if r.command is None:
             for key, value in (("timeout_seconds", r.timeout_seconds), ("cwd", r.cwd),
-                               ("env", r.env), ("proxy", r.proxy)):
+                               ("env", r.env), ("proxy", r.proxy), ("build", r.build)):
                 if value is not None:
                     raise _invalid(f"role {r.name!r}: {key} applies to command roles only")
             if r.arm in DECLARED_ARMS:

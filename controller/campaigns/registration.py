@@ -31,6 +31,7 @@ from efold.controller.campaigns.campaign import (
     cap_units,
     validate_campaign,
 )
+from efold.controller.campaigns.design import check_build_digests, check_design
 from efold.controller.campaigns.judge_profile import judge_document
 from efold.controller.campaigns.profiles import profile_catalog, profile_rmax_units
 from efold.controller.campaigns.subset import Subset, merge, narrow_campaign, narrow_selection
@@ -42,6 +43,7 @@ from efold.folds.errors import FoldError
 from efold.folds.pinning import fold_identity
 from efold.guard import contract_policy
 from efold.input_files import REGISTRATION_LIMIT, InputFileError, read_input
+from efold.protocol.records import DesignRecord
 from efold.registry import make_private_dir, publish_exclusive
 from efold.worker import faux_reader
 
@@ -83,6 +85,9 @@ class Registration(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # without one keeps the bytes it had before subsets existed. With one, ``campaign``
     # holds only the kept roles and ``selection`` only the kept traces and probes.
     subset: Subset | UnsetType = UNSET
+    # The campaign's declared comparisons as checked at register, with their digests
+    # (``controller.campaigns.design``); UNSET (never encoded) without a design.
+    design: list[DesignRecord] | UnsetType = UNSET
 
 
 def subset_of(reg: Registration) -> Subset | None:
@@ -185,6 +190,8 @@ def compute_registration(campaign: Campaign, raw: bytes,
     if subset is not None:
         campaign, subset = narrow_campaign(campaign, subset)
         selection, subset = _narrow(campaign, selection, subset)
+    check_build_digests(campaign.roles)
+    design = check_design(campaign.roles, campaign.design)
     digests = Digests(
         corpus=corpus_digest(items) if campaign.boundary is None
         else digest_of([corpus_digest(items), cases_digest(cases)]),
@@ -203,6 +210,7 @@ def compute_registration(campaign: Campaign, raw: bytes,
         rmax_units=profile_rmax_units(campaign.reader),
         selection=selection,
         subset=UNSET if subset is None else subset,
+        design=design or UNSET,
     )
 
 

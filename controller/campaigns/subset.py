@@ -92,7 +92,9 @@ def narrow_campaign(campaign: Campaign, subset: Subset) -> tuple[Campaign, Subse
     if unknown:
         raise _unknown("roles", unknown, f"campaign {campaign.name!r}", names)
     kept = [r for r in campaign.roles if r.name in subset.roles]
-    return (msgspec.structs.replace(campaign, roles=kept),
+    # A declared comparison stays only with both its roles.
+    design = [d for d in campaign.design if set(d.roles) <= set(subset.roles)]
+    return (msgspec.structs.replace(campaign, roles=kept, design=design),
             msgspec.structs.replace(subset, roles=[r.name for r in kept]))
 
 

@@ -110,6 +110,7 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
                             and registration.campaign.isolation == "required"),
         offer_lookup=(registration is not None
                       and registration.campaign.probe_mode == LOOKUP_ALLOWED),
+        build=role.build,
     )
 
 

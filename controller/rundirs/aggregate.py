@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,6 +38,7 @@ from efold.folds.registry import calls_summariser, extracts_ledger
 from efold.isolation import Isolation
 from efold.protocol.records import (
     OPAQUE_ID,
+    DesignRecord,
     Plan,
     PlannedSlot,
     Receipt,
@@ -91,6 +92,7 @@ class RunView:
     build: str | None = None  # the registration's build digest
     route: RouteKind | None = None  # faux, local or real (``campaign.route_kind``)
     probe_mode: ProbeMode | None = None  # the registration's (``folds.probe_modes``)
+    design: list[DesignRecord] = field(default_factory=list)  # the registration's
 
 
 def receipt_name(slot: str) -> str:
@@ -280,7 +282,8 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,
                    facts, None if judge is None else f"{judge.provider}/{judge.model}",
-                   reg.digests.build, route_kind(reg.campaign), reg.campaign.probe_mode)
+                   reg.digests.build, route_kind(reg.campaign), reg.campaign.probe_mode,
+                   [] if isinstance(reg.design, msgspec.UnsetType) else list(reg.design))
 
 
 # Every journal column that records a time (Unix ns): the run's span reads them all.
@@ -397,7 +400,7 @@ def build_run_results(view: RunView) -> Results:
         run_facts=view.facts, reader=view.reader, summariser_spends=view.summariser_spends,
         judge=view.judge,
         summarisers=view.summarisers, build=view.build, route=view.route,
-        probe_mode=view.probe_mode,
+        probe_mode=view.probe_mode, design=view.design,
     )
 
 
