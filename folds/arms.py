@@ -11,13 +11,13 @@
 | ``store`` | as cold-rebuild, plus the history lookup tools over the retained store |
 | ``store-compaction`` | as compaction, plus the history lookup tools over the retained store |
 | ``pack`` | cold boundary + the deterministic pack (``pack.py``) + the lookup tools |
+| ``restart-switch-compact`` | a fresh process over the durable session, its cold boundary, then one compaction of that |
+| ``ledger-cold`` | cold boundary + the progressive ledger three extractions committed (``ledger.py``) |
 
 The lookup tools are offered only under the probe mode ``lookup-allowed-v1``
 (``folds.probe_modes``): under ``recall-only``, the default, every checkpoint is
 published without its store and offers nothing, and the arms whose only difference is
 the offer (``native-lookup``, ``store``, ``store-compaction``) are not admitted.
-| ``restart-switch-compact`` | a fresh process over the durable session, its cold boundary, then one compaction of that |
-| ``ledger-cold`` | cold boundary + the progressive ledger three extractions committed (``ledger.py``) |
 
 Each receipt records the boundary actually crossed and the pressure the arm is designed
 to test (reference "Evidence checked per sample"); pressure is required on long traces
@@ -116,18 +116,24 @@ class NativeLookupFold(NativeFold):
 
 
 class _ColdBoundaryFold:
-    """The model-change reseed (cold boundary), optionally with the store and the pack."""
+    """The model-change reseed (cold boundary), optionally with the store and the pack.
+    ``lookup`` False: built for a probe mode that offers no lookup (recall-only), so the
+    pack's text names no tool (the store is withheld all the same, by the prep child)."""
 
     name = ""
     derives_from_source = True
     offers_lookup = False
     includes_pack = False
 
+    def __init__(self, *, lookup: bool = True) -> None:
+        self.lookup = lookup
+
     def build(self, prefix: TracePrefix) -> Checkpoint:
         transcript = session_transcript(prefix.events)
         cold = cold_boundary(transcript)
         retained = retain(transcript) if self.offers_lookup else None
-        pack = build_pack(retained) if retained is not None and self.includes_pack else None
+        pack = (build_pack(retained, lookup=self.lookup)
+                if retained is not None and self.includes_pack else None)
         messages = cold.messages
         if pack is not None:
             messages = [ReaderMessage(role="user", content=pack.text), *messages]

@@ -33,8 +33,10 @@ The command must write ONE JSON object to stdout and exit 0::
 (each of its four members optional; unknown keys, wrong types or ``null`` are refused);
 without it the checkpoint's state is derived from its visible messages by the rule of
 ``folds.state``.
-Offering the tools gives the reader efold's standard retained store over the same
-events (privacy rule included); a command cannot supply store content. efold computes
+Asking for the tools gives the reader efold's standard retained store over the same
+events (privacy rule included) where the campaign's probe mode offers a lookup
+(``folds.probe_modes``; the default, recall-only, offers none); a command cannot supply
+store content. efold computes
 the receipt itself from the returned messages: a command's own counts are not trusted.
 
 Failures, each a ``PluginError`` with its code: the command runs past ``timeout_s``

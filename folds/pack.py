@@ -41,6 +41,12 @@ PACK_HEADER = (
     "Continuity pack (deterministic; each entry cites its source record; identifier "
     "values are kept in the history store: read a cited record with history_get)"
 )
+# Where no lookup is offered (recall-only), the pack does not name a tool the reader
+# does not have: it says plainly that the cited records are not part of what it holds.
+PACK_HEADER_WITHOUT_LOOKUP = (
+    "Continuity pack (deterministic; each entry cites its source record; identifier "
+    "values are in the cited records, which are not part of this context)"
+)
 _SECTIONS = (
     ("rules", "Owner rules:"),
     ("corrections", "Corrections:"),
@@ -114,9 +120,11 @@ def extract_entries(retained: RetainedStore, *, values: bool = False) -> list[Pa
     return entries
 
 
-def build_pack(retained: RetainedStore) -> Pack:
-    """The bounded pack for a retained store (see the module docstring)."""
-    return render_entries(extract_entries(retained), PACK_HEADER)
+def build_pack(retained: RetainedStore, *, lookup: bool = True) -> Pack:
+    """The bounded pack for a retained store (see the module docstring); ``lookup``:
+    whether the reader is offered the lookup tools its header names."""
+    header = PACK_HEADER if lookup else PACK_HEADER_WITHOUT_LOOKUP
+    return render_entries(extract_entries(retained), header)
 
 
 def render_entries(entries: list[PackEntry], header: str, *,

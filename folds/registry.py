@@ -83,6 +83,11 @@ def _offline_provider_compact(arm: str) -> Fold:
     return ProviderCompactFold(endpoint, compactor, provider="faux")
 
 
+# Built-in arms whose reader-visible text names the lookup tools when they are offered,
+# each built for a probe mode that offers none (``folds.probe_modes``).
+NAMES_LOOKUP: dict[str, Callable[[], Fold]] = {"pack": lambda: PackFold(lookup=False)}
+
+
 # The built-in arms whose boundary is a compaction: the ones a summariser writes for.
 SUMMARISING_ARMS: dict[str, Callable[[Summariser | None], Fold]] = {
     "compaction": CompactionFold,
@@ -245,15 +250,20 @@ def fold_for(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     summariser: Summariser | None = None,
+    lookup: bool = True,
 ) -> Fold:
     """The fold a campaign role stands for: an external command when ``command`` is
     given (named ``arm``, run with ``env`` in ``cwd``; ``timeout_s`` None is the external
     default),
     otherwise ``get_fold(arm)``, except that a compaction arm (``uses_summariser``) is
-    built with ``summariser`` when one is given. Other arms ignore ``summariser``."""
+    built with ``summariser`` when one is given. Other arms ignore ``summariser``.
+    ``lookup`` False: the probe mode offers no lookup, and an arm whose text would name
+    the lookup tools (``NAMES_LOOKUP``) is built without naming them."""
     if command is None:
         if summariser is not None and arm in SUMMARISING_ARMS:
             return SUMMARISING_ARMS[arm](summariser)
+        if not lookup and arm in NAMES_LOOKUP:
+            return NAMES_LOOKUP[arm]()
         return get_fold(arm)
     from efold.folds.external import DEFAULT_TIMEOUT_S, ExternalCommandFold
 

@@ -26,6 +26,7 @@ from efold.boundary.case import Case
 from efold.boundary.incidents import JudgedRun, incident
 from efold.boundary.validate import CaseOutcome
 from efold.corpus.model import Category
+from efold.folds.probe_modes import NATIVE_ARMS
 from efold.protocol.records import Receipt
 from efold.report.schema import ArmContrast, ArmSummary, BoundaryResults, RunRow
 from efold.report.stats import nearest_rank, paired_counts, proportion
@@ -81,12 +82,12 @@ def _summary(arm: str, runs: Sequence[JudgedRun]) -> ArmSummary:
 def campaign_boundary(roles: Sequence[str], arms: Sequence[str], receipts: Sequence[Receipt],
                       *, build: str, model: str | None) -> BoundaryResults | None:
     """A campaign's boundary results (its roles are the arms compared), or None when it
-    ran no boundary case. The reference is the first role whose arm is ``native``, else
-    the first role."""
+    ran no boundary case. The reference is the first role whose arm is ``native`` or
+    ``native-lookup`` (``folds.probe_modes.NATIVE_ARMS``), else the first role."""
     if not any(r.category == Category.BOUNDARY.value for r in receipts):
         return None
     order = list(roles)
-    native = [role for role, arm in zip(roles, arms, strict=True) if arm == "native"]
+    native = [role for role, arm in zip(roles, arms, strict=True) if arm in NATIVE_ARMS]
     if native:
         order.remove(native[0])
         order.insert(0, native[0])

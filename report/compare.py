@@ -82,6 +82,8 @@ class Side(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # retained, open) and its cap; null for results written before the journal's money.
     money: RunMoney | None
     cap: Money
+    # The registration's probe mode (``RunInfo.probe_mode``); null when unknown.
+    probe_mode: str | None = None
 
 
 class Changed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -96,6 +98,7 @@ class Changed(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     roles: bool  # role names, their order, or a role's arm
     status: bool  # verdict or stop code
     digests: list[str]  # names of the registration digests that differ, sorted
+    probe_mode: bool = False  # whether the lookup was offered differs (or is unknown)
 
 
 class SlotCoverage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -163,6 +166,7 @@ def _side(results: Results, facts: RegistrationFacts) -> Side:
         verdict=status.verdict if status is not None else None,
         stop=status.stop if status is not None else None, execution=results.execution,
         money=results.money, cap=results.cap,
+        probe_mode=None if results.run is None else results.run.probe_mode,
     )
 
 
@@ -178,6 +182,7 @@ def _changed(a: Side, b: Side) -> Changed:
         roles=(a.roles, a.arms) != (b.roles, b.arms),
         status=(a.verdict, a.stop) != (b.verdict, b.stop),
         digests=[n for n in names if a.digests.get(n) != b.digests.get(n)],
+        probe_mode=a.probe_mode != b.probe_mode,
     )
 
 
@@ -288,6 +293,7 @@ def _changes(c: Comparison) -> Iterator[str]:
     yield _fact("campaign", ch.campaign, a.campaign, b.campaign)
     yield _fact("schedule", ch.schedule, a.schedule_sha256[:12], b.schedule_sha256[:12])
     yield _fact("repeats", ch.repeats, str(a.repeats), str(b.repeats))
+    yield _fact("probe mode", ch.probe_mode, a.probe_mode or "unknown", b.probe_mode or "unknown")
     yield _fact("roles", ch.roles, _roles(a), _roles(b))
     yield _fact("status", ch.status, _status(a), _status(b))
     others = [n for n in ch.digests if n != "build"]

@@ -5,6 +5,7 @@ reading order)."""
 from __future__ import annotations
 
 from efold.errors import Code
+from efold.folds.probe_modes import NATIVE_ARMS
 from efold.report.numbers import (
     FAUX_MONEY,
     MINUS,
@@ -13,7 +14,6 @@ from efold.report.numbers import (
     milliseconds_text,
     money_unit,
 )
-from efold.report.results import NATIVE_ARMS
 from efold.report.schema import (
     Compression,
     CostPerCorrect,
@@ -104,7 +104,8 @@ def compression_table(results: Results) -> Table | None:
               "arm shows), counted by the controller from the trace, per trace and repeat."
               if against_transcript else
               f"Compression is against {reference}, the reference role (the first role "
-              "whose arm is native: the full transcript), paired by trace and repeat."
+              "whose arm is native or native-lookup: the full transcript), paired by trace and "
+              "repeat."
               if reference is not None else
               "No role's arm is native, so there is no reference for compression.")
     faux = f" ({FAUX_MONEY})" if results.reader_faux else ""

@@ -34,6 +34,7 @@ import msgspec
 import efold
 from efold.corpus.model import Availability, Category, Outcome
 from efold.errors import Code
+from efold.folds.probe_modes import NATIVE_ARMS
 from efold.folds.registry import BUILTIN_ARMS
 from efold.protocol.records import (
     DesignRecord,
@@ -152,9 +153,6 @@ UNKNOWN_USAGE_NOTE = (
 # The built-in arms that offer the history lookup tools (``folds.arms``: store, pack).
 LOOKUP_ARMS: frozenset[str] = frozenset(
     name for name, make in BUILTIN_ARMS.items() if getattr(make, "offers_lookup", False))
-# The arms the "versus native" view compares every other role against: the full
-# transcript, without the lookup (recall-only) or with it (lookup-allowed-v1).
-NATIVE_ARMS: frozenset[str] = frozenset({"native", "native-lookup"})
 
 # 1 unit = 5e-8 USD, so one unit is five hundred-millionths of a dollar.
 _USD_PER_UNIT_E8 = 5

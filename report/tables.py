@@ -249,8 +249,9 @@ def _versus_native_table(results: Results) -> Table | None:
         align=align_columns(1, 1 + len(categories)),
         rows=rows,
         caption=f"Accuracy of each role minus that of {native}, the reference role (the "
-                "first role whose arm is native), over the completed pairs both were scored "
-                "on, in percentage points, per category; the 95% CI below each delta. "
+                "first role whose arm is native or native-lookup), over the completed pairs "
+                "both were scored on, in percentage points, per category; the 95% CI below "
+                "each delta. "
                 f"{PAIRED_INTERVAL}",
         legend=VERSUS_TERMS,
         summary=f"{count_noun(len(rows), 'role')}, "

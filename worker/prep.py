@@ -237,7 +237,8 @@ def fold_of(task: PrepTask, slot_dir: str, session: PermitSession | None) -> Fol
 
         return LedgerColdFold(decode_ledger(read_stage_file(task.ledger)))
     return fold_for(task.arm, task.command, timeout_s=task.timeout_seconds, env=env,
-                    cwd=task.cwd, summariser=summariser_for(task, session))
+                    cwd=task.cwd, summariser=summariser_for(task, session),
+                    lookup=task.offer_lookup)
 
 
 FAILURE_FILE = "prep-failure.json"

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from efold.boundary.case import Case
 from efold.boundary.suite import bundled_cases_root, case_item, select_cases
@@ -84,7 +85,13 @@ from efold.corpus.user_suite import load_suite_dir
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.pinning import resolve_program
-from efold.folds.probe_modes import RECALL_ONLY, ProbeMode, admission_refusal
+from efold.folds.probe_modes import (
+    LOOKUP_ALLOWED,
+    PROBE_MODES,
+    RECALL_ONLY,
+    ProbeMode,
+    admission_refusal,
+)
 from efold.folds.registry import DECLARED_ARMS, plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
@@ -258,9 +265,10 @@ class Campaign(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # run refuses the fallback unless its operator passes --process-group-containment).
     # "cgroup": refuse to start without it. "process-group": never create cgroups.
     containment: Literal["cgroup", "process-group"] | None = None
-    # Whether the reader may look anything up (``folds.probe_modes``). The default is
-    # never encoded, so a recall-only registration has the bytes it had before modes.
-    probe_mode: ProbeMode = RECALL_ONLY
+    # Whether the reader may look anything up (``folds.probe_modes``). Invariant: set in
+    # every campaign read from a file and in every registration ``register`` writes;
+    # UNSET (never encoded) only in a registration made before modes.
+    probe_mode: ProbeMode | UnsetType = UNSET
     # Fold code's isolation (``efold.isolation``: no network, writes only its slot).
     # None (never encoded): wherever the kernel allows, and each prep says which it had.
     # "required": a prep child that cannot have both refuses to run fold code
@@ -341,7 +349,7 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     boundary: BoundarySpec | None = None
     containment: Literal["cgroup", "process-group"] | None = None
     isolation: Literal["required"] | None = None
-    probe_mode: ProbeMode = RECALL_ONLY
+    probe_mode: str = RECALL_ONLY
     budgets: Budgets = Budgets()
     deadlines: Deadlines = Deadlines()
     role: dict[str, _RoleTable] = {}
@@ -351,6 +359,14 @@ class _CampaignFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def _invalid(detail: str) -> CampaignError:
     return CampaignError(Code.CAMPAIGN_INVALID, detail)
+
+
+def _probe_mode(value: str) -> ProbeMode:
+    if value == RECALL_ONLY:
+        return RECALL_ONLY
+    if value == LOOKUP_ALLOWED:
+        return LOOKUP_ALLOWED
+    raise _invalid(f"probe_mode {value!r}: one of {', '.join(map(repr, PROBE_MODES))}")
 
 
 def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
@@ -413,7 +429,8 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         budgets=spec.budgets, deadlines=spec.deadlines, version=spec.version,
         summariser=summariser if isinstance(summariser, SummariserProfile) else None,
         judge=judge_from_table(spec.judge, base_dir), boundary=boundary,
-        containment=spec.containment, isolation=spec.isolation, probe_mode=spec.probe_mode,
+        containment=spec.containment, isolation=spec.isolation,
+        probe_mode=_probe_mode(spec.probe_mode),
         design=list(spec.design),
     )
     validate_campaign(campaign)
@@ -557,12 +574,15 @@ def _validate_folds(c: Campaign) -> None:
                                f"available at this revision: {tuple(DECLARED_ARMS)})")
             continue
         _validate_command(c, r, installed)
-    for r in c.roles:  # every fold exists: now, may it run under the probe mode?
-        refusal = admission_refusal(r.arm, r.command is None and r.arm in ARMS, c.probe_mode)
-        if refusal is not None:
-            raise CampaignError(Code.ARM_NOT_IN_PROBE_MODE,
-                                f"{r.arm}: role {r.name!r} may not run under probe_mode = "
-                                f"{c.probe_mode!r}: {refusal}")
+    # Every fold exists: now, may each run under the probe mode? All refusals at once.
+    refused = [(r, why) for r in c.roles if (why := admission_refusal(
+        r.arm, r.command is None and r.arm in ARMS, c.probe_mode)) is not None]
+    if refused:
+        first = refused[0][0]
+        others = "".join(f"; role {r.name!r} ({r.arm}): {why}" for r, why in refused[1:])
+        raise CampaignError(Code.ARM_NOT_IN_PROBE_MODE,
+                            f"{first.arm}: role {first.name!r} may not run under probe_mode "
+                            f"= {c.probe_mode!r}: {refused[0][1]}{others}")
 
 
 def _validate_command(c: Campaign, r: Role,

@@ -17,6 +17,7 @@ from collections.abc import Set as AbstractSet
 from typing import Final
 
 import msgspec
+from msgspec import UnsetType
 
 from efold.controller.campaigns.campaign import Campaign, Role, campaign_items
 from efold.controller.campaigns.profiles import (
@@ -52,7 +53,7 @@ def slot_id(repeat: int, role: str, trace_id: str, probe_id: str) -> str:
 
 
 def checkpoint_key(repeat: int, role: str, trace_id: str,
-                   probe_mode: ProbeMode = RECALL_ONLY) -> str:
+                   probe_mode: ProbeMode | UnsetType = RECALL_ONLY) -> str:
     """A checkpoint's key: its mode's namespace (``folds.probe_modes``), so a
     lookup-allowed checkpoint and a recall-only one never share a key, then repeat, role
     and trace."""

@@ -41,6 +41,7 @@ from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.errors import FoldError
 from efold.folds.pinning import fold_identity
+from efold.folds.probe_modes import RECALL_ONLY
 from efold.guard import contract_policy
 from efold.input_files import REGISTRATION_LIMIT, InputFileError, read_input
 from efold.protocol.records import DesignRecord
@@ -182,7 +183,10 @@ def compute_registration(campaign: Campaign, raw: bytes,
                          subset: Subset | None = None) -> Registration:
     """Freeze a campaign, or the ``subset`` of it (``controller.campaigns.subset``). It is
     validated again here, cap against Rmax included, so a ``Campaign`` built in code
-    cannot register what a campaign file could not."""
+    cannot register what a campaign file could not. A campaign built in code without a
+    probe mode registers under the default, recall-only: a registration always says."""
+    if isinstance(campaign.probe_mode, UnsetType):
+        campaign = msgspec.structs.replace(campaign, probe_mode=RECALL_ONLY)
     validate_campaign(campaign)
     cases = campaign_cases(campaign)
     items = campaign_items(campaign, cases)  # every item validated by its loader

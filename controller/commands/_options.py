@@ -220,8 +220,9 @@ def campaign_option(f: F) -> F:
     """``pilot --campaign NAME|FILE``: register a campaign and run it in one step."""
     return click.option(
         "--campaign", "campaign", default=None, metavar="NAME|FILE",
-        help="--faux: register this campaign (a TOML file, or `default` / `hard`) and run "
-             "it; the registration is printed and kept in the run directory.")(f)
+        help="--faux: register this campaign (a TOML file, or a bundled one: `default`, "
+             "`original`, `hard`, `boundary`, `resume`, `lookup`) and run it; the "
+             "registration is printed and kept in the run directory.")(f)
 
 
 class PilotRegistration(NamedTuple):

@@ -44,8 +44,8 @@ def command() -> None:
 @command.command("check")
 @click.argument("fold")
 @click.option("--campaign", "campaign", default=None, metavar="FILE",
-              help="A campaign file (or a bundled one: `default`, `original`, `hard`): FOLD is "
-                   "then one of its roles.")
+              help="A campaign file (or a bundled one: `default`, `original`, `hard`, "
+                   "`boundary`, `resume`, `lookup`): FOLD is then one of its roles.")
 @click.option("--trace", "trace", default=None, metavar="T",
               help="A trace id of the suite (default: the campaign's first trace).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
@@ -111,7 +111,8 @@ def _describe(c: FoldCheck) -> Iterator[str]:
     yield f"  messages: {kept.messages}"
     yield f"  visible bytes: {kept.visible_bytes:,}"
     yield f"  estimated tokens: {kept.tokens_estimate:,}"
-    yield f"  tools offered: {', '.join(kept.tools) or 'none'}"
+    withheld = " (recall-only: no lookup is offered)" if c.probe_mode == "recall-only" else ""
+    yield f"  tools offered: {', '.join(kept.tools) or 'none'}{withheld}"
     if kept.store_records is None:
         yield "  store: none"
     else:

@@ -128,7 +128,9 @@ def command(registration: str | None, sha256: str | None, continue_run: str | No
         "roles": roles,
         "traces": len(traces),
         "repeats": plan.repeats,
-        "probe_mode": reg.campaign.probe_mode,
+        # Null: registered before probe modes (the lookup offered wherever a store is).
+        "probe_mode": None if isinstance(reg.campaign.probe_mode, msgspec.UnsetType)
+        else reg.campaign.probe_mode,
         "checkpoints": len({s.checkpoint for s in plan.slots if s.eligible}),
         # Checkpoints whose prep child failed: their slots will be refused; `preflight`
         # says why, per slot.
@@ -221,7 +223,8 @@ def describe_plan(summary: dict[str, object], unprepared: dict[str, dict[str, ob
         f"campaign {summary['campaign']}: {summary['slots']} slots, {summary['eligible']} "
         f"eligible, {summary['skipped_inventory_infeasible']} skipped (inventory-infeasible)",
         f"  roles ({len(roles)}, in report order): {', '.join(roles)}",
-        f"  probe mode {summary['probe_mode']} · traces {summary['traces']} · repeats "
+        f"  probe mode {summary.get('probe_mode') or 'unknown (registered before modes)'}"
+        f" · traces {summary['traces']} · repeats "
         f"{summary['repeats']} · checkpoints "
         f"{summary['checkpoints']} ({summary['checkpoints_unprepared']} unprepared)",
         f"  schedule sha256 {summary['schedule_sha256']}",

@@ -24,8 +24,9 @@ from efold.errors import EfoldError
 def command(campaign: str, output: str, subset: Subset | None) -> None:
     """Validate a campaign, freeze its digests and write registration.json.
 
-    CAMPAIGN is a TOML file, or `default` / `hard` for a bundled campaign. Prints the
-    registration's sha256: every later command takes --registration FILE --sha256 SHA.
+    CAMPAIGN is a TOML file, or a bundled campaign: `default`, `original`, `hard`,
+    `boundary`, `resume` or `lookup`. Prints the registration's sha256: every later
+    command takes --registration FILE --sha256 SHA.
 
     --roles, --traces, --probes and --limit register a subset of the campaign: a new
     registration with its own sha256 (the campaign's sha256 stays the file's), whose

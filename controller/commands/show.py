@@ -28,7 +28,8 @@ def _text(details: RunDetails) -> Iterator[str]:
     run, ex = details.run, details.execution
     yield f"status: {details.headline}"
     yield f"run: {run.path}"
-    yield f"campaign: {run.campaign}"
+    yield f"campaign: {run.campaign}" + (f" (probe mode {run.probe_mode})"
+                                          if run.probe_mode else "")
     yield f"started: {started_text(run)}"
     gone = (f", receipt copies missing {ex.receipt_copies_missing}"
             if ex.receipt_copies_missing else "")

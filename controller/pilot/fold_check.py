@@ -49,6 +49,7 @@ from efold.corpus import estimate_tokens
 from efold.corpus.model import Availability, SuiteItem
 from efold.errors import Code
 from efold.folds.errors import FoldError, PluginError
+from efold.folds.probe_modes import LOOKUP_ALLOWED, LOOKUP_ONLY_ARMS
 from efold.folds.proxy import LOG_NAME
 from efold.folds.registry import calls_summariser, plugin_arms
 from efold.folds.snapshot import RestoredCheckpoint
@@ -126,6 +127,9 @@ class FoldCheck(msgspec.Struct, frozen=True):
     # How the fold ran (network, writes), as its prep child reported; None: not reported
     # (the child failed before ``Prepared``).
     isolation: Isolation | None = None
+    # The campaign's probe mode, which decides whether the checkpoint keeps the lookup
+    # tools its fold asked for (recall-only: never).
+    probe_mode: str | None = None
 
 
 def fold_kind(role: Role) -> FoldKind:
@@ -169,6 +173,9 @@ def resolve(fold: str, campaign_file: str | None, trace: str | None) -> Target:
     if campaign_file is None:
         campaign = bundled_campaign(_NO_CAMPAIGN)[0]
         role = _bare_role(fold)
+        if role.command is None and role.arm in LOOKUP_ONLY_ARMS:
+            # An arm that is only a lookup offer is checked as it would run: offered it.
+            campaign = msgspec.structs.replace(campaign, probe_mode=LOOKUP_ALLOWED)
     else:
         campaign = _campaign(campaign_file)
         roles = {r.name: r for r in campaign.roles}
@@ -267,6 +274,8 @@ def check_fold(target: Target, *, program: Sequence[str] | None = None) -> FoldC
         summariser_skipped=campaign.summariser is not None and calls_summariser(role),
         interrupted=report.interrupted, proxy_log=log,
         isolation=None if slot is None else slot.isolation,
+        probe_mode=None if isinstance(reg.campaign.probe_mode, msgspec.UnsetType)
+        else reg.campaign.probe_mode,
     )
     if slot is None or slot.code is not None or slot.checkpoint not in seen:
         # Not prepared: the controller's code, and what the prep child says its fold

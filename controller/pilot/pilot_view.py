@@ -422,7 +422,9 @@ def _print_table(outcome: PilotOutcome) -> None:
     results = decode_results(outcome.reports["results.json"])
     faux = results.reader_faux
     money_column = "settled (faux units)" if faux else "settled (USD)"
-    table = Table(title=f"efold pilot: {results.campaign}", title_justify="left")
+    mode = results.run.probe_mode if results.run is not None else None
+    table = Table(title=f"efold pilot: {results.campaign}"
+                        + (f" ({mode})" if mode is not None else ""), title_justify="left")
     for column in ("role", "exact (95% CI)", "median checkpoint", "done", "incompl.",
                    "unadm.", "skipped", "excluded", money_column):
         table.add_column(column, justify="left" if column == "role" else "right",

@@ -33,7 +33,7 @@ from efold.folds.errors import FoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
 from efold.folds.ledger import LEDGER_EXTRACTIONS
 from efold.folds.pinning import fold_sha256
-from efold.folds.probe_modes import LOOKUP_ALLOWED
+from efold.folds.probe_modes import lookup_offered
 from efold.folds.registry import calls_summariser, extracts_ledger, restarts
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.guard import INPUT_ENVELOPE
@@ -109,7 +109,7 @@ def prep_task(role: Role, *, trace_file: str, trace_sha256: str,
         isolation_required=(registration is not None
                             and registration.campaign.isolation == "required"),
         offer_lookup=(registration is not None
-                      and registration.campaign.probe_mode == LOOKUP_ALLOWED),
+                      and lookup_offered(registration.campaign.probe_mode)),
         build=role.build,
     )
 

@@ -282,7 +282,9 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,
                    facts, None if judge is None else f"{judge.provider}/{judge.model}",
-                   reg.digests.build, route_kind(reg.campaign), reg.campaign.probe_mode,
+                   reg.digests.build, route_kind(reg.campaign),
+                   None if isinstance(reg.campaign.probe_mode, msgspec.UnsetType)
+                   else reg.campaign.probe_mode,
                    [] if isinstance(reg.design, msgspec.UnsetType) else list(reg.design))
 
 

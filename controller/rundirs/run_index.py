@@ -89,6 +89,8 @@ class RunEntry(msgspec.Struct, frozen=True):
     # figures above are then the whole chain's. Null for a run that is no link.
     link: int | None = None
     links: int | None = None
+    # The registration's probe mode; null when unknown (registered before modes).
+    probe_mode: str | None = None
 
 
 class RoleLine(msgspec.Struct, frozen=True):
@@ -205,6 +207,7 @@ def _entry(found: FoundRun, results: Results) -> RunEntry:
         accuracy=[RoleAccuracy(role.role, role.overall.exact.successes,
                                role.overall.exact.trials) for role in results.results],
         link=_link_index(found.path, chain), links=None if chain is None else len(chain.links),
+        probe_mode=None if results.run is None else results.run.probe_mode,
     )
 
 

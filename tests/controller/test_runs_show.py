@@ -156,7 +156,7 @@ def test_show_prints_status_counts_spend_and_report_paths(root: Path) -> None:
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
     assert lines[0] == "status: Complete"
-    assert "campaign: small" in lines
+    assert "campaign: small (probe mode recall-only)" in lines
     assert any(line.startswith("slots: 16/16 visited") for line in lines)
     for name in ("results.json", "summary.md", "report.html"):
         assert f"{name}: {run / name}" in lines

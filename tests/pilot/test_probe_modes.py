@@ -11,14 +11,27 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from efold.controller.campaigns.campaign import ARMS, parse_campaign
 from efold.controller.campaigns.plan import plan_for
-from efold.controller.campaigns.registration import compute_registration
+from efold.controller.campaigns.registration import (
+    Registration,
+    compute_registration,
+    encode_registration,
+)
 from efold.folds import read_checkpoint
-from efold.folds.probe_modes import LOOKUP_MODE_ARMS, LOOKUP_ONLY_ARMS
+from efold.folds.pack import PACK_HEADER, PACK_HEADER_WITHOUT_LOOKUP
+from efold.folds.probe_modes import (
+    LOOKUP_MODE_ARMS,
+    LOOKUP_ONLY_ARMS,
+    admission_refusal,
+    checkpoint_namespace,
+    lookup_offered,
+)
 from efold.folds.request import checkpoint_to_request
+from efold.report import build_results, render_markdown
 
 EFOLD = str(Path(sys.executable).with_name("efold-controller"))
 # Every built-in arm recall-only admits that the faux route can build on the original
@@ -86,6 +99,10 @@ def test_recall_only_offers_no_lookup_on_any_arm(tmp_path: Path) -> None:
             assert cp.receipt.tools_offered == [] and cp.receipt.store is None, (role, key)
             payload = checkpoint_to_request(cp, "q", model="m", instructions="i")
             assert "tools" not in payload and "tool_choice" not in payload, role
+            # Nothing the reader sees names a tool it does not have.
+            assert "history_get" not in json.dumps(payload), role
+            if role == "pack":
+                assert cp.messages[0].content.startswith(PACK_HEADER_WITHOUT_LOOKUP)
     receipts = [json.loads(p.read_bytes()) for p in (run / "receipts").iterdir()]
     assert len(receipts) == 2 * 4 * len(keys)
     assert all(r["status"] == "completed" for r in receipts), receipts
@@ -120,6 +137,7 @@ def test_lookup_allowed_v1_runs_the_reference_smoke(tmp_path: Path) -> None:
                 assert cp.receipt.boundary.kind == "none"
             else:
                 assert cp.receipt.pack is not None
+                assert cp.messages[0].content.startswith(PACK_HEADER)
     receipts = [json.loads(p.read_bytes()) for p in (run / "receipts").iterdir()]
     assert receipts and all(r["status"] == "completed" for r in receipts)
     pack = [r for r in receipts if r["role"] == "pack"]
@@ -185,3 +203,64 @@ def test_the_mode_is_bound_into_the_registration_and_the_keys() -> None:
     lookup_keys = {s.checkpoint for s in plan_lookup.slots}
     assert recall_keys and not recall_keys & lookup_keys
     assert lookup_keys == {f"lookup-allowed-v1.{k}" for k in recall_keys}
+
+
+def test_every_arm_a_mode_refuses_is_named_with_what_to_do(tmp_path: Path) -> None:
+    done = register(tmp_path, 'name = "r"\nsuite = "original"\n'
+                              'roles = ["native", "store", "keep", "pack"]\n'
+                              '[role.keep]\narm = "store-compaction"\n')
+    assert done.returncode == 2
+    said = done.stderr
+    assert said.startswith("refused: arm_not_in_probe_mode (store: role 'store' "), said
+    assert "role 'keep' (store-compaction)" in said
+    assert "drop it, or run it in a campaign of its own" in said
+
+
+def test_a_registration_made_before_modes_reads_as_unknown() -> None:
+    text = 'name = "r"\nsuite = "original"\nroles = ["pack"]\nprobe_limit = 1\ncap_usd = "20.00"\n'
+    reg = compute_registration(parse_campaign(text), text.encode())
+    doc = msgspec.json.decode(encode_registration(reg))
+    assert doc["campaign"]["probe_mode"] == "recall-only"  # always written now
+    del doc["campaign"]["probe_mode"]
+    old = msgspec.convert(doc, Registration)
+    mode = old.campaign.probe_mode
+    # What such a registration did: every arm ran, the lookup offered where a store was.
+    assert mode is msgspec.UNSET and lookup_offered(mode)
+    assert admission_refusal("store", True, mode) is None
+    assert checkpoint_namespace(mode) == ""
+    plan = plan_for(old)
+    results = build_results(plan, [], faux=True, probe_mode=None)
+    assert results.run is not None and results.run.probe_mode is None
+    assert "probe mode" not in render_markdown(results)
+
+
+def test_compare_says_the_probe_mode_changed(tmp_path: Path) -> None:
+    runs = []
+    for mode in ("recall-only", "lookup-allowed-v1"):
+        work = tmp_path / mode
+        work.mkdir()
+        ran = efold(work, "pilot", "--faux", "--campaign", str(_pack_campaign(work, mode)),
+                    "--run-dir", "run", "--quiet")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        runs.append(work / "run")
+    done = efold(tmp_path, "compare", str(runs[0]), str(runs[1]))
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("probe mode"))
+    assert "differs" in line and "A recall-only" in line and "B lookup-allowed-v1" in line
+
+
+def _pack_campaign(work: Path, mode: str) -> Path:
+    path = work / "c.toml"
+    path.write_text(f'name = "p"\nsuite = "original"\nroles = ["pack"]\nprobe_limit = 2\n'
+                    f'cap_usd = "20.00"\nprobe_mode = "{mode}"\n')
+    return path
+
+
+def test_fold_check_runs_a_lookup_arm_as_it_would_run_and_says_what_recall_only_holds(
+        tmp_path: Path) -> None:
+    store = efold(tmp_path, "fold", "check", "store")
+    assert store.returncode == 0, store.stdout + store.stderr
+    assert "  tools offered: history_search, history_get" in store.stdout
+    pack = efold(tmp_path, "fold", "check", "pack")
+    assert pack.returncode == 0, pack.stdout + pack.stderr
+    assert "  tools offered: none (recall-only: no lookup is offered)" in pack.stdout
