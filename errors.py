@@ -206,6 +206,7 @@ class Code(enum.StrEnum):
     DESIGN_DIRECTION_INVALID = "design_direction_invalid"  # a declared comparison differs elsewhere
     GUIDANCE_DIGEST_MISMATCH = "guidance_digest_mismatch"  # a guidance file's bytes moved
     BUILD_DIGEST_MISMATCH = "build_digest_mismatch"  # a build tree is not the one declared
+    BUILD_CONTAINS_OUTPUT = "build_contains_output"  # a registration or run would land in a build
     CAMPAIGN_NOT_FOUND = "campaign_not_found"  # no such file, and no bundled campaign
     SUBSET_UNKNOWN = "subset_unknown"  # --roles/--traces/--probes name an id not there
     SUBSET_EMPTY = "subset_empty"  # the subset flags keep no slot

@@ -32,12 +32,18 @@ def _skipped(name: str) -> bool:
 def build_manifest(root: str) -> dict[str, str]:
     """Relative path -> sha256 of every file of the tree at ``root`` (module docstring);
     ``PluginError`` (``fold_plugin_invalid``) for anything that cannot be pinned."""
-    if not os.path.isdir(root) or os.path.islink(root):
+    if os.path.islink(root):
+        raise PluginError(Code.FOLD_PLUGIN_INVALID,
+                          f"build {root!r} is a link: name the directory itself")
+    if not os.path.isdir(root):
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"build {root!r} is not a directory")
     manifest: dict[str, str] = {}
     total = 0
+    def unreadable(exc: OSError) -> None:
+        raise exc  # a directory os.walk cannot list is not skipped: it is refused
+
     try:
-        for folder, dirs, files in os.walk(root):
+        for folder, dirs, files in os.walk(root, onerror=unreadable):
             dirs[:] = sorted(d for d in dirs if not _skipped(d))
             for name in sorted(files):
                 if _skipped(name):
@@ -59,10 +65,14 @@ def build_manifest(root: str) -> dict[str, str]:
                 if os.path.islink(os.path.join(folder, name)):
                     relative = os.path.relpath(os.path.join(folder, name), root)
                     raise PluginError(Code.FOLD_PLUGIN_INVALID,
-                                      f"build {root!r}: {relative} is a link (not pinned)")
+                                      f"build {root!r}: {relative} is a link (not pinned; a "
+                                      "virtual environment belongs outside the tree, or in "
+                                      "a hidden one such as .venv)")
     except OSError as exc:
+        where = os.path.relpath(exc.filename, root) if exc.filename else "it"
         raise PluginError(Code.FOLD_PLUGIN_INVALID,
-                          f"build {root!r}: cannot read it ({exc.strerror})") from exc
+                          f"build {root!r}: cannot read {where} ({exc.strerror}); a build "
+                          "tree is read whole") from exc
     if not manifest:
         raise PluginError(Code.FOLD_PLUGIN_INVALID, f"build {root!r} holds no file")
     return manifest

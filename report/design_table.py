@@ -7,18 +7,11 @@ from __future__ import annotations
 
 from efold.report.numbers import count
 from efold.report.schema import Results
-from efold.report.table_kit import Table, align_columns
+from efold.report.table_kit import Table, align_columns, format_delta_ci
 
 __all__ = ["design_table"]
 
 _SHORT = 12
-
-
-def _delta(pairs: int, delta_pp: float | None, low: float | None, high: float | None) -> str:
-    if delta_pp is None or pairs == 0:
-        return "-"
-    interval = "" if low is None or high is None else f" ({low:+.1f} to {high:+.1f})"
-    return f"{delta_pp:+.1f} pp{interval}"
 
 
 def design_table(results: Results) -> Table | None:
@@ -28,13 +21,8 @@ def design_table(results: Results) -> Table | None:
     for pair in results.design:
         what = (", ".join(pair.changed) if pair.differs == "build" else
                 f"{pair.base_sha256[:_SHORT]} → {pair.treatment_sha256[:_SHORT]}")
-        counts = pair.contrast
-        interval = counts.delta_pp95
         rows.append([f"{pair.base} → {pair.treatment}", pair.differs, what,
-                     count(counts.pairs),
-                     _delta(counts.pairs, counts.delta_pp,
-                            None if interval is None else interval.lower,
-                            None if interval is None else interval.upper)])
+                     count(pair.contrast.pairs), format_delta_ci(pair.contrast)])
     return Table(
         title="Declared comparisons",
         headers=["base → treatment", "differs in", "what differs", "pairs",
@@ -43,5 +31,8 @@ def design_table(results: Results) -> Table | None:
         rows=rows,
         caption="The registration's design: each pair was checked at register to differ "
                 "only where declared. Paired over the slots both roles completed on the "
-                "same trace, probe and repeat; descriptive, not a significance claim.",
+                "same trace, probe and repeat; descriptive, not a significance claim. "
+                + ("The faux reader ignores instructions, so a guidance pair reads no "
+                   "difference here." if results.reader_faux and any(
+                       p.differs == "guidance" for p in results.design) else ""),
     )

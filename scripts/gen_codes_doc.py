@@ -327,6 +327,11 @@ MEANINGS: dict[str, str] = {
     "digests. Nothing is registered.",
     "build_digest_mismatch": "`register`: a role's build tree does not have the digest "
     "its `build_sha256` says. The detail names the role, the tree and both digests.",
+    "build_contains_output": "`register --output`, `pilot` or `smoke` would write a "
+    "registration or a run inside a role's build tree, whose files are pinned: every "
+    "later command would refuse the registration. Nothing is written; put the output "
+    "outside the tree (run from another directory, or pass `--output`, `--runs` or "
+    "`--run-dir` elsewhere).",
     "arm_not_in_probe_mode": "`register`: the campaign's `probe_mode` does not admit a "
     "role's arm. `recall-only` (the default) refuses `native-lookup`, `store` and "
     "`store-compaction`, which differ from another arm only by the lookup offer; "

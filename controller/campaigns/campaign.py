@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import os
 import re
 import tomllib
 from collections.abc import Callable
@@ -387,8 +388,15 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
         table = spec.role.get(name, _RoleTable())
         if table.arm is not None and table.command is not None:
             raise _invalid(f"role {name!r}: arm and command are exclusive")
-        cwd, build = (str((base_dir or Path.cwd()).joinpath(d).absolute())
-                      if d and "\0" not in d else d for d in (table.cwd, table.build))
+        cwd = table.cwd
+        if cwd and "\0" not in cwd:
+            cwd = str((base_dir or Path.cwd()).joinpath(cwd).absolute())
+        build = table.build
+        if build is not None:
+            if not build or "\0" in build:
+                raise _invalid(f"role {name!r}: build must name a directory")
+            # Normalised (no "..": the design check reads paths inside it as the build).
+            build = os.path.abspath((base_dir or Path.cwd()) / build)
         instructions, guidance = table.instructions or DEFAULT_INSTRUCTIONS, None
         if (table.guidance is None) != (table.guidance_sha256 is None):
             raise _invalid(f"role {name!r}: guidance and guidance_sha256 go together")
@@ -397,8 +405,10 @@ def parse_campaign(text: str, base_dir: Path | None = None) -> Campaign:
                 raise _invalid(f"role {name!r}: instructions and guidance are exclusive")
             instructions, guidance = read_guidance(table.guidance, table.guidance_sha256,
                                                    base_dir)
-        if table.build_sha256 is not None and table.build is None:
-            raise _invalid(f"role {name!r}: build_sha256 needs a build")
+        if table.build_sha256 is not None and (
+                table.build is None or not re.fullmatch(r"[0-9a-f]{64}", table.build_sha256)):
+            raise _invalid(f"role {name!r}: build_sha256 goes with a build and is 64 "
+                           "lowercase hex digits")
         roles.append(Role(
             name=name,
             arm=table.arm or name,

@@ -57,6 +57,7 @@ from efold.controller.campaigns.design_spec import DesignSpec
 from efold.controller.errors import CampaignError
 from efold.errors import Code
 from efold.folds.build_tree import build_manifest, changed_paths, manifest_sha256
+from efold.folds.errors import FoldError
 from efold.folds.pinning import fold_sha256
 from efold.protocol.records import DesignRecord
 
@@ -69,9 +70,12 @@ def _invalid(spec: DesignSpec, why: str) -> CampaignError:
 
 
 def _as_build(value: object, root: str) -> object:
-    """``value`` with every occurrence of the build root ``root`` read as "the build"."""
+    """``value`` with the build root ``root`` read as "the build" where a string is that
+    root or a path inside it (``/src/before-data`` is not inside ``/src/before``)."""
     if isinstance(value, str):
-        return value.replace(root, _BUILD)
+        if value == root or value.startswith(root + os.sep):
+            return _BUILD + value[len(root):]
+        return value
     if isinstance(value, list):
         return [_as_build(v, root) for v in value]
     if isinstance(value, dict):
@@ -92,18 +96,38 @@ def _differing(a: dict[str, object], b: dict[str, object]) -> list[str]:
     return [key for key in a if a[key] != b[key]]
 
 
+def _uses_build(role: Role, root: str) -> bool:
+    """Whether ``role``'s command runs something of its build: its program, an argument
+    or its working directory is the tree or inside it."""
+    cwd = role.cwd
+    paths = [os.path.normpath(os.path.join(cwd, arg) if cwd else arg)
+             for arg in role.command or () if cwd or os.path.isabs(arg)]
+    if cwd:
+        paths.append(os.path.normpath(cwd))
+    return any(p == root or p.startswith(root + os.sep) for p in paths)
+
+
 def _check_build(spec: DesignSpec, base: Role, treatment: Role) -> DesignRecord:
     if base.build is None or treatment.build is None:
         raise _invalid(spec, "both roles need a build tree (build = DIR on a command or "
                              "proxy role)")
-    before, after = build_manifest(base.build), build_manifest(treatment.build)
+    for role, root in ((base, base.build), (treatment, treatment.build)):
+        if not _uses_build(role, root):
+            raise _invalid(spec, f"role {role.name!r} runs nothing from its build {root}: "
+                                 "name its program or script inside the tree (or set cwd "
+                                 "there), so the build is what runs")
+    before, after = _manifest(base), _manifest(treatment)
     changed = changed_paths(before, after)
     if not changed:
         raise _invalid(spec, "the two builds are identical, file for file")
+    unknown = [p for p in spec.paths if p not in before and p not in after]
+    if unknown:
+        raise _invalid(spec, f"paths names no file of either build: {', '.join(unknown[:5])}")
     undeclared = [p for p in changed if p not in spec.paths]
     if undeclared:
         raise _invalid(spec, f"the builds also differ in {len(undeclared)} undeclared "
-                             f"file(s): {', '.join(undeclared[:5])}")
+                             f"file(s): {', '.join(undeclared[:5])} (declare each in paths, "
+                             "or make the trees equal there)")
     outside = _differing(_fold_fields(base, base.build),
                          _fold_fields(treatment, treatment.build))
     if base.instructions != treatment.instructions:
@@ -121,10 +145,40 @@ def _check_build(spec: DesignSpec, base: Role, treatment: Role) -> DesignRecord:
             raise _invalid(spec, "the witness is in the base's build: the pair is declared "
                                  "the wrong way round, or the change is not the treatment")
         if not holds(treatment.build, after):
-            raise _invalid(spec, "the witness is in none of the treatment's changed files")
+            raise _invalid(spec, "the witness is in none of the treatment's changed files "
+                                 "(it must mark the change itself)")
     return DesignRecord(base=base.name, treatment=treatment.name, differs="build",
                         base_sha256=manifest_sha256(before),
                         treatment_sha256=manifest_sha256(after), changed=changed)
+
+
+def _manifest(role: Role) -> dict[str, str]:
+    """``role``'s build manifest; a tree that cannot be pinned is the campaign's
+    mistake (``campaign_invalid``, naming the role), as it is in pinning."""
+    assert role.build is not None
+    try:
+        return build_manifest(role.build)
+    except FoldError as exc:
+        raise CampaignError(Code.CAMPAIGN_INVALID,
+                            f"role {role.name!r}: cannot pin its build: {exc.detail}") from exc
+
+
+def refuse_output_inside_builds(roles: Sequence[Role], path: str | os.PathLike[str],
+                                what: str) -> None:
+    """Refuse (``build_contains_output``) to write ``what`` at ``path`` when it is one of
+    the roles' build trees or inside one: its files would change that build's pin, and
+    every later command would refuse the registration."""
+    target = os.path.realpath(os.fspath(path))
+    for role in roles:
+        if role.build is None:
+            continue
+        root = os.path.realpath(role.build)
+        if target == root or target.startswith(root + os.sep):
+            raise CampaignError(Code.BUILD_CONTAINS_OUTPUT,
+                                f"{what} {os.fspath(path)} is inside role {role.name!r}'s "
+                                f"build tree {role.build}: its files would change the "
+                                "build's pin; put it outside the tree (run from another "
+                                "directory, or pass --output/--runs/--run-dir elsewhere)")
 
 
 def _read(path: str) -> bytes:
@@ -155,11 +209,12 @@ def check_build_digests(roles: Sequence[Role]) -> None:
     ``build_digest_mismatch``, naming both digests)."""
     for role in roles:
         if role.build is not None and role.build_sha256 is not None:
-            actual = manifest_sha256(build_manifest(role.build))
+            actual = manifest_sha256(_manifest(role))
             if actual != role.build_sha256:
                 raise CampaignError(Code.BUILD_DIGEST_MISMATCH,
                                     f"role {role.name!r}: build {role.build} has digest "
-                                    f"{actual}, the campaign says {role.build_sha256}")
+                                    f"{actual}, the campaign says {role.build_sha256}: "
+                                    "restore the tree, or give the digest it has now")
 
 
 def check_design(roles: Sequence[Role], design: Sequence[DesignSpec]) -> list[DesignRecord]:

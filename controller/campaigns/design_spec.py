@@ -4,6 +4,7 @@ with the checks of their shape that need nothing but the campaign file."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ def read_guidance(named: str, sha256: str, base_dir: Path | None) -> tuple[str, 
     file's directory): UTF-8 text, not empty, at most ``MAX_GUIDANCE_BYTES``, whose bytes
     have the sha256 the campaign gives (else ``guidance_digest_mismatch``: a frozen
     prompt that moved is never run as if it had not)."""
+    sha256 = sha256.strip().lower()
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise CampaignError(Code.CAMPAIGN_INVALID,
                             f"guidance_sha256 {sha256!r}: 64 lowercase hex digits")
@@ -64,9 +66,16 @@ def read_guidance(named: str, sha256: str, base_dir: Path | None) -> tuple[str, 
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CampaignError(Code.CAMPAIGN_INVALID, f"guidance {named!r}: not UTF-8") from exc
-    if not text.strip():
-        raise CampaignError(Code.CAMPAIGN_INVALID, f"guidance {named!r} is empty")
+    if not text.strip() or "\0" in text:
+        raise CampaignError(Code.CAMPAIGN_INVALID,
+                            f"guidance {named!r} is empty or holds a NUL (not a prompt)")
     return text, Guidance(path=named, sha256=sha256)
+
+
+def _inside(path: str) -> bool:
+    """A relative, normalised file path that stays inside its tree."""
+    return (bool(path) and "\0" not in path and not path.startswith("/")
+            and posixpath.normpath(path) == path and not path.startswith(".."))
 
 
 def validate_design(role_names: Sequence[str], design: Sequence[DesignSpec]) -> None:
@@ -87,11 +96,11 @@ def validate_design(role_names: Sequence[str], design: Sequence[DesignSpec]) -> 
             raise CampaignError(Code.CAMPAIGN_INVALID, f"{where}: declared twice")
         seen.add(pair)
         if spec.differs == "build":
-            if not spec.paths or not all(p and not p.startswith("/") and "\0" not in p
-                                         for p in spec.paths):
+            if not spec.paths or not all(_inside(p) for p in spec.paths):
                 raise CampaignError(Code.CAMPAIGN_INVALID,
                                     f"{where}: a build comparison names the files the "
-                                    "treatment may change (paths, relative to its build)")
+                                    "treatment may change (paths: files relative to its "
+                                    "build, as keep.py or sub/fold.py, never leaving it)")
             if spec.witness is not None and not spec.witness.strip():
                 raise CampaignError(Code.CAMPAIGN_INVALID, f"{where}: an empty witness")
         elif spec.paths or spec.witness is not None:

@@ -176,7 +176,10 @@ def verify_fold_pins(reg: Registration) -> None:
     registered ``folds`` digest (``campaign_invalid`` if a fold can no longer be pinned)."""
     if digest_of(folds_document(reg.campaign)) != reg.digests.folds:
         raise RegistrationError(Code.REGISTRATION_DIGEST_MISMATCH,
-                                "folds digest changed since registration")
+                                "folds digest changed since registration: a role's fold "
+                                "code (its program, argument files or build tree) differs "
+                                "from what was registered; restore it, or register again "
+                                "to run the fold as it is now")
 
 
 def compute_registration(campaign: Campaign, raw: bytes,
@@ -281,6 +284,9 @@ def load_registration(path: str | os.PathLike[str], sha256: str) -> LoadedRegist
                                 f"{name} is not a registration: {exc}") from exc
     try:
         validate_campaign(reg.campaign)
+        # The folds first: a fold changed since registering (its program, its argument
+        # files, its build tree) is a stale registration, whatever else it now breaks.
+        verify_fold_pins(reg)
         fresh = compute_registration(reg.campaign, b"", subset_of(reg))
     except CampaignError as exc:
         raise RegistrationError(Code.REGISTRATION_INVALID, exc.detail) from exc

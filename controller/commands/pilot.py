@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from efold.controller.campaigns.clean_source import require_clean_source
+from efold.controller.campaigns.design import refuse_output_inside_builds
 from efold.controller.campaigns.local_models import LocalModels
 from efold.controller.campaigns.profiles import SERVER_PRESETS
 from efold.controller.campaigns.registration import REGISTRATION_NAME, LoadedRegistration
@@ -239,6 +240,9 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         containment = check_containment(reg, real=real, process_group_ok=process_group_ok)
         dispatch = replace(dispatch, part=chosen.part, continued=continued)
         beside = None if continue_run is None else Path(continue_run).absolute().parent
+        refuse_output_inside_builds(reg.campaign.roles,
+                                    run_dir or runs_root or beside or DEFAULT_RUNS_ROOT,
+                                    "the run directory" if run_dir else "the runs root")
         run = claim_run_dir(run_dir) if run_dir else new_run_dir(
             runs_root or beside or DEFAULT_RUNS_ROOT, reg.campaign.name)
     except EfoldError as exc:

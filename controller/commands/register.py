@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from efold.controller.campaigns.campaign import named_campaign
+from efold.controller.campaigns.design import refuse_output_inside_builds
 from efold.controller.campaigns.registration import (
     compute_registration,
     subset_of,
@@ -39,6 +40,7 @@ def command(campaign: str, output: str, subset: Subset | None) -> None:
         spec, raw = named_campaign(campaign)
         reg = compute_registration(spec, raw, subset)
         check_reportable(reg)
+        refuse_output_inside_builds(reg.campaign.roles, output, "--output")
         path, sha = write_registration(reg, output)
     except EfoldError as exc:
         refuse(exc)

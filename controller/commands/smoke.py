@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from efold.controller.campaigns.design import refuse_output_inside_builds
 from efold.controller.campaigns.registration import load_registration
 from efold.controller.commands._options import real_route_options, refuse, registration_options
 from efold.controller.pilot.pilot import Dispatch
@@ -56,6 +57,7 @@ def command(registration: str, sha256: str, run_dir: str, authorization: str | N
         # Every refusal the consumption would give, before the directory exists.
         check_real_grant(reg, loaded.data, Path(run_dir), grant, smoke=True)
         containment = check_containment(reg, real=True, process_group_ok=process_group_ok)
+        refuse_output_inside_builds(reg.campaign.roles, run_dir, "the run directory")
         run = claim_run_dir(run_dir)
     except EfoldError as exc:
         refuse(exc)

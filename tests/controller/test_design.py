@@ -223,3 +223,83 @@ def test_a_guidance_pair_of_two_folds_refuses(tmp_path: Path) -> None:
     done = register(tmp_path, guidance_campaign(tmp_path, second_arm="cold-rebuild"))
     assert done.returncode == 2
     assert "the roles differ outside their guidance: arm" in done.stderr, done.stderr
+
+
+def test_a_registration_or_run_inside_a_build_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    text = build_campaign(tmp_path, design=BUILD_PAIR)
+    (tmp_path / "c.toml").write_text(text)
+    inside = efold(tmp_path, "register", "c.toml", "--output", "after/reg")
+    assert inside.returncode == 2
+    assert inside.stderr.startswith("refused: build_contains_output (--output after/reg is "
+                                    "inside role 'rpack'"), inside.stderr
+    assert not (tmp_path / "after" / "reg").exists()
+    # The runs root by default is ./efold-runs: run from inside a build, refused too.
+    ran = efold(tmp_path / "before", "pilot", "--faux", "--campaign", str(tmp_path / "c.toml"))
+    assert ran.returncode == 2
+    assert ran.stderr.startswith("refused: build_contains_output (the runs root "), ran.stderr
+    assert not (tmp_path / "before" / "efold-runs").exists()
+
+
+def test_a_path_outside_the_build_is_not_read_as_the_build(tmp_path: Path) -> None:
+    # "/x/before-data" merely starts like "/x/before": it is another directory.
+    text = build_campaign(tmp_path, design=BUILD_PAIR)
+    text = text.replace('build = "before"\n',
+                        f'build = "before"\nsettings = {{ data = "{tmp_path}/before-data" }}\n')
+    text = text.replace('build = "after"\n',
+                        f'build = "after"\nsettings = {{ data = "{tmp_path}/after-data" }}\n')
+    done = register(tmp_path, text)
+    assert done.returncode == 2
+    assert "the roles differ outside their builds: settings" in done.stderr, done.stderr
+
+
+def test_a_pair_whose_roles_run_nothing_of_their_builds_refuses(tmp_path: Path) -> None:
+    text = build_campaign(tmp_path, design=BUILD_PAIR)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "fold.py").write_text(FOLD)
+    (shared / "keep.py").write_text("KEEP = 8\n")
+    text = text.replace(f'"{tmp_path / "before"}/fold.py"', f'"{shared}/fold.py"')
+    text = text.replace(f'"{tmp_path / "after"}/fold.py"', f'"{shared}/fold.py"')
+    done = register(tmp_path, text)
+    assert done.returncode == 2
+    assert "role 'r0' runs nothing from its build" in done.stderr, done.stderr
+
+
+def test_any_file_of_a_build_changed_after_registering_is_a_stale_registration(
+        tmp_path: Path) -> None:
+    done = register(tmp_path, build_campaign(tmp_path, design=BUILD_PAIR))
+    assert done.returncode == 0, done.stderr
+    digest = done.stdout.split("sha256: ")[1].strip()
+    (tmp_path / "before" / "README").write_text("a fold, edited\n")  # not a declared path
+    planned = efold(tmp_path, "plan", "--registration", "reg/registration.json",
+                    "--sha256", digest)
+    assert planned.returncode == 2
+    assert planned.stderr.startswith("refused: registration_digest_mismatch (folds digest "
+                                     "changed since registration: "), planned.stderr
+
+
+@pytest.mark.parametrize(("paths", "code", "said"), [
+    ('["../etc/passwd"]', "campaign_invalid", "never leaving it"),
+    ('["./keep.py"]', "campaign_invalid", "never leaving it"),
+    ('["keep.py", "nothere.py"]', "design_direction_invalid",
+     "paths names no file of either build: nothere.py"),
+])
+def test_paths_name_files_inside_the_trees(tmp_path: Path, paths: str, code: str,
+                                           said: str) -> None:
+    done = register(tmp_path, build_campaign(
+        tmp_path, design=BUILD_PAIR.replace('["keep.py"]', paths)))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"refused: {code}"), done.stderr
+    assert said in done.stderr
+
+
+def test_a_relative_build_with_dots_is_the_same_tree(tmp_path: Path) -> None:
+    text = build_campaign(tmp_path, design=BUILD_PAIR)
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    text = text.replace('build = "before"', 'build = "../before"').replace(
+        'build = "after"', 'build = "../after"')
+    (camp / "c.toml").write_text(text)
+    done = efold(camp, "register", "c.toml", "--output", "reg")
+    assert done.returncode == 0, done.stderr
