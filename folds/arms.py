@@ -62,7 +62,7 @@ from efold.folds.compaction import (
 )
 from efold.folds.errors import FoldError
 from efold.folds.fold import TracePrefix, build_checkpoint, pressure
-from efold.folds.ledger import LEDGER_EXTRACTIONS, Ledger, extract_all, render_ledger
+from efold.folds.ledger import Ledger, extract_all, render_ledger, treated
 from efold.folds.pack import build_pack
 from efold.folds.projection import cold_boundary
 from efold.folds.retention import retain
@@ -353,7 +353,8 @@ class LedgerColdFold:
     extraction each (``controller.pilot.preparation``), handed in as ``ledger``; with
     none (called in one process: a test, an API caller) it extracts all three itself,
     without the proof that they ran apart. Its boundary is verified when the ledger
-    holds all three extractions of this trace."""
+    holds all three extractions of this trace and is a treatment (``ledger.treated``:
+    not every stage degraded)."""
 
     name = "ledger-cold"
     derives_from_source = True
@@ -369,8 +370,7 @@ class LedgerColdFold:
         pack, stats = render_ledger(ledger)
         checkpoint = build_checkpoint(
             self.name, prefix, [ReaderMessage(role="user", content=pack.text), *cold.messages],
-            [], BoundaryEvidence(kind="ledger",
-                                 verified=len(ledger.extractions) == LEDGER_EXTRACTIONS),
+            [], BoundaryEvidence(kind="ledger", verified=treated(ledger)),
             [
                 pressure("text_messages_replayed", cold.stats.text_messages_kept,
                          COLD_REPLAYED_MESSAGES),

@@ -119,10 +119,12 @@ class PackStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     budget_tokens: int
 
 
-class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """The progressive ledger (``ledger.py``): how many extractions committed it, what
     each added (0: an analysis-only stage), the operations they consumed, and the
-    entries the reader sees, after the budget."""
+    entries the reader sees, after the budget; which extractor wrote it, the model's
+    stages that degraded (``"pN: reason"``) and the selected records no request had
+    room for. The last three are never encoded at their defaults."""
 
     extractions: int
     added: list[int]
@@ -130,6 +132,9 @@ class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     entries: int
     omitted_for_budget: int
     tokens_estimate: int
+    extractor: str = "deterministic"
+    degraded: list[str] = []
+    unoffered: int = 0
 
 
 class StoreStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

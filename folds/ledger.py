@@ -15,15 +15,25 @@ extraction read (empty only when the trace has fewer records than extractions), 
 the earlier entries and extractions unchanged. The checkpoint is then built cold
 from the committed final ledger (``arms.LedgerColdFold``).
 
-The extractor at this revision is the deterministic one (``pack.extract_entries``, with
-identifier values: the ledger arm offers no lookup, so a pointer would reach nothing).
-Its entries use the forms of ``corpus/FORMS.md``; offline figures measure what the
-extractor kept, not a model's extraction.
+Two extractors write a stage (``Extractor``). Offline, and wherever the campaign names
+no summariser model, the deterministic one (``deterministic``: ``pack.extract_entries``,
+with identifier values, since the ledger arm offers no lookup and a pointer would reach
+nothing); its entries use the forms of ``corpus/FORMS.md``, so its figures measure what
+it kept, not a model's extraction. With a summariser model, that model
+(``ledger_model``): one request per extraction, its reply parsed and validated whole.
+
+A model's stage that fails validation is **degraded**, never repaired or made up: it
+adds nothing, the ledger stays the one the stage before committed, and the reason
+(one of ``DEGRADATIONS``) is recorded with the extraction. Its operation still counts.
+A request that did not settle is not a degradation: the prep child fails, and with it
+the checkpoint (the money path decides, not the ledger).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
 
 import msgspec
 
@@ -51,11 +61,43 @@ class LedgerEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seq: int  # its source record's position in the trace
 
 
-class Extraction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+# Why a model's extraction added nothing although it answered (the reference's
+# provider and validation reasons that apply to one settled reply):
+#   empty_output: the reply had no text;
+#   output_overrun: the reply was longer than ``ledger_model.MAX_REPLY_CHARS``;
+#   provider_output: the reply is not the JSON object asked for;
+#   validation: an entry in it is invalid (section, record, text or count).
+DEGRADATIONS: Final = frozenset({"empty_output", "output_overrun", "provider_output",
+                                 "validation"})
+ExtractorName = Literal["deterministic", "model"]
+
+
+class Extraction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     number: int  # 1 .. LEDGER_EXTRACTIONS
     selection: list[str]  # the ids of the records it read, in order
-    added: int  # entries it appended (0: an analysis-only stage)
+    added: int  # entries it appended (0: an analysis-only stage, or a degraded one)
     operations: int = 1  # extraction operations it consumed: one, even when it adds nothing
+    extractor: ExtractorName = "deterministic"
+    # Set: a model's stage whose reply failed (one of ``DEGRADATIONS``); it added nothing.
+    degraded: str | None = None
+    # Records of ``selection`` its request had no room for (a model's source bound).
+    unoffered: int = 0
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one extractor found in a selection: the entries to append, and for a model's
+    stage the reason it degraded (then ``entries`` is empty) and what it could not send."""
+
+    entries: list[LedgerEntry]
+    extractor: ExtractorName = "deterministic"
+    degraded: str | None = None
+    unoffered: int = 0
+
+
+# ``extractor(earlier, chosen)``: the entries to append after ``earlier``, found in the
+# records ``chosen`` (extraction k's selection, in order).
+Extractor = Callable[[Sequence[LedgerEntry], list[HistoryRecord]], Found]
 
 
 class Ledger(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -74,21 +116,35 @@ def selection(records: list[HistoryRecord], number: int) -> list[HistoryRecord]:
     return records[(number - 1) * n // LEDGER_EXTRACTIONS:number * n // LEDGER_EXTRACTIONS]
 
 
-def extract(previous: Ledger | None, prefix: TracePrefix, number: int) -> Ledger:
+def deterministic(earlier: Sequence[LedgerEntry], chosen: list[HistoryRecord]) -> Found:
+    """The deterministic extractor: the pack's candidate entries of ``chosen``, values
+    included."""
+    found = extract_entries(RetainedStore(chosen, 0), values=True)
+    return Found([LedgerEntry(e.section, e.text, e.seq) for e in found])
+
+
+def extract(previous: Ledger | None, prefix: TracePrefix, number: int,
+            extractor: Extractor = deterministic) -> Ledger:
     """Extraction ``number`` of ``prefix``'s ledger, after ``previous`` (None for the
-    first). Refuses (``fold_input_invalid``) an out-of-order extraction."""
+    first), by ``extractor``. Refuses (``fold_input_invalid``) an out-of-order
+    extraction, or one whose extractor is not the one the earlier extractions used."""
     done = [] if previous is None else previous.extractions
     if not 1 <= number <= LEDGER_EXTRACTIONS or len(done) != number - 1:
         raise FoldError(Code.FOLD_INPUT_INVALID,
                         f"ledger extraction {number} after {len(done)} extractions")
-    retained = retain(session_transcript(prefix.events))
-    chosen = selection(retained.records, number)
-    found = extract_entries(RetainedStore(chosen, retained.omitted_credential), values=True)
-    added = [LedgerEntry(e.section, e.text, e.seq) for e in found]
+    kept = [] if previous is None else previous.entries
+    chosen = selection(retain(session_transcript(prefix.events)).records, number)
+    found = extractor(kept, chosen)
+    if done and done[0].extractor != found.extractor:
+        raise FoldError(Code.FOLD_INPUT_INVALID,
+                        f"ledger extraction {number} by the {found.extractor} extractor "
+                        f"after the {done[0].extractor} one")
     return Ledger(
         trace_id=prefix.trace_id,
-        entries=[*([] if previous is None else previous.entries), *added],
-        extractions=[*done, Extraction(number, [r.id for r in chosen], len(added))],
+        entries=[*kept, *found.entries],
+        extractions=[*done, Extraction(number, [r.id for r in chosen], len(found.entries),
+                                       extractor=found.extractor, degraded=found.degraded,
+                                       unoffered=found.unoffered)],
     )
 
 
@@ -115,6 +171,11 @@ def check_extension(previous: Ledger | None, ledger: Ledger, number: int) -> str
         return f"extraction {number} changed an earlier entry"
     if len(ledger.entries) - len(kept) != last.added:
         return f"extraction {number} added {len(ledger.entries) - len(kept)}, not {last.added}"
+    if last.degraded is not None and (last.degraded not in DEGRADATIONS or last.added
+                                      or last.extractor != "model"):
+        return f"extraction {number} is degraded ({last.degraded}) yet not an empty model stage"
+    if earlier and earlier[0].extractor != last.extractor:
+        return f"extraction {number} is by another extractor than the ones before it"
     if previous is not None and previous.trace_id != ledger.trace_id:
         return f"extraction {number} is of another trace"
     read = {record for e in earlier for record in e.selection}
@@ -147,5 +208,16 @@ def render_ledger(ledger: Ledger) -> tuple[Pack, LedgerStats]:
         entries=len(ledger.entries),
         omitted_for_budget=pack.stats.omitted_for_budget,
         tokens_estimate=pack.stats.tokens_estimate,
+        extractor=ledger.extractions[0].extractor if ledger.extractions else "deterministic",
+        degraded=[f"p{e.number}: {e.degraded}" for e in ledger.extractions if e.degraded],
+        unoffered=sum(e.unoffered for e in ledger.extractions),
     )
     return pack, stats
+
+
+def treated(ledger: Ledger) -> bool:
+    """Whether ``ledger`` is a treatment: every extraction committed and at least one not
+    degraded (three degraded stages are a ledger no extractor wrote, not a sample of
+    the arm: its slots are excluded, never scored as misses)."""
+    return (len(ledger.extractions) == LEDGER_EXTRACTIONS
+            and any(e.degraded is None for e in ledger.extractions))

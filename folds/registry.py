@@ -140,12 +140,13 @@ def uses_summariser(arm: str) -> bool:
 
 def calls_summariser(spec: FoldSpec) -> bool:
     """Whether a role's fold asks the run's summariser: a built-in compaction arm (for
-    its summaries), a provider-compaction arm (for its compaction request) or a proxy
-    fold (for the proxy's own upstream calls). An external command and an entry-point
-    plugin never do."""
+    its summaries), a provider-compaction arm (for its compaction request), the ledger
+    arm (for its extractions: ``folds.ledger_model``) or a proxy fold (for the proxy's
+    own upstream calls). An external command and an entry-point plugin never do."""
     if spec.proxy is not None:
         return True
-    return spec.command is None and (uses_summariser(spec.arm) or makes_opaque(spec.arm))
+    return spec.command is None and (uses_summariser(spec.arm) or makes_opaque(spec.arm)
+                                     or spec.arm in LEDGER_ARMS)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,9 @@ SUMMARY_OPENING = (
 _ELISION_RANK = {"assistant": 0, "tool": 1, "owner": 2}
 
 
-def _head_lines(text: str, limit: int) -> str:
+def head_lines(text: str, limit: int) -> str:
+    """The whole lines from the head of ``text`` within ``limit`` characters (its first
+    ``limit`` characters when even the first line is longer)."""
     kept: list[str] = []
     used = 0
     for line in text.split("\n"):
@@ -61,7 +63,8 @@ def _head_lines(text: str, limit: int) -> str:
     return "\n".join(kept) if kept else text[:limit]
 
 
-def _tail_lines(text: str, limit: int) -> str:
+def tail_lines(text: str, limit: int) -> str:
+    """The whole lines from the tail of ``text`` within ``limit`` characters."""
     kept: list[str] = []
     used = 0
     for line in reversed(text.split("\n")):
@@ -109,8 +112,8 @@ class SummaryEntry:
 def _cut_tool(header: str, text: str, total: int, head_chars: int, tail_chars: int) -> SummaryEntry:
     if len(text) <= head_chars + tail_chars:
         return SummaryEntry("tool", header, text, None, total)
-    head = _head_lines(text, head_chars)
-    tail = _tail_lines(text[len(head) :], tail_chars)
+    head = head_lines(text, head_chars)
+    tail = tail_lines(text[len(head) :], tail_chars)
     return SummaryEntry("tool", header, head, tail, total)
 
 

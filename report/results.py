@@ -116,8 +116,8 @@ ProbeModeName = Literal["recall-only", "lookup-allowed-v1"]  # ``RunInfo.probe_m
 STAND_IN_SUMMARISER = "efold/deterministic-summariser"
 
 
-# What wrote a ledger role's ledger: at this revision always efold's deterministic
-# extractor (``folds.ledger``), on every route.
+# What wrote a ledger role's ledger when the campaign named no summariser model: efold's
+# deterministic extractor (``folds.ledger``), a stand-in; with one, that model did.
 STAND_IN_EXTRACTOR = "efold/deterministic-extractor"
 
 
@@ -140,9 +140,10 @@ def stand_in_lines(results: Results) -> list[str]:
             "--summariser-model NAME).")
     if roles := stand_in_roles(results, STAND_IN_EXTRACTOR):
         lines.append(
-            f"Ledgers by efold's deterministic extractor for {', '.join(roles)}: no model "
-            "extracts them at this revision, on any route, so these scores measure the "
-            "extractor's selection, not a model's extraction.")
+            f"Ledgers by efold's deterministic extractor for {', '.join(roles)}: no "
+            "summariser model was given, so these scores measure the extractor's "
+            "selection, not a model's extraction (give one: --summariser URL "
+            "--summariser-model NAME).")
     return lines
 
 

@@ -105,15 +105,17 @@ def summary_payload(route: Route, messages: list[dict[str, str]]) -> dict[str, A
 
 class _SummaryRoute:
     """The summariser's way to its model: every summary request is a guarded run of its
-    own (one round, its own request id ``SLOT-sN``) over this child's one permit source.
+    own (one round, its own request id ``SLOT-sN``, a ledger extraction's ``SLOT-pK-sN``) over this child's one permit source.
     A summary is not a round of a conversation: it carries no prior output, and the
     probe run's limit of 10 rounds does not apply to it; what bounds a checkpoint's
     summaries is ``summariser.max_requests``, which the controller's permit source holds
     the prep to (the next admission refuses: ``lookup_request_limit``)."""
 
-    def __init__(self, route: Route, session: PermitSession) -> None:
+    def __init__(self, route: Route, session: PermitSession, *, stage: str = "") -> None:
         self._route = route
         self._session = session
+        # A ledger extraction's ``-pN``: the checkpoint's stages share its key, never an id.
+        self._stage = stage
         self._source: SessionPermitSource | None = None
         self._sent = 0  # summary requests begun so far
 
@@ -141,7 +143,7 @@ class _SummaryRoute:
         # The slot's own deadline per request: the controller's watchdog allows a
         # margin beyond it, so a slow request ends as our own abort, not a kill.
         guard = route_guard(self._route, self._source,
-                            run_id=f"{session.assignment.slot}-s{self._sent}",
+                            run_id=f"{session.assignment.slot}{self._stage}-s{self._sent}",
                             deadline_s=session.welcome.deadlines.run_ms / 1000,
                             cache_key=None, credential=credential())
         return guard, self._source
@@ -296,17 +298,34 @@ def read_stage_file(stage: StageFile) -> bytes:
     return data
 
 
-def _extract_ledger(task: PrepTask, trace: Trace, slot_dir: str,
-                    isolation: Isolation) -> Prepared:
+def _extract_ledger(task: PrepTask, trace: Trace, slot_dir: str, isolation: Isolation,
+                    session: PermitSession | None) -> Prepared:
     """Extraction ``task.extraction`` of the ledger arm (``folds.ledger``), after the
-    ledger the previous extraction committed: published as ``LEDGER_FILE``."""
+    ledger the previous extraction committed: published as ``LEDGER_FILE``. With a
+    summariser route, that model writes it (one guarded request through ``session``);
+    without, the deterministic extractor."""
     from efold.digests import sha256_hex
     from efold.folds import TracePrefix
-    from efold.folds.ledger import LEDGER_FILE, decode_ledger, encode_ledger, extract
+    from efold.folds.ledger import (
+        LEDGER_FILE,
+        Extractor,
+        decode_ledger,
+        deterministic,
+        encode_ledger,
+        extract,
+    )
     from efold.registry.files import publish_exclusive
 
+    extractor: Extractor = deterministic
+    if task.summariser is not None:
+        if session is None:
+            raise WorkerError(Code.WORKER_USAGE, "an extracting prep needs a permit session")
+        from efold.folds.ledger_model import model_extractor
+
+        extractor = model_extractor(_SummaryRoute(task.summariser, session,
+                                                  stage=f"-p{task.extraction}").complete)
     previous = None if task.ledger is None else decode_ledger(read_stage_file(task.ledger))
-    data = encode_ledger(extract(previous, TracePrefix.of(trace), task.extraction))
+    data = encode_ledger(extract(previous, TracePrefix.of(trace), task.extraction, extractor))
     publish_exclusive(slot_dir, LEDGER_FILE, data)
     return Prepared(snapshot_digest=sha256_hex(data), files=1, bytes=len(data),
                     rejected={}, isolation=isolation)
@@ -341,7 +360,8 @@ class FoldPrep:
             if task.stage == "session":
                 return _leave_session(trace, assignment.slot_dir, isolation)
             if task.stage == "ledger":
-                return _extract_ledger(task, trace, assignment.slot_dir, isolation)
+                return _extract_ledger(task, trace, assignment.slot_dir, isolation,
+                                       self._session)
             fold = fold_of(task, assignment.slot_dir, self._session)
             checkpoint = fold.build(TracePrefix.of(trace, settings=task.settings))
             if not task.offer_lookup:

@@ -29,6 +29,7 @@ from efold.controller.campaigns.profiles import (
 from efold.controller.campaigns.registration import Registration, rank_key, registration_sha256
 from efold.corpus.forms import chars_to_tokens
 from efold.errors import Code
+from efold.folds.ledger import LEDGER_EXTRACTIONS
 from efold.folds.model_summary import MAX_SOURCE_CHARS, SOURCE_OVERHEAD_CHARS, SUMMARY_INSTRUCTION
 from efold.folds.probe_modes import RECALL_ONLY, ProbeMode, checkpoint_namespace
 from efold.folds.registry import calls_summariser, makes_opaque
@@ -226,13 +227,15 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
 # forced compaction before the mid-trace turn, then one at the probe); a model summary
 # is one request per compaction (``folds.model_summary.model_summariser``); a
 # provider-compaction arm (``openai-compact``, ``anthropic-compact``) sends its head as
-# one compaction request (``folds.provider_compact``). Every compaction is assumed to
+# one compaction request (``folds.provider_compact``); ``ledger-cold`` one per extraction
+# (``folds.ledger_model``), three. Every compaction is assumed to
 # happen (its trigger reached), so none is left out. A proxy fold's own calls, and any
 # other fold that calls the summariser, are bounded only by ``summariser.max_requests``:
 # counted at it. Never more than ``max_requests`` either way (the guard admits no more).
 SUMMARY_REQUESTS_BY_ARM: Final[dict[str, int]] = {
     "compaction": 1, "compaction-2": 2, "ceiling": 1, "store-compaction": 1,
     "restart-switch-compact": 1,
+    "ledger-cold": LEDGER_EXTRACTIONS,
     "openai-compact": 1,
     "anthropic-compact": 1,
 }
@@ -240,7 +243,8 @@ SUMMARY_REQUESTS_BY_ARM: Final[dict[str, int]] = {
 # instruction, at most ``MAX_SOURCE_CHARS`` of source and ``SOURCE_OVERHEAD_CHARS`` of
 # headers), one token per character (as the reader scenario counts returned bytes: never
 # under). The plan does not know a checkpoint's head, so a provider compaction's or a
-# proxy's request is assumed the same size.
+# proxy's request is assumed the same size. A ledger extraction's is bounded to be no
+# larger (``folds.ledger_model.SOURCE_CHARS``).
 SUMMARY_INPUT_TOKENS: Final = (len(SUMMARY_INSTRUCTION) + MAX_SOURCE_CHARS
                                + SOURCE_OVERHEAD_CHARS)
 # Output of one summary request: a third of the source bound's chars/4 size (2,000

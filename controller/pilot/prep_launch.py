@@ -124,8 +124,10 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
         if summariser is None or summariser.route != task.summariser:
             raise ControllerError(Code.LOOKUP_ROUTE_MISMATCH,
                                   "the prep task's summariser is not the run's")
-        # Before the first admission on the key: its requests are the summariser's.
-        ctx.source.set_terms(key, summariser.terms)
+        # Before the first admission on the key: its requests are the summariser's (a
+        # ledger's later extractions find them set: one key, one budget per checkpoint).
+        if ctx.source.terms(key) != summariser.terms:
+            ctx.source.set_terms(key, summariser.terms)
         credential = summariser.credential
     assignment = ctx.assignment(kind="prep", body="fold", slot=key, slot_dir=slot_dir,
                                 cache_key=None, snapshot=None, task=task)

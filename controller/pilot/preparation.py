@@ -224,8 +224,9 @@ async def _build(ctx: RunContext, key: str, slot_dir: Path, task: PrepTask) -> P
       leaves only the agent's durable session (``sessions/KEY``); the second builds the
       checkpoint from that session alone (its task's trace is the session file);
     * the ledger arm (``folds.registry.extracts_ledger``): one child per extraction
-      (``ledgers/KEY/pN``), each given the ledger the one before committed; then one
-      builds the checkpoint, cold, with the final ledger.
+      (``ledgers/KEY/pN``), each given the ledger the one before committed (and the
+      summariser route, when the run has one: its model writes the extraction, on the
+      checkpoint key); then one builds the checkpoint, cold, with the final ledger.
 
     A stage that fails fails the checkpoint with its code; a stop between stages builds
     nothing more."""
@@ -242,11 +243,12 @@ async def _build(ctx: RunContext, key: str, slot_dir: Path, task: PrepTask) -> P
             done = await _stage(ctx, key, private_subdir(ctx.run_dir, LEDGERS_DIR, key,
                                                          f"p{number}"),
                                 msgspec.structs.replace(task, stage="ledger", extraction=number,
-                                                        ledger=ledger, summariser=None))
+                                                        ledger=ledger))
             if not isinstance(done, StageFile):
                 return done
             ledger = done
-        final = msgspec.structs.replace(task, ledger=ledger)
+        # The extractions are the summariser's requests; the cold build sends none.
+        final = msgspec.structs.replace(task, ledger=ledger, summariser=None)
     else:
         final = task
     return await run_prep(ctx, key=key, slot_dir=slot_dir, task=final)

@@ -52,6 +52,8 @@ class Server:
     # When set, every request after the first ``answer_only`` is dropped: the connection
     # closes with no response, as when the server is killed mid-request.
     answer_only: int | None = None
+    # When set, the reply to each non-streamed request: ``respond(body)`` (else ``reply``).
+    respond: Callable[[dict[str, Any]], str] | None = None
 
 
 def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
@@ -87,10 +89,11 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                            b'{"error": {"message": "no"}}')
                 return
             prompt = prompt_tokens(body)
+            reply = server.reply if server.respond is None else server.respond(json.loads(body))
             self._send(200, json.dumps({
                 "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny",
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": server.reply}}],
+                             "message": {"role": "assistant", "content": reply}}],
                 "usage": {"prompt_tokens": prompt,
                           "completion_tokens": COMPLETION_TOKENS,
                           "total_tokens": prompt + COMPLETION_TOKENS},

@@ -1,0 +1,198 @@
+"""The model extractor of the ``ledger-cold`` arm: a stage of the ledger written by a model.
+
+One request per extraction (``extraction_request``): the fixed ``EXTRACTION_INSTRUCTION``
+as the system message, and a user message holding the ledger so far and the stage's
+selection. The source is bounded at ``SOURCE_CHARS`` characters (a model summary's
+bound, less what the instruction is longer by: the request is never larger than a
+summary request, which is what ``plan`` prices):
+
+* the ledger so far comes first, at most ``EARLIER_CHARS`` of it, its newest entries
+  kept whole (the count of older ones left out is stated);
+* then the selection's records, oldest first, each headed by its record id: a record
+  longer than ``RECORD_CHARS`` keeps its head and tail lines with the cut stated, and a
+  record with no room left is not sent (``Found.unoffered`` counts it; the next record
+  that fits still is).
+
+The reply must be one JSON object, ``{"entries": [{"section", "record", "text"}]}``
+(a single surrounding Markdown code fence is allowed, nothing else around it), each
+entry in one of the pack's sections, citing a record the request sent, its text one
+non-empty line of at most ``ENTRY_CHARS`` characters (runs of whitespace become one
+space), at most ``MAX_ENTRIES`` of them. ``{"entries": []}`` is a valid analysis-only
+stage. Anything else degrades the stage whole (``ledger.DEGRADATIONS``): no entry is
+salvaged, repaired or invented, and the ledger stays the one before it.
+
+Every appended entry cites its record the way every ledger entry does
+(``checkpoint.cite``), so availability analysis reads a model's ledger exactly as the
+deterministic one's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import msgspec
+
+from efold.folds.checkpoint import HistoryRecord, cite
+from efold.folds.ledger import Extractor, Found, LedgerEntry
+from efold.folds.model_summary import (
+    MAX_SOURCE_CHARS,
+    SOURCE_OVERHEAD_CHARS,
+    SUMMARY_INSTRUCTION,
+    Complete,
+)
+from efold.folds.summariser import head_lines, tail_lines
+
+EARLIER_CHARS: Final = MAX_SOURCE_CHARS // 4  # 6,000
+RECORD_CHARS: Final = 4_000
+RECORD_HEAD_CHARS: Final = 2_800
+MAX_REPLY_CHARS: Final = 32_000
+ENTRY_CHARS: Final = 400
+MAX_ENTRIES: Final = 64
+
+SECTIONS: Final = ("rules", "corrections", "identifiers", "commitments", "open_items")
+
+EXTRACTION_INSTRUCTION: Final = (
+    "You keep the continuity ledger of an assistant whose conversation with its owner "
+    "will be cut: after the cut the assistant sees only the ledger. Read the records "
+    "below and write down what the assistant must still know from them: the owner's "
+    "standing rules; corrections (the current value, and which value it replaced); "
+    "identifiers with their exact values (numbers, references, codes, amounts, dates); "
+    "commitments and the latest status of each artifact; open items. Copy every value "
+    "verbatim. Never invent anything that is not in the records, and do not repeat an "
+    "entry the ledger already has. Reply with one JSON object and nothing else: "
+    '{"entries": [{"section": "rules" | "corrections" | "identifiers" | "commitments" | '
+    '"open_items", "record": "<the id of the record it comes from>", "text": "<one '
+    'line>"}]}. If the records hold nothing new, reply {"entries": []}.'
+)
+LEDGER_SO_FAR_HEADER: Final = "The ledger so far (do not repeat these entries):"
+RECORDS_HEADER: Final = "Records to read (oldest first):"
+NO_ENTRIES: Final = "(no entries yet)"
+
+# The source bound: a model summary's, less what this instruction is longer by, so that
+# an extraction request at its bound is never larger than a summary request at its own
+# and the plan's one price per summariser request covers both.
+SOURCE_CHARS: Final = MAX_SOURCE_CHARS - max(0, len(EXTRACTION_INSTRUCTION)
+                                             - len(SUMMARY_INSTRUCTION))
+# Input of one extraction request at its bound.
+REQUEST_INPUT_CHARS: Final = len(EXTRACTION_INSTRUCTION) + SOURCE_CHARS + SOURCE_OVERHEAD_CHARS
+
+
+class _Item(msgspec.Struct, frozen=True):
+    section: Literal["rules", "corrections", "identifiers", "commitments", "open_items"]
+    record: str
+    text: str
+
+
+class _Reply(msgspec.Struct, frozen=True):
+    entries: list[_Item]
+
+
+@dataclass(frozen=True)
+class ExtractionRequest:
+    """The chat request of one extraction, and what its source bound left out."""
+
+    messages: list[dict[str, str]]
+    offered: list[HistoryRecord]  # the records it sends, in order
+    unoffered: int  # records of the selection with no room left
+    omitted_entries: int  # earlier entries left out of "the ledger so far"
+
+
+def _record_text(record: HistoryRecord) -> str:
+    who = {"user": "owner", "assistant": "assistant"}.get(record.role,
+                                                         f"tool result ({record.kind})")
+    text = record.text.rstrip()
+    if len(text) > RECORD_CHARS:
+        head = head_lines(text, RECORD_HEAD_CHARS)
+        tail = tail_lines(text[len(head):], RECORD_CHARS - RECORD_HEAD_CHARS)
+        text = (f"{head}\n[... {len(text) - len(head) - len(tail)} characters omitted ...]"
+                f"\n{tail}")
+    return f"[record {record.id}: {who}, day {record.day}]\n{text}"
+
+
+def extraction_request(earlier: Sequence[LedgerEntry], chosen: list[HistoryRecord], *,
+                       max_source_chars: int = SOURCE_CHARS) -> ExtractionRequest:
+    """The request asking a model for the entries of ``chosen`` after ``earlier`` (the
+    bound and layout are in the module docstring)."""
+    kept: list[str] = []
+    used = 0
+    for entry in reversed(earlier):
+        if used + len(entry.text) + 1 > min(EARLIER_CHARS, max_source_chars // 4):
+            break
+        kept.append(entry.text)
+        used += len(entry.text) + 1
+    kept.reverse()
+    omitted_entries = len(earlier) - len(kept)
+    parts = [LEDGER_SO_FAR_HEADER]
+    if omitted_entries:
+        parts.append(f"[{omitted_entries} older entries not shown]")
+    parts.append("\n".join(kept) if kept else NO_ENTRIES)
+    budget = max_source_chars - used
+    offered: list[HistoryRecord] = []
+    texts: list[str] = []
+    for record in chosen:
+        text = _record_text(record)
+        if len(text) + 2 <= budget:
+            offered.append(record)
+            texts.append(text)
+            budget -= len(text) + 2
+    unoffered = len(chosen) - len(offered)
+    parts += ["", RECORDS_HEADER]
+    if unoffered:
+        parts.append(f"[{unoffered} records not sent: no room left in this request]")
+    parts.append("\n\n".join(texts) if texts else "(no records)")
+    return ExtractionRequest(
+        messages=[{"role": "system", "content": EXTRACTION_INSTRUCTION},
+                  {"role": "user", "content": "\n".join(parts)}],
+        offered=offered, unoffered=unoffered, omitted_entries=omitted_entries)
+
+
+def _unfenced(reply: str) -> str:
+    """``reply`` without one surrounding Markdown code fence, if it has one."""
+    if reply.startswith("```") and reply.endswith("```") and "\n" in reply:
+        body = reply[reply.index("\n") + 1:-3]
+        if "```" not in body:
+            return body.strip()
+    return reply
+
+
+def parse_entries(reply: str, offered: Sequence[HistoryRecord]) -> list[LedgerEntry] | str:
+    """The entries of a model's reply, each citing its record; or why the stage
+    degrades (a member of ``ledger.DEGRADATIONS``)."""
+    reply = reply.strip()
+    if not reply:
+        return "empty_output"
+    if len(reply) > MAX_REPLY_CHARS:
+        return "output_overrun"
+    try:
+        items = msgspec.json.decode(_unfenced(reply), type=_Reply).entries
+    except msgspec.DecodeError:
+        return "provider_output"
+    if len(items) > MAX_ENTRIES:
+        return "validation"
+    seq = {r.id: r.seq for r in offered}
+    entries: list[LedgerEntry] = []
+    for item in items:
+        text = " ".join(item.text.split())
+        if item.record not in seq or not text or len(text) > ENTRY_CHARS \
+                or not text.isprintable():
+            return "validation"
+        entries.append(LedgerEntry(item.section, f"- {text} {cite(item.record)}",
+                                   seq[item.record]))
+    return entries
+
+
+def model_extractor(complete: Complete, *, max_source_chars: int = SOURCE_CHARS
+                    ) -> Extractor:
+    """An ``Extractor`` whose stages ``complete`` writes: one request per extraction.
+    Errors ``complete`` raises (a request that did not settle) propagate unchanged."""
+
+    def extract_with_model(earlier: Sequence[LedgerEntry], chosen: list[HistoryRecord]) -> Found:
+        request = extraction_request(earlier, chosen, max_source_chars=max_source_chars)
+        parsed = parse_entries(complete(request.messages), request.offered)
+        if isinstance(parsed, str):
+            return Found([], "model", degraded=parsed, unoffered=request.unoffered)
+        return Found(parsed, "model", unoffered=request.unoffered)
+
+    return extract_with_model
