@@ -55,6 +55,7 @@ from efold.corpus.imports import to_trace, trace_id_for
 from efold.corpus.model import Event, Trace
 from efold.digests import digest_of
 from efold.errors import Code
+from efold.folds.checkpoint import Checkpoint, visible_text
 from efold.input_files import TRANSCRIPT_LIMIT, InputFileError, read_input
 
 WORKSPACE_DIR: Final = "workspace"
@@ -88,6 +89,14 @@ class Case(msgspec.Struct, frozen=True):
     def prefix(self) -> list[Event]:
         """The pre-fold events: everything before the boundary."""
         return self.trace.events[:self.boundary]
+
+    def shows_answer(self, checkpoint: Checkpoint) -> bool:
+        """Whether this is a required-recall case whose answer ``checkpoint`` shows (in
+        its reader-visible text): then the continuation needs no recall, and a run from
+        it says nothing about recall (docs/boundary.md §13)."""
+        recall = self.sidecar.recall
+        return (recall.required and recall.answer is not None
+                and recall.answer in visible_text(checkpoint.messages))
 
 
 def _invalid(detail: str) -> BoundaryError:

@@ -18,7 +18,8 @@ history decides the outcome:
   takes its call with it); some oracle must fail.
 
 Otherwise the case refuses (``boundary_case_invalid``), naming the run that did not
-behave.
+behave. Before any run, ``recall_problem`` refuses a required-recall case whose answer
+is still on the surface of the cold boundary's checkpoint: no arm would need to recall it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class CaseOutcome:
     passed: bool | None
     checkpoint: str  # the content digest of the checkpoint the agent resumed from
     folds: int  # the folds its receipt records (``folds.checkpoint.folds_recorded``)
+    # A required-recall case whose answer that checkpoint shows (``Case.shows_answer``):
+    # the run is excluded (``recall_answer_visible``), never scored.
+    answer_shown: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,8 @@ def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOut
         results = evaluate_all(sidecar.oracle.success, evidence, run_command)
     return CaseOutcome(arm=arm, run=run, results=results, passed=passed(results),
                        checkpoint=content_digest(checkpoint),
-                       folds=folds_recorded(checkpoint.receipt))
+                       folds=folds_recorded(checkpoint.receipt),
+                       answer_shown=case.shows_answer(checkpoint))
 
 
 def without_history(case: Case) -> list[Event]:
@@ -167,3 +172,18 @@ def ablation(case: Case) -> Ablation:
     return Ablation(full=run_offline(case, case.prefix),
                     no_history=run_offline(case, without_history(case)),
                     counterfactual=run_offline(case, without_critical(case)))
+
+
+def recall_problem(case: Case) -> str | None:
+    """Why a required-recall case is invalid before anything runs, or None: its answer
+    is still on the surface of the cold boundary's checkpoint (``cold-rebuild``'s, the
+    least a built-in fold that carries the work on shows), so no arm needs to recall
+    it and the case cannot measure recall."""
+    if not case.sidecar.recall.required:
+        return None
+    cold = BUILTIN_ARMS["cold-rebuild"]().build(
+        TracePrefix(trace_id=case.trace.header.trace_id, events=case.prefix))
+    if case.shows_answer(cold):
+        return (f"{case.id}: the required recall answer ($.recall.answer) is visible in "
+                "the cold boundary's checkpoint, so no arm needs to recall it")
+    return None

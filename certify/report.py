@@ -48,7 +48,7 @@ class PriorStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     offered_exactly: int  # of those, cycles offered exactly the stored messages
     read_cycles: int | None  # cycles whose fold read ``prefix.prior``; None: unobservable
     echo_cycles: int  # cycles whose output carried an earlier cycle's marker
-    derives_from_source: bool  # the fold's declaration; echoing then fails it
+    derives_from_source: bool  # the fold's declaration (reported; echoing fails every fold)
 
 
 class FixtureResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -38,6 +38,8 @@ class Exclusion(enum.StrEnum):
     PRESSURE_UNVERIFIED = "pressure_unverified"
     STORE_DEGRADED = "store_degraded"
     PROXY_UNSUPPORTED_CALL = "fold_proxy_unsupported_call"  # a proxy called what efold does not serve
+    # A required-recall boundary case whose checkpoint shows its answer: nothing to recall.
+    RECALL_ANSWER_VISIBLE = "recall_answer_visible"
     FAILED = "failed"
 
 

@@ -27,13 +27,17 @@ from efold.boundary.incidents import JudgedRun, incident
 from efold.boundary.validate import CaseOutcome
 from efold.corpus.model import Category
 from efold.folds.probe_modes import NATIVE_ARMS
-from efold.protocol.records import Receipt
-from efold.report.schema import ArmContrast, ArmSummary, BoundaryResults, RunRow
+from efold.protocol.records import Exclusion, Receipt
+from efold.report.schema import ArmContrast, ArmSummary, BoundaryResults, ExcludedRun, RunRow
 from efold.report.stats import nearest_rank, paired_counts, proportion
 
 
-def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun:
-    """An offline run (``boundary run``) as a judged run."""
+def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun | ExcludedRun:
+    """An offline run (``boundary run``) as a judged run, or as excluded when it is a
+    required-recall case whose checkpoint shows the answer (as a campaign's slot is)."""
+    if outcome.answer_shown:
+        return ExcludedRun(case=case.id, arm=outcome.arm,
+                           excluded=Exclusion.RECALL_ANSWER_VISIBLE.value)
     return JudgedRun(
         case=case.id, case_version=case.version, arm=outcome.arm, passed=outcome.passed,
         oracles=[(r.type, r.verdict) for r in outcome.results],
@@ -92,14 +96,18 @@ def campaign_boundary(roles: Sequence[str], arms: Sequence[str], receipts: Seque
         order.remove(native[0])
         order.insert(0, native[0])
     judged = [j for r in receipts if (j := judged_receipt(r)) is not None]
-    return boundary_results(judged, order, build=build, model=model)
+    excluded = [ExcludedRun(case=r.boundary.case, arm=r.role, excluded=r.excluded)
+                for r in receipts if r.boundary is not None and r.excluded is not None]
+    return boundary_results(judged, order, build=build, model=model, excluded=excluded)
 
 
 def boundary_results(runs: Sequence[JudgedRun], arms: Sequence[str], *, build: str,
-                     model: str | None = None) -> BoundaryResults:
+                     model: str | None = None,
+                     excluded: Sequence[ExcludedRun] = ()) -> BoundaryResults:
     """The results of ``runs`` (at most one per case and arm; a case may lack an arm
     whose slot was never judged); the first arm is the reference of the contrasts and
-    the incidents, which pair only cases judged on both arms."""
+    the incidents, which pair only cases judged on both arms. ``excluded``: the runs
+    that ran and are not scored, listed as such."""
     reference = arms[0]
     cases: dict[str, int] = {}
     by_key: dict[tuple[str, str], JudgedRun] = {}
@@ -127,4 +135,4 @@ def boundary_results(runs: Sequence[JudgedRun], arms: Sequence[str], *, build: s
         cases=[f"{case}@{cases[case]}" for case in cases],
         reference_arm=reference, runs=rows,
         arms=[_summary(arm, [r for r in runs if r.arm == arm]) for arm in arms],
-        contrasts=contrasts, incidents=incidents)
+        contrasts=contrasts, incidents=incidents, excluded=list(excluded))

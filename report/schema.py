@@ -614,13 +614,24 @@ class ArmContrast(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     counts: PairCounts  # b: reference passed and arm failed; c: the reverse
 
 
+class ExcludedRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A case on an arm that ran and is not scored: why (an ``excluded`` value)."""
+
+    case: str
+    arm: str
+    excluded: str
+
+
 class BoundaryResults(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cases: list[str]  # "id@version", in order
     reference_arm: str
-    runs: list[RunRow]  # case by case, arm by arm
+    runs: list[RunRow]  # case by case, arm by arm; never an excluded run
     arms: list[ArmSummary]
     contrasts: list[ArmContrast]
     incidents: list[CompressionIncident]
+    # Runs not scored (``recall_answer_visible``: a required-recall case whose checkpoint
+    # shows the answer): in no row, summary, contrast or incident.
+    excluded: list[ExcludedRun] = []
 
 
 

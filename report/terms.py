@@ -169,6 +169,8 @@ EXCLUSION_TERMS: tuple[Term, ...] = _terms({
                                     "no record",
     Exclusion.PROXY_UNSUPPORTED_CALL.value: "a proxy fold called an upstream endpoint efold "
                                             "does not serve",
+    Exclusion.RECALL_ANSWER_VISIBLE.value: "a required-recall case whose checkpoint shows "
+                                           "the answer: nothing was left to recall",
     Exclusion.FAILED.value: "in the closed set; this build never sets it",
 })
 

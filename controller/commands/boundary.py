@@ -24,10 +24,11 @@ import msgspec
 
 from efold.boundary.case import Case, case_dirs, check_unique, load_case, load_cases
 from efold.boundary.identity import fixture_identity
+from efold.boundary.incidents import JudgedRun
 from efold.boundary.lock import LOCK_NAME, lock_problems, write_lock
 from efold.boundary.runner_check import require_runners, runner_problems
 from efold.boundary.validate import ablation as run_ablation
-from efold.boundary.validate import run_offline
+from efold.boundary.validate import recall_problem, run_offline
 from efold.boundary.variant_checks import STABILITY_ARMS, VariantReport, check_variants
 from efold.controller.commands._options import fail, refusal_for, refuse
 from efold.digests import build_digest, package_root
@@ -36,6 +37,7 @@ from efold.folds.registry import BUILTIN_ARMS
 from efold.registry.files import publish_exclusive
 from efold.report.boundary_results import boundary_results, judged_offline
 from efold.report.boundary_table import short_of_regime
+from efold.report.schema import ExcludedRun
 
 
 def bundled_cases_root() -> Path:
@@ -187,6 +189,9 @@ def validate(root: Path | None, ablation: bool, variants: bool, arms: str | None
             lines[case.id] = msgspec.structs.replace(
                 lines[case.id], code=Code.BOUNDARY_RUNNER_UNAVAILABLE.value,
                 detail="; ".join(runner))
+        if lines[case.id].ok and (visible := recall_problem(case)):
+            lines[case.id] = msgspec.structs.replace(
+                lines[case.id], code=Code.BOUNDARY_CASE_INVALID.value, detail=visible)
     if ablation:
         for case in cases:
             if lines[case.id].ok:
@@ -360,9 +365,11 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
     try:
         cases = load_cases(chosen)
         require_runners(cases)  # before any case runs: nothing judged by a missing runner
-        judged = [judged_offline(case, run_offline(case, case.prefix, arm))
-                  for case in cases for arm in names]
-        results = boundary_results(judged, names, build=build_digest())
+        outcomes = [judged_offline(case, run_offline(case, case.prefix, arm))
+                    for case in cases for arm in names]
+        results = boundary_results([o for o in outcomes if isinstance(o, JudgedRun)], names,
+                                   build=build_digest(),
+                                   excluded=[o for o in outcomes if isinstance(o, ExcludedRun)])
         if out is not None:
             publish_exclusive(out.parent, out.name, msgspec.json.encode(results))
     except EfoldError as exc:
@@ -376,6 +383,8 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
         click.echo(f"{row.case:<32} {row.arm:<14} {verdict}  {len(row.actions)} actions"
                    + (f", failed: {', '.join(failed)}" if failed else "")
                    + (f", {row.folds} of {row.repeat} folds" if short_of_regime(row) else ""))
+    for ex in results.excluded:
+        click.echo(f"{ex.case:<32} {ex.arm:<14} excluded  {ex.excluded}")
     for s in results.arms:
         ci = s.passed.wilson95
         interval = f" (95% CI {ci.lower:.0%}-{ci.upper:.0%})" if ci is not None else ""

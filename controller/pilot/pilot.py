@@ -81,7 +81,7 @@ from efold.corpus.model import SuiteItem
 from efold.errors import Code
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.protocol.assignment import SnapshotRef
-from efold.protocol.records import Plan, PlannedSlot, Receipt, SlotStatus
+from efold.protocol.records import Exclusion, Plan, PlannedSlot, Receipt, SlotStatus
 from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
 from efold.registry.lease import Lease
@@ -291,9 +291,14 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
         wanted = [p for p in items[first.trace_id].probes.probes if p.id in asked]
         if first.trace_id not in transcripts:
             transcripts[first.trace_id] = transcript_size(items[first.trace_id].trace)
+        # A required-recall case whose checkpoint shows its answer measures no recall.
+        shown = first.trace_id in cases and cases[first.trace_id].shows_answer(
+            restored.checkpoint)
         for pid, ev in checkpoint_evidence(reg.campaign.suite, restored, wanted,
                                            transcripts[first.trace_id],
                                            provider_counts=provider_counts).items():
+            if shown and ev.excluded is None:
+                ev = replace(ev, excluded=Exclusion.RECALL_ANSWER_VISIBLE)
             evidence[(key, pid)] = ev
 
     preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, only=only,

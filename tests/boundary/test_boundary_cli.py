@@ -91,3 +91,24 @@ def test_a_missing_default_root_is_said_clearly(tmp_path: Path,
         done = CliRunner().invoke(main, ["boundary", *args])
         assert done.exit_code == 2
         assert "the bundled cases directory does not exist yet" in done.output
+
+
+def test_validate_refuses_a_required_recall_case_whose_answer_is_in_view(
+        make_case: MakeCase, case_root: Path) -> None:
+    """The answer of a required-recall case must be absent from the checkpoint surface:
+    here it is in the last owner turn, which every fold that carries the work on keeps,
+    so no arm would need recall and the case cannot measure it."""
+    make_case(lambda d: d.update(id="X11-visible-answer", tier="exploratory",
+                                 recall={"required": True,
+                                         "answer": "bulk threshold of 20"}))
+    make_case(lambda d: d.update(id="X12-hidden-answer", tier="exploratory",
+                                 recall={"required": True, "answer": "BULK-ANSWER-NOT-SAID"}))
+    assert _run("lock", case_root).returncode == 0
+    done = _run("validate", case_root, "--json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = {c["id"]: c for c in json.loads(done.stdout)["cases"]}
+    visible = lines["X11-visible-answer"]
+    assert visible["code"] == "boundary_case_invalid"
+    assert "($.recall.answer) is visible in the cold boundary's checkpoint" in visible["detail"]
+    # An answer the session never shows is not refused by this rule.
+    assert "code" not in lines["X12-hidden-answer"]

@@ -206,3 +206,31 @@ def test_ablation_proves_representative_cases(cases: dict[str, Case], case_id: s
     assert proof.problem is None
     assert proof.full.passed is True
     assert proof.no_history.passed is False and proof.counterfactual.passed is False
+
+
+def test_only_runs_that_needed_recall_count_in_the_trigger_rate(cases: dict[str, Case]) -> None:
+    """X07's answer is in native's checkpoint, so native's run is excluded
+    (``recall_answer_visible``: never scored, not in the Recall Trigger Rate); store's
+    and cold-rebuild's checkpoints lack it: store recalled, cold-rebuild did not."""
+    from efold.boundary.incidents import JudgedRun
+    from efold.report.boundary_results import boundary_results, judged_offline
+    from efold.report.schema import ExcludedRun
+
+    case = cases["X07-required-recall-ticket"]
+    arms = ["native", "store", "cold-rebuild"]
+    outcomes = [judged_offline(case, run_offline(case, case.prefix, arm)) for arm in arms]
+    assert outcomes[0] == ExcludedRun(case=case.id, arm="native",
+                                      excluded="recall_answer_visible")
+    results = boundary_results([o for o in outcomes if isinstance(o, JudgedRun)], arms,
+                               build="b", excluded=[o for o in outcomes
+                                                    if isinstance(o, ExcludedRun)])
+    by_arm = {s.arm: s for s in results.arms}
+    assert by_arm["native"].recall_trigger is None and by_arm["native"].passed.trials == 0
+    assert by_arm["store"].recall_trigger is not None
+    assert (by_arm["store"].recall_trigger.successes, by_arm["store"].recall_trigger.trials) \
+        == (1, 1)
+    assert by_arm["cold-rebuild"].recall_trigger is not None
+    assert by_arm["cold-rebuild"].recall_trigger.successes == 0
+    assert [(r.case, r.arm) for r in results.runs] == [(case.id, "store"),
+                                                       (case.id, "cold-rebuild")]
+    assert results.excluded == [outcomes[0]]

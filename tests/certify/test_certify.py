@@ -110,6 +110,22 @@ class EchoFold(LedgerFold):
 
 class HonestEchoFold(EchoFold):
     derives_from_source = False  # says it reads the previous summary
+
+
+class BuildsOnPriorFold(EchoFold):
+    """Builds on its previous summary (carries its first line) and never on its marker."""
+
+    derives_from_source = False
+
+    def build(self, prefix):
+        prior = prefix.prior
+        if hasattr(prior, "messages"):
+            prefix = type(prefix)(**{**{f: getattr(prefix, f) for f in prefix.__struct_fields__},
+                                    "prior": type(prior)(**{
+                                        **{f: getattr(prior, f) for f in prior.__struct_fields__},
+                                        "messages": [type(m)(role=m.role, content=m.content.splitlines()[0])
+                                                     for m in prior.messages]})})
+        return super().build(prefix)
 '''
 
 GROWING = '''
@@ -184,7 +200,7 @@ def test_a_sabotaged_fold_fails_with_its_check_named(tmp_path: Path, source: str
     assert lines[-1].startswith("verdict: FAIL (")
 
 
-def test_reading_the_prior_is_observed_and_only_a_declared_fold_is_failed_for_echoing(
+def test_reading_the_prior_is_observed_and_every_fold_that_echoes_it_fails(
         tmp_path: Path) -> None:
     _, _, declared, _ = certify_plugin(tmp_path, LEDGER + ECHO, "EchoFold")
     status, _, honest, _ = certify_plugin(tmp_path, LEDGER + ECHO, "HonestEchoFold")
@@ -192,10 +208,16 @@ def test_reading_the_prior_is_observed_and_only_a_declared_fold_is_failed_for_ec
     for report in (declared, honest):
         assert report["endurance"]["prior"]["read_cycles"] == 100  # every cycle looked
         assert report["endurance"]["prior"]["echo_cycles"] == 99  # a marker once one exists
-    assert check(declared, "poison")["passed"] is False
-    assert check(declared, "poison")["detail"].startswith("cycle 2: declares derives_from_source")
-    assert honest["endurance"]["prior"]["derives_from_source"] is False
-    assert check(honest, "poison")["passed"] is True and status == 0
+        # Declared or not, what it wrote carries a stored summary's marker: it fails.
+        assert check(report, "poison")["passed"] is False
+        assert check(report, "poison")["detail"].startswith(
+            "cycle 2: echoes PRIOR_SUMMARY_POISON_991_001")
+    assert honest["endurance"]["prior"]["derives_from_source"] is False and status == 1
+    # Building on the previous summary is allowed; passing its stored bytes on is not.
+    status, lines, builds, _ = certify_plugin(tmp_path, LEDGER + ECHO, "BuildsOnPriorFold")
+    assert builds is not None and builds["endurance"]["prior"]["read_cycles"] == 100
+    assert builds["endurance"]["prior"]["echo_cycles"] == 0
+    assert check(builds, "poison")["passed"] is True and status == 0, lines
 
 
 def test_the_reference_arms_fail_where_their_design_loses(tmp_path: Path) -> None:
@@ -338,9 +360,10 @@ timeout_seconds = 30
     assert report["kind"] == "external command" and report["fold"] == "carry"
     prior = report["endurance"]["prior"]
     # A command receives its input whole: whether it read the prior is unobservable,
-    # what it echoed is not; undeclared, it is not failed for echoing.
+    # what it echoed is not, and it fails for echoing as every fold does.
     assert prior["read_cycles"] is None and prior["echo_cycles"] == 99
-    assert prior["offered_exactly"] == 99 and check(report, "poison")["passed"]
+    assert prior["offered_exactly"] == 99 and not check(report, "poison")["passed"]
+    assert "poison" in report["failed"]
     assert any("read unobservable" in line for line in lines)
     assert "goal" not in report["failed"] and "files" in report["failed"]
     status, _, _, stderr = certify("nope", "--campaign", str(campaign), cwd=tmp_path)

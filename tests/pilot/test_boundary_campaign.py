@@ -124,13 +124,23 @@ def test_results_carry_rates_contrasts_and_incidents(mixed_run: Path) -> None:
     assert [c.split("@")[0] for c in b["cases"]] == sorted(c.id for c in select_cases(
         bundled_cases_root(), CASES))
     arms = {a["arm"]: a for a in b["arms"]}
-    assert arms["native"]["passed"]["successes"] == 3
+    # native's checkpoint shows X07's answer: nothing to recall, so that run is excluded
+    # (never scored, and not in the Recall Trigger Rate); cold-rebuild's needs recall.
+    assert b["excluded"] == [{"case": "X07-required-recall-ticket", "arm": "native",
+                              "excluded": "recall_answer_visible"}]
+    x07 = next(r for r in receipts(mixed_run).values()
+               if r.boundary is not None and r.boundary.case.startswith("X07")
+               and r.role == "native")
+    assert x07.excluded == "recall_answer_visible"
+    assert arms["native"]["passed"]["successes"] == 2
+    assert arms["native"]["recall_trigger"] is None
     assert arms["cold-rebuild"]["passed"]["successes"] == 0
-    assert arms["native"]["recall_trigger"]["trials"] == 1  # X07 needs recall
+    assert arms["cold-rebuild"]["recall_trigger"] == {**arms["cold-rebuild"]["recall_trigger"],
+                                                     "successes": 0, "trials": 1}
     [contrast] = b["contrasts"]
-    assert (contrast["counts"]["pairs"], contrast["counts"]["b"]) == (3, 3)
+    assert (contrast["counts"]["pairs"], contrast["counts"]["b"]) == (2, 2)
     assert {i["failing_arm"] for i in b["incidents"]} == {"cold-rebuild"}
-    assert len(b["incidents"]) == 3
+    assert len(b["incidents"]) == 2
     assert all(i["build"] == json.loads((mixed_run / "registration.json").read_bytes())
                ["digests"]["build"] for i in b["incidents"])
     summary = (mixed_run / "summary.md").read_text()
