@@ -123,8 +123,9 @@ class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_
     """The progressive ledger (``ledger.py``): how many extractions committed it, what
     each added (0: an analysis-only stage), the operations they consumed, and the
     entries the reader sees, after the budget; which extractor wrote it, the model's
-    stages that degraded (``"pN: reason"``) and the selected records no request had
-    room for. The last three are never encoded at their defaults."""
+    stages that degraded (``"pN: reason"``), the selected records no request had room
+    for, and the records the selections held. The last four are never encoded at their
+    defaults (``selected`` is None in receipts written before it)."""
 
     extractions: int
     added: list[int]
@@ -135,6 +136,7 @@ class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_
     extractor: str = "deterministic"
     degraded: list[str] = []
     unoffered: int = 0
+    selected: int | None = None  # the records the extractions' selections held
 
 
 class StoreStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -65,8 +65,8 @@ class LedgerEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 # provider and validation reasons that apply to one settled reply):
 #   empty_output: the reply had no text;
 #   output_overrun: the reply was longer than ``ledger_model.MAX_REPLY_CHARS``;
-#   provider_output: the reply is not the JSON object asked for;
-#   validation: an entry in it is invalid (section, record, text or count).
+#   provider_output: the reply is not JSON;
+#   validation: JSON, but not the object asked for, or an entry out of the rules.
 DEGRADATIONS: Final = frozenset({"empty_output", "output_overrun", "provider_output",
                                  "validation"})
 ExtractorName = Literal["deterministic", "model"]
@@ -211,6 +211,7 @@ def render_ledger(ledger: Ledger) -> tuple[Pack, LedgerStats]:
         extractor=ledger.extractions[0].extractor if ledger.extractions else "deterministic",
         degraded=[f"p{e.number}: {e.degraded}" for e in ledger.extractions if e.degraded],
         unoffered=sum(e.unoffered for e in ledger.extractions),
+        selected=sum(len(e.selection) for e in ledger.extractions),
     )
     return pack, stats
 

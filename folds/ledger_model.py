@@ -2,27 +2,34 @@
 
 One request per extraction (``extraction_request``): the fixed ``EXTRACTION_INSTRUCTION``
 as the system message, and a user message holding the ledger so far and the stage's
-selection. The source is bounded at ``SOURCE_CHARS`` characters (a model summary's
-bound, less what the instruction is longer by: the request is never larger than a
-summary request, which is what ``plan`` prices):
+selection. Each request is bounded by its **allowance** (the reference benchmark's
+reservations: ``ALLOWANCE_TOKENS``, 128,000 input tokens for the first extraction and
+64,000 for each later one), tightened by the route's input envelope (its catalog's
+``context_window``); the guard admits a request by its bytes, each counted as up to one
+token, so the source's bound is in bytes as the request carries them (UTF-8, JSON
+escapes included: ``source_bytes``). Within it:
 
-* the ledger so far comes first, at most ``EARLIER_CHARS`` of it, its newest entries
+* the ledger so far comes first, at most a quarter of the source, its newest entries
   kept whole (the count of older ones left out is stated);
-* then the selection's records, oldest first, each headed by its record id: a record
-  longer than ``RECORD_CHARS`` keeps its head and tail lines with the cut stated, and a
-  record with no room left is not sent (``Found.unoffered`` counts it; the next record
-  that fits still is).
+* then the selection's records, oldest first, each headed by its citation
+  (``[record <id>] owner | assistant | tool result (<kind>), day N``): a record longer
+  than ``RECORD_CHARS`` keeps its head and tail lines with the cut stated, and a record
+  with no room left is not sent (``Found.unoffered`` counts it; the next record that
+  fits still is).
 
-The reply must be one JSON object, ``{"entries": [{"section", "record", "text"}]}``
-(a single surrounding Markdown code fence is allowed, nothing else around it), each
-entry in one of the pack's sections, citing a record the request sent, its text one
-non-empty line of at most ``ENTRY_CHARS`` characters (runs of whitespace become one
-space), at most ``MAX_ENTRIES`` of them. ``{"entries": []}`` is a valid analysis-only
-stage. Anything else degrades the stage whole (``ledger.DEGRADATIONS``): no entry is
-salvaged, repaired or invented, and the ledger stays the one before it.
+A stage with no record to read sends nothing: an analysis-only stage, one operation.
+
+The reply must be one JSON object, ``{"entries": [{"section", "record", "text"}]}`` and
+no other field (one surrounding Markdown code fence is allowed), each entry in one of
+the pack's sections, citing a record the request sent, its text one non-empty line of at
+most ``ENTRY_CHARS`` characters that cites nothing itself (runs of whitespace become one
+space, one leading bullet is dropped: every entry gets its own), at most ``MAX_ENTRIES``
+of them. ``{"entries": []}`` is a valid analysis-only stage. Anything else degrades the
+stage whole (``ledger.DEGRADATIONS``): no entry is salvaged, repaired or invented, and
+the ledger stays the one before it.
 
 Every appended entry cites its record the way every ledger entry does
-(``checkpoint.cite``), so availability analysis reads a model's ledger exactly as the
+(``checkpoint.cite``), so availability analysis reads a model's ledger as it reads the
 deterministic one's.
 """
 
@@ -34,17 +41,15 @@ from typing import Final, Literal
 
 import msgspec
 
-from efold.folds.checkpoint import HistoryRecord, cite
+from efold.folds.checkpoint import CITATION_PATTERN, HistoryRecord, cite
 from efold.folds.ledger import Extractor, Found, LedgerEntry
-from efold.folds.model_summary import (
-    MAX_SOURCE_CHARS,
-    SOURCE_OVERHEAD_CHARS,
-    SUMMARY_INSTRUCTION,
-    Complete,
-)
+from efold.folds.model_summary import Complete
 from efold.folds.summariser import head_lines, tail_lines
 
-EARLIER_CHARS: Final = MAX_SOURCE_CHARS // 4  # 6,000
+# Input tokens each extraction may use (the reference's 128k bootstrap, 64k incremental),
+# and the output tokens it is priced at.
+ALLOWANCE_TOKENS: Final = (128_000, 64_000, 64_000)
+OUTPUT_TOKENS: Final = 4_096
 RECORD_CHARS: Final = 4_000
 RECORD_HEAD_CHARS: Final = 2_800
 MAX_REPLY_CHARS: Final = 32_000
@@ -70,22 +75,40 @@ LEDGER_SO_FAR_HEADER: Final = "The ledger so far (do not repeat these entries):"
 RECORDS_HEADER: Final = "Records to read (oldest first):"
 NO_ENTRIES: Final = "(no entries yet)"
 
-# The source bound: a model summary's, less what this instruction is longer by, so that
-# an extraction request at its bound is never larger than a summary request at its own
-# and the plan's one price per summariser request covers both.
-SOURCE_CHARS: Final = MAX_SOURCE_CHARS - max(0, len(EXTRACTION_INSTRUCTION)
-                                             - len(SUMMARY_INSTRUCTION))
-# Input of one extraction request at its bound.
-REQUEST_INPUT_CHARS: Final = len(EXTRACTION_INSTRUCTION) + SOURCE_CHARS + SOURCE_OVERHEAD_CHARS
+# The request's bytes besides the instruction and the source: the headers and notes of
+# the user message and the payload's own framing (model, roles, limits).
+OVERHEAD_BYTES: Final = 1_024
 
 
-class _Item(msgspec.Struct, frozen=True):
+def request_tokens(number: int, envelope_tokens: int) -> int:
+    """The input bound of extraction ``number`` on a route whose input envelope is
+    ``envelope_tokens``: its allowance, never over the envelope."""
+    return min(ALLOWANCE_TOKENS[number - 1], envelope_tokens)
+
+
+def _cost(text: str) -> int:
+    """The bytes ``text`` takes in a request: UTF-8, JSON-escaped, without its quotes."""
+    return len(msgspec.json.encode(text)) - 2
+
+
+def source_bytes(number: int, envelope_tokens: int) -> int:
+    """The source bound of extraction ``number`` (module docstring): its request's input
+    bound, a byte a token, less the instruction and the overhead."""
+    return max(0, request_tokens(number, envelope_tokens) - _cost(EXTRACTION_INSTRUCTION)
+               - OVERHEAD_BYTES)
+
+
+# With no envelope given (an in-process call, a test), the allowance alone.
+SOURCE_BYTES: Final = source_bytes(1, ALLOWANCE_TOKENS[0])
+
+
+class _Item(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     section: Literal["rules", "corrections", "identifiers", "commitments", "open_items"]
     record: str
     text: str
 
 
-class _Reply(msgspec.Struct, frozen=True):
+class _Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     entries: list[_Item]
 
 
@@ -108,35 +131,37 @@ def _record_text(record: HistoryRecord) -> str:
         tail = tail_lines(text[len(head):], RECORD_CHARS - RECORD_HEAD_CHARS)
         text = (f"{head}\n[... {len(text) - len(head) - len(tail)} characters omitted ...]"
                 f"\n{tail}")
-    return f"[record {record.id}: {who}, day {record.day}]\n{text}"
+    return f"{cite(record.id)} {who}, day {record.day}\n{text}"
 
 
 def extraction_request(earlier: Sequence[LedgerEntry], chosen: list[HistoryRecord], *,
-                       max_source_chars: int = SOURCE_CHARS) -> ExtractionRequest:
+                       max_source_bytes: int = SOURCE_BYTES) -> ExtractionRequest:
     """The request asking a model for the entries of ``chosen`` after ``earlier`` (the
     bound and layout are in the module docstring)."""
     kept: list[str] = []
     used = 0
     for entry in reversed(earlier):
-        if used + len(entry.text) + 1 > min(EARLIER_CHARS, max_source_chars // 4):
+        cost = _cost(entry.text + "\n")
+        if used + cost > max_source_bytes // 4:
             break
         kept.append(entry.text)
-        used += len(entry.text) + 1
+        used += cost
     kept.reverse()
     omitted_entries = len(earlier) - len(kept)
     parts = [LEDGER_SO_FAR_HEADER]
     if omitted_entries:
         parts.append(f"[{omitted_entries} older entries not shown]")
     parts.append("\n".join(kept) if kept else NO_ENTRIES)
-    budget = max_source_chars - used
+    budget = max_source_bytes - used
     offered: list[HistoryRecord] = []
     texts: list[str] = []
     for record in chosen:
         text = _record_text(record)
-        if len(text) + 2 <= budget:
+        cost = _cost(text + "\n\n")
+        if cost <= budget:
             offered.append(record)
             texts.append(text)
-            budget -= len(text) + 2
+            budget -= cost
     unoffered = len(chosen) - len(offered)
     parts += ["", RECORDS_HEADER]
     if unoffered:
@@ -151,23 +176,26 @@ def extraction_request(earlier: Sequence[LedgerEntry], chosen: list[HistoryRecor
 def _unfenced(reply: str) -> str:
     """``reply`` without one surrounding Markdown code fence, if it has one."""
     if reply.startswith("```") and reply.endswith("```") and "\n" in reply:
-        body = reply[reply.index("\n") + 1:-3]
-        if "```" not in body:
-            return body.strip()
+        return reply[reply.index("\n") + 1:-3].strip()
     return reply
+
+
+_BULLET = ("- ", "* ", "\u2022 ")
 
 
 def parse_entries(reply: str, offered: Sequence[HistoryRecord]) -> list[LedgerEntry] | str:
     """The entries of a model's reply, each citing its record; or why the stage
     degrades (a member of ``ledger.DEGRADATIONS``)."""
-    reply = reply.strip()
+    reply = reply.strip().removeprefix("\ufeff").strip()
     if not reply:
         return "empty_output"
     if len(reply) > MAX_REPLY_CHARS:
         return "output_overrun"
     try:
         items = msgspec.json.decode(_unfenced(reply), type=_Reply).entries
-    except msgspec.DecodeError:
+    except msgspec.ValidationError:  # JSON, not the shape asked for
+        return "validation"
+    except (msgspec.DecodeError, RecursionError):  # not JSON
         return "provider_output"
     if len(items) > MAX_ENTRIES:
         return "validation"
@@ -175,21 +203,24 @@ def parse_entries(reply: str, offered: Sequence[HistoryRecord]) -> list[LedgerEn
     entries: list[LedgerEntry] = []
     for item in items:
         text = " ".join(item.text.split())
+        text = next((text[len(b):] for b in _BULLET if text.startswith(b)), text)
         if item.record not in seq or not text or len(text) > ENTRY_CHARS \
-                or not text.isprintable():
+                or not text.isprintable() or CITATION_PATTERN.search(text):
             return "validation"
         entries.append(LedgerEntry(item.section, f"- {text} {cite(item.record)}",
                                    seq[item.record]))
     return entries
 
 
-def model_extractor(complete: Complete, *, max_source_chars: int = SOURCE_CHARS
+def model_extractor(complete: Complete, *, max_source_bytes: int = SOURCE_BYTES
                     ) -> Extractor:
     """An ``Extractor`` whose stages ``complete`` writes: one request per extraction.
     Errors ``complete`` raises (a request that did not settle) propagate unchanged."""
 
     def extract_with_model(earlier: Sequence[LedgerEntry], chosen: list[HistoryRecord]) -> Found:
-        request = extraction_request(earlier, chosen, max_source_chars=max_source_chars)
+        if not chosen:  # nothing to read: no request
+            return Found([], "model")
+        request = extraction_request(earlier, chosen, max_source_bytes=max_source_bytes)
         parsed = parse_entries(complete(request.messages), request.offered)
         if isinstance(parsed, str):
             return Found([], "model", degraded=parsed, unoffered=request.unoffered)

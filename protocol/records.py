@@ -142,6 +142,18 @@ class HttpRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     kind: str
 
 
+class LedgerRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A ledger arm's checkpoint as its fold receipt accounts it (``folds.ledger``):
+    which extractor wrote it (``model``: the summariser model; ``deterministic``), the
+    records its three selections held (None: not recorded), those no request had room
+    for, and its degraded stages (``"pN: reason"``)."""
+
+    extractor: str
+    selected: int | None = None
+    unoffered: int = 0
+    degraded: list[str] = []
+
+
 class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One visited slot, content-free. Written once, fsynced, digest journaled."""
 
@@ -192,6 +204,8 @@ class Receipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # first request, which decides ``pressure_unverified`` there (null: not reported).
     pressure_estimate_tokens: int | None = None
     pressure_measured_tokens: int | None = None
+    # Defaulted (issue 40): a ledger arm's checkpoint, as its fold receipt accounts it.
+    ledger: LedgerRecord | None = None
 
 
 class ShardMark(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -82,6 +82,9 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     stage: Literal["checkpoint", "session", "ledger"] = "checkpoint"
     extraction: int = 0
     ledger: StageFile | None = None
+    # A ledger extraction the summariser model writes: the input envelope of its route,
+    # in tokens, which bounds the request (``folds.ledger_model.source_chars``).
+    summariser_envelope: int | None = None
     # The campaign's probe mode offers the history lookup (``lookup-allowed-v1``).
     # False (recall-only, never encoded): the child publishes the checkpoint without
     # its store or tools, whatever the fold built (``folds.probe_modes.without_lookup``).

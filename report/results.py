@@ -526,6 +526,7 @@ def _slot_row(obs: Observation) -> SlotRow:
         checkpoint_sha256=receipt.checkpoint_sha256 if receipt else None,
         pressure_estimate_tokens=receipt.pressure_estimate_tokens if receipt else None,
         pressure_measured_tokens=receipt.pressure_measured_tokens if receipt else None,
+        ledger=receipt.ledger if receipt else None,
         **_slot_tokens(receipt),
     )
 

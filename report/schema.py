@@ -16,6 +16,7 @@ from typing import Literal
 import msgspec
 
 from efold.boundary.incidents import CompressionIncident
+from efold.protocol.records import LedgerRecord
 
 RESULTS_SCHEMA: Literal["results-v1"] = "results-v1"
 
@@ -425,6 +426,8 @@ class SlotRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     # the provider's count of the first request's input (local and real routes).
     pressure_estimate_tokens: int | None = None
     pressure_measured_tokens: int | None = None
+    # Defaulted (issue 40): a ledger arm's checkpoint as the receipt accounts it.
+    ledger: LedgerRecord | None = None
 
 
 ContainmentMode = Literal["cgroup", "process-group"]

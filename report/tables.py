@@ -19,6 +19,7 @@ from efold.corpus.model import Availability, Category, Outcome
 from efold.protocol.records import Exclusion
 from efold.report.design_table import design_table
 from efold.report.figure_tables import compression_table, latency_table, tool_table
+from efold.report.ledger_table import ledger_table
 from efold.report.numbers import FAUX_MONEY, amount_text, count, money_unit
 from efold.report.pressure_table import pressure_table
 from efold.report.schema import (
@@ -431,7 +432,8 @@ def report_tables(results: Results) -> list[Table]:
         _contrast_table(results, by_category=False),
         _contrast_table(results, by_category=True),
         tool_table(results), latency_table(results), _outcome_table(results),
-        _excluded_table(results), pressure_table(results), _codes_table(results),
+        _excluded_table(results), pressure_table(results), ledger_table(results),
+        _codes_table(results),
         _http_table(results),
         _spend_table(results),
     ]

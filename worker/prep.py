@@ -320,10 +320,12 @@ def _extract_ledger(task: PrepTask, trace: Trace, slot_dir: str, isolation: Isol
     if task.summariser is not None:
         if session is None:
             raise WorkerError(Code.WORKER_USAGE, "an extracting prep needs a permit session")
-        from efold.folds.ledger_model import model_extractor
+        from efold.folds.ledger_model import ALLOWANCE_TOKENS, model_extractor, source_bytes
 
-        extractor = model_extractor(_SummaryRoute(task.summariser, session,
-                                                  stage=f"-p{task.extraction}").complete)
+        envelope = task.summariser_envelope or ALLOWANCE_TOKENS[0]
+        extractor = model_extractor(
+            _SummaryRoute(task.summariser, session, stage=f"-p{task.extraction}").complete,
+            max_source_bytes=source_bytes(task.extraction, envelope))
     previous = None if task.ledger is None else decode_ledger(read_stage_file(task.ledger))
     data = encode_ledger(extract(previous, TracePrefix.of(trace), task.extraction, extractor))
     publish_exclusive(slot_dir, LEDGER_FILE, data)

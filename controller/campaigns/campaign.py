@@ -85,6 +85,7 @@ from efold.corpus import SuiteItem, load_suite
 from efold.corpus.user_suite import load_suite_dir
 from efold.errors import Code, EfoldError
 from efold.folds.external import DEFAULT_TIMEOUT_S
+from efold.folds.ledger import LEDGER_EXTRACTIONS
 from efold.folds.pinning import resolve_program
 from efold.folds.probe_modes import (
     LOOKUP_ALLOWED,
@@ -93,7 +94,7 @@ from efold.folds.probe_modes import (
     ProbeMode,
     admission_refusal,
 )
-from efold.folds.registry import DECLARED_ARMS, plugin_arms
+from efold.folds.registry import DECLARED_ARMS, extracts_ledger, plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
 from efold.protocol.records import OPAQUE_ID
@@ -523,6 +524,12 @@ def validate_campaign(c: Campaign) -> None:
             if wanted is not None and c.summariser.api != wanted:
                 raise _invalid(f"role {r.name!r}: the {r.arm} arm needs a [summariser] on "
                                f"api = {wanted!r}, not {c.summariser.api!r}")
+            # The ledger's extractions are one request each: a limit below them would
+            # pay for the first ones and refuse the last, every checkpoint.
+            if extracts_ledger(r) and c.summariser.max_requests < LEDGER_EXTRACTIONS:
+                raise _invalid(f"role {r.name!r}: the {r.arm} arm makes {LEDGER_EXTRACTIONS} "
+                               "extraction requests per checkpoint; summariser.max_requests "
+                               f"is {c.summariser.max_requests}")
     if c.judge is not None:
         validate_judge(c.judge)
         # The judge is asked from the probe child, which holds one credential: the

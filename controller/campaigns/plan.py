@@ -30,9 +30,12 @@ from efold.controller.campaigns.registration import Registration, rank_key, regi
 from efold.corpus.forms import chars_to_tokens
 from efold.errors import Code
 from efold.folds.ledger import LEDGER_EXTRACTIONS
+from efold.folds.ledger_model import OUTPUT_TOKENS as EXTRACTION_OUTPUT_TOKENS
+from efold.folds.ledger_model import request_tokens
 from efold.folds.model_summary import MAX_SOURCE_CHARS, SOURCE_OVERHEAD_CHARS, SUMMARY_INSTRUCTION
 from efold.folds.probe_modes import RECALL_ONLY, ProbeMode, checkpoint_namespace
-from efold.folds.registry import calls_summariser, makes_opaque
+from efold.folds.registry import calls_summariser, extracts_ledger, makes_opaque
+from efold.guard.contract import INPUT_ENVELOPE
 from efold.guard.estimate import (
     ASSUMED_SCENARIO,
     EstimateScenario,
@@ -170,11 +173,14 @@ class Estimate(msgspec.Struct, frozen=True):
 
 class SummaryTerms(msgspec.Struct, frozen=True):
     """What the summariser line is computed from: the expected cost of one summary
-    request on the summariser's route, and the expected summary requests per checkpoint
-    of every role whose fold calls the summariser (a role absent: none)."""
+    request on the summariser's route, and per checkpoint of every role whose fold calls
+    the summariser (a role absent: none) its expected requests and their expected cost
+    (the summary requests at ``units_per_request``; a ledger's extractions each at its
+    own allowance)."""
 
     units_per_request: int
     requests_per_checkpoint: dict[str, int]
+    units_per_checkpoint: dict[str, int]
 
 
 def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
@@ -186,7 +192,7 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
     - ``reader``: every eligible slot whose checkpoint is feasible x the reader's E.
     - ``summariser`` (``summary`` given and some role summarises): over every distinct
       checkpoint of a summarising role that an eligible-by-plan slot uses, its role's
-      expected requests x ``summary.units_per_request``. A checkpoint found infeasible
+      ``summary.units_per_checkpoint``. A checkpoint found infeasible
       still counts: the pilot builds every eligible checkpoint (paying its summaries)
       before it can know it does not fit.
     - ``judge`` (``judge_units_per_slot`` given): one judge request per slot the reader
@@ -200,7 +206,7 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
                  if s.eligible and summary.requests_per_checkpoint.get(s.role, 0)}
         checkpoints = len(roles)
         requests = sum(summary.requests_per_checkpoint[r] for r in roles.values())
-        summariser = requests * summary.units_per_request
+        summariser = sum(summary.units_per_checkpoint[r] for r in roles.values())
     judge = None if judge_units_per_slot is None else n * judge_units_per_slot
     e = reader + (summariser or 0) + (judge or 0)
     ratio = None
@@ -214,7 +220,9 @@ def estimate(plan: Plan, expected_units_per_slot: int, max_requests: int,
         cap_units=plan.cap_units, cap_minus_rmax_units=plan.cap_units - plan.rmax_units,
         cap_over_expected=ratio, reader_units=reader, summariser_units=summariser,
         summary_checkpoints=checkpoints, summary_requests=requests,
-        summary_units_per_request=None if summariser is None or summary is None
+        # Each request at one price only when every one is a summary request.
+        summary_units_per_request=None if summary is None or requests is None
+        or summariser != requests * summary.units_per_request
         else summary.units_per_request,
         judge_units=judge, judge_units_per_slot=judge_units_per_slot,
     )
@@ -243,8 +251,8 @@ SUMMARY_REQUESTS_BY_ARM: Final[dict[str, int]] = {
 # instruction, at most ``MAX_SOURCE_CHARS`` of source and ``SOURCE_OVERHEAD_CHARS`` of
 # headers), one token per character (as the reader scenario counts returned bytes: never
 # under). The plan does not know a checkpoint's head, so a provider compaction's or a
-# proxy's request is assumed the same size. A ledger extraction's is bounded to be no
-# larger (``folds.ledger_model.SOURCE_CHARS``).
+# proxy's request is assumed the same size. A ledger's extractions are priced apart, each
+# at its own input allowance with 4,096 output tokens (``folds.ledger_model``).
 SUMMARY_INPUT_TOKENS: Final = (len(SUMMARY_INSTRUCTION) + MAX_SOURCE_CHARS
                                + SOURCE_OVERHEAD_CHARS)
 # Output of one summary request: a third of the source bound's chars/4 size (2,000
@@ -288,13 +296,22 @@ def plan_estimate(reg: Registration, plan: Plan,
     if c.summariser is not None:
         s = c.summariser
         entry = profile_catalog(s).entry(s.provider, s.model)
+        per_request = expected_request_units(
+            entry, input_tokens=SUMMARY_INPUT_TOKENS,
+            output_tokens=_output_tokens(s, SUMMARY_OUTPUT_TOKENS))
+        requests = {r.name: k for r in c.roles
+                    if (k := summary_requests_per_checkpoint(r, s.max_requests))}
+        envelope = entry.input_envelope(INPUT_ENVELOPE)
+        # A ledger's three extractions, each at its allowance (ledger_model.request_tokens).
+        ledger = sum(expected_request_units(
+            entry, input_tokens=request_tokens(n, envelope),
+            output_tokens=_output_tokens(s, EXTRACTION_OUTPUT_TOKENS))
+            for n in range(1, LEDGER_EXTRACTIONS + 1))
+        roles = {r.name: r for r in c.roles}
         summary = SummaryTerms(
-            units_per_request=expected_request_units(
-                entry, input_tokens=SUMMARY_INPUT_TOKENS,
-                output_tokens=_output_tokens(s, SUMMARY_OUTPUT_TOKENS)),
-            requests_per_checkpoint={
-                r.name: k for r in c.roles
-                if (k := summary_requests_per_checkpoint(r, s.max_requests))})
+            units_per_request=per_request, requests_per_checkpoint=requests,
+            units_per_checkpoint={name: ledger if extracts_ledger(roles[name])
+                                  else k * per_request for name, k in requests.items()})
     judge_units = None
     if c.judge is not None:
         j = c.judge

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from efold.corpus import estimate_tokens
 from efold.corpus.model import Availability, Probe, Trace
 from efold.folds import TracePrefix, probe_availability
 from efold.folds.arms import NATIVE_PRESSURE_MEASURE
-from efold.folds.checkpoint import ReaderMessage
+from efold.folds.checkpoint import LedgerStats, ReaderMessage
 from efold.folds.snapshot import RestoredCheckpoint
 from efold.folds.transcript import reader_message, session_transcript
-from efold.protocol.records import Exclusion
+from efold.protocol.records import Exclusion, LedgerRecord
 
 # Pressure is required on long traces only (reference: "On long traces, each sample
 # must also show the pressure its arm is designed to test").
@@ -61,6 +63,7 @@ class Evidence:
     transcript_tokens: int | None = None
     transcript_bytes: int | None = None
     pressure: PressureCheck | None = None  # the input pressure, when its arm has one
+    ledger: LedgerRecord | None = None  # a ledger arm's account of its checkpoint
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,14 @@ def transcript_size(trace: Trace) -> VisibleSize:
     also when the native arm itself is inventory-infeasible (the hard suite)."""
     events = TracePrefix.of(trace).events
     return visible_size([reader_message(e) for e in session_transcript(events)])
+
+
+def ledger_record(stats: LedgerStats | msgspec.UnsetType) -> LedgerRecord | None:
+    """What a slot's receipt keeps of its checkpoint's ledger account (None: no ledger)."""
+    if isinstance(stats, msgspec.UnsetType):
+        return None
+    return LedgerRecord(extractor=stats.extractor, selected=stats.selected,
+                        unoffered=stats.unoffered, degraded=list(stats.degraded))
 
 
 def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
@@ -127,7 +138,8 @@ def checkpoint_evidence(suite: str, restored: RestoredCheckpoint,
                                      transcript_tokens=None if transcript is None
                                      else transcript.tokens,
                                      transcript_bytes=None if transcript is None
-                                     else transcript.bytes, pressure=check)
+                                     else transcript.bytes, pressure=check,
+                                     ledger=ledger_record(receipt.ledger))
     finally:
         if store is not None:
             store.close()

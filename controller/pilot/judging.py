@@ -139,7 +139,7 @@ def judge_slot(planned: PlannedSlot, probe: Probe, ledger: SlotLedger, *,
         judge=_judge_record(judge, terminal, status, stops), boundary=boundary,
         http=_http_record(terminal, code),
         pressure_estimate_tokens=None if pressure is None else pressure.estimate,
-        pressure_measured_tokens=measured,
+        pressure_measured_tokens=measured, ledger=evidence.ledger,
     )
     return Verdict(receipt, tuple(stops))
 

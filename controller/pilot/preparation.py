@@ -242,8 +242,11 @@ async def _build(ctx: RunContext, key: str, slot_dir: Path, task: PrepTask) -> P
         for number in range(1, LEDGER_EXTRACTIONS + 1):
             done = await _stage(ctx, key, private_subdir(ctx.run_dir, LEDGERS_DIR, key,
                                                          f"p{number}"),
-                                msgspec.structs.replace(task, stage="ledger", extraction=number,
-                                                        ledger=ledger))
+                                msgspec.structs.replace(
+                                    task, stage="ledger", extraction=number, ledger=ledger,
+                                    summariser_envelope=None if task.summariser is None
+                                    or ctx.summariser is None
+                                    else ctx.summariser.terms.input_envelope))
             if not isinstance(done, StageFile):
                 return done
             ledger = done

@@ -276,9 +276,12 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
         f"{summariser.provider}/{summariser.model}"
     summarisers = {role.name: model for role in reg.campaign.roles
                    if calls_summariser(role) and role.name in plan.roles}
-    if summariser is None:  # no model: the deterministic extractor wrote the ledgers
-        summarisers.update({role.name: STAND_IN_EXTRACTOR for role in reg.campaign.roles
-                            if extracts_ledger(role) and role.name in plan.roles})
+    # A ledger role's extractor is what its checkpoints' receipts say wrote them (a run
+    # made before the model extractor, or without a model: efold's deterministic one).
+    by_model = {r.role for r in receipts if r.ledger is not None and r.ledger.extractor == "model"}
+    summarisers.update({role.name: STAND_IN_EXTRACTOR for role in reg.campaign.roles
+                        if extracts_ledger(role) and role.name in plan.roles
+                        and role.name not in by_model})
     judge = reg.campaign.judge
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,

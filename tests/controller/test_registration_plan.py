@@ -326,3 +326,34 @@ def test_plan_lists_the_expected_lines_in_json_and_for_a_person(tmp_path: Path) 
     assert "summary requests of the prep children: 2 over 1 checkpoints x 0.5 each" in text
     assert "one request per answered slot, 2 x 0.25 each (faux units" in text
     assert "money (USD):" in text
+
+
+def test_a_ledger_role_is_priced_at_its_three_extraction_allowances() -> None:
+    """Each ledger checkpoint's extractions are three requests at the reference's
+    reservations (128k, 64k and 64k input tokens, 4,096 output each), beside the
+    compaction-2 role's two summary requests; the line then has no single price."""
+    from efold.controller.campaigns.plan import (
+        SUMMARY_INPUT_TOKENS,
+        SUMMARY_OUTPUT_TOKENS,
+        plan_estimate,
+    )
+    from efold.controller.campaigns.profiles import profile_catalog
+    from efold.guard.estimate import expected_request_units
+
+    reg = reg_of(SUMMARISED.replace('"ceiling"', '"ledger-cold"'))
+    c = reg.campaign
+    assert c.summariser is not None
+    plan = plan_for(reg)
+    est = plan_estimate(reg, plan)
+    entry = profile_catalog(c.summariser).entry("openai", "gpt-5-mini")
+    per_summary = expected_request_units(entry, input_tokens=SUMMARY_INPUT_TOKENS,
+                                         output_tokens=SUMMARY_OUTPUT_TOKENS)
+    per_ledger = sum(expected_request_units(entry, input_tokens=tokens, output_tokens=4_096)
+                     for tokens in (128_000, 64_000, 64_000))
+    eligible = [s for s in plan.slots if s.eligible]
+    summarised = {s.checkpoint for s in eligible if s.arm == "compaction-2"}
+    ledgers = {s.checkpoint for s in eligible if s.arm == "ledger-cold"}
+    assert summarised and ledgers
+    assert est.summary_requests == 2 * len(summarised) + 3 * len(ledgers)
+    assert est.summariser_units == 2 * len(summarised) * per_summary + len(ledgers) * per_ledger
+    assert est.summary_units_per_request is None

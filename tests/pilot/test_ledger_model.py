@@ -24,7 +24,7 @@ from efold_pilot_kit import journal_rows
 from loopback_chat import Server, serve_chat
 
 from efold.controller.campaigns.campaign import Role
-from efold.controller.campaigns.plan import SUMMARY_INPUT_TOKENS, summary_requests_per_checkpoint
+from efold.controller.campaigns.plan import summary_requests_per_checkpoint
 from efold.corpus.suites import original_suite
 from efold.errors import Code
 from efold.folds import TracePrefix, read_checkpoint
@@ -46,10 +46,11 @@ from efold.folds.ledger_model import (
     ENTRY_CHARS,
     EXTRACTION_INSTRUCTION,
     MAX_ENTRIES,
-    REQUEST_INPUT_CHARS,
     extraction_request,
     model_extractor,
     parse_entries,
+    request_tokens,
+    source_bytes,
 )
 from efold.report.results import STAND_IN_EXTRACTOR
 
@@ -78,22 +79,26 @@ def test_the_request_sends_the_ledger_so_far_and_every_record_that_fits() -> Non
     earlier = [LedgerEntry("rules", f"- rule {n} [record e{n}]", n) for n in range(3)]
     chosen = [_record("a1", "Invoice ref: INV-100", 1), _record("a2", "x" * 30_000, 2),
               _record("a3", "Rule: no calls", 3, role="user")]
-    request = extraction_request(earlier, chosen, max_source_chars=6_000)
+    request = extraction_request(earlier, chosen, max_source_bytes=6_000)
     system, user = request.messages
     assert system == {"role": "system", "content": EXTRACTION_INSTRUCTION}
     text = user["content"]
     # The ledger so far, newest entries kept; each record headed by its id.
     assert "- rule 2 [record e2]" in text
-    assert "[record a1: tool result (email), day 2]\nInvoice ref: INV-100" in text
-    assert "[record a3: owner, day 2]\nRule: no calls" in text
+    assert "[record a1] tool result (email), day 2\nInvoice ref: INV-100" in text
+    assert "[record a3] owner, day 2\nRule: no calls" in text
     # A long record keeps its head and tail with the cut stated; one with no room left
     # is not sent, and the next that fits still is.
-    assert "[record a2:" in text and "characters omitted" in text
+    assert "[record a2]" in text and "characters omitted" in text
     assert [r.id for r in request.offered] == ["a1", "a2", "a3"]
-    tight = extraction_request([], chosen, max_source_chars=1_000)
+    tight = extraction_request([], chosen, max_source_bytes=1_000)
     assert [r.id for r in tight.offered] == ["a1", "a3"] and tight.unoffered == 1
     assert "[1 records not sent: no room left in this request]" in tight.messages[1]["content"]
-    assert len(tight.messages[1]["content"]) <= 1_000 + 512
+    # The bound is in the bytes the request carries (JSON escapes and UTF-8 included).
+    assert len(msgspec.json.encode(tight.messages[1]["content"])) <= 1_000 + 1_024
+    wide = [_record(f"w{n}", "é\n" * 300, n) for n in range(10)]
+    sent = extraction_request([], wide, max_source_bytes=2_000).offered
+    assert len(sent) == 1  # each record costs 1,200+ bytes escaped, not its 600 characters
 
 
 def test_a_valid_reply_becomes_entries_citing_their_records() -> None:
@@ -103,7 +108,11 @@ def test_a_valid_reply_becomes_entries_citing_their_records() -> None:
         LedgerEntry("identifiers", "- Invoice ref: INV-100 [record a1]", 7)]
     # One surrounding code fence is allowed; an empty list is an analysis-only stage.
     assert parse_entries(f"```json\n{reply}\n```", offered) == parse_entries(reply, offered)
+    assert parse_entries(f"\ufeff{reply}", offered) == parse_entries(reply, offered)
     assert parse_entries('{"entries": []}', offered) == []
+    # A bullet the model wrote is not doubled: the entry has its own.
+    assert parse_entries(_reply(("rules", "a1", "- No calls")), offered) == [
+        LedgerEntry("rules", "- No calls [record a1]", 7)]
 
 
 @pytest.mark.parametrize(("reply", "reason"), [
@@ -111,8 +120,15 @@ def test_a_valid_reply_becomes_entries_citing_their_records() -> None:
     ("   \n", "empty_output"),
     ("x" * 40_000, "output_overrun"),
     ("The ledger: INV-100", "provider_output"),
-    ('{"entries": [{"section": "facts", "record": "a1", "text": "t"}]}', "provider_output"),
+    ('{"entries": [{"section": "facts", "record": "a1", "text": "t"}]}', "validation"),
+    ('{"entries": [], "note": "done"}', "validation"),
+    ('{"entries": [{"section": "rules", "record": "a1", "text": "t", "confidence": 1}]}',
+     "validation"),
+    ('{"entries": [], "x": ' + "[" * 3000 + "]" * 3000 + "}", "validation"),
+    ('{"entries": ' + "[" * 3000 + "]" * 3000 + "}", "validation"),
+    ("[" * 5000, "validation"),  # an array where the object should be, whatever follows
     ('Here you go: {"entries": []}', "provider_output"),
+    (_reply(("identifiers", "a1", "INV-9 [record zz]")), "validation"),
     (_reply(("identifiers", "zz", "from a record it was not sent")), "validation"),
     (_reply(("identifiers", "a1", "   ")), "validation"),
     (_reply(("identifiers", "a1", "y" * (ENTRY_CHARS + 1))), "validation"),
@@ -136,7 +152,7 @@ def test_a_degraded_stage_keeps_the_ledger_before_it_and_counts_its_operation() 
         sent.append(messages)
         reply = next(replies)
         if reply == "CITE-FIRST":  # the first stage cites the first record it was sent
-            rid = re.search(r"\[record ([^:\]]+):", messages[1]["content"])
+            rid = re.search(r"^\[record ([^\]]+)\] ", messages[1]["content"], re.M)
             assert rid is not None
             reply = _reply(("rules", rid.group(1), "MODEL-RULE"))
         return reply
@@ -158,6 +174,12 @@ def test_a_degraded_stage_keeps_the_ledger_before_it_and_counts_its_operation() 
     checkpoint = LedgerColdFold(ledger).build(prefix)
     assert checkpoint.receipt.boundary.verified
     assert "MODEL-RULE" in (checkpoint.messages[0].content or "")
+
+
+def test_a_stage_with_nothing_to_read_sends_nothing() -> None:
+    sent: list[object] = []
+    found = model_extractor(lambda messages: sent.append(messages) or "")([], [])
+    assert found == Found([], "model") and sent == []
 
 
 def test_three_degraded_stages_are_not_a_treatment() -> None:
@@ -211,7 +233,7 @@ def test_a_local_summariser_model_writes_every_extraction(server: Server,
             return "I could not produce JSON."
         if n == 2:
             return '{"entries": []}'
-        rid = re.search(r"\[record ([^:\]]+):", body["messages"][1]["content"])
+        rid = re.search(r"^\[record ([^\]]+)\] ", body["messages"][1]["content"], re.M)
         assert rid is not None
         return _reply(("identifiers", rid.group(1), "MODEL-ENTRY from the model"))
 
@@ -256,6 +278,17 @@ def test_a_local_summariser_model_writes_every_extraction(server: Server,
     for text in (done.stdout, (run / "summary.md").read_text(),
                  (run / "report.html").read_text()):
         assert "stand-in" not in text and STAND_IN_EXTRACTOR not in text
+    # Every slot of the role carries its checkpoint's account, and the reports show it.
+    ledgers = [s["ledger"] for s in results["slots"] if s["role"] == "ledger-cold"]
+    assert ledgers and all(r["extractor"] == "model" and r["degraded"] == ["p2: provider_output"]
+                           and r["selected"] > 0 and r.get("unoffered", 0) == 0
+                           for r in ledgers)
+    summary = (run / "summary.md").read_text()
+    assert "Ledger extractions" in summary
+    table = summary.split("Ledger extractions", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("| ledger-cold"))
+    assert "| model |" in row and "(100%)" in row and f"2 of {len(keys) * 3}" in row, row
+    assert "provider_output 2" in row or f"provider_output {len(keys)}" in row
 
 
 def test_without_a_summariser_model_the_reports_name_the_deterministic_extractor(
@@ -275,12 +308,33 @@ def test_without_a_summariser_model_the_reports_name_the_deterministic_extractor
         == [(0,)]
 
 
-def test_the_plan_prices_three_extractions_per_ledger_checkpoint() -> None:
+def test_a_summariser_limit_below_three_extractions_refuses_at_register(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(CAMPAIGN + """
+[summariser]
+provider = "local"
+model = "tiny"
+base_url = "http://127.0.0.1:9/v1"
+server = "llama-cpp-python"
+max_requests = 2
+""")
+    done = subprocess.run([*CLI, "register", "c.toml", "--output", "reg"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("refused: campaign_invalid")
+    assert "makes 3 extraction requests per checkpoint; summariser.max_requests is 2" \
+        in done.stderr
+    assert not (tmp_path / "reg").exists()
+
+
+def test_three_extractions_per_ledger_checkpoint_each_within_its_allowance() -> None:
     def requests(arm: str, limit: int = 64) -> int:
         return summary_requests_per_checkpoint(Role(name=arm, arm=arm, instructions=""), limit)
 
     assert requests("ledger-cold") == LEDGER_EXTRACTIONS == 3
     assert requests("ledger-cold", 2) == 2  # never above the summariser's limit
     assert requests("compaction") == 1 and requests("cold-rebuild") == 0
-    # An extraction request at its bound is priced no lower than it can be.
-    assert SUMMARY_INPUT_TOKENS >= REQUEST_INPUT_CHARS
+    # Each request's input bound: its allowance, never over the route's envelope.
+    assert [request_tokens(n, 272_000) for n in (1, 2, 3)] == [128_000, 64_000, 64_000]
+    assert [request_tokens(n, 16_384) for n in (1, 2, 3)] == [16_384] * 3
+    # The source fills what the instruction and the framing leave of it.
+    assert 0 < source_bytes(1, 16_384) < 16_384 - len(EXTRACTION_INSTRUCTION)
