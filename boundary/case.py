@@ -99,6 +99,12 @@ class Case(msgspec.Struct, frozen=True):
                 and recall.answer in visible_text(checkpoint.messages))
 
 
+def needs_rationale(case: Case) -> bool:
+    """Whether ``case`` expects the ``rationale`` capability (its incidents are
+    ``missing_rationale``: ``boundary.incidents``)."""
+    return "rationale" in case.sidecar.classification.expected_capability
+
+
 def _invalid(detail: str) -> BoundaryError:
     return BoundaryError(Code.BOUNDARY_CASE_INVALID, detail)
 

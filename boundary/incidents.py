@@ -6,15 +6,17 @@ deterministically from the failing run (the first rule that applies):
 
 1. a required-recall case whose failing run made no recall: ``recall_not_triggered``;
    one that recalled and still failed: ``recall_failed``;
-2. a failing ``forbidden-path-unchanged``, ``file-unchanged`` or ``tool-action-absent``
+2. a case whose expected capabilities include ``rationale`` (the reason behind an
+   earlier decision is what the continuation needs, as X04's): ``missing_rationale``;
+3. a failing ``forbidden-path-unchanged``, ``file-unchanged`` or ``tool-action-absent``
    oracle: ``authority_loss`` (a rule the owner set was not kept);
-3. a failing ``tool-action-present`` oracle: ``missing_obligation``;
-4. a failing ``file-equals`` or ``state-key-equals`` oracle: ``state_stale``;
-5. a failing ``artifact-exists`` or ``recall-contains`` oracle: ``wrong_target``;
-6. a failing ``tests-pass`` oracle: ``missing_evidence``;
-7. a failing ``failure-open``/``failure-retired`` oracle: ``reopened_resolved_branch``;
-8. a failing run with duplicate actions: ``duplicate_work``;
-9. otherwise ``unknown``.
+4. a failing ``tool-action-present`` oracle: ``missing_obligation``;
+5. a failing ``file-equals`` or ``state-key-equals`` oracle: ``state_stale``;
+6. a failing ``artifact-exists`` or ``recall-contains`` oracle: ``wrong_target``;
+7. a failing ``tests-pass`` oracle: ``missing_evidence``;
+8. a failing ``failure-open``/``failure-retired`` oracle: ``reopened_resolved_branch``;
+9. a failing run with duplicate actions: ``duplicate_work``;
+10. otherwise ``unknown``.
 
 The evidence names the failing run's action indices (all of them: the run is short), the
 oracles it failed, and the two checkpoints' content digests.
@@ -84,6 +86,7 @@ class JudgedRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     checkpoint: str | None  # the content digest of the checkpoint it resumed from
     repeat: int = 1  # the case's ``fold.repeat``
     folds: int | None = None  # the folds that checkpoint's receipt records
+    rationale: bool = False  # the case expects the ``rationale`` capability
 
     @property
     def failed(self) -> list[str]:
@@ -91,10 +94,12 @@ class JudgedRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def category_of(failed: Sequence[str], families: Sequence[str], duplicates: Sequence[bool], *,
-                recall_required: bool) -> IncidentCategory:
+                recall_required: bool, rationale: bool = False) -> IncidentCategory:
     """The failing run's category (module docstring)."""
     if recall_required:
         return "recall_failed" if "recall" in families else "recall_not_triggered"
+    if rationale:
+        return "missing_rationale"
     failing = set(failed)
     for types, found in _BY_ORACLE:
         if failing & types:
@@ -105,11 +110,11 @@ def category_of(failed: Sequence[str], families: Sequence[str], duplicates: Sequ
 
 
 def category(results: Sequence[OracleResult], actions: Sequence[ActionRecord], *,
-             recall_required: bool) -> IncidentCategory:
+             recall_required: bool, rationale: bool = False) -> IncidentCategory:
     """``category_of`` a run's oracle results and action records."""
     return category_of([r.type for r in results if r.verdict == "fail"],
                        [a.family for a in actions], [a.duplicate for a in actions],
-                       recall_required=recall_required)
+                       recall_required=recall_required, rationale=rationale)
 
 
 def incident(reference: JudgedRun, failing: JudgedRun, *, build: str,
@@ -119,7 +124,8 @@ def incident(reference: JudgedRun, failing: JudgedRun, *, build: str,
         version=1, case_id=failing.case, case_version=failing.case_version, build=build,
         model=model, reference_arm=reference.arm, failing_arm=failing.arm,
         category=category_of(failing.failed, failing.families, failing.duplicates,
-                             recall_required=failing.recall_required),
+                             recall_required=failing.recall_required,
+                             rationale=failing.rationale),
         evidence=IncidentEvidence(
             actions=list(range(len(failing.families))), verifier_failures=failing.failed,
             relevant_checkpoint_ids=[c for c in (reference.checkpoint, failing.checkpoint)

@@ -127,6 +127,7 @@ class BoundaryRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     requests: int = 0
     tokens: int = 0
     recall_required: bool = False
+    rationale: bool = False  # the case expects the ``rationale`` capability
     environment_sha256: str | None = None
     repeat: int = 1
     folds: int | None = None

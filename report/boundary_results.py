@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from efold.boundary.case import Case
+from efold.boundary.case import Case, needs_rationale
 from efold.boundary.incidents import JudgedRun, incident
 from efold.boundary.validate import CaseOutcome
 from efold.corpus.model import Category
@@ -45,6 +45,7 @@ def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun | ExcludedRun:
         duplicates=[a.duplicate for a in outcome.run.actions], ending=outcome.run.ending,
         tokens=outcome.run.input_tokens + outcome.run.output_tokens,
         recall_required=case.sidecar.recall.required, checkpoint=outcome.checkpoint,
+        rationale=needs_rationale(case),
         repeat=case.sidecar.fold.repeat, folds=outcome.folds)
 
 
@@ -63,6 +64,7 @@ def judged_receipt(receipt: Receipt) -> JudgedRun | None:
         families=[a.family for a in record.actions],
         duplicates=[a.duplicate for a in record.actions], ending=record.ending,
         tokens=record.tokens, recall_required=record.recall_required,
+        rationale=record.rationale,
         checkpoint=receipt.checkpoint_sha256, repeat=record.repeat, folds=record.folds)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from efold.boundary.agent_loop import INSTRUCTIONS, workspace_tools
-from efold.boundary.case import Case, load_case
+from efold.boundary.case import Case, load_case, needs_rationale
 from efold.boundary.errors import BoundaryError
 from efold.boundary.identity import RouteIdentity, environment_identity, identity_digest
 from efold.boundary.oracles import DeclaredState, Evidence, evaluate_all, passed
@@ -67,6 +67,7 @@ def boundary_task(case: Case, route: Route) -> BoundaryTask:
 def _not_judged(case: Case, code: Code) -> BoundaryRecord:
     return BoundaryRecord(case=case.id, case_version=case.version, passed=None,
                           recall_required=case.sidecar.recall.required,
+                          rationale=needs_rationale(case),
                           repeat=case.sidecar.fold.repeat, code=code.value)
 
 
@@ -110,6 +111,6 @@ def judge_boundary(case: Case, slot_dir: Path, work_sha256: str | None,
                             duplicate=a.duplicate, duplicate_of=a.duplicate_of)
                  for a in work.actions],
         ending=work.ending, requests=work.requests, tokens=work.tokens,
-        recall_required=sidecar.recall.required,
+        recall_required=sidecar.recall.required, rationale=needs_rationale(case),
         environment_sha256=identity_digest(identity), repeat=sidecar.fold.repeat,
         folds=facts.folds)

@@ -234,3 +234,19 @@ def test_only_runs_that_needed_recall_count_in_the_trigger_rate(cases: dict[str,
     assert [(r.case, r.arm) for r in results.runs] == [(case.id, "store"),
                                                        (case.id, "cold-rebuild")]
     assert results.excluded == [outcomes[0]]
+
+
+def test_x04_a_lost_rationale_is_missing_rationale(cases: dict[str, Case]) -> None:
+    """X04 expects the rationale capability: the incident of the arm that fails it is
+    ``missing_rationale``, whatever oracle it failed."""
+    from efold.boundary.incidents import JudgedRun
+    from efold.report.boundary_results import boundary_results, judged_offline
+
+    case = cases["X04-long-distance-rationale"]
+    runs = [judged_offline(case, run_offline(case, case.prefix, arm))
+            for arm in ("native", "cold-rebuild")]
+    assert all(isinstance(r, JudgedRun) for r in runs)
+    results = boundary_results([r for r in runs if isinstance(r, JudgedRun)],
+                               ["native", "cold-rebuild"], build="b")
+    assert [(i.failing_arm, i.category) for i in results.incidents] == [
+        ("cold-rebuild", "missing_rationale")]

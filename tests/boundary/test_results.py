@@ -39,6 +39,7 @@ def failed(*types: str) -> list[OracleResult]:
 
 @pytest.mark.parametrize(("results", "actions", "recall", "expected"), [
     (failed("tests-pass"), [action(0, "recall")], True, "recall_failed"),
+    (failed("tests-pass"), [action(0)], "rationale", "missing_rationale"),
     (failed("tests-pass"), [action(0)], True, "recall_not_triggered"),
     (failed("forbidden-path-unchanged", "file-equals"), [], False, "authority_loss"),
     (failed("tool-action-absent"), [], False, "authority_loss"),
@@ -52,8 +53,28 @@ def failed(*types: str) -> list[OracleResult]:
     (failed("no-cross-session-recall"), [action(0)], False, "unknown"),
 ])
 def test_every_category_rule(results: list[OracleResult], actions: list[ActionRecord],
-                             recall: bool, expected: str) -> None:
-    assert category(results, actions, recall_required=recall) == expected
+                             recall: bool | str, expected: str) -> None:
+    """``recall``: True for a required-recall case, "rationale" for a case expecting the
+    rationale capability."""
+    assert category(results, actions, recall_required=recall is True,
+                    rationale=recall == "rationale") == expected
+
+
+def test_every_category_in_the_closed_list_has_a_rule() -> None:
+    from typing import get_args
+
+    from efold.boundary.incidents import IncidentCategory
+
+    said = {category(failed(*kinds), acts, recall_required=recall is True,
+                     rationale=recall == "rationale")
+            for kinds, acts, recall in [
+                (("tests-pass",), [action(0, "recall")], True), (("tests-pass",), [], True),
+                (("tests-pass",), [], "rationale"), (("file-unchanged",), [], False),
+                (("tool-action-present",), [], False), (("state-key-equals",), [], False),
+                (("recall-contains",), [], False), (("tests-pass",), [], False),
+                (("failure-open",), [], False),
+                (("x",), [action(0), action(1, duplicate=True)], False), (("x",), [], False)]}
+    assert said == set(get_args(IncidentCategory))
 
 
 def test_results_per_arm_and_an_incident_for_the_arm_that_lost(make_case: MakeCase) -> None:
