@@ -13,8 +13,9 @@ for this source and for the last endurance cycle), each through
 * ``coverage``: every eligible event (non-empty retained text) of every session is in
   the store, and every record agrees with a fresh normalization of the source
   (``retention.record_text``, session, day, role, kind): no record stale or foreign;
-* ``cold``: the fact is not visible in the checkpoint (it is cold; the report counts
-  the sessions that are still visible, the hot ones);
+* ``cold``: the fact is not visible in the checkpoint (it is cold);
+* ``hot_bound``: at most ``HOT_SESSIONS_MAX`` (8) sessions are still visible in the
+  checkpoint, the hot ones (the report counts them); the rest must be cold;
 * ``lexical_recall``: ``history_search`` for the fact's token finds exactly its record;
 * ``structural_selection``: ``history_search`` for the cold operation's reference, then
   selecting by kind and persisted outcome, gives exactly its result, hydrated whole by
@@ -55,6 +56,7 @@ FACT: Final = f"Cold fact: the archive vault phrase is ⟦ꙮ𝔉-{FACT_TOKEN}-�
 FACT_ID: Final = f"m{FACT_SESSION:04d}-owner"
 OP_SESSION: Final = 23
 NEGATIVE_REF: Final = "op-9999-grep"
+HOT_SESSIONS_MAX: Final = 8
 MEMORY_ID: Final = "certify-memory"
 # The reader's meter, widened: certification reads every page it needs, and counts them.
 _CALLS: Final = 1_000_000
@@ -174,6 +176,9 @@ def check_memory(restored: RestoredCheckpoint, endurance: RestoredCheckpoint | N
     checks.append(MemoryCheck(name="cold", passed=FACT not in visible,
                               detail=None if FACT not in visible else
                               "the fact is visible: recall is not exercised"))
+    checks.append(MemoryCheck(name="hot_bound", passed=hot <= HOT_SESSIONS_MAX,
+                              detail=None if hot <= HOT_SESSIONS_MAX else
+                              f"{hot} sessions visible, more than {HOT_SESSIONS_MAX}"))
     reader = _reader(restored)
     hits = [h["id"] for h in search(reader, FACT_TOKEN, at_most=_HITS)]
     checks.append(MemoryCheck(name="lexical_recall", passed=hits == [FACT_ID],

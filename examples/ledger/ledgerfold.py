@@ -7,7 +7,9 @@ A cumulative projection of the source, rebuilt from ``prefix.events`` at every f
 * every file a ``read_file`` call named, citing its latest result;
 * every open error: a result line ``ERROR <code>: ...`` that no later line
   ``RESOLVED <code>`` closed, citing the result that raised it;
-* the earlier entries' first lines, newest first, until the byte budget is spent;
+* the earlier entries' first lines, newest first, until the byte budget is spent or
+  ``HOT_SESSIONS`` sessions are in view (the opening's and the kept turn's count too):
+  older sessions stay cold, in the store, not in view;
 
 then the newest turn verbatim, from the newest owner turn whose tail is closed (every
 result after its call, every call followed by its result). Every cited entry is written
@@ -32,6 +34,7 @@ from efold.folds.transcript import reader_message, session_transcript
 BUDGET = 28 * 1024  # bytes of UTF-8 in the summary message
 OPENING_CHARS = 4_000
 LINE_CHARS = 160
+HOT_SESSIONS = 8  # sessions whose entries stay in view (certification bounds it at 8)
 ERROR = re.compile(r"^ERROR (\S+?):")
 RESOLVED = re.compile(r"^RESOLVED (\S+)")
 
@@ -107,7 +110,11 @@ def ledger(transcript: Sequence[Event], head: Sequence[Event]) -> str:
     parts.append("Open errors:")
     parts += [f"- {line}" for line in errors.values()] or ["- none"]
     parts.append("Earlier entries, newest first:")
+    hot = {e.session for e in [*transcript[len(head):], *([opening] if opening else [])]}
     for event in reversed(head):
+        hot.add(event.session)
+        if len(hot) > HOT_SESSIONS:
+            break
         text = _first_line(event.content) or ", ".join(
             c.function.name for c in event.tool_calls or ())
         if not _fit(parts, f"- {cite(event.id)} {event.role}: {text}", BUDGET):
