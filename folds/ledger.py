@@ -61,14 +61,16 @@ class LedgerEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seq: int  # its source record's position in the trace
 
 
-# Why a model's extraction added nothing although it answered (the reference's
-# provider and validation reasons that apply to one settled reply):
+# Why a model's extraction added nothing (the reference's provider and validation
+# reasons that apply to one settled reply):
 #   empty_output: the reply had no text;
 #   output_overrun: the reply was longer than ``ledger_model.MAX_REPLY_CHARS``;
 #   provider_output: the reply is not JSON;
-#   validation: JSON, but not the object asked for, or an entry out of the rules.
+#   validation: JSON, but not the object asked for, or an entry out of the rules;
+# and the one capacity reason, when nothing was sent:
+#   input_budget: the stage had records to read and none fitted its request's bound.
 DEGRADATIONS: Final = frozenset({"empty_output", "output_overrun", "provider_output",
-                                 "validation"})
+                                 "validation", "input_budget"})
 ExtractorName = Literal["deterministic", "model"]
 
 

@@ -17,7 +17,9 @@ escapes included: ``source_bytes``). Within it:
   with no room left is not sent (``Found.unoffered`` counts it; the next record that
   fits still is).
 
-A stage with no record to read sends nothing: an analysis-only stage, one operation.
+A stage with no record to read sends nothing: an analysis-only stage, one operation. A
+stage whose records all lack room (a window too small) sends nothing either, and is
+degraded (``input_budget``).
 
 The reply must be one JSON object, ``{"entries": [{"section", "record", "text"}]}`` and
 no other field (one surrounding Markdown code fence is allowed), each entry in one of
@@ -35,6 +37,7 @@ deterministic one's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -45,6 +48,7 @@ from efold.folds.checkpoint import CITATION_PATTERN, HistoryRecord, cite
 from efold.folds.ledger import Extractor, Found, LedgerEntry
 from efold.folds.model_summary import Complete
 from efold.folds.summariser import head_lines, tail_lines
+from efold.guard.accounting import H_INSTRUCTIONS, H_PER_INPUT_ITEM, H_PER_REQUEST
 
 # Input tokens each extraction may use (the reference's 128k bootstrap, 64k incremental),
 # and the output tokens it is priced at.
@@ -80,9 +84,15 @@ NO_ENTRIES: Final = "(no entries yet)"
 OVERHEAD_BYTES: Final = 1_024
 
 
+# The guard's framing allowance H of an extraction request at its largest (a Responses
+# request: instructions and one input item; a chat request's two messages count less).
+FRAMING_TOKENS: Final = H_PER_REQUEST + H_INSTRUCTIONS + 2 * H_PER_INPUT_ITEM
+
+
 def request_tokens(number: int, envelope_tokens: int) -> int:
     """The input bound of extraction ``number`` on a route whose input envelope is
-    ``envelope_tokens``: its allowance, never over the envelope."""
+    ``envelope_tokens`` (U_k as the guard counts it: the payload's bytes plus H): its
+    allowance, never over the envelope."""
     return min(ALLOWANCE_TOKENS[number - 1], envelope_tokens)
 
 
@@ -93,9 +103,10 @@ def _cost(text: str) -> int:
 
 def source_bytes(number: int, envelope_tokens: int) -> int:
     """The source bound of extraction ``number`` (module docstring): its request's input
-    bound, a byte a token, less the instruction and the overhead."""
-    return max(0, request_tokens(number, envelope_tokens) - _cost(EXTRACTION_INSTRUCTION)
-               - OVERHEAD_BYTES)
+    bound, a byte a token, less the guard's framing allowance, the instruction and the
+    overhead, so the request the guard counts never exceeds the bound."""
+    return max(0, request_tokens(number, envelope_tokens) - FRAMING_TOKENS
+               - _cost(EXTRACTION_INSTRUCTION) - OVERHEAD_BYTES)
 
 
 # With no envelope given (an in-process call, a test), the allowance alone.
@@ -180,7 +191,7 @@ def _unfenced(reply: str) -> str:
     return reply
 
 
-_BULLET = ("- ", "* ", "\u2022 ")
+_BULLET: Final = re.compile(r"^[-*\u2022](\s+|$)")
 
 
 def parse_entries(reply: str, offered: Sequence[HistoryRecord]) -> list[LedgerEntry] | str:
@@ -203,12 +214,14 @@ def parse_entries(reply: str, offered: Sequence[HistoryRecord]) -> list[LedgerEn
     entries: list[LedgerEntry] = []
     for item in items:
         text = " ".join(item.text.split())
-        text = next((text[len(b):] for b in _BULLET if text.startswith(b)), text)
+        text = _BULLET.sub("", text, count=1)
         if item.record not in seq or not text or len(text) > ENTRY_CHARS \
                 or not text.isprintable() or CITATION_PATTERN.search(text):
             return "validation"
-        entries.append(LedgerEntry(item.section, f"- {text} {cite(item.record)}",
-                                   seq[item.record]))
+        entry = LedgerEntry(item.section, f"- {text} {cite(item.record)}", seq[item.record])
+        if entry in entries:  # the same entry twice: not what was asked
+            return "validation"
+        entries.append(entry)
     return entries
 
 
@@ -221,6 +234,8 @@ def model_extractor(complete: Complete, *, max_source_bytes: int = SOURCE_BYTES
         if not chosen:  # nothing to read: no request
             return Found([], "model")
         request = extraction_request(earlier, chosen, max_source_bytes=max_source_bytes)
+        if not request.offered:  # records to read, none fits: no request, a capacity stop
+            return Found([], "model", degraded="input_budget", unoffered=request.unoffered)
         parsed = parse_entries(complete(request.messages), request.offered)
         if isinstance(parsed, str):
             return Found([], "model", degraded=parsed, unoffered=request.unoffered)

@@ -24,6 +24,9 @@ EXIT_STATUS: Final[Mapping[Code, int]] = {
     Code.WORKER_STOPPED: 70,
     Code.WORKER_BODY_FAILED: 71,
     Code.FOLD_ISOLATION_UNAVAILABLE: 72,
+    # A prep child's summary or extraction request its own guard refused before any hold
+    # (U_k over the route's envelope): the controller never saw it, so the status says.
+    Code.NOT_ADMITTED_INPUT_ENVELOPE: 73,
     Code.IPC_EOF: 80,
     Code.IPC_TRUNCATED_FRAME: 81,
     Code.IPC_FRAME_TOO_LARGE: 82,

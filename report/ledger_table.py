@@ -35,7 +35,9 @@ def ledger_table(results: Results) -> Table | None:
     """One row per role whose slots read a ledger (None: no such role)."""
     rows = []
     for role in results.roles:
-        by_checkpoint = {s.checkpoint_sha256: s.ledger for s in results.slots
+        # One account per checkpoint (role x trace x repeat): two repeats whose ledgers
+        # came out alike are still two checkpoints.
+        by_checkpoint = {(s.trace_id, s.repeat): s.ledger for s in results.slots
                          if s.role == role and s.ledger is not None}
         records = list(by_checkpoint.values())
         if not records:

@@ -58,8 +58,8 @@ from efold.registry.lease import Lease, acquire_lease
               help="--reader's model, by the name its server serves it under.")
 @click.option("--summariser", "summariser_url", default=None, metavar="URL",
               help="A summariser model on this machine (base URL), with --summariser-model: "
-                   "it writes the compaction arms' summaries and answers the own calls "
-                   "of compaction proxies.")
+                   "it writes the compaction arms' summaries and ledger-cold's "
+                   "extractions, and answers the own calls of compaction proxies.")
 @click.option("--summariser-model", "summariser_model", default=None, metavar="NAME",
               help="--summariser's model, by the name its server serves it under.")
 @click.option("--server", type=click.Choice(list(SERVER_PRESETS)), default=None,

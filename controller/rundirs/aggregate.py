@@ -264,6 +264,19 @@ def journal_money(holds: list[dict[str, Any]]) -> MoneyFact:
                      open_units=sum(c[2] for c in charges))
 
 
+def _extractor(role: str, receipts: list[Receipt], configured: bool, model: str) -> str:
+    """What wrote a ledger role's ledgers: what its slots' receipts say. A receipt that
+    read a checkpoint without an account is from a run made before the model extractor
+    (the deterministic one wrote it); with no checkpoint read at all (every build
+    failed), the extractor the registration configured, which was asked."""
+    own = [r for r in receipts if r.role == role]
+    if any(r.ledger is not None and r.ledger.extractor == "model" for r in own):
+        return model
+    if any(r.ledger is not None or r.checkpoint_sha256 is not None for r in own):
+        return STAND_IN_EXTRACTOR
+    return model if configured else STAND_IN_EXTRACTOR
+
+
 def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
                     journaled_missing: list[str], in_flight: list[str],
                     summariser_spends: dict[str, SlotSpend], facts: RunFacts) -> RunView:
@@ -276,12 +289,10 @@ def registered_view(reg: Registration, plan: Plan, receipts: list[Receipt],
         f"{summariser.provider}/{summariser.model}"
     summarisers = {role.name: model for role in reg.campaign.roles
                    if calls_summariser(role) and role.name in plan.roles}
-    # A ledger role's extractor is what its checkpoints' receipts say wrote them (a run
-    # made before the model extractor, or without a model: efold's deterministic one).
-    by_model = {r.role for r in receipts if r.ledger is not None and r.ledger.extractor == "model"}
-    summarisers.update({role.name: STAND_IN_EXTRACTOR for role in reg.campaign.roles
-                        if extracts_ledger(role) and role.name in plan.roles
-                        and role.name not in by_model})
+    summarisers.update({role.name: _extractor(role.name, receipts, summariser is not None,
+                                              model)
+                        for role in reg.campaign.roles
+                        if extracts_ledger(role) and role.name in plan.roles})
     judge = reg.campaign.judge
     return RunView(plan, receipts, journaled_missing, in_flight, reader.is_faux,
                    f"{reader.provider}/{reader.model}", summariser_spends, summarisers,

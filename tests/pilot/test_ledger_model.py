@@ -129,6 +129,8 @@ def test_a_valid_reply_becomes_entries_citing_their_records() -> None:
     ("[" * 5000, "validation"),  # an array where the object should be, whatever follows
     ('Here you go: {"entries": []}', "provider_output"),
     (_reply(("identifiers", "a1", "INV-9 [record zz]")), "validation"),
+    (_reply(("rules", "a1", "- ")), "validation"),  # a bullet and nothing else
+    (_reply(("rules", "a1", "No calls"), ("rules", "a1", "No  calls")), "validation"),
     (_reply(("identifiers", "zz", "from a record it was not sent")), "validation"),
     (_reply(("identifiers", "a1", "   ")), "validation"),
     (_reply(("identifiers", "a1", "y" * (ENTRY_CHARS + 1))), "validation"),
@@ -293,7 +295,7 @@ def test_a_local_summariser_model_writes_every_extraction(server: Server,
 
 def test_without_a_summariser_model_the_reports_name_the_deterministic_extractor(
         tmp_path: Path) -> None:
-    (tmp_path / "ledger.toml").write_text(CAMPAIGN)
+    (tmp_path / "ledger.toml").write_text(CAMPAIGN + "repeats = 2\n")
     done = subprocess.run([*CLI, "pilot", "--faux", "--campaign", str(tmp_path / "ledger.toml"),
                            "--runs", str(tmp_path / "runs"), "--json",
                            "--no-progress"], capture_output=True, text=True, timeout=300,
@@ -306,6 +308,88 @@ def test_without_a_summariser_model_the_reports_name_the_deterministic_extractor
     # And offline nothing was retained in the permit journal for the extractions.
     assert journal_rows(run, "SELECT COUNT(*) FROM holds WHERE request_id LIKE '%-p_-s%'") \
         == [(0,)]
+    # Two traces, two repeats: four checkpoints, even where two repeats came out alike.
+    table = (run / "summary.md").read_text().split("Ledger extractions", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("| ledger-cold"))
+    assert row.startswith("| ledger-cold | 4 | deterministic |") and "(100%)" in row, row
+    assert "| 0 of 12 |" in row, row
+
+
+def _local_campaign(tmp_path: Path, server: Server, context_window: int | None) -> Path:
+    """CAMPAIGN with ledger-cold alone and a local summariser whose operator catalog
+    gives ``context_window`` (None: none)."""
+    window = "" if context_window is None else f"context_window = {context_window}\n"
+    (tmp_path / "cat.toml").write_text(
+        'version = 1\n[[model]]\nprovider = "local"\nmodel = "tiny"\n'
+        f'service_tiers = false\n{window}input = "0.5"\noutput = "1.5"\n'
+        'cache_read = "0.05"\ncache_write = "0.5"\n')
+    path = tmp_path / "local.toml"
+    path.write_text(CAMPAIGN.replace('["native", "ledger-cold"]', '["ledger-cold"]') + f"""
+[summariser]
+provider = "local"
+model = "tiny"
+base_url = "{server.base_url}"
+server = "llama-cpp-python"
+catalog = "cat.toml"
+max_requests = 3
+""")
+    return path
+
+
+def _pilot_file(tmp_path: Path, campaign: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    done = subprocess.run([*CLI, "pilot", "--campaign", str(campaign), "--runs",
+                           str(tmp_path / "runs"), "--json", "--no-progress"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "300"})
+    line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "{}"
+    return done, Path(json.loads(line)["run"]) if line.startswith("{") else tmp_path
+
+
+def test_a_small_window_bounds_every_extraction_request_the_guard_admits(
+        server: Server, tmp_path: Path) -> None:
+    """With a 16,384-token window, every extraction request, as the guard counts it
+    (its bytes plus the framing allowance), fits the window: each is admitted and sent;
+    the records with no room are counted."""
+    server.respond = lambda body: '{"entries": []}'
+    done, run = _pilot_file(tmp_path, _local_campaign(tmp_path, server, 16_384))
+    assert done.returncode == 0, done.stdout + done.stderr
+    bodies = _extractions(server)
+    assert bodies
+    for body in bodies:  # U_k on a chat request: its bytes + 4,096 + 256 per message
+        assert len(msgspec.json.encode(body)) + 4_096 + 256 * len(body["messages"]) <= 16_384
+    holds = journal_rows(run, "SELECT state FROM holds WHERE request_id LIKE '%-p_-s%'")
+    assert holds and all(state == "settled" for (state,) in holds)
+    results = json.loads((run / "results.json").read_bytes())
+    ledgers = [s["ledger"] for s in results["slots"] if "ledger" in s]
+    assert ledgers and all(r["unoffered"] > 0 for r in ledgers)  # the window is tight
+
+
+def test_a_window_with_no_room_for_any_record_degrades_every_stage(
+        server: Server, tmp_path: Path) -> None:
+    """A window smaller than the request's own framing leaves no room for a record: no
+    request is sent, each stage is degraded (input_budget), and the checkpoint is not
+    a ledger (its slots excluded, the model still named as the extractor)."""
+    _, run = _pilot_file(tmp_path, _local_campaign(tmp_path, server, 9_000))
+    assert _extractions(server) == []
+    results = json.loads((run / "results.json").read_bytes())
+    slots = [s for s in results["slots"] if s["role"] == "ledger-cold"]
+    assert slots and all(s["excluded"] == "boundary_unverified" for s in slots), slots
+    assert all(s["ledger"]["degraded"] == ["p1: input_budget", "p2: input_budget",
+                                           "p3: input_budget"] for s in slots)
+    assert results["run"]["summarisers"] == {"ledger-cold": "local/tiny"}
+
+
+def test_when_no_ledger_could_be_built_the_configured_model_is_named(
+        server: Server, tmp_path: Path) -> None:
+    server.status = 500
+    _, run = _pilot_file(tmp_path, _local_campaign(tmp_path, server, None))
+    assert _extractions(server)  # asked, and refused by the server
+    results = json.loads((run / "results.json").read_bytes())
+    codes = [s["code"] for s in results["slots"]]  # the smoke's, then the stop's
+    assert "lookup_http_status" in codes and set(codes) <= {"lookup_http_status",
+                                                            "lookup_stopped"}, codes
+    assert results["run"]["summarisers"] == {"ledger-cold": "local/tiny"}
+    assert STAND_IN_EXTRACTOR not in (run / "summary.md").read_text()
 
 
 def test_a_summariser_limit_below_three_extractions_refuses_at_register(tmp_path: Path) -> None:
