@@ -15,7 +15,12 @@ model call:
   where either side is unmeasured is ``unknown``, not a tie), and the acceptance delta
   with Newcombe's paired interval (``report.stats.paired_counts``);
 * **representativeness**: only what the set's ``representative_task_set`` attests, and
-  reported as the operator's attestation; nothing here infers it.
+  reported as the operator's attestation; nothing here infers it;
+* **the research protocol** (an ``efold-comparison-v2`` set), per arm over the runs
+  that measured each: the compliance rates (first mutation after the plan, planning
+  pruned, executor verified), the checklist count's median, the mean plan quality
+  (with the rubrics that scored it), and the context-token medians; null where no run
+  measured it.
 
 Everything is descriptive, like every efold report: no significance or model-quality
 claim. ``render_analysis_text`` is the human summary; the ``Analysis`` record is the JSON.
@@ -56,6 +61,23 @@ class ArmFigures(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cost_unmeasured: int
     latency_median_ms: int | None
     latency_unmeasured: int
+    # Null unless some run of the arm measured a research-protocol field (v2).
+    research: ResearchFigures | None = None
+
+
+class ResearchFigures(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One arm's research-protocol fields over the runs that measured each (a
+    compliance rate: runs where it held / runs that measured it)."""
+
+    first_mutation_boundary: Proportion | None
+    planning_pruned: Proportion | None
+    executor_verified: Proportion | None
+    checklist_count_median: int | None
+    plan_quality_mean: str | None  # exact, over the runs scored
+    plan_quality_runs: int
+    plan_quality_rubrics: list[str]
+    request_context_tokens_median: int | None
+    parent_context_tokens_median: int | None
 
 
 class PairedMetric(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -158,7 +180,33 @@ def _arm(arm: str, runs: Sequence[ComparisonRun]) -> ArmFigures:
         cost_usd=format(total.normalize(), "f") if total else "0",
         cost_unmeasured=sum(c is None for c in costs),
         latency_median_ms=_median([r.latency_ms for r in runs]),
-        latency_unmeasured=sum(r.latency_ms is None for r in runs))
+        latency_unmeasured=sum(r.latency_ms is None for r in runs),
+        research=_research(runs))
+
+
+def _rate(values: Sequence[bool | None]) -> Proportion | None:
+    known = [v for v in values if v is not None]
+    return proportion(sum(known), len(known)) if known else None
+
+
+def _research(runs: Sequence[ComparisonRun]) -> ResearchFigures | None:
+    if not any(r.research_fields() for r in runs):
+        return None
+    scored = [decimal.Decimal(r.plan_quality) for r in runs if r.plan_quality is not None]
+    mean = None
+    if scored:
+        mean = format((sum(scored, decimal.Decimal(0)) / len(scored))
+                      .quantize(decimal.Decimal("0.000001")).normalize(), "f")
+    return ResearchFigures(
+        first_mutation_boundary=_rate([r.first_mutation_boundary for r in runs]),
+        planning_pruned=_rate([r.planning_pruned for r in runs]),
+        executor_verified=_rate([r.executor_verified for r in runs]),
+        checklist_count_median=_median([r.checklist_count for r in runs]),
+        plan_quality_mean=mean, plan_quality_runs=len(scored),
+        plan_quality_rubrics=sorted({r.plan_quality_rubric for r in runs
+                                     if r.plan_quality_rubric is not None}),
+        request_context_tokens_median=_median([r.request_context_tokens for r in runs]),
+        parent_context_tokens_median=_median([r.parent_context_tokens for r in runs]))
 
 
 def analyze(data: ComparisonSet) -> Analysis:
@@ -212,6 +260,18 @@ def render_analysis_text(a: Analysis) -> str:
             f"{_unmeasured(f.cost_unmeasured)}; latency median "
             f"{'-' if f.latency_median_ms is None else f'{f.latency_median_ms:,} ms'}"
             f"{_unmeasured(f.latency_unmeasured)}")
+        if (r := f.research) is not None:
+            rates = "; ".join(f"{name} {_percent(p)}" for name, p in (
+                ("first mutation after the plan", r.first_mutation_boundary),
+                ("planning pruned", r.planning_pruned),
+                ("executor verified", r.executor_verified)) if p is not None)
+            lines.append(
+                f"  research protocol: {rates or 'no compliance measured'}; checklist "
+                f"median {'-' if r.checklist_count_median is None else r.checklist_count_median}"
+                f"; plan quality "
+                + ("-" if r.plan_quality_mean is None else
+                   f"{r.plan_quality_mean} mean over {r.plan_quality_runs} runs "
+                   f"({', '.join(r.plan_quality_rubrics)})"))
     c = a.acceptance
     delta = "-" if c.delta_pp is None or c.delta_pp95 is None else (
         f"{c.delta_pp:+.1f} pp (95% CI {c.delta_pp95.lower:+.1f} to {c.delta_pp95.upper:+.1f})")

@@ -35,6 +35,17 @@ It is content-free by construction and decoded **closed** (``decode_comparison``
 
 ``null`` is "not measured", never zero: a run whose usage was not reported has
 ``tokens`` and ``cost_usd`` null, and the analyzer counts such pairs apart.
+
+``efold-comparison-v2`` is v1 plus the **research-protocol fields** of a run (the
+reference benchmark's comparison record), each optional and null when unmeasured:
+``request_context_tokens`` and ``parent_context_tokens`` (counts); ``checklist_count``
+(5 to 9); ``first_mutation_boundary``, ``planning_pruned`` and ``executor_verified``
+(the protocol's compliance booleans: the first mutation came after the plan, the
+planning instructions were pruned before execution, the executor verified its work);
+``plan_quality`` (0 to 1, a decimal string) with ``plan_quality_rubric``, the bounded
+identifier of the evaluator and rubric that produced it (one without the other
+refuses). The reader accepts both versions; a v1 set carrying any of these refuses, as
+v1 never had them. ``analyze --write`` writes v1 (an efold run measures none of them).
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ from efold.errors import Code
 from efold.report.errors import ReportError
 
 SCHEMA: Final = "efold-comparison-v1"
+SCHEMA_V2: Final = "efold-comparison-v2"
 MAX_BYTES: Final = 8 * 1024 * 1024
 MAX_RUNS: Final = 10_000
 MIN_TASKS: Final = 20  # the minimum evidence gate: paired tasks, never lower
@@ -73,7 +85,7 @@ class Provenance(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_d
     faux: bool | None = None  # True: the costs are faux units, not money
 
 
-class ComparisonRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ComparisonRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """One task, one repeat, one arm: what the analyzer compares (module docstring)."""
 
     task: str
@@ -87,10 +99,29 @@ class ComparisonRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tokens: Count | None
     cost_usd: str | None  # an exact non-negative decimal (never a float)
     latency_ms: Count | None
+    # v2 only (module docstring): the research-protocol fields; null = not measured.
+    request_context_tokens: Count | None = None
+    parent_context_tokens: Count | None = None
+    checklist_count: Annotated[int, msgspec.Meta(ge=5, le=9)] | None = None
+    first_mutation_boundary: bool | None = None
+    planning_pruned: bool | None = None
+    executor_verified: bool | None = None
+    plan_quality: str | None = None  # a decimal from 0 to 1
+    plan_quality_rubric: str | None = None
+
+    def research_fields(self) -> list[str]:
+        """The research-protocol fields this run measured."""
+        return [name for name in RESEARCH_FIELDS if getattr(self, name) is not None]
+
+
+RESEARCH_FIELDS: Final = ("request_context_tokens", "parent_context_tokens", "checklist_count",
+                          "first_mutation_boundary", "planning_pruned", "executor_verified",
+                          "plan_quality", "plan_quality_rubric")
+_QUALITY: Final = re.compile(r"(0(\.[0-9]{1,6})?|1(\.0{1,6})?)")
 
 
 class ComparisonSet(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    schema: Literal["efold-comparison-v1"]
+    schema: Literal["efold-comparison-v1", "efold-comparison-v2"]
     arms: Annotated[list[str], msgspec.Meta(min_length=2, max_length=2)]  # reference, candidate
     representative_task_set: bool
     runs: list[ComparisonRun]
@@ -141,6 +172,15 @@ def check_comparison(data: ComparisonSet) -> ComparisonSet:
             raise _invalid(f"{where}: accepted with a check that did not pass")
         if run.cost_usd is not None and not _DECIMAL.fullmatch(run.cost_usd):
             raise _invalid(f"{where}.cost_usd: not a plain non-negative decimal")
+        if data.schema == SCHEMA and (measured := run.research_fields()):
+            raise _invalid(f"{where}.{measured[0]}: a research-protocol field needs "
+                           f"{SCHEMA_V2}")
+        if run.plan_quality is not None and not _QUALITY.fullmatch(run.plan_quality):
+            raise _invalid(f"{where}.plan_quality: a decimal from 0 to 1")
+        if (run.plan_quality is None) != (run.plan_quality_rubric is None):
+            raise _invalid(f"{where}: plan_quality and plan_quality_rubric go together")
+        if run.plan_quality_rubric is not None and not _ID.fullmatch(run.plan_quality_rubric):
+            raise _invalid(f"{where}.plan_quality_rubric: not a bounded identifier")
     seen = Counter((r.task, r.repeat, r.arm) for r in data.runs)
     doubled = [key for key, n in seen.items() if n > 1]
     if doubled:

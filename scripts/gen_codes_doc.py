@@ -495,7 +495,8 @@ MEANINGS: dict[str, str] = {
         "(`efold-comparison-v1`): an unknown key (a prompt, an output, a credential, prose), "
         "a wrong type, a string that is no bounded identifier, a negative count, a cost that "
         "is no plain decimal, arms that are not two, a task and repeat without exactly one "
-        "run of each arm, or a `minimum_tasks` below 20. The detail names the run. With "
+        "run of each arm, a `minimum_tasks` below 20, or a research-protocol field out of "
+        "its bounds or in a v1 set (`efold-comparison-v2`). The detail names the run. With "
         "`--run`, the run's paired slots could not make a set (an arm that is no role).",
     "comparison_too_large": "`analyze`: the comparison set is larger than 8 MiB or holds "
         "more than 10,000 runs; nothing is aggregated.",

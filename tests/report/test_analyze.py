@@ -202,3 +202,63 @@ def test_a_written_set_reads_back_whole(tmp_path: Path) -> None:
 
     data = msgspec.json.decode(encoded(hand_set()), type=ComparisonSet)
     assert decode_comparison(encode_comparison(data)) == data
+
+
+RESEARCH = {"request_context_tokens": 900, "parent_context_tokens": 4000,
+            "checklist_count": 7, "first_mutation_boundary": True, "planning_pruned": True,
+            "executor_verified": False, "plan_quality": "0.75",
+            "plan_quality_rubric": "prewalk-evaluator@1"}
+
+
+def test_a_v2_set_carries_the_research_protocol_fields() -> None:
+    """v2 adds the research record's fields; the analyzer reports per arm the compliance
+    rates, checklist median and mean plan quality over the runs that measured them."""
+    doc = hand_set()
+    doc["schema"] = "efold-comparison-v2"
+    cand = [r for r in doc["runs"] if r["arm"] == "cand"]
+    cand[0].update(RESEARCH)
+    cand[1].update(RESEARCH, plan_quality="0.5", checklist_count=5, executor_verified=True)
+    cand[2].update(first_mutation_boundary=False)  # one compliance field, nothing else
+    a = analyze(decode_comparison(encoded(doc)))
+    ref, candidate = a.arms
+    assert ref.research is None  # nothing measured: null, never zeros
+    r = candidate.research
+    assert r is not None
+    assert r.first_mutation_boundary is not None
+    assert (r.first_mutation_boundary.successes, r.first_mutation_boundary.trials) == (2, 3)
+    assert r.executor_verified is not None
+    assert (r.executor_verified.successes, r.executor_verified.trials) == (1, 2)
+    assert r.plan_quality_mean == "0.625" and r.plan_quality_runs == 2
+    assert r.plan_quality_rubrics == ["prewalk-evaluator@1"]
+    assert r.checklist_count_median == 5  # nearest rank of [5, 7]
+    assert (r.request_context_tokens_median, r.parent_context_tokens_median) == (900, 4000)
+
+
+@pytest.mark.parametrize(("schema", "fields", "words"), [
+    ("efold-comparison-v1", {"checklist_count": 7}, "needs efold-comparison-v2"),
+    ("efold-comparison-v2", {"checklist_count": 4}, "checklist_count"),
+    ("efold-comparison-v2", {"checklist_count": 10}, "checklist_count"),
+    ("efold-comparison-v2", {"plan_quality": "0.5"}, "go together"),
+    ("efold-comparison-v2", {"plan_quality_rubric": "r"}, "go together"),
+    ("efold-comparison-v2", {"plan_quality": "1.5", "plan_quality_rubric": "r"}, "0 to 1"),
+    ("efold-comparison-v2", {"plan_quality": "0.5", "plan_quality_rubric": "a rubric"},
+     "bounded identifier"),
+    ("efold-comparison-v3", {}, "schema"),
+])
+def test_research_fields_are_checked(schema: str, fields: dict[str, Any], words: str) -> None:
+    doc = hand_set()
+    doc["schema"] = schema
+    doc["runs"][0].update(fields)
+    with pytest.raises(ReportError) as refused:
+        decode_comparison(encoded(doc))
+    assert refused.value.code is Code.COMPARISON_INVALID
+    assert words in refused.value.detail
+
+
+def test_a_v1_set_still_reads_and_writes_as_v1() -> None:
+    from efold.report.comparison_set import encode_comparison
+
+    data = decode_comparison(encoded(hand_set()))
+    assert data.schema == "efold-comparison-v1"
+    assert "checklist_count" not in encode_comparison(data).decode()
+    assert analyze(data).arms[1].research is None
