@@ -13,14 +13,17 @@ environment. Rules:
   offered (canonical JSON of the tool schemas, in the order offered), the sha256 of the
   system prompt (UTF-8), and the model route when given (provider, model, API, effort;
   temperature and seed when the route sets one). A real run also records the Python
-  version, efold's version (``importlib.metadata``) and efold's build digest
-  (``efold.digests.build_digest``, the one a registration freezes).
+  version, efold's version (``importlib.metadata``), efold's build digest
+  (``efold.digests.build_digest``, the one a registration freezes) and, when the case
+  directory is inside a git repository, the commit it has checked out (``vcs_commit``:
+  the session fixture's revision, the protocol's "DSH commit").
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -76,6 +79,7 @@ class EnvironmentIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
     python: str | None = None  # real runs only
     efold_version: str | None = None  # real runs only
     build_sha256: str | None = None  # real runs only
+    case_commit: str | None = None  # real runs only, when the case is in a git repository
 
 
 def _oracle_paths(case: Case) -> list[str]:
@@ -136,7 +140,55 @@ def environment_identity(case: Case, *, tool_catalog: Sequence[Mapping[str, Any]
         python=platform.python_version() if real else None,
         efold_version=efold_version() if real else None,
         build_sha256=build_digest() if real else None,
+        case_commit=vcs_commit(case.path) if real else None,
     )
+
+
+_COMMIT: Final = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256 object names
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def vcs_commit(path: Path) -> str | None:
+    """The commit the git repository holding ``path`` has checked out, read from the
+    repository's own files (no ``git`` is run): its ``HEAD``, a branch ref, or the
+    packed refs; a linked worktree's ``.git`` file is followed. None when ``path`` is in
+    no repository, or its ``HEAD`` names nothing readable (an unborn branch)."""
+    for directory in (path, *path.parents):
+        dot = directory / ".git"
+        if dot.is_dir():
+            gitdir = dot
+        elif dot.is_file():
+            pointer = _read(dot) or ""
+            if not pointer.startswith("gitdir: "):
+                return None
+            gitdir = (directory / pointer.removeprefix("gitdir: ")).resolve()
+        else:
+            continue
+        head = _read(gitdir / "HEAD") or ""
+        if _COMMIT.fullmatch(head):
+            return head  # a detached HEAD
+        if not head.startswith("ref: "):
+            return None
+        ref = head.removeprefix("ref: ")
+        common = gitdir
+        if (shared := _read(gitdir / "commondir")) is not None:
+            common = (gitdir / shared).resolve()
+        for base in (gitdir, common):
+            value = _read(base / ref)
+            if value is not None and _COMMIT.fullmatch(value):
+                return value
+        for line in (_read(common / "packed-refs") or "").splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref and _COMMIT.fullmatch(sha):
+                return sha
+        return None
+    return None
 
 
 def identity_digest(identity: EnvironmentIdentity) -> str:

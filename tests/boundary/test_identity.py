@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from efold.boundary.actions import tree_version
@@ -92,3 +95,41 @@ def test_a_real_run_records_python_efold_and_build(make_case: MakeCase) -> None:
     assert real.python == platform.python_version()
     assert real.efold_version and real.build_sha256 == build_digest()
     assert real.route is not None and (real.route.temperature, real.route.seed) == (0.0, 7)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"})
+    return done.stdout.strip()
+
+
+def test_a_real_run_records_the_commit_of_the_cases_repository(make_case: MakeCase,
+                                                               case_root: Path) -> None:
+    """A case in a git repository: a live run records the commit checked out (read from
+    the repository's files: a branch ref, then packed, then a detached HEAD, then from a
+    linked worktree); outside any repository, or offline, none."""
+    case = load_case(make_case())
+    assert environment_identity(case, tool_catalog=TOOLS, system_prompt="p",
+                                real=True).case_commit is None
+    _git(case_root, "init", "-q")
+    _git(case_root, "add", "-A")
+    _git(case_root, "commit", "-qm", "cases")
+    head = _git(case_root, "rev-parse", "HEAD")
+
+    def commit() -> str | None:
+        return environment_identity(case, tool_catalog=TOOLS, system_prompt="p",
+                                    real=True).case_commit
+
+    assert commit() == head
+    _git(case_root, "pack-refs", "--all")
+    assert commit() == head
+    _git(case_root, "checkout", "-q", "--detach")
+    assert commit() == head
+    offline = environment_identity(case, tool_catalog=TOOLS, system_prompt="p")
+    assert offline.case_commit is None
+    linked = case_root.parent / "linked"
+    _git(case_root, "worktree", "add", "-q", "--detach", str(linked), head)
+    moved = load_case(linked / case.path.name)
+    assert environment_identity(moved, tool_catalog=TOOLS, system_prompt="p",
+                                real=True).case_commit == head
