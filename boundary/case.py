@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from pathlib import Path
 from typing import Final
 
@@ -95,8 +96,11 @@ class Case(msgspec.Struct, frozen=True):
         its reader-visible text): then the continuation needs no recall, and a run from
         it says nothing about recall (docs/boundary.md §13)."""
         recall = self.sidecar.recall
-        return (recall.required and recall.answer is not None
-                and recall.answer in visible_text(checkpoint.messages))
+        if not recall.required or recall.answer is None:
+            return False
+        # Compared as Unicode NFC both sides: a composed and a decomposed "É" are one text.
+        return (unicodedata.normalize("NFC", recall.answer)
+                in unicodedata.normalize("NFC", visible_text(checkpoint.messages)))
 
 
 def needs_rationale(case: Case) -> bool:

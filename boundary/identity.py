@@ -147,10 +147,33 @@ def environment_identity(case: Case, *, tool_catalog: Sequence[Mapping[str, Any]
 _COMMIT: Final = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256 object names
 
 
-def _read(path: Path) -> str | None:
+_PACKED_REFS_LIMIT: Final = 16 * 1024 * 1024  # HEAD, a ref or a pointer is one line
+
+
+def _read(path: Path, limit: int = 4096) -> str | None:
+    """A small regular file's text, or None: absent, not a regular file (a FIFO, a
+    device, a link to one), larger than ``limit``, unreadable or not UTF-8. Read without
+    blocking and bounded: a repository's files are the user's, not efold's."""
     try:
-        return path.read_text(encoding="utf-8").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return os.read(fd, limit + 1)[:limit].decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _kind(path: Path) -> int | None:
+    """``path``'s file type (following links), or None when it cannot be seen."""
+    try:
+        return stat.S_IFMT(os.stat(path).st_mode)
+    except OSError:
         return None
 
 
@@ -158,12 +181,21 @@ def vcs_commit(path: Path) -> str | None:
     """The commit the git repository holding ``path`` has checked out, read from the
     repository's own files (no ``git`` is run): its ``HEAD``, a branch ref, or the
     packed refs; a linked worktree's ``.git`` file is followed. None when ``path`` is in
-    no repository, or its ``HEAD`` names nothing readable (an unborn branch)."""
+    no repository, or its ``HEAD`` names nothing readable (an unborn branch, a file
+    that is not a small regular one, a loop of links)."""
+    try:
+        return _checked_out(path.resolve())  # "a/../b" is b's repository, not a's
+    except (OSError, RuntimeError):
+        return None
+
+
+def _checked_out(path: Path) -> str | None:
     for directory in (path, *path.parents):
         dot = directory / ".git"
-        if dot.is_dir():
+        kind = _kind(dot)
+        if kind == stat.S_IFDIR:
             gitdir = dot
-        elif dot.is_file():
+        elif kind == stat.S_IFREG:
             pointer = _read(dot) or ""
             if not pointer.startswith("gitdir: "):
                 return None
@@ -183,7 +215,7 @@ def vcs_commit(path: Path) -> str | None:
             value = _read(base / ref)
             if value is not None and _COMMIT.fullmatch(value):
                 return value
-        for line in (_read(common / "packed-refs") or "").splitlines():
+        for line in (_read(common / "packed-refs", _PACKED_REFS_LIMIT) or "").splitlines():
             sha, _, name = line.partition(" ")
             if name == ref and _COMMIT.fullmatch(sha):
                 return sha

@@ -87,6 +87,8 @@ class JudgedRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     repeat: int = 1  # the case's ``fold.repeat``
     folds: int | None = None  # the folds that checkpoint's receipt records
     rationale: bool = False  # the case expects the ``rationale`` capability
+    # Set: the run is not scored (``recall_answer_visible``); see ``boundary_results``.
+    excluded: str | None = None
 
     @property
     def failed(self) -> list[str]:

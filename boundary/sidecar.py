@@ -276,7 +276,7 @@ def check_sidecar(sidecar: Sidecar, name: str = SIDECAR_NAME) -> None:
         raise _invalid(name, "no oracle: a case needs at least one", "$.oracle.success")
     for index, oracle in enumerate(sidecar.oracle.success):
         _check_oracle(name, oracle, commands, f"$.oracle.success[{index}]")
-    if sidecar.recall.required and not sidecar.recall.answer:
+    if sidecar.recall.required and not (sidecar.recall.answer or "").strip():
         raise _invalid(name, "recall.required needs the exact answer string", "$.recall.answer")
     if not sidecar.classification.expected_capability:
         raise _invalid(name, "name at least one capability",

@@ -26,6 +26,7 @@ from efold.boundary.case import Case, load_cases
 from efold.boundary.errors import BoundaryError
 from efold.boundary.lock import lock_problems
 from efold.boundary.runner_check import require_runners
+from efold.boundary.validate import require_recall_needed
 from efold.corpus.model import Category, Probe, ProbeFile, SuiteItem, Trace
 from efold.digests import digest_of, package_root
 from efold.errors import Code
@@ -86,6 +87,7 @@ def select_cases(root: Path, names: Sequence[str]) -> list[Case]:
     # A case whose checks cannot run here would be scored as a loss of every fold:
     # refused now, at registration, before any slot (boundary.runner_check).
     require_runners(cases)
+    require_recall_needed(cases)  # the rule ``boundary validate`` applies
     return cases
 
 

@@ -174,6 +174,14 @@ def ablation(case: Case) -> Ablation:
                     counterfactual=run_offline(case, without_critical(case)))
 
 
+def require_recall_needed(cases: list[Case]) -> None:
+    """Refuse (``boundary_case_invalid``) the first case ``recall_problem`` finds: before
+    a run or a registration, so no request is paid for a case that cannot measure."""
+    for case in cases:
+        if (problem := recall_problem(case)) is not None:
+            raise BoundaryError(Code.BOUNDARY_CASE_INVALID, problem)
+
+
 def recall_problem(case: Case) -> str | None:
     """Why a required-recall case is invalid before anything runs, or None: its answer
     is still on the surface of the cold boundary's checkpoint (``cold-rebuild``'s, the

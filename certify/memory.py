@@ -128,7 +128,10 @@ def _reader(restored: RestoredCheckpoint) -> LookupTool:
     return tool
 
 
-_HOT: Final = re.compile(r"Session (\d+):")
+# What shows a session in view: its owner turn and reply ("Session N: ...", "Session N
+# done: ..."), however punctuated, or its persisted operation reference (op-NNNN-grep),
+# which its call and its result carry.
+_HOT: Final = re.compile(r"\bSession (\d+)\b|\bop-(\d{4})-grep\b")
 
 
 def not_applicable(reason: str) -> MemoryReport:
@@ -172,7 +175,7 @@ def check_memory(restored: RestoredCheckpoint, endurance: RestoredCheckpoint | N
     coverage, sessions, indexed, eligible, stale = _coverage(restored, source)
     checks.append(coverage)
     visible = visible_text(restored.checkpoint.messages)
-    hot = len({int(n) for n in _HOT.findall(visible)})
+    hot = len({int(a or b) for a, b in _HOT.findall(visible)} & set(range(1, SESSIONS + 1)))
     checks.append(MemoryCheck(name="cold", passed=FACT not in visible,
                               detail=None if FACT not in visible else
                               "the fact is visible: recall is not exercised"))

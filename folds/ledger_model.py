@@ -60,8 +60,6 @@ MAX_REPLY_CHARS: Final = 32_000
 ENTRY_CHARS: Final = 400
 MAX_ENTRIES: Final = 64
 
-SECTIONS: Final = ("rules", "corrections", "identifiers", "commitments", "open_items")
-
 EXTRACTION_INSTRUCTION: Final = (
     "You keep the continuity ledger of an assistant whose conversation with its owner "
     "will be cut: after the cut the assistant sees only the ledger. Read the records "

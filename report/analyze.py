@@ -65,6 +65,15 @@ class ArmFigures(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     research: ResearchFigures | None = None
 
 
+class RubricQuality(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The plan quality one rubric gave: the mean over the runs it scored (rounded to 6
+    places). Two rubrics' scores are never averaged together."""
+
+    rubric: str
+    runs: int
+    mean: str
+
+
 class ResearchFigures(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One arm's research-protocol fields over the runs that measured each (a
     compliance rate: runs where it held / runs that measured it)."""
@@ -73,9 +82,7 @@ class ResearchFigures(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     planning_pruned: Proportion | None
     executor_verified: Proportion | None
     checklist_count_median: int | None
-    plan_quality_mean: str | None  # exact, over the runs scored
-    plan_quality_runs: int
-    plan_quality_rubrics: list[str]
+    plan_quality: list[RubricQuality]  # per rubric, sorted by rubric; empty: none scored
     request_context_tokens_median: int | None
     parent_context_tokens_median: int | None
 
@@ -192,19 +199,19 @@ def _rate(values: Sequence[bool | None]) -> Proportion | None:
 def _research(runs: Sequence[ComparisonRun]) -> ResearchFigures | None:
     if not any(r.research_fields() for r in runs):
         return None
-    scored = [decimal.Decimal(r.plan_quality) for r in runs if r.plan_quality is not None]
-    mean = None
-    if scored:
-        mean = format((sum(scored, decimal.Decimal(0)) / len(scored))
-                      .quantize(decimal.Decimal("0.000001")).normalize(), "f")
+    by_rubric: dict[str, list[decimal.Decimal]] = {}
+    for r in runs:
+        if r.plan_quality is not None and r.plan_quality_rubric is not None:
+            by_rubric.setdefault(r.plan_quality_rubric, []).append(decimal.Decimal(r.plan_quality))
+    quality = [RubricQuality(rubric=rubric, runs=len(scores), mean=format(
+        (sum(scores, decimal.Decimal(0)) / len(scores)).quantize(decimal.Decimal("0.000001"))
+        .normalize(), "f")) for rubric, scores in sorted(by_rubric.items())]
     return ResearchFigures(
         first_mutation_boundary=_rate([r.first_mutation_boundary for r in runs]),
         planning_pruned=_rate([r.planning_pruned for r in runs]),
         executor_verified=_rate([r.executor_verified for r in runs]),
         checklist_count_median=_median([r.checklist_count for r in runs]),
-        plan_quality_mean=mean, plan_quality_runs=len(scored),
-        plan_quality_rubrics=sorted({r.plan_quality_rubric for r in runs
-                                     if r.plan_quality_rubric is not None}),
+        plan_quality=quality,
         request_context_tokens_median=_median([r.request_context_tokens for r in runs]),
         parent_context_tokens_median=_median([r.parent_context_tokens for r in runs]))
 
@@ -232,6 +239,10 @@ def _percent(p: Proportion) -> str:
         return f"{p.successes}/{p.trials}"
     ci = p.wilson95
     return f"{p.successes}/{p.trials} = {p.rate:.1%} (95% CI {ci.lower:.1%}-{ci.upper:.1%})"
+
+
+def _tokens(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
 
 
 def _unmeasured(n: int) -> str:
@@ -268,10 +279,11 @@ def render_analysis_text(a: Analysis) -> str:
             lines.append(
                 f"  research protocol: {rates or 'no compliance measured'}; checklist "
                 f"median {'-' if r.checklist_count_median is None else r.checklist_count_median}"
-                f"; plan quality "
-                + ("-" if r.plan_quality_mean is None else
-                   f"{r.plan_quality_mean} mean over {r.plan_quality_runs} runs "
-                   f"({', '.join(r.plan_quality_rubrics)})"))
+                "; plan quality "
+                + (", ".join(f"{q.mean} mean over {q.runs} runs ({q.rubric})"
+                             for q in r.plan_quality) or "-")
+                + f"; context tokens median {_tokens(r.request_context_tokens_median)} "
+                  f"request, {_tokens(r.parent_context_tokens_median)} parent")
     c = a.acceptance
     delta = "-" if c.delta_pp is None or c.delta_pp95 is None else (
         f"{c.delta_pp:+.1f} pp (95% CI {c.delta_pp95.lower:+.1f} to {c.delta_pp95.upper:+.1f})")

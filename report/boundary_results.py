@@ -32,12 +32,10 @@ from efold.report.schema import ArmContrast, ArmSummary, BoundaryResults, Exclud
 from efold.report.stats import nearest_rank, paired_counts, proportion
 
 
-def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun | ExcludedRun:
-    """An offline run (``boundary run``) as a judged run, or as excluded when it is a
-    required-recall case whose checkpoint shows the answer (as a campaign's slot is)."""
-    if outcome.answer_shown:
-        return ExcludedRun(case=case.id, arm=outcome.arm,
-                           excluded=Exclusion.RECALL_ANSWER_VISIBLE.value)
+def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun:
+    """An offline run (``boundary run``) as a judged run; excluded
+    (``recall_answer_visible``) when it is a required-recall case whose checkpoint
+    shows the answer, as a campaign's slot is."""
     return JudgedRun(
         case=case.id, case_version=case.version, arm=outcome.arm, passed=outcome.passed,
         oracles=[(r.type, r.verdict) for r in outcome.results],
@@ -46,16 +44,20 @@ def judged_offline(case: Case, outcome: CaseOutcome) -> JudgedRun | ExcludedRun:
         tokens=outcome.run.input_tokens + outcome.run.output_tokens,
         recall_required=case.sidecar.recall.required, checkpoint=outcome.checkpoint,
         rationale=needs_rationale(case),
-        repeat=case.sidecar.fold.repeat, folds=outcome.folds)
+        repeat=case.sidecar.fold.repeat, folds=outcome.folds,
+        excluded=Exclusion.RECALL_ANSWER_VISIBLE.value if outcome.answer_shown else None)
 
 
 def judged_receipt(receipt: Receipt) -> JudgedRun | None:
     """A campaign's boundary slot as a judged run (its role is the arm); None when the
     slot was not judged (never completed, its work record did not hold, or it is
-    excluded: an excluded slot is never scored as a pass or a failure)."""
+    excluded for its checkpoint: an excluded slot is never scored as a pass or a
+    failure). A required-recall slot whose checkpoint showed the answer is judged and
+    marked excluded (``boundary_results`` scores it nowhere, and lets it stand only as
+    the reference of its case)."""
     record = receipt.boundary
     if record is None or record.code is not None or record.ending is None \
-            or receipt.excluded is not None:
+            or receipt.excluded not in (None, Exclusion.RECALL_ANSWER_VISIBLE):
         return None
     return JudgedRun(
         case=record.case, case_version=record.case_version,
@@ -65,7 +67,8 @@ def judged_receipt(receipt: Receipt) -> JudgedRun | None:
         duplicates=[a.duplicate for a in record.actions], ending=record.ending,
         tokens=record.tokens, recall_required=record.recall_required,
         rationale=record.rationale,
-        checkpoint=receipt.checkpoint_sha256, repeat=record.repeat, folds=record.folds)
+        checkpoint=receipt.checkpoint_sha256, repeat=record.repeat, folds=record.folds,
+        excluded=None if receipt.excluded is None else receipt.excluded.value)
 
 
 def _summary(arm: str, runs: Sequence[JudgedRun]) -> ArmSummary:
@@ -98,30 +101,38 @@ def campaign_boundary(roles: Sequence[str], arms: Sequence[str], receipts: Seque
         order.remove(native[0])
         order.insert(0, native[0])
     judged = [j for r in receipts if (j := judged_receipt(r)) is not None]
-    excluded = [ExcludedRun(case=r.boundary.case, arm=r.role, excluded=r.excluded)
-                for r in receipts if r.boundary is not None and r.excluded is not None]
-    return boundary_results(judged, order, build=build, model=model, excluded=excluded)
+    return boundary_results(judged, order, build=build, model=model)
 
 
 def boundary_results(runs: Sequence[JudgedRun], arms: Sequence[str], *, build: str,
-                     model: str | None = None,
-                     excluded: Sequence[ExcludedRun] = ()) -> BoundaryResults:
+                     model: str | None = None) -> BoundaryResults:
     """The results of ``runs`` (at most one per case and arm; a case may lack an arm
     whose slot was never judged); the first arm is the reference of the contrasts and
-    the incidents, which pair only cases judged on both arms. ``excluded``: the runs
-    that ran and are not scored, listed as such."""
+    the incidents, which pair only cases judged on both arms.
+
+    An excluded run (``JudgedRun.excluded``) is in no row, summary or rate and never a
+    compared arm's side of a pair; it is listed under ``excluded``. The reference's own
+    run still stands as its case's reference: on a required-recall case the reference
+    (the full history) shows the answer by construction, and an arm that then fails has
+    lost what the reference had (its incident is ``recall_not_triggered`` or
+    ``recall_failed``)."""
     reference = arms[0]
     cases: dict[str, int] = {}
     by_key: dict[tuple[str, str], JudgedRun] = {}
+    references: dict[str, JudgedRun] = {}
     for run in sorted(runs, key=lambda r: r.case):
         cases.setdefault(run.case, run.case_version)
-        by_key[(run.case, run.arm)] = run
+        if run.arm == reference:
+            references[run.case] = run
+        if run.excluded is None:
+            by_key[(run.case, run.arm)] = run
+    scored = [r for r in runs if r.excluded is None]
     contrasts = []
     incidents = []
     for arm in arms[1:]:
         pairs = []
         for case in cases:
-            base, other = by_key.get((case, reference)), by_key.get((case, arm))
+            base, other = references.get(case), by_key.get((case, arm))
             if base is None or other is None or base.passed is None or other.passed is None:
                 continue
             pairs.append((base.passed, other.passed))
@@ -136,5 +147,9 @@ def boundary_results(runs: Sequence[JudgedRun], arms: Sequence[str], *, build: s
     return BoundaryResults(
         cases=[f"{case}@{cases[case]}" for case in cases],
         reference_arm=reference, runs=rows,
-        arms=[_summary(arm, [r for r in runs if r.arm == arm]) for arm in arms],
-        contrasts=contrasts, incidents=incidents, excluded=list(excluded))
+        arms=[_summary(arm, [r for r in scored if r.arm == arm]) for arm in arms],
+        contrasts=contrasts, incidents=incidents,
+        excluded=[ExcludedRun(case=r.case, case_version=r.case_version, arm=r.arm,
+                              excluded=r.excluded)
+                  for r in sorted(runs, key=lambda r: (r.case, arms.index(r.arm)))
+                  if r.excluded is not None])

@@ -42,7 +42,7 @@ reference benchmark's comparison record), each optional and null when unmeasured
 (5 to 9); ``first_mutation_boundary``, ``planning_pruned`` and ``executor_verified``
 (the protocol's compliance booleans: the first mutation came after the plan, the
 planning instructions were pruned before execution, the executor verified its work);
-``plan_quality`` (0 to 1, a decimal string) with ``plan_quality_rubric``, the bounded
+``plan_quality`` (0 to 1, a decimal string of at most 6 places) with ``plan_quality_rubric``, the bounded
 identifier of the evaluator and rubric that produced it (one without the other
 refuses). The reader accepts both versions; a v1 set carrying any of these refuses, as
 v1 never had them. ``analyze --write`` writes v1 (an efold run measures none of them).

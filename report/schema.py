@@ -621,6 +621,7 @@ class ExcludedRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A case on an arm that ran and is not scored: why (an ``excluded`` value)."""
 
     case: str
+    case_version: int
     arm: str
     excluded: str
 

@@ -24,11 +24,10 @@ import msgspec
 
 from efold.boundary.case import Case, case_dirs, check_unique, load_case, load_cases
 from efold.boundary.identity import fixture_identity
-from efold.boundary.incidents import JudgedRun
 from efold.boundary.lock import LOCK_NAME, lock_problems, write_lock
 from efold.boundary.runner_check import require_runners, runner_problems
 from efold.boundary.validate import ablation as run_ablation
-from efold.boundary.validate import recall_problem, run_offline
+from efold.boundary.validate import recall_problem, require_recall_needed, run_offline
 from efold.boundary.variant_checks import STABILITY_ARMS, VariantReport, check_variants
 from efold.controller.commands._options import fail, refusal_for, refuse
 from efold.digests import build_digest, package_root
@@ -37,7 +36,6 @@ from efold.folds.registry import BUILTIN_ARMS
 from efold.registry.files import publish_exclusive
 from efold.report.boundary_results import boundary_results, judged_offline
 from efold.report.boundary_table import short_of_regime
-from efold.report.schema import ExcludedRun
 
 
 def bundled_cases_root() -> Path:
@@ -365,11 +363,10 @@ def run(root: Path | None, faux: bool, arms: str, out: Path | None, as_json: boo
     try:
         cases = load_cases(chosen)
         require_runners(cases)  # before any case runs: nothing judged by a missing runner
-        outcomes = [judged_offline(case, run_offline(case, case.prefix, arm))
-                    for case in cases for arm in names]
-        results = boundary_results([o for o in outcomes if isinstance(o, JudgedRun)], names,
-                                   build=build_digest(),
-                                   excluded=[o for o in outcomes if isinstance(o, ExcludedRun)])
+        require_recall_needed(cases)  # nor a required-recall case whose answer is in view
+        judged = [judged_offline(case, run_offline(case, case.prefix, arm))
+                  for case in cases for arm in names]
+        results = boundary_results(judged, names, build=build_digest())
         if out is not None:
             publish_exclusive(out.parent, out.name, msgspec.json.encode(results))
     except EfoldError as exc:

@@ -112,3 +112,17 @@ def test_validate_refuses_a_required_recall_case_whose_answer_is_in_view(
     assert "($.recall.answer) is visible in the cold boundary's checkpoint" in visible["detail"]
     # An answer the session never shows is not refused by this rule.
     assert "code" not in lines["X12-hidden-answer"]
+    # Nothing is run, or paid for, on such a case: boundary run and register refuse it.
+    ran = _run("run", "--faux", case_root)
+    assert ran.returncode == 2 and "refused: boundary_case_invalid" in ran.stderr
+    assert "X11-visible-answer" in ran.stderr
+    campaign = case_root.parent / "c.toml"
+    campaign.write_text(f'name = "c"\nsuite = "original"\nroles = ["native"]\n'
+                        f'probe_limit = 0\ncap_usd = "10.00"\n[boundary]\n'
+                        f'root = "{case_root}"\ncases = ["X11"]\n')
+    registered = subprocess.run([sys.executable, "-m", "efold.controller", "register",
+                                 str(campaign), "--output", str(case_root.parent / "reg")],
+                                capture_output=True, text=True, timeout=120)
+    assert registered.returncode == 2, registered.stdout + registered.stderr
+    assert "boundary_case_invalid" in registered.stderr and "X11" in registered.stderr
+    assert not (case_root.parent / "reg").exists()

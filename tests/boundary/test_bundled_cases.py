@@ -211,19 +211,16 @@ def test_ablation_proves_representative_cases(cases: dict[str, Case], case_id: s
 def test_only_runs_that_needed_recall_count_in_the_trigger_rate(cases: dict[str, Case]) -> None:
     """X07's answer is in native's checkpoint, so native's run is excluded
     (``recall_answer_visible``: never scored, not in the Recall Trigger Rate); store's
-    and cold-rebuild's checkpoints lack it: store recalled, cold-rebuild did not."""
-    from efold.boundary.incidents import JudgedRun
+    and cold-rebuild's checkpoints lack it: store recalled, cold-rebuild did not. As the
+    reference, native's run still stands: cold-rebuild lost what it had."""
     from efold.report.boundary_results import boundary_results, judged_offline
     from efold.report.schema import ExcludedRun
 
     case = cases["X07-required-recall-ticket"]
     arms = ["native", "store", "cold-rebuild"]
-    outcomes = [judged_offline(case, run_offline(case, case.prefix, arm)) for arm in arms]
-    assert outcomes[0] == ExcludedRun(case=case.id, arm="native",
-                                      excluded="recall_answer_visible")
-    results = boundary_results([o for o in outcomes if isinstance(o, JudgedRun)], arms,
-                               build="b", excluded=[o for o in outcomes
-                                                    if isinstance(o, ExcludedRun)])
+    runs = [judged_offline(case, run_offline(case, case.prefix, arm)) for arm in arms]
+    assert [r.excluded for r in runs] == ["recall_answer_visible", None, None]
+    results = boundary_results(runs, arms, build="b")
     by_arm = {s.arm: s for s in results.arms}
     assert by_arm["native"].recall_trigger is None and by_arm["native"].passed.trials == 0
     assert by_arm["store"].recall_trigger is not None
@@ -233,20 +230,21 @@ def test_only_runs_that_needed_recall_count_in_the_trigger_rate(cases: dict[str,
     assert by_arm["cold-rebuild"].recall_trigger.successes == 0
     assert [(r.case, r.arm) for r in results.runs] == [(case.id, "store"),
                                                        (case.id, "cold-rebuild")]
-    assert results.excluded == [outcomes[0]]
+    assert results.excluded == [ExcludedRun(case=case.id, case_version=case.version,
+                                            arm="native", excluded="recall_answer_visible")]
+    assert results.cases == [f"{case.id}@{case.version}"]
+    assert [(i.failing_arm, i.category) for i in results.incidents] == [
+        ("cold-rebuild", "recall_not_triggered")]
 
 
 def test_x04_a_lost_rationale_is_missing_rationale(cases: dict[str, Case]) -> None:
     """X04 expects the rationale capability: the incident of the arm that fails it is
     ``missing_rationale``, whatever oracle it failed."""
-    from efold.boundary.incidents import JudgedRun
     from efold.report.boundary_results import boundary_results, judged_offline
 
     case = cases["X04-long-distance-rationale"]
     runs = [judged_offline(case, run_offline(case, case.prefix, arm))
             for arm in ("native", "cold-rebuild")]
-    assert all(isinstance(r, JudgedRun) for r in runs)
-    results = boundary_results([r for r in runs if isinstance(r, JudgedRun)],
-                               ["native", "cold-rebuild"], build="b")
+    results = boundary_results(runs, ["native", "cold-rebuild"], build="b")
     assert [(i.failing_arm, i.category) for i in results.incidents] == [
         ("cold-rebuild", "missing_rationale")]

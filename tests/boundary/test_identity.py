@@ -133,3 +133,31 @@ def test_a_real_run_records_the_commit_of_the_cases_repository(make_case: MakeCa
     moved = load_case(linked / case.path.name)
     assert environment_identity(moved, tool_catalog=TOOLS, system_prompt="p",
                                 real=True).case_commit == head
+
+
+def test_a_repository_s_files_are_read_bounded_and_never_block(tmp_path: Path) -> None:
+    """What a case's repository holds is the user's: a FIFO or a device where HEAD
+    should be, a huge HEAD, a .git that cannot be read, or a path through ``..`` into
+    another tree, each gives no commit (or the right one), never a hang or an error."""
+    from efold.boundary.identity import vcs_commit
+
+    repo = tmp_path / "r"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / "cases").mkdir()
+    head = "ab" * 20
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "refs" / "heads" / "main").write_text(head + "\n")
+    assert vcs_commit(repo / "cases") == head
+    other = tmp_path / "other" / "cases"
+    other.mkdir(parents=True)
+    assert vcs_commit(repo / "cases" / ".." / ".." / "other" / "cases") is None
+    (repo / ".git" / "refs" / "heads" / "main").unlink()
+    os.mkfifo(repo / ".git" / "refs" / "heads" / "main")
+    assert vcs_commit(repo / "cases") is None  # a FIFO: not read, no hang
+    (repo / ".git" / "HEAD").unlink()
+    (repo / ".git" / "HEAD").symlink_to("/dev/zero")
+    assert vcs_commit(repo / "cases") is None
+    (repo / ".git" / "HEAD").unlink()
+    with open(repo / ".git" / "HEAD", "wb") as f:
+        f.truncate(3 * 1024**3)  # sparse: 3 GB that is never read
+    assert vcs_commit(repo / "cases") is None

@@ -371,3 +371,49 @@ timeout_seconds = 30
     assert "goal" not in report["failed"] and "files" in report["failed"]
     status, _, _, stderr = certify("nope", "--campaign", str(campaign), cwd=tmp_path)
     assert status == 2 and stderr.startswith("refused: campaign_invalid")
+
+
+HOT_LEAK = '''
+class HotLeakFold(LedgerFold):
+    """Appends every memory session's operation reference to its summary: 600 sessions
+    in view, whatever its header lines say."""
+
+    def build(self, prefix):
+        checkpoint = super().build(prefix)
+        refs = sorted({line.split()[1] for e in prefix.events if e.role == "tool"
+                       for line in e.content.splitlines()[:1] if line.startswith("ref: op-")})
+        if len(refs) < 600:
+            return checkpoint
+        first = checkpoint.messages[0]
+        messages = [type(first)(role="user", content=first.content + "\\n" + " ".join(refs[:600])),
+                    *checkpoint.messages[1:]]
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages,
+                                tools=checkpoint.tools, boundary=checkpoint.receipt.boundary,
+                                pressure=[], store=checkpoint.store)
+        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages,
+                          tools=checkpoint.tools, receipt=receipt, store=checkpoint.store)
+
+
+class RelabelledFold(LedgerFold):
+    """Writes "Session N -" for "Session N:": the same 8 sessions in view."""
+
+    def build(self, prefix):
+        checkpoint = super().build(prefix)
+        first = checkpoint.messages[0]
+        messages = [type(first)(role="user", content=first.content.replace(": run", " - run")),
+                    *checkpoint.messages[1:]]
+        receipt = build_receipt(arm=self.name, prefix=prefix, messages=messages,
+                                tools=checkpoint.tools, boundary=checkpoint.receipt.boundary,
+                                pressure=[], store=checkpoint.store)
+        return Checkpoint(arm=self.name, trace_id=prefix.trace_id, messages=messages,
+                          tools=checkpoint.tools, receipt=receipt, store=checkpoint.store)
+'''
+
+
+def test_the_hot_set_counts_the_sessions_in_view_however_they_are_written(
+        tmp_path: Path) -> None:
+    _, _, leak, _ = certify_plugin(tmp_path, LEDGER + HOT_LEAK, "HotLeakFold")
+    assert leak is not None and leak["memory"]["hot_sessions"] > 600
+    assert "memory:hot_bound" in leak["failed"]
+    _, _, relabelled, _ = certify_plugin(tmp_path, LEDGER + HOT_LEAK, "RelabelledFold")
+    assert relabelled is not None and relabelled["memory"]["hot_sessions"] == 8

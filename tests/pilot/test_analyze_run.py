@@ -21,7 +21,7 @@ probe_limit = 6
 cap_usd = "60.00"
 
 [boundary]
-cases = ["B01", "X07"]
+cases = ["B01", "B05"]  # no required-recall case: every pair is scored
 
 [reader]
 provider = "faux"

@@ -126,8 +126,8 @@ def test_results_carry_rates_contrasts_and_incidents(mixed_run: Path) -> None:
     arms = {a["arm"]: a for a in b["arms"]}
     # native's checkpoint shows X07's answer: nothing to recall, so that run is excluded
     # (never scored, and not in the Recall Trigger Rate); cold-rebuild's needs recall.
-    assert b["excluded"] == [{"case": "X07-required-recall-ticket", "arm": "native",
-                              "excluded": "recall_answer_visible"}]
+    assert b["excluded"] == [{"case": "X07-required-recall-ticket", "case_version": 1,
+                              "arm": "native", "excluded": "recall_answer_visible"}]
     x07 = next(r for r in receipts(mixed_run).values()
                if r.boundary is not None and r.boundary.case.startswith("X07")
                and r.role == "native")
@@ -137,10 +137,12 @@ def test_results_carry_rates_contrasts_and_incidents(mixed_run: Path) -> None:
     assert arms["cold-rebuild"]["passed"]["successes"] == 0
     assert arms["cold-rebuild"]["recall_trigger"] == {**arms["cold-rebuild"]["recall_trigger"],
                                                      "successes": 0, "trials": 1}
+    # As the reference, native's X07 run still stands: cold-rebuild lost what it had.
     [contrast] = b["contrasts"]
-    assert (contrast["counts"]["pairs"], contrast["counts"]["b"]) == (2, 2)
+    assert (contrast["counts"]["pairs"], contrast["counts"]["b"]) == (3, 3)
     assert {i["failing_arm"] for i in b["incidents"]} == {"cold-rebuild"}
-    assert len(b["incidents"]) == 2
+    assert sorted(i["category"] for i in b["incidents"]) == [
+        "authority_loss", "missing_obligation", "recall_not_triggered"]
     assert all(i["build"] == json.loads((mixed_run / "registration.json").read_bytes())
                ["digests"]["build"] for i in b["incidents"])
     summary = (mixed_run / "summary.md").read_text()

@@ -228,10 +228,15 @@ def test_a_v2_set_carries_the_research_protocol_fields() -> None:
     assert (r.first_mutation_boundary.successes, r.first_mutation_boundary.trials) == (2, 3)
     assert r.executor_verified is not None
     assert (r.executor_verified.successes, r.executor_verified.trials) == (1, 2)
-    assert r.plan_quality_mean == "0.625" and r.plan_quality_runs == 2
-    assert r.plan_quality_rubrics == ["prewalk-evaluator@1"]
+    assert [(q.rubric, q.runs, q.mean) for q in r.plan_quality] == [
+        ("prewalk-evaluator@1", 2, "0.625")]
     assert r.checklist_count_median == 5  # nearest rank of [5, 7]
     assert (r.request_context_tokens_median, r.parent_context_tokens_median) == (900, 4000)
+    # Two rubrics are two figures, never one average.
+    cand[2].update(plan_quality="1", plan_quality_rubric="other@2")
+    mixed = analyze(decode_comparison(encoded(doc))).arms[1].research
+    assert mixed is not None and [(q.rubric, q.runs, q.mean) for q in mixed.plan_quality] == [
+        ("other@2", 1, "1"), ("prewalk-evaluator@1", 2, "0.625")]
 
 
 @pytest.mark.parametrize(("schema", "fields", "words"), [
