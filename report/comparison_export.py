@@ -47,11 +47,13 @@ class Unpaired:
     alone: int
 
 
-def _scored(r: Receipt) -> bool:
+def scored(r: Receipt) -> bool:
+    """Whether a slot counts in a comparison: completed, scored and not excluded."""
     return r.status is SlotStatus.COMPLETED and r.correct is not None and r.excluded is None
 
 
-def _run(r: Receipt) -> ComparisonRun:
+def comparison_run(r: Receipt) -> ComparisonRun:
+    """One slot as a comparison run (the table of the module docstring)."""
     spend = r.spend
     usage = spend.usage
     known = spend.usage_known
@@ -98,8 +100,8 @@ def comparison_from_receipts(receipts: Sequence[Receipt], reference: str, candid
         pair = by_key[key]
         if len(pair) < 2:
             alone += 1
-        elif _scored(pair[reference]) and _scored(pair[candidate]):
-            runs += [_run(pair[reference]), _run(pair[candidate])]
+        elif scored(pair[reference]) and scored(pair[candidate]):
+            runs += [comparison_run(pair[reference]), comparison_run(pair[candidate])]
         else:
             unscored += 1
     data = ComparisonSet(schema=SCHEMA, arms=[reference, candidate],

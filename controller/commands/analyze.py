@@ -1,10 +1,11 @@
-"""``efold-controller analyze [FILE | --run RUN --arms REF,CAND]``: the paired analyzer.
+"""``efold-controller analyze [FILE | --run RUN --arms REF,CAND | --manifest FILE]``.
 
 Deterministic, no model call, writes nothing but ``--write``'s new file. FILE is a
 comparison set (``report.comparison_set``: strict, at most 8 MiB and 10,000 runs);
-``--run`` makes one from a run's receipts (``report.comparison_export``), and
-``--write`` keeps it. The analysis is ``report.analyze``. Without either: a usage
-error, or with ``--skip-if-empty`` ``SKIP`` (exit 0).
+``--run`` makes one from a run's receipts (``report.comparison_export``), ``--manifest``
+from the runs, roles and tasks a manifest names (``report.comparison_manifest``), and
+``--write`` keeps it. The analysis is ``report.analyze``. Without any: a usage error, or
+with ``--skip-if-empty`` ``SKIP`` (exit 0).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ import msgspec
 from efold import __version__
 from efold.controller.commands._options import echo_report, refusal_for, resolve_run
 from efold.controller.rundirs.cluster_collect import read_any_run
-from efold.errors import EfoldError
+from efold.digests import sha256_hex
+from efold.errors import Code, EfoldError
 from efold.registry.files import publish_exclusive
 from efold.report.analyze import analyze, render_analysis_text
 from efold.report.comparison_export import comparison_from_receipts
+from efold.report.comparison_manifest import MAX_BYTES as MANIFEST_MAX_BYTES
+from efold.report.comparison_manifest import collect, decode_manifest
 from efold.report.comparison_set import (
     MAX_BYTES,
     ComparisonSet,
@@ -28,6 +32,7 @@ from efold.report.comparison_set import (
     decode_comparison,
     encode_comparison,
 )
+from efold.report.errors import ReportError
 
 
 def _read(path: Path) -> bytes:
@@ -52,15 +57,52 @@ def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
     return data, note
 
 
+def _from_manifest(path: Path) -> tuple[ComparisonSet, str]:
+    """The set a manifest names: each run read (and verified) where the manifest says,
+    relative to the manifest's own directory, and its registration checked."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MANIFEST_MAX_BYTES + 1)
+    except OSError as exc:
+        raise click.UsageError(f"{path}: {exc.strerror}") from exc
+    manifest = decode_manifest(raw)
+    views = []
+    for entry in manifest.runs:
+        run = path.parent / entry.run
+        if not (run / "journal.sqlite").is_file():
+            raise ReportError(Code.COMPARISON_INVALID, f"run {entry.run}: not a run directory")
+        view = read_any_run(run)
+        if view.plan.registration_sha256 != entry.registration_sha256:
+            raise ReportError(Code.COMPARISON_INVALID,
+                              f"run {entry.run}: registered as "
+                              f"{view.plan.registration_sha256}, not the manifest's "
+                              f"{entry.registration_sha256}")
+        views.append(view)
+    collected = collect(
+        manifest, sha256_hex(raw), [v.receipts for v in views], efold_version=__version__,
+        models=[m for v in views for m in (v.reader, *v.summarisers.values())],
+        faux=any(v.faux for v in views))
+    missing = collected.missing
+    note = (f"from {path}: {len(collected.data.runs) // 2} pairs over "
+            f"{len(manifest.tasks) - len(missing)} of its {len(manifest.tasks)} tasks"
+            + (f"; no scored pair for {len(missing)}: {', '.join(missing[:5])}"
+               + (" ..." if len(missing) > 5 else "") if missing else ""))
+    return collected.data, note
+
+
 @click.command("analyze")
 @click.argument("file", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--run", "run", default=None, type=click.Path(), metavar="RUN",
               help="Make the comparison set from this run's receipts (with --arms).")
 @click.option("--arms", default=None, metavar="REF,CAND",
               help="With --run: the reference role and the candidate role.")
+@click.option("--manifest", "manifest", default=None,
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="Make the comparison set from the runs, roles and tasks this manifest "
+                   "names (efold-comparison-manifest-v1, docs/results-schema.md).")
 @click.option("--write", "write", default=None, type=click.Path(path_type=Path),
-              help="With --run: also write the comparison set to this new file (complete "
-                   "or absent).")
+              help="With --run or --manifest: also write the comparison set to this new "
+                   "file (complete or absent).")
 @click.option("--attest-representative", is_flag=True,
               help="With --run: attest, as the operator, that the run's tasks represent "
                    "the decision at hand. Recorded as an attestation; efold cannot verify it.")
@@ -68,14 +110,16 @@ def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
               help="Without FILE or --run, print SKIP and exit 0 (a script's optional "
                    "step); without this flag no input is a usage error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as one JSON object.")
-def command(file: Path | None, run: str | None, arms: str | None, write: Path | None,
-            attest_representative: bool, skip_if_empty: bool, as_json: bool) -> None:
+def command(file: Path | None, run: str | None, manifest: Path | None, arms: str | None,
+            write: Path | None, attest_representative: bool, skip_if_empty: bool,
+            as_json: bool) -> None:
     """The paired comparison analyzer: a candidate arm against a reference arm over the
     same tasks, with a minimum evidence gate of 20 paired tasks (never lower).
 
-    FILE is a comparison set (efold-comparison-v1, docs/results-schema.md), or --run
-    RUN --arms REF,CAND makes one from a run (questions and boundary cases paired by
-    trace, probe and repeat). It prints the verdict (comparison_ready only when the gate
+    FILE is a comparison set (efold-comparison-v1 or -v2, docs/results-schema.md), or
+    --run RUN --arms REF,CAND makes one from a run (questions and boundary cases paired
+    by trace, probe and repeat), or --manifest FILE from the runs, roles and tasks a
+    manifest names (two roles of one run, or of two runs made apart). It prints the verdict (comparison_ready only when the gate
     is met), each arm's full acceptance with its Wilson 95% interval, checks, missed
     constraints, unsupported claims, tokens, cost and latency, and the paired wins, ties
     and losses on each. Without FILE or --run it is a usage error (a forgotten argument
@@ -89,12 +133,14 @@ def command(file: Path | None, run: str | None, arms: str | None, write: Path | 
          is no run or whose records refuse
     """
     refuse_ = refusal_for(as_json)
-    if file is not None and run is not None:
-        raise click.UsageError("give FILE or --run RUN, not both")
-    if run is None and (arms is not None or write is not None or attest_representative):
-        raise click.UsageError("--arms, --write and --attest-representative go with --run "
-                               "(a FILE carries its own attestation)")
-    if file is None and run is None:
+    if sum(x is not None for x in (file, run, manifest)) > 1:
+        raise click.UsageError("give one of FILE, --run RUN or --manifest FILE")
+    if run is None and (arms is not None or attest_representative):
+        raise click.UsageError("--arms and --attest-representative go with --run (a FILE "
+                               "or a manifest carries its own attestation)")
+    if write is not None and run is None and manifest is None:
+        raise click.UsageError("--write goes with --run or --manifest")
+    if file is None and run is None and manifest is None:
         if not skip_if_empty:
             raise click.UsageError("give FILE, or --run RUN --arms REF,CAND (or "
                                    "--skip-if-empty to print SKIP and exit 0 without one)")
@@ -109,8 +155,8 @@ def command(file: Path | None, run: str | None, arms: str | None, write: Path | 
                 raise click.UsageError("--run needs --arms REF,CAND")
             data, note = _from_run(resolve_run(run, False, None, refuse_), arms,
                                    attest_representative)
-            if write is not None:
-                publish_exclusive(write.parent, write.name, encode_comparison(data))
+        elif manifest is not None:
+            data, note = _from_manifest(manifest)
         else:
             assert file is not None
             try:
@@ -118,6 +164,8 @@ def command(file: Path | None, run: str | None, arms: str | None, write: Path | 
             except OSError as exc:
                 raise click.UsageError(f"{file}: {exc.strerror}") from exc
             data = decode_comparison(raw)
+        if write is not None:  # (--run or --manifest: checked above)
+            publish_exclusive(write.parent, write.name, encode_comparison(data))
         analysis = analyze(data)
     except EfoldError as exc:
         refuse_(exc.code.value, exc.detail)
