@@ -46,7 +46,7 @@ def _pilot(root: Path, name: str, roles: str) -> tuple[Path, str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("manifest")
     both, both_sha = _pilot(root, "both", '["native", "cold-rebuild"]')
-    apart, apart_sha = _pilot(root, "apart", '["compaction"]')
+    _, apart_sha = _pilot(root, "apart", '["compaction"]')
     tasks = sorted({json.loads(p.read_bytes())["trace_id"] + "/"
                     + json.loads(p.read_bytes())["probe_id"]
                     for p in (both / "receipts").glob("*.json")
