@@ -26,6 +26,7 @@ import pytest
 import ray.cluster_utils
 from efold_cluster_kit import manifest, shard_money
 from loopback_chat import CATALOG, Server, serve_chat
+from ordinary_user import REAL_RUN_FLAGS
 
 CANARY_ENV = "EFOLD_TEST_CLUSTER_KEY"
 CANARY = "sk-canary-" + secrets.token_hex(16)
@@ -95,7 +96,8 @@ class Operator:
         self.runs.mkdir(mode=0o700)
         smoke = self.run("smoke", *self._registration(), "--run-dir", str(self.runs / "smoke"),
                          "--authorization", self.authorize("smoke", "--smoke"), "--trust",
-                         "approver.pub", "--no-progress", credential=credential)
+                         "approver.pub", "--no-progress", *REAL_RUN_FLAGS,
+                         credential=credential)
         assert smoke.returncode == 0, smoke.stdout + smoke.stderr
 
     def _registration(self) -> list[str]:
@@ -119,7 +121,7 @@ class Operator:
         done = self.run("cluster", "pilot", "--real", "--ray", cluster.address,
                         *self._registration(), "--run-dir", str(self.runs / run),
                         "--authorization", self.authorize(run), "--trust", "approver.pub",
-                        "--json", *extra)
+                        "--json", *REAL_RUN_FLAGS, *extra)
         assert "Traceback" not in done.stdout + done.stderr, done.stderr
         return done, json.loads(done.stdout.strip().splitlines()[-1])
 
