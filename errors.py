@@ -165,6 +165,7 @@ class Code(enum.StrEnum):
     BOUNDARY_ACTION_INVALID = "boundary_action_invalid"  # a tool call's arguments or an oracle path cannot be normalized
     BOUNDARY_WORK_INVALID = "boundary_work_invalid"  # a boundary child's work record is missing, too large, altered or malformed
     BOUNDARY_RUNNER_UNAVAILABLE = "boundary_runner_unavailable"  # a command a case's checks run cannot run here (its program or module is missing)
+    BOUNDARY_RESTART_FAILED = "boundary_restart_failed"  # a restarting case's new agent process failed, timed out or could not restore the snapshot
 
     # -- folds/ --------------------------------------------------------------------
     FOLD_UNKNOWN = "fold_unknown"

@@ -57,6 +57,7 @@ from efold.corpus.model import Event, Trace
 from efold.digests import digest_of
 from efold.errors import Code
 from efold.folds.checkpoint import Checkpoint, visible_text
+from efold.folds.regime import older_sessions, safe_cut
 from efold.input_files import TRANSCRIPT_LIMIT, InputFileError, read_input
 
 WORKSPACE_DIR: Final = "workspace"
@@ -176,7 +177,39 @@ def _resolve_boundary(sidecar: Sidecar, trace: Trace, shown: str) -> int:
         if event_id not in before:
             raise _invalid(f"{shown}: critical event {event_id!r} is no event before the "
                            f"boundary - at `$.source.critical[{at}]`")
+    _check_regime(sidecar, trace.events[:index], shown)
     return index
+
+
+def _check_regime(sidecar: Sidecar, prefix: list[Event], shown: str) -> None:
+    """A regime other than the plain one must fold what the case tests: an
+    ``oldest-safe-span`` needs a span that closes cleanly and holds every critical
+    event; a root rebase needs older sessions, and the critical events in them (the
+    old bundle whose fact must come back)."""
+    fold = sidecar.fold
+    critical = set(sidecar.source.critical)
+    span = len(prefix)
+    if fold.target != "whole":
+        cut = safe_cut(prefix)
+        if cut is None:
+            raise _invalid(f"{shown}: no span of the session closes cleanly: every cut "
+                           "would split a tool call from its result or an unanswered turn "
+                           "- at `$.fold.target`")
+        span = cut
+        kept = sorted(critical & {e.id for e in prefix[cut:]})
+        if kept:
+            raise _invalid(f"{shown}: critical events {kept} are after the oldest safe span "
+                           f"(it ends before {prefix[cut].id}), so the fold never folds them "
+                           "- at `$.fold.target`")
+    if fold.mode == "root":
+        older = older_sessions(prefix[:span])
+        if older is None:
+            raise _invalid(f"{shown}: a root rebase needs older sessions to bundle, and the "
+                           "folded span holds one session - at `$.fold.mode`")
+        late = sorted(critical - {e.id for e in prefix[:older]})
+        if late:
+            raise _invalid(f"{shown}: critical events {late} are not in the older sessions "
+                           "the rebase bundles - at `$.fold.mode`")
 
 
 def _directory(path: Path, what: str) -> bool:

@@ -59,12 +59,12 @@ from efold.boundary.oracles import (
 from efold.corpus.import_formats import READERS
 from efold.errors import Code
 from efold.input_files import SIDECAR_LIMIT, InputFileError, read_input
+from efold.protocol.regime import FoldMode, FoldTarget, Regime
 
 SIDECAR_NAME: Final = "ef-boundary.yml"
 
 Workload = Literal["coding", "research", "operations", "writing"]
 Tier = Literal["hard", "exploratory", "mined"]
-FoldMode = Literal["leaf", "root"]
 Capability = Literal[
     "constraint-retention", "current-state", "empirical-authority", "failure-lifecycle",
     "obligation-continuity", "exact-recoverability", "structural-legality", "fold-frontier",
@@ -102,8 +102,17 @@ class Source(_Block, frozen=True):
 
 
 class FoldSpec(_Block, frozen=True):
-    mode: FoldMode
+    mode: FoldMode  # leaf, or root: a rebase (``efold.folds.regime``)
     repeat: int = 1  # successive folds, 1..MAX_REPEAT
+    target: FoldTarget = "whole"  # or oldest-safe-span (``efold.folds.regime``)
+    # The agent process ends after the fold; a new one resumes from the written
+    # snapshot alone (``efold.boundary.restart``).
+    restart: bool = False
+
+    @property
+    def regime(self) -> Regime:
+        """The regime ``efold.folds.regime.fold_case`` folds the case's history in."""
+        return Regime(mode=self.mode, target=self.target)
 
 
 class Continuation(_Block, frozen=True):

@@ -31,27 +31,28 @@ from typing import Final, Literal
 
 import msgspec
 
-from efold.boundary.actions import ActionLog
-from efold.boundary.agent_loop import AgentRun, first_payload, run_agent, workspace_tools
+from efold.boundary.agent_loop import AgentRun
 from efold.boundary.case import Case
+from efold.boundary.continuation import continuation_timeout, continue_case, restart_bound
 from efold.boundary.errors import BoundaryError
-from efold.boundary.faux_agent import faux_agent
 from efold.boundary.oracles import Evidence, OracleResult, evaluate_all, passed
+from efold.boundary.restart import Restarted, continue_restarted
 from efold.boundary.runner import run_contained
 from efold.boundary.runner_check import require_runners
-from efold.boundary.workspace import Workspace, copy_fixture
+from efold.boundary.workspace import copy_fixture
 from efold.corpus.model import Event
 from efold.errors import Code
 from efold.folds.checkpoint import folds_recorded
 from efold.folds.declared import declared_state
+from efold.folds.errors import FoldError
 from efold.folds.fold import TracePrefix
-from efold.folds.lookup import LookupTool
+from efold.folds.regime import fold_case
 from efold.folds.registry import BUILTIN_ARMS
 from efold.folds.snapshot import content_digest
 from efold.folds.store import HistoryStore
+from efold.protocol.regime import Regime
 
 NO_HISTORY_TEXT: Final = "This is the start of our work together; there is no earlier history."
-FAUX_MODEL: Final = "faux-extractive-v1"
 
 Variant = Literal["full", "no_history", "counterfactual"]
 
@@ -69,6 +70,8 @@ class CaseOutcome:
     # A required-recall case whose answer that checkpoint shows (``Case.shows_answer``):
     # the run is excluded (``recall_answer_visible``), never scored.
     answer_shown: bool = False
+    # A case that restarts (``fold.restart``): the new process that ran the continuation.
+    restarted: Restarted | None = None
 
 
 @dataclass(frozen=True)
@@ -91,39 +94,38 @@ class Ablation:
         return None
 
 
-def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOutcome:
-    """Fold ``events`` with the built-in ``arm``, run the faux agent, judge (module
-    docstring). Everything it writes is in a temporary directory, removed after."""
+def run_offline(case: Case, events: list[Event], arm: str = "native", *,
+                regime: Regime | None = None) -> CaseOutcome:
+    """Fold ``events`` with the built-in ``arm`` in the case's regime (``regime``: another;
+    the no-history run has no sessions to rebase), run the faux agent (in a new process
+    when the case restarts: ``boundary.restart``), judge (module docstring). Everything
+    it writes is in a temporary directory, removed after."""
     require_runners([case])  # a verdict of a check that cannot run is no verdict
     if arm not in BUILTIN_ARMS:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
                             f"{arm!r} is not a built-in arm (offline runs use those only)")
-    script = case.sidecar.faux
-    if script is None:
+    if case.sidecar.faux is None:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
                             f"{case.id}: no faux script ($.faux) to run it offline")
-    checkpoint = BUILTIN_ARMS[arm]().build(TracePrefix(trace_id=case.trace.header.trace_id,
-                                                       events=events))
     sidecar = case.sidecar
-    test = sidecar.tools.test
-    commands = [list(c) for c in test.commands] if test is not None else []
-    timeout = float(test.timeout_seconds) if test is not None else 60.0
+    try:
+        chosen = sidecar.fold.regime if regime is None else regime
+        checkpoint = fold_case(BUILTIN_ARMS[arm](),
+                               TracePrefix(trace_id=case.trace.header.trace_id, events=events),
+                               mode=chosen.mode, target=chosen.target)
+    except FoldError as exc:
+        raise BoundaryError(exc.code, f"{case.id}: {exc.detail}") from exc
+    timeout = continuation_timeout(case)
+    restarted: Restarted | None = None
     with tempfile.TemporaryDirectory(prefix="efold-boundary-") as tmp:
         root = Path(tmp) / "workspace"
         copy_fixture(case.workspace, root)
-        workspace = Workspace(root, allowed_commands=commands, timeout_s=timeout,
-                              edit=sidecar.tools.edit)
-        store = HistoryStore.build(checkpoint.store) if checkpoint.store is not None else None
-        lookup = LookupTool(store) if store is not None else None
-        log = ActionLog((r.family for r in sidecar.behavior.duplicate_rules),
-                        workspace_root=root)
-        payload = first_payload(checkpoint, list(sidecar.continuation.input), model=FAUX_MODEL,
-                                tools=workspace_tools(edit=sidecar.tools.edit,
-                                                      test=bool(commands)))
-        respond = faux_agent(script)
-        run = run_agent(respond, payload, workspace, lookup, log,
-                        max_actions=sidecar.continuation.max_actions,
-                        store_version=content_digest(checkpoint))
+        if sidecar.fold.restart:
+            run, restarted = continue_restarted(case.path, checkpoint, root,
+                                                timeout_s=restart_bound(case))
+        else:
+            store = HistoryStore.build(checkpoint.store) if checkpoint.store is not None else None
+            run = continue_case(case, checkpoint, root, store=store)
         evidence = Evidence(workspace=root, fixture=case.workspace, expected=case.expected,
                             actions=run.actions, recall_outputs=run.recall_outputs,
                             state=declared_state(checkpoint))
@@ -136,7 +138,7 @@ def run_offline(case: Case, events: list[Event], arm: str = "native") -> CaseOut
     return CaseOutcome(arm=arm, run=run, results=results, passed=passed(results),
                        checkpoint=content_digest(checkpoint),
                        folds=folds_recorded(checkpoint.receipt),
-                       answer_shown=case.shows_answer(checkpoint))
+                       answer_shown=case.shows_answer(checkpoint), restarted=restarted)
 
 
 def without_history(case: Case) -> list[Event]:
@@ -170,7 +172,7 @@ def ablation(case: Case) -> Ablation:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
                             f"{case.id}: no critical events ($.source.critical) to delete")
     return Ablation(full=run_offline(case, case.prefix),
-                    no_history=run_offline(case, without_history(case)),
+                    no_history=run_offline(case, without_history(case), regime=Regime()),
                     counterfactual=run_offline(case, without_critical(case)))
 
 

@@ -45,7 +45,6 @@ from efold.certify.endurance import (
     CycleRecord,
     MaximalRecord,
     messages_sha256,
-    split_checkpoint,
     with_poison,
 )
 from efold.certify.report import (
@@ -68,6 +67,7 @@ from efold.certify.session import (
 from efold.corpus.model import Event
 from efold.errors import Code
 from efold.folds.checkpoint import CITATION_PATTERN, ReaderMessage, visible_text
+from efold.folds.regime import kept_tail
 from efold.folds.transcript import reader_message
 
 SUMMARY_MAX_BYTES: Final = 32 * 1024
@@ -285,7 +285,7 @@ def check_endurance(out: Path, derives_from_source: bool,
                                                 detail=f"the fold failed ({record.error_code})")
             continue
         messages = record.messages or []
-        kept = split_checkpoint(messages, events)
+        kept = kept_tail(messages, events)
         summary = messages[: len(messages) - kept]
         tally.require("folded", c, bool(summary), "the checkpoint is the newest events verbatim")
         kept_ids = {e.id for e in events[len(events) - kept:]} if kept else set()
@@ -378,7 +378,7 @@ def check_maximal(out: Path) -> MaximalReport:
     if record.messages is None:
         return MaximalReport(**bounds, summary_bytes=None, utf8_valid=None, passed=False,
                              detail=f"the fold failed ({record.error_code})")
-    kept = split_checkpoint(record.messages, events)
+    kept = kept_tail(record.messages, events)
     size, valid = summary_size(record.messages[: len(record.messages) - kept])
     passed = valid and size is not None and MAXIMAL_MIN_BYTES <= size <= SUMMARY_MAX_BYTES
     detail = None if passed else ("not valid UTF-8" if not valid else "summary size out of bounds")

@@ -3,7 +3,7 @@
 It builds the session of ``fixture`` in ``session.jsonl`` and folds it ``CYCLES`` times.
 Each cycle appends one work unit, offers the fold the whole source so far
 (``TracePrefix.events``) and the latest stored summary (``TracePrefix.prior``, exactly
-as persisted), then splits the checkpoint the fold returned (``split_checkpoint``): its
+as persisted), then splits the checkpoint the fold returned (``kept_tail``): its
 longest suffix that is verbatim the newest live events is what it kept, the messages
 before that are its summary. A non-empty summary is stored with the cycle's poison
 appended. ``cycles.jsonl`` records, per cycle, what was offered (its sha256), whether
@@ -32,7 +32,7 @@ from efold.corpus.model import Event
 from efold.errors import EfoldError
 from efold.folds.checkpoint import Checkpoint, ReaderMessage
 from efold.folds.fold import Fold, PriorSummary, TracePrefix
-from efold.folds.transcript import reader_message
+from efold.folds.regime import kept_tail
 
 OVERHEAD_TOKENS: Final = 200_000
 SESSION_ID: Final = "certify-endurance"
@@ -76,16 +76,6 @@ class _ObservedPrefix(TracePrefix, frozen=True):
 
 def messages_sha256(messages: Sequence[ReaderMessage]) -> str:
     return hashlib.sha256(msgspec.json.encode(list(messages))).hexdigest()
-
-
-def split_checkpoint(messages: Sequence[ReaderMessage], events: Sequence[Event]) -> int:
-    """How many of ``messages`` are kept verbatim: the length of their longest suffix
-    equal to the reader messages of the newest ``events``."""
-    kept = 0
-    while (kept < len(messages) and kept < len(events)
-           and messages[-1 - kept] == reader_message(events[-1 - kept])):
-        kept += 1
-    return kept
 
 
 def with_poison(messages: Sequence[ReaderMessage], marker: str) -> list[ReaderMessage]:
@@ -154,7 +144,7 @@ def run_endurance(fold: Fold, out: Path, cycles: int = fixture.CYCLES, *,
             _PRIOR_READS.discard(id(prefix))
             stored_sha: str | None = None
             if messages is not None:
-                kept = split_checkpoint(messages, events)
+                kept = kept_tail(messages, events)
                 summary = messages[: len(messages) - kept]
                 if summary:
                     marker = fixture.poison(cycle)
@@ -184,7 +174,7 @@ def run_maximal(fold: Fold, out: Path, *, settings: dict[str, Any] | None = None
                          context_overhead_tokens=OVERHEAD_TOKENS, settings=dict(settings or {}))
     checkpoint, code, detail = fold_once(fold, prefix)
     messages = None if checkpoint is None else list(checkpoint.messages)
-    kept = 0 if messages is None else split_checkpoint(messages, events)
+    kept = 0 if messages is None else kept_tail(messages, events)
     record = MaximalRecord(source_bytes=source_bytes, messages=messages, kept=kept,
                            error_code=code, error=detail)
     with open(out / "maximal.json", "xb") as file:

@@ -119,6 +119,29 @@ class PackStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     budget_tokens: int
 
 
+class RebaseStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A root-mode case's rebase (``regime``): the leaf fold of the ``leaf_events`` older
+    events (its checkpoint's content digest and the folds it records), and what the root
+    fold was offered of it: ``prior_messages`` summary messages, and the first event its
+    verbatim tail kept (None: it kept none)."""
+
+    leaf_events: int
+    leaf_checkpoint_sha256: str
+    leaf_folds: int
+    prior_messages: int
+    first_kept_id: str | None
+
+
+class SpanStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An ``oldest-safe-span`` case's fold (``regime``): the fold folded the
+    ``folded_events`` oldest events; the ``kept_events`` after them, from
+    ``first_kept_id``, follow its output verbatim."""
+
+    folded_events: int
+    kept_events: int
+    first_kept_id: str
+
+
 class LedgerStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """The progressive ledger (``ledger.py``): how many extractions committed it, what
     each added (0: an analysis-only stage), the operations they consumed, and the
@@ -204,17 +227,22 @@ class FoldReceipt(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # ``ledger-cold`` only; UNSET is never encoded, so every other receipt has the bytes
     # (and its checkpoint the digests) it had before the field existed.
     ledger: LedgerStats | msgspec.UnsetType = msgspec.UNSET
+    # A boundary case's regime (``regime``), never encoded when plain (UNSET), as above.
+    rebase: RebaseStats | msgspec.UnsetType = msgspec.UNSET
+    span: SpanStats | msgspec.UnsetType = msgspec.UNSET
 
 
 def folds_recorded(receipt: FoldReceipt) -> int:
     """How many folds a checkpoint's receipt records: a compaction arm's compactions, one
     for any other fold whose boundary was crossed (a cold rebuild, an external command,
     a proxy), none for ``native`` or a fold whose boundary is unverified. A boundary
-    case's ``fold.repeat`` is read against it (docs/boundary.md §10)."""
+    case's ``fold.repeat`` is read against it (docs/boundary.md §10). A rebase
+    (``RebaseStats``) adds its leaf fold's."""
     boundary = receipt.boundary
+    leaf = 0 if receipt.rebase is msgspec.UNSET else receipt.rebase.leaf_folds
     if boundary.kind == "compaction":
-        return len(receipt.compactions)
-    return int(boundary.kind != "none" and boundary.verified)
+        return leaf + len(receipt.compactions)
+    return leaf + int(boundary.kind != "none" and boundary.verified)
 
 
 class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

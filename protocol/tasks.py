@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from efold.ipc.messages import Digest
+from efold.protocol.regime import Regime
 
 
 class Route(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -92,6 +93,9 @@ class PrepTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     # A command's source tree (``folds.build_tree``): pinned with its fold, re-checked
     # by the child just before it builds. None (never encoded): none.
     build: str | None = None
+    # A boundary case's fold regime (``folds.regime``): the child folds the trace in it.
+    # None (never encoded): the plain regime, one fold of the whole trace.
+    regime: Regime | None = None
 
 
 class StageFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -216,12 +216,12 @@ def base(case_id: str, tier: str, capability: list[str], signatures: list[str],
          max_actions: int = 6, edit_tool: bool = True, recall: dict[str, Any] | None = None,
          commands: list[list[str]] | None = None, critical: list[str],
          duplicate: tuple[str, ...] = ("read", "test"), mode: str = "leaf",
-         repeat: int = 1) -> dict[str, Any]:
+         repeat: int = 1, restart: bool = False, version: int = 1) -> dict[str, Any]:
     return {
-        "version": 1, "id": case_id, "workload": "coding", "tier": tier,
+        "version": version, "id": case_id, "workload": "coding", "tier": tier,
         "source": {"session": "session.jsonl", "format": "efold-trace", "boundary": "end",
                    "critical": critical},
-        "fold": {"mode": mode, "repeat": repeat},
+        "fold": {"mode": mode, "repeat": repeat, **({"restart": True} if restart else {})},
         "continuation": {"input": stimulus, "maxActions": max_actions},
         "tools": {"edit": edit_tool,
                   "test": {"commands": commands or [PYTEST], "timeoutSeconds": 120}},
@@ -743,7 +743,7 @@ def b11() -> CaseDef:
          "plans": [{"when": "refuses order lines above 500 units",
                     "actions": [*_limit_edits(500), run_tests()]},
                    {"actions": [*_limit_edits(1000), run_tests()]}]},
-        critical=[fact])
+        critical=[fact], restart=True, version=2)  # v2: a real restart (fold.restart)
     return CaseDef(sidecar, s, expected={
         "src/shop/config.py": CONFIG + "MAX_LINE_QUANTITY = 500\n"})
 

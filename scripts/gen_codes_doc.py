@@ -305,6 +305,11 @@ MEANINGS: dict[str, str] = {
         "differs from the digest the child's terminal named, or does not decode. The slot "
         "is judged on nothing the child claimed: its receipt carries this code and no "
         "verdict.",
+    "boundary_restart_failed": "`boundary run` or `boundary validate` on a case that restarts "
+        "(`fold.restart: true`): the new agent process that resumes from the written "
+        "snapshot exited with a refusal (the detail gives its last line: a snapshot that is "
+        "not the one written is `checkpoint_digest_mismatch`), printed no work record, or ran "
+        "past its bound. Nothing is judged.",
     "boundary_runner_unavailable": "A command a boundary case's checks run (its test tool, "
         "its `tests-pass` oracle) cannot run here: `python -m MODULE` on an interpreter "
         "without the module (e.g. pytest), or a program not on the contained PATH. "

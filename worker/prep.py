@@ -346,6 +346,7 @@ class FoldPrep:
         from efold.corpus import load_trace, trace_digest
         from efold.folds import TracePrefix, write_checkpoint
         from efold.folds.probe_modes import without_lookup
+        from efold.folds.regime import fold_case
         from efold.worker.fold_isolation import empty_private_tmp, isolate_prep
 
         verify_digests(assignment)
@@ -365,7 +366,10 @@ class FoldPrep:
                 return _extract_ledger(task, trace, assignment.slot_dir, isolation,
                                        self._session)
             fold = fold_of(task, assignment.slot_dir, self._session)
-            checkpoint = fold.build(TracePrefix.of(trace, settings=task.settings))
+            prefix = TracePrefix.of(trace, settings=task.settings)
+            checkpoint = (fold.build(prefix) if task.regime is None
+                          else fold_case(fold, prefix, mode=task.regime.mode,
+                                         target=task.regime.target))
             if not task.offer_lookup:
                 checkpoint = without_lookup(checkpoint)
             manifest = write_checkpoint(checkpoint, snapshot_path(assignment.slot_dir))

@@ -315,7 +315,8 @@ def show(case_dir: Path, as_json: bool) -> None:
         f"case        {s.id}  v{s.version}  ({s.tier}, {s.workload})",
         f"session     {s.source.session} ({s.source.format}), {len(case.trace.events)} "
         f"events, boundary {s.source.boundary}: {case.boundary} before it",
-        f"fold        {s.fold.mode} x{s.fold.repeat}",
+        f"fold        {s.fold.mode} x{s.fold.repeat}, target {s.fold.target}"
+        + (", then a restart" if s.fold.restart else ""),
         f"stimulus    {len(s.continuation.input)} messages, at most "
         f"{s.continuation.max_actions} actions",
         f"tools       {', '.join(tools)}",

@@ -303,7 +303,7 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
 
     preps = await prepare_checkpoints(ctx, plan, items, reg, eligible_only=True, only=only,
                                       traces=traces, tick=prep_tick, on_prepared=on_prepared,
-                                      reuse=reuse)
+                                      reuse=reuse, cases=cases)
     return preps, evidence
 
 

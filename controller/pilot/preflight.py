@@ -105,7 +105,7 @@ async def _preflight_run(reg: Registration, reg_bytes: bytes, run: Path,
         # Every checkpoint of the plan: preparation feasibility is independent of
         # admission eligibility (a slot ineligible by plan is still prepared here).
         preps = await interruptible(ctx, lambda: prepare_checkpoints(
-            ctx, plan, opened.items, reg, eligible_only=False), signals)
+            ctx, plan, opened.items, reg, eligible_only=False, cases=opened.cases), signals)
         watchdog_ms = int(prep_seconds(reg.campaign) * 1000)
         results = {key: _checkpoint_result(run, key, preps.get(key), ctx.policy, watchdog_ms,
                                            on_restored)

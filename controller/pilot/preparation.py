@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from efold.boundary.case import Case
 from efold.controller.campaigns.campaign import ProxySpec, Role, command_timeout
 from efold.controller.campaigns.feasibility import FirstRequest, first_request
 from efold.controller.campaigns.profiles import Profile, profile_entry
@@ -165,7 +166,8 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
                               traces: Traces | None = None,
                               tick: Progress | None = None,
                               on_prepared: OnPrepared | None = None,
-                              reuse: Mapping[str, Built] | None = None
+                              reuse: Mapping[str, Built] | None = None,
+                              cases: Mapping[str, Case] | None = None,
                               ) -> dict[str, Preparation]:
     """Prepare the plan's checkpoints in schedule order (only those an eligible slot uses
     when ``eligible_only``; only those in ``only`` when given), from the inputs
@@ -173,7 +175,9 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
     in one call). Stops launching once admission closes (a sticky stop or an
     interruption): later checkpoints are absent from the result. ``reuse``: a
     continuation's checkpoints an earlier link built (``pilot.reuse``), each copied and
-    verified instead of built when it verifies."""
+    verified instead of built when it verifies. ``cases``: the run's boundary cases by
+    their trace id; a case's checkpoints are built in its fold regime
+    (``folds.regime``)."""
     campaign = reg.campaign
     roles = {r.name: r for r in campaign.roles}
     firsts = {key: first for key, first in checkpoints_of(plan, eligible_only=eligible_only).items()
@@ -193,6 +197,9 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
         task = prep_task(roles[first.role], trace_file=path, trace_sha256=digest,
                          registration=reg,
                          summariser=ctx.summariser.route if ctx.summariser else None)
+        case = (cases or {}).get(first.trace_id)
+        if case is not None and not case.sidecar.fold.regime.plain:
+            task = msgspec.structs.replace(task, regime=case.sidecar.fold.regime)
         slot_dir = private_subdir(ctx.run_dir, CHECKPOINTS_DIR, key)
         built = (reuse or {}).get(key)
         result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)

@@ -16,7 +16,7 @@ from efold.certify.checks import (
     late_growth,
     summary_size,
 )
-from efold.certify.endurance import run_endurance, run_maximal, split_checkpoint
+from efold.certify.endurance import run_endurance, run_maximal
 from efold.certify.fixture import cycle_unit, opening, seed
 from efold.certify.session import (
     CompactionEntry,
@@ -28,6 +28,7 @@ from efold.certify.session import (
 from efold.corpus.model import Event, FunctionCall, ToolCall
 from efold.errors import Code
 from efold.folds.checkpoint import ReaderMessage
+from efold.folds.regime import kept_tail
 from efold.folds.registry import get_fold
 
 CYCLES = 6
@@ -145,6 +146,6 @@ def test_the_split_keeps_only_a_verbatim_suffix() -> None:
     from efold.folds.transcript import reader_message
     tail = [reader_message(e) for e in events[-3:]]
     summary = ReaderMessage(role="user", content="summary")
-    assert split_checkpoint([summary, *tail], events) == 3
-    assert split_checkpoint([summary], events) == 0
-    assert split_checkpoint([*tail, summary], events) == 0
+    assert kept_tail([summary, *tail], events) == 3
+    assert kept_tail([summary], events) == 0
+    assert kept_tail([*tail, summary], events) == 0
