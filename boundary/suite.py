@@ -14,6 +14,12 @@ that selection, registration, the plan and preparation treat it as they treat a 
 ``X07``: the part before the first ``-``), or ``all``. The cases' lock must hold for
 every case named (``lock_problems``): a case edited without a new version, or missing
 from the lock, refuses, so a regression is never made to pass by editing its oracle.
+
+efold ships two cases roots: the bundled cases (``bundled_cases_root``) and the contract
+corpus (``contract_cases_root``, docs/boundary.md "The contract corpus"). A campaign
+without a ``root`` names the bundled cases; the one reserved name ``contract``
+(``CONTRACT_CORPUS``), given alone, names instead every case of the contract corpus, so
+a bundled campaign (which has no directory its ``root`` could be relative to) can run it.
 """
 
 from __future__ import annotations
@@ -33,11 +39,21 @@ from efold.errors import Code
 
 CONTINUATION_PROBE: Final = "continuation"
 ALL_CASES: Final = "all"
+# ``[boundary] cases = ["contract"]`` without a ``root``: the whole contract corpus.
+CONTRACT_CORPUS: Final = "contract"
 
 
 def bundled_cases_root() -> Path:
     """The cases shipped with efold (``efold/boundary/cases``)."""
     return package_root() / "boundary" / "cases"
+
+
+def contract_cases_root() -> Path:
+    """The contract corpus shipped with efold (``efold/boundary/contract``): twenty
+    contract tasks, each with its protected contract and verifier, written by
+    ``scripts/build_contract_corpus.py``; ``analyze --corpus contract`` compares over
+    exactly its cases."""
+    return package_root() / "boundary" / "contract"
 
 
 def short_id(case_id: str) -> str:
@@ -61,13 +77,20 @@ def is_case(item: SuiteItem) -> bool:
 
 def select_cases(root: Path, names: Sequence[str]) -> list[Case]:
     """The cases of ``root`` that ``names`` name, in the order of the root (sorted by
-    id), each loaded whole and locked. An unknown name, a name given twice, a case that
+    id), each loaded whole and locked (``["contract"]`` with the bundled root: every case
+    of the contract corpus, module docstring). An unknown name, a name given twice, a case that
     does not load or a lock problem refuses (``boundary_case_invalid``), and so does a
     case whose commands cannot run here (``boundary_runner_unavailable``)."""
     if not names:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID, "[boundary] names no case")
     if len(set(names)) != len(names):
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID, "[boundary] names a case twice")
+    if CONTRACT_CORPUS in names:
+        if list(names) != [CONTRACT_CORPUS] or root != bundled_cases_root():
+            raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
+                                f"[boundary] {CONTRACT_CORPUS!r} names the bundled contract "
+                                "corpus: give it alone, without a root")
+        root, names = contract_cases_root(), [ALL_CASES]
     cases = load_cases(root)
     if list(names) != [ALL_CASES]:
         by_name = {c.id: c for c in cases} | {short_id(c.id): c for c in cases}

@@ -83,6 +83,10 @@ class Provenance(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_d
     registration_sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
     manifest_sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
     faux: bool | None = None  # True: the costs are faux units, not money
+    # ``analyze --corpus``: the corpus whose tasks the set compares, and the sha256 of
+    # its ``boundary.lock`` (every case's id, version and digest).
+    corpus: Bounded | None = None
+    corpus_sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
 
 
 class ComparisonRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -157,7 +161,7 @@ def check_comparison(data: ComparisonSet) -> ComparisonSet:
         raise _invalid(f"arms {data.arms!r}: two distinct arm names (lowercase letters, "
                        "digits, - and _)")
     p = data.provenance
-    named = [p.source, p.efold_version, *p.models]
+    named = [p.source, p.efold_version, p.corpus, *p.models]
     if not all(_ID.fullmatch(n) for n in named if n is not None):
         raise _invalid("$.provenance: every name is a bounded identifier, never prose")
     for i, run in enumerate(data.runs):

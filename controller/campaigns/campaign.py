@@ -112,7 +112,7 @@ _ROLE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 # The campaign's name is an id in every report (the plan's ``campaign``), so it must be
 # an opaque id the reports accept (``OPAQUE_ID``) made of letters, digits, - and _ only.
 _CAMPAIGN_NAME = re.compile(r"[A-Za-z0-9_-]+")
-BUNDLED = ("default", "original", "hard", "boundary", "resume", "lookup")
+BUNDLED = ("default", "original", "hard", "boundary", "resume", "lookup", "contract")
 _UNITS_PER_CENT: Final = UNITS_PER_USD // 100
 # The cap travels in JSON (registration, plan, authorization bindings); readers that hold
 # numbers as doubles are exact only below 2**53, so a larger cap could be misread.

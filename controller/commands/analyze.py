@@ -1,10 +1,11 @@
-"""``efold-controller analyze [FILE | --run RUN --arms REF,CAND | --manifest FILE]``.
+"""``efold-controller analyze [FILE | --run RUN --arms REF,CAND [--corpus NAME] | --manifest FILE]``.
 
 Deterministic, no model call, writes nothing but ``--write``'s new file. FILE is a
 comparison set (``report.comparison_set``: strict, at most 8 MiB and 10,000 runs);
-``--run`` makes one from a run's receipts (``report.comparison_export``), ``--manifest``
-from the runs, roles and tasks a manifest names (``report.comparison_manifest``), and
-``--write`` keeps it. The analysis is ``report.analyze``. Without any: a usage error, or
+``--run`` makes one from a run's receipts (``report.comparison_export``), with
+``--corpus`` over exactly a bundled corpus's tasks (``report.comparison_corpus``),
+``--manifest`` from the runs, roles and tasks a manifest names
+(``report.comparison_manifest``), and ``--write`` keeps it. The analysis is ``report.analyze``. Without any: a usage error, or
 with ``--skip-if-empty`` ``SKIP`` (exit 0).
 """
 
@@ -22,6 +23,7 @@ from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.registry.files import publish_exclusive
 from efold.report.analyze import analyze, render_analysis_text
+from efold.report.comparison_corpus import CORPORA, corpus_comparison, load_corpus
 from efold.report.comparison_export import comparison_from_receipts
 from efold.report.comparison_manifest import MAX_BYTES as MANIFEST_MAX_BYTES
 from efold.report.comparison_manifest import collect, decode_manifest
@@ -41,10 +43,15 @@ def _read(path: Path) -> bytes:
         return f.read(MAX_BYTES + 1)
 
 
-def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
+def _arm_names(arms: str) -> list[str]:
     names = [a.strip() for a in arms.split(",")]
     if len(names) != 2 or not all(names):
         raise click.UsageError("--arms takes two roles: REFERENCE,CANDIDATE")
+    return names
+
+
+def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
+    names = _arm_names(arms)
     view = read_any_run(run)
     models = sorted({view.reader, *view.summarisers.values()})
     provenance = Provenance(source="efold-run", efold_version=__version__, models=models,
@@ -55,6 +62,27 @@ def _from_run(run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
             f"{left.unscored} pairs with a slot not completed and scored, {left.alone} "
             "slots without a counterpart")
     return data, note
+
+
+def _from_corpus(name: str, run: str, arms: str, attest: bool) -> tuple[ComparisonSet, str]:
+    """The set of two roles of ``run`` over the corpus ``name``'s tasks, and the note
+    naming every corpus task left without a scored pair."""
+    names = _arm_names(arms)
+    corpus = load_corpus(name)
+    view = read_any_run(run)
+    collected = corpus_comparison(
+        corpus, view.receipts, names[0], names[1], run=run,
+        registration_sha256=view.plan.registration_sha256, efold_version=__version__,
+        models=[view.reader, *view.summarisers.values()], faux=view.faux,
+        representative=attest)
+    missing = collected.missing
+    total = len(corpus.versions)
+    note = (f"from {run}, the {name} corpus (lock sha256 {corpus.lock_sha256}): "
+            f"{len(collected.data.runs) // 2} pairs of {names[0]} and {names[1]} over "
+            f"{total - len(missing)} of its {total} tasks"
+            + (f"; no scored pair for {len(missing)}: {', '.join(missing)}" if missing
+               else ""))
+    return collected.data, note
 
 
 def _from_manifest(path: Path) -> tuple[ComparisonSet, str]:
@@ -96,6 +124,9 @@ def _from_manifest(path: Path) -> tuple[ComparisonSet, str]:
               help="Make the comparison set from this run's receipts (with --arms).")
 @click.option("--arms", default=None, metavar="REF,CAND",
               help="With --run: the reference role and the candidate role.")
+@click.option("--corpus", "corpus", default=None, type=click.Choice(sorted(CORPORA)),
+              help="With --run: compare over exactly this bundled corpus's tasks (its "
+                   "case ids); a task without a scored pair is named, never filled in.")
 @click.option("--manifest", "manifest", default=None,
               type=click.Path(path_type=Path, dir_okay=False),
               help="Make the comparison set from the runs, roles and tasks this manifest "
@@ -110,15 +141,16 @@ def _from_manifest(path: Path) -> tuple[ComparisonSet, str]:
               help="Without FILE or --run, print SKIP and exit 0 (a script's optional "
                    "step); without this flag no input is a usage error.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as one JSON object.")
-def command(file: Path | None, run: str | None, manifest: Path | None, arms: str | None,
-            write: Path | None, attest_representative: bool, skip_if_empty: bool,
-            as_json: bool) -> None:
+def command(file: Path | None, run: str | None, corpus: str | None, manifest: Path | None,
+            arms: str | None, write: Path | None, attest_representative: bool,
+            skip_if_empty: bool, as_json: bool) -> None:
     """The paired comparison analyzer: a candidate arm against a reference arm over the
     same tasks, with a minimum evidence gate of 20 paired tasks (never lower).
 
     FILE is a comparison set (efold-comparison-v1 or -v2, docs/results-schema.md), or
     --run RUN --arms REF,CAND makes one from a run (questions and boundary cases paired
-    by trace, probe and repeat), or --manifest FILE from the runs, roles and tasks a
+    by trace, probe and repeat; with --corpus contract over exactly the contract
+    corpus's 20 tasks, each one without a scored pair named), or --manifest FILE from the runs, roles and tasks a
     manifest names (two roles of one run, or of two runs made apart). It prints the verdict (comparison_ready only when the gate
     is met), each arm's full acceptance with its Wilson 95% interval, checks, missed
     constraints, unsupported claims, tokens, cost and latency, and the paired wins, ties
@@ -138,6 +170,8 @@ def command(file: Path | None, run: str | None, manifest: Path | None, arms: str
     if run is None and (arms is not None or attest_representative):
         raise click.UsageError("--arms and --attest-representative go with --run (a FILE "
                                "or a manifest carries its own attestation)")
+    if corpus is not None and run is None:
+        raise click.UsageError("--corpus goes with --run RUN --arms REF,CAND")
     if write is not None and run is None and manifest is None:
         raise click.UsageError("--write goes with --run or --manifest")
     if file is None and run is None and manifest is None:
@@ -153,8 +187,9 @@ def command(file: Path | None, run: str | None, manifest: Path | None, arms: str
         if run is not None:
             if arms is None:
                 raise click.UsageError("--run needs --arms REF,CAND")
-            data, note = _from_run(resolve_run(run, False, None, refuse_), arms,
-                                   attest_representative)
+            resolved = resolve_run(run, False, None, refuse_)
+            data, note = (_from_run(resolved, arms, attest_representative) if corpus is None
+                          else _from_corpus(corpus, resolved, arms, attest_representative))
         elif manifest is not None:
             data, note = _from_manifest(manifest)
         else:
@@ -170,6 +205,8 @@ def command(file: Path | None, run: str | None, manifest: Path | None, arms: str
     except EfoldError as exc:
         refuse_(exc.code.value, exc.detail)
     text = render_analysis_text(analysis).splitlines()
+    if as_json and corpus is not None and note is not None:
+        click.echo(note, err=True)  # the corpus tasks left unpaired, named
     echo_report(analysis, as_json=as_json, text=text if note is None else [note, *text])
     if analysis.verdict != "comparison_ready":
         raise SystemExit(1)
