@@ -26,7 +26,8 @@ Rules:
   it. A case's digest (``case_digest``) is the tree digest of its directory; the
   workspace's environment version is the tree digest of ``workspace/`` (same function).
 * **A cases root** (``load_cases``) holds one case per subdirectory that has an
-  ``ef-boundary.yml``; cases come sorted by id and two with one id refuse.
+  ``ef-boundary.yml``; cases come sorted by id and two with one id refuse, and so do a
+  root with no case and a case that is a symbolic link.
 """
 
 from __future__ import annotations
@@ -257,6 +258,11 @@ def case_dirs(root: Path) -> list[Path]:
         children = sorted(root.iterdir())
     except OSError as exc:
         raise _invalid(f"{root}: not a cases directory: {exc.strerror}") from exc
+    linked = [child.name for child in children
+              if child.is_symlink() and (child / SIDECAR_NAME).exists()]
+    if linked:  # a case is its own directory: a link would lock another tree's bytes
+        raise _invalid(f"{root}: {linked[0]} is a symbolic link to a case, not a case "
+                       "directory (copy the case in)")
     return [child for child in children
             if child.is_dir() and not child.is_symlink()
             and (child / SIDECAR_NAME).exists()]
@@ -273,5 +279,9 @@ def check_unique(cases: list[Case]) -> list[Case]:
 
 
 def load_cases(root: Path) -> list[Case]:
-    """Every case under ``root``, sorted by id; the first invalid one refuses."""
-    return check_unique([load_case(path) for path in case_dirs(root)])
+    """Every case under ``root``, sorted by id; the first invalid one refuses, and so
+    does a root that holds none (a validation of nothing is no green check)."""
+    dirs = case_dirs(root)
+    if not dirs:
+        raise _invalid(f"{root}: no case (a subdirectory holding an {SIDECAR_NAME})")
+    return check_unique([load_case(path) for path in dirs])

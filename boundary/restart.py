@@ -19,7 +19,11 @@ Nothing of the fold process reaches the agent but the snapshot's bytes: no objec
 cache, no open store. ``Restarted`` records what the new process resumed from (the
 snapshot's digest) and that it was another process. A child that fails exits non-zero
 and its last output line is the refusal, ``CODE: detail``; the parent raises it as
-``boundary_restart_failed``.
+``boundary_restart_failed``. The child runs in its own session, with ``-P`` (it imports
+the efold this process runs, never one in its working directory) and a fresh launch
+marker every command it runs inherits: when it ends, however, its group and every
+process carrying the marker are killed, so a command it left running (it was killed
+mid-test, or timed out) does not outlive the run.
 
 In a campaign every boundary slot already resumes this way: the fold runs in a prep
 child, and the probe child that runs the continuation restores the published snapshot.
@@ -28,6 +32,7 @@ child, and the probe child that runs the continuation restores the published sna
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -37,9 +42,11 @@ from typing import Final
 
 from efold.boundary.agent_loop import AgentRun
 from efold.boundary.errors import BoundaryError
+from efold.boundary.runner import LAUNCH_MARKER_VAR, sweep_marked
 from efold.boundary.work import read_work, work_record, write_work
 from efold.errors import Code, EfoldError
 from efold.folds.checkpoint import Checkpoint
+from efold.identity import start_time
 
 SNAPSHOT_DIR: Final = "snapshot"
 _GRACE_S: Final = 60.0  # the child's own start and fold restore, on top of its commands
@@ -67,14 +74,11 @@ def continue_restarted(case_dir: Path, checkpoint: Checkpoint, workspace: Path, 
         del checkpoint  # from here the agent has the snapshot's bytes only
         out = Path(tmp) / "out"
         out.mkdir(mode=0o700)
-        argv = [sys.executable, "-m", "efold.boundary.restart", str(snapshot), digest,
+        # -P: the child imports the efold this process runs, never a directory named
+        # efold in its working directory (which is the private temporary one anyway).
+        argv = [sys.executable, "-P", "-m", "efold.boundary.restart", str(snapshot), digest,
                 str(case_dir), str(workspace), str(out)]
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                  timeout=timeout_s + _GRACE_S, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise BoundaryError(Code.BOUNDARY_RESTART_FAILED,
-                                f"the restarted agent ran past {exc.timeout:.0f} s") from exc
+        done = _run_marked(argv, Path(tmp), timeout_s + _GRACE_S)
         lines = done.stdout.decode("utf-8", "replace").split()
         if done.returncode != 0 or len(lines) != 2:
             said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
@@ -88,6 +92,30 @@ def continue_restarted(case_dir: Path, checkpoint: Checkpoint, workspace: Path, 
                    requests=record.requests, input_tokens=record.input_tokens,
                    output_tokens=record.output_tokens)
     return run, Restarted(snapshot_digest=digest, fold_pid=os.getpid(), agent_pid=agent_pid)
+
+
+def _run_marked(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[bytes]:
+    """Run the child in its own session, carrying a fresh launch marker that every
+    process it starts inherits (its contained commands too:
+    ``runner.contained_environment``); however it ends (exit, a kill, ``timeout_s``),
+    every process left with the marker is killed before this returns: nothing the new
+    agent started outlives it."""
+    marker = secrets.token_hex(16)
+    env = {**os.environ, LAUNCH_MARKER_VAR: marker}
+    child = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    started = start_time(child.pid)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        raise BoundaryError(Code.BOUNDARY_RESTART_FAILED,
+                            f"the restarted agent ran past {timeout_s:.0f} s") from exc
+    finally:
+        child.kill()  # a no-op once it has exited and been reaped
+        child.wait()
+        sweep_marked(f"{LAUNCH_MARKER_VAR}={marker}", started)
+    return subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
 
 
 def _resume(snapshot: Path, digest: str, case_dir: Path, workspace: Path, out: Path) -> str:

@@ -257,11 +257,20 @@ def _await_leader_exit(pid: int, timeout: float) -> None:
 
 def _sweep(leader: int, leader_start: int, marker: str) -> None:
     """SIGKILL the leader's group and every marked process until none is left alive."""
-    needle = f"{RUN_MARKER_VAR}={marker}".encode()
+    sweep_marked(f"{RUN_MARKER_VAR}={marker}", leader_start, group=leader)
+
+
+def sweep_marked(variable: str, not_before: int, *, group: int = 0) -> None:
+    """SIGKILL, until none is left alive, every process started no earlier than
+    ``not_before`` that is in process group ``group`` (0: none; its unreaped leader must
+    pin the number) or whose initial environment holds ``variable`` (``NAME=value``)
+    exactly; never ``group``'s leader itself."""
+    needle = variable.encode()
     for _ in range(_SWEEP_ROUNDS):
-        _kill_group(leader)
-        found = [(pid, start) for pid, start in _run_processes(leader, leader_start, needle)
-                 if pid != leader]
+        if group:
+            _kill_group(group)
+        found = [(pid, start) for pid, start in _run_processes(group, not_before, needle)
+                 if pid != group]
         if not found:
             return
         for pid, start in found:
@@ -270,8 +279,8 @@ def _sweep(leader: int, leader_start: int, marker: str) -> None:
 
 
 def _run_processes(leader: int, not_before: int, needle: bytes) -> list[tuple[int, int]]:
-    """(pid, start time) of every live process started no earlier than the leader that
-    is in the leader's group or carries the run's marker (``needle``)."""
+    """(pid, start time) of every live process started no earlier than ``not_before``
+    that is in the leader's group (``leader`` 0: none) or carries ``needle``."""
     found: list[tuple[int, int]] = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -281,7 +290,7 @@ def _run_processes(leader: int, not_before: int, needle: bytes) -> list[tuple[in
             start = start_time(pid)
             if start < not_before or process_state(pid) in ("Z", "X"):
                 continue  # older than the run, or dead (its parent or init reaps it)
-            if process_group(pid) == leader or _carries(pid, needle):
+            if (leader and process_group(pid) == leader) or _carries(pid, needle):
                 found.append((pid, start))
         except (ProcessLookupError, OSError, ValueError, IndexError):
             continue  # gone while read

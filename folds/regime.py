@@ -71,10 +71,12 @@ def safe_cut(events: Sequence[Event]) -> int | None:
 
 
 def older_sessions(events: Sequence[Event]) -> int | None:
-    """The number of events before the last session (the leaf's span of a rebase), or
-    None when the events hold only one session."""
-    last = events[-1].session if events else None
-    cut = next((i for i, e in enumerate(events) if e.session == last), 0)
+    """The number of events before the last session (the leaf's span of a rebase): the
+    events before the newest run of events of the last event's session; None when there
+    are none."""
+    cut = len(events)
+    while cut > 0 and events[cut - 1].session == events[-1].session:
+        cut -= 1
     return cut or None
 
 

@@ -132,6 +132,9 @@ class BoundaryRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     repeat: int = 1
     folds: int | None = None
     code: str | None = None
+    # The case's tree digest (``boundary.case.case_digest``) as judged; None in receipts
+    # written before it was recorded.
+    case_sha256: str | None = None
 
 
 class HttpRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

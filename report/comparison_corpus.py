@@ -15,9 +15,11 @@ manifest's ``tasks`` are (``report.comparison_manifest``, whose pairing this reu
 The corpus is read whole first (``load_corpus``): every case loads and agrees with the
 lock, else the set is refused (``comparison_invalid``): a digest of a lock its cases do
 not match would name tasks other than the ones compared. The run must have run the
-corpus: a run with no slot of any corpus case, or with a slot of a corpus case at
-another version than the locked one (another revision of the task), is refused
-(``comparison_invalid``), naming what is wrong.
+corpus: a run with no slot of any corpus case, with a slot of a corpus case at another
+version than the locked one (another revision of the task), or with a judged slot whose
+case digest (``BoundaryRecord.case_sha256``) is not the locked one (the same id and
+version, edited and locked again elsewhere) is refused (``comparison_invalid``), naming
+what is wrong.
 """
 
 from __future__ import annotations
@@ -51,12 +53,14 @@ CORPORA: Final[dict[str, Callable[[], Path]]] = {"contract": contract_cases_root
 
 @dataclass(frozen=True)
 class Corpus:
-    """A corpus as its lock records it: ``versions`` case id -> locked version, the
-    tasks in id order; ``lock_sha256`` the sha256 of the lock file's bytes."""
+    """A corpus as its lock records it: ``versions`` case id -> locked version and
+    ``digests`` case id -> locked tree digest, the tasks in id order; ``lock_sha256``
+    the sha256 of the lock file's bytes."""
 
     name: str
     root: Path
     versions: dict[str, int]
+    digests: dict[str, str]
     lock_sha256: str
 
     @property
@@ -93,6 +97,7 @@ def load_corpus(name: str, root: Path | None = None) -> Corpus:
         raise _invalid(f"the {name} corpus at {where} holds no case")
     return Corpus(name=name, root=where,
                   versions={case_id: entry.version for case_id, entry in lock.cases.items()},
+                  digests={case_id: entry.sha256 for case_id, entry in lock.cases.items()},
                   lock_sha256=sha256_hex(raw))
 
 
@@ -110,6 +115,14 @@ def corpus_comparison(corpus: Corpus, receipts: Sequence[Receipt], reference: st
         record = receipt.boundary
         if record is not None and record.case in corpus.versions:
             ran.setdefault(record.case, set()).add(record.case_version)
+            if record.code is None and record.case_sha256 != corpus.digests[record.case]:
+                said = ("recorded no case digest (a run made before digests were recorded)"
+                        if record.case_sha256 is None else
+                        f"judged a case with digest {record.case_sha256[:12]}")
+                raise _invalid(f"run {run}: slot {receipt.slot} {said}; the {corpus.name} "
+                               f"corpus locks {record.case} at "
+                               f"{corpus.digests[record.case][:12]}: the run's case is not "
+                               "this corpus's")
     if not ran:
         raise _invalid(f"run {run} did not run the {corpus.name} corpus: none of its "
                        f"{len(corpus.versions)} cases ({corpus.tasks[0]} ... "

@@ -167,11 +167,11 @@ def command(file: Path | None, run: str | None, corpus: str | None, manifest: Pa
     refuse_ = refusal_for(as_json)
     if sum(x is not None for x in (file, run, manifest)) > 1:
         raise click.UsageError("give one of FILE, --run RUN or --manifest FILE")
+    if corpus is not None and run is None:
+        raise click.UsageError("--corpus goes with --run RUN --arms REF,CAND")
     if run is None and (arms is not None or attest_representative):
         raise click.UsageError("--arms and --attest-representative go with --run (a FILE "
                                "or a manifest carries its own attestation)")
-    if corpus is not None and run is None:
-        raise click.UsageError("--corpus goes with --run RUN --arms REF,CAND")
     if write is not None and run is None and manifest is None:
         raise click.UsageError("--write goes with --run or --manifest")
     if file is None and run is None and manifest is None:

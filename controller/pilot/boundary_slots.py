@@ -68,7 +68,8 @@ def _not_judged(case: Case, code: Code) -> BoundaryRecord:
     return BoundaryRecord(case=case.id, case_version=case.version, passed=None,
                           recall_required=case.sidecar.recall.required,
                           rationale=needs_rationale(case),
-                          repeat=case.sidecar.fold.repeat, code=code.value)
+                          repeat=case.sidecar.fold.repeat, code=code.value,
+                          case_sha256=case.sha256)
 
 
 def judge_boundary(case: Case, slot_dir: Path, work_sha256: str | None,
@@ -113,4 +114,4 @@ def judge_boundary(case: Case, slot_dir: Path, work_sha256: str | None,
         ending=work.ending, requests=work.requests, tokens=work.tokens,
         recall_required=sidecar.recall.required, rationale=needs_rationale(case),
         environment_sha256=identity_digest(identity), repeat=sidecar.fold.repeat,
-        folds=facts.folds)
+        folds=facts.folds, case_sha256=case.sha256)

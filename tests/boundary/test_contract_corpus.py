@@ -22,11 +22,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from efold.boundary.case import Case, case_digest, load_cases
+from efold.boundary.case import Case, case_digest, load_case, load_cases
 from efold.boundary.errors import BoundaryError
 from efold.boundary.lock import LOCK_NAME, lock_problems
-from efold.boundary.oracles import FileEquals, ForbiddenPathUnchanged, TestsPass
+from efold.boundary.oracles import ForbiddenPathUnchanged, TestsPass
 from efold.boundary.runner_check import runner_problems
 from efold.boundary.suite import (
     CONTRACT_CORPUS,
@@ -34,7 +35,7 @@ from efold.boundary.suite import (
     contract_cases_root,
     select_cases,
 )
-from efold.boundary.validate import ablation, recall_problem
+from efold.boundary.validate import ablation, recall_problem, run_offline
 from efold.errors import Code
 from efold.folds.checkpoint import visible_text
 from efold.folds.fold import TracePrefix
@@ -97,7 +98,7 @@ def test_the_lock_holds_and_every_case_is_valid(cases: dict[str, Case]) -> None:
         # the informed plan wrote the reference and ran the verifier; without the history
         # the fallback ran (its verdicts fail), with the decision deleted the superseded
         # choice or the fallback did
-        assert [r.verdict for r in proof.full.results] == ["pass"] * 4, case.id
+        assert [r.verdict for r in proof.full.results] == ["pass"] * 3, case.id
         assert proof.no_history.results[0].verdict == "fail", case.id
 
 
@@ -110,17 +111,18 @@ def test_the_corpus_is_small() -> None:
 def test_structure(cases: dict[str, Case], short: str) -> None:
     case = next(c for c in cases.values() if _short(c) == short)
     sidecar = case.sidecar
-    module = next(o.path for o in sidecar.oracle.success if isinstance(o, FileEquals))
+    contract = json.loads((case.workspace / "contract.json").read_text())
+    module = f"{contract['module']}.py"
+    # the verifier and the protected files judge: never the reference solution's bytes
     assert sidecar.oracle.success == [
-        TestsPass(command=VERIFY), FileEquals(path=module, expected=module),
+        TestsPass(command=VERIFY),
         ForbiddenPathUnchanged(path="contract.json"), ForbiddenPathUnchanged(path="verify.py")]
     assert sidecar.tools.test is not None and sidecar.tools.test.commands == [VERIFY]
     assert sorted(p.name for p in case.workspace.iterdir()) == sorted(
         ["README.md", "contract.json", "verify.py", module])
     assert case.expected is not None
     assert [p.name for p in case.expected.iterdir()] == [module]
-    contract = json.loads((case.workspace / "contract.json").read_text())
-    assert f"{contract['module']}.py" == module and contract["vectors"]
+    assert contract["vectors"]
     # The verifier is one file, the same in every task.
     assert (case.workspace / "verify.py").read_bytes() == (
         CORPUS / "X21-contract-retry-backoff" / "workspace" / "verify.py").read_bytes()
@@ -187,6 +189,39 @@ def test_the_verifier_decides(cases: dict[str, Case], short: str, tmp_path: Path
     assert mutated.returncode != 0
     assert f"{last['id']} MISMATCH" in mutated.stdout
     assert f"{vectors - 1} of {vectors} vectors match" in mutated.stdout
+
+
+def test_the_implementation_cannot_decide_the_exit_status(cases: dict[str, Case],
+                                                          tmp_path: Path) -> None:
+    """The module runs in the verifier's child: exiting 0 from it (at import, or from
+    inside a call) is no pass."""
+    case = cases["X21-contract-retry-backoff"]
+    workspace = tmp_path / "workspace"
+    shutil.copytree(case.workspace, workspace)
+    for body in ("import os\nos._exit(0)\n",
+                 "import os\n\ndef retry_delays(attempts):\n    os._exit(0)\n"):
+        (workspace / "retry.py").write_text(body)
+        cheated = _verify(workspace)
+        assert cheated.returncode == 1, cheated.stdout
+        assert "the implementation gave no outcomes" in cheated.stdout
+
+
+def test_any_implementation_that_meets_the_contract_passes(tmp_path: Path) -> None:
+    """Not the reference's bytes: another correct implementation of X21, written by the
+    informed plan, passes the case (its oracles are the verifier and the protected
+    files)."""
+    case_dir = tmp_path / "X21-contract-retry-backoff"
+    shutil.copytree(CORPUS / case_dir.name, case_dir)
+    own = ("def retry_delays(attempts):\n    if attempts < 0:\n        raise ValueError(attempts)\n"
+           "    return [min(250 * 3 ** i, 6000) for i in range(attempts)]\n")
+    sidecar = yaml.safe_load((case_dir / "ef-boundary.yml").read_text())
+    write = sidecar["faux"]["plans"][0]["actions"][0]
+    assert write["tool"] == "workspace_write" and write["arguments"]["content"] != own
+    write["arguments"]["content"] = own
+    (case_dir / "ef-boundary.yml").write_text(yaml.safe_dump(sidecar, sort_keys=False))
+    case = load_case(case_dir)
+    outcome = run_offline(case, case.prefix, "native")
+    assert outcome.passed is True, outcome.results
 
 
 def test_the_faux_plans_through_boundary_run(tmp_path: Path) -> None:

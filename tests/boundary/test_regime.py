@@ -5,8 +5,12 @@ regime it replaces."""
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 import typing
 from pathlib import Path
 from typing import Any
@@ -14,11 +18,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from efold.boundary.case import Case, load_case
+from efold.boundary.case import Case, load_case, load_cases
 from efold.boundary.errors import BoundaryError
 from efold.boundary.restart import continue_restarted
+from efold.boundary.runner import LAUNCH_MARKER_VAR
 from efold.boundary.suite import bundled_cases_root
 from efold.boundary.validate import run_offline
+from efold.boundary.workspace import copy_fixture
 from efold.corpus.model import Event, FunctionCall, ToolCall
 from efold.errors import Code
 from efold.folds import regime as fold_regime
@@ -262,3 +268,104 @@ def test_a_restart_from_another_snapshot_refuses(tmp_path: Path) -> None:
         continue_restarted(tmp_path, checkpoint, tmp_path / "ws", timeout_s=5)
     assert caught.value.code is Code.BOUNDARY_RESTART_FAILED
     assert "boundary_case_invalid" in caught.value.detail
+
+
+def test_the_leaf_bundles_what_precedes_the_last_run_of_the_last_session() -> None:
+    events = [_event(1, "user", session=1), _event(2, "assistant", session=1),
+              _event(3, "user", session=2), _event(4, "assistant", session=2),
+              _event(5, "user", session=1), _event(6, "assistant", session=1)]
+    assert older_sessions(events) == 4  # session 1 again at the end: its last run
+    assert older_sessions(events[:2]) is None
+
+
+def _slow_case(tmp_path: Path) -> Path:
+    """B11 whose test command sleeps: its restarted agent runs a long command."""
+    case_dir = tmp_path / "B11-restart"
+    shutil.copytree(_bundled("B11").path, case_dir)
+    (case_dir / "workspace" / "tests" / "conftest.py").write_text(
+        "import time\ntime.sleep(60)\n")
+    return case_dir
+
+
+def _marked_processes() -> list[int]:
+    """Live processes carrying a launch marker that this test did not inherit."""
+    mine = os.environ.get(LAUNCH_MARKER_VAR)
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        marks = [v for v in env if v.startswith(f"{LAUNCH_MARKER_VAR}=".encode())]
+        if marks and (mine is None or marks[0] != f"{LAUNCH_MARKER_VAR}={mine}".encode()):
+            found.append(int(name))
+    return found
+
+
+def test_a_killed_restart_leaves_no_process(tmp_path: Path) -> None:
+    """The restarted agent is killed mid-test (its command ignores nothing, it simply
+    runs on): the run fails with its code, and nothing it started is left alive."""
+    before = set(_marked_processes())
+    case = load_case(_slow_case(tmp_path))
+    checkpoint = NativeFold().build(TracePrefix(trace_id=case.trace.header.trace_id,
+                                                events=case.prefix))
+    workspace = tmp_path / "ws"
+    copy_fixture(case.workspace, workspace)
+
+    def cmdline(pid: int) -> bytes:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def kill_the_agent() -> None:
+        """Once the agent's test command runs, SIGKILL the agent alone."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            new = set(_marked_processes()) - before
+            agents = [p for p in new if b"efold.boundary.restart" in cmdline(p)]
+            if agents and any(b"-m\0pytest" in cmdline(p) for p in new):
+                seen.update(new)
+                os.kill(agents[0], signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    seen: set[int] = set()
+    killer = threading.Thread(target=kill_the_agent)
+    killer.start()
+    with pytest.raises(BoundaryError) as caught:
+        continue_restarted(case.path, checkpoint, workspace, timeout_s=120)
+    killer.join()
+    assert caught.value.code is Code.BOUNDARY_RESTART_FAILED
+    assert "exited -9" in caught.value.detail
+    assert len(seen) >= 2  # the agent and its running test command
+    assert set(_marked_processes()) - before == set()  # the sleeping test is gone too
+
+
+def test_the_restarted_agent_runs_the_efold_this_process_runs(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """A directory named efold in the working directory is never what the child runs."""
+    shadow = tmp_path / "efold" / "boundary"
+    shadow.mkdir(parents=True)
+    (tmp_path / "efold" / "__init__.py").write_text("")
+    (shadow / "__init__.py").write_text("")
+    (shadow / "restart.py").write_text("raise SystemExit(3)\n")
+    monkeypatch.chdir(tmp_path)
+    outcome = run_offline(_bundled("B11"), _bundled("B11").prefix, "native")
+    assert outcome.passed is True and outcome.restarted is not None
+
+
+def test_a_root_with_no_case_or_a_linked_case_refuses(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BoundaryError, match="no case"):
+        load_cases(tmp_path / "empty")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "B11-restart").symlink_to(_bundled("B11").path)
+    with pytest.raises(BoundaryError, match="symbolic link"):
+        load_cases(linked)

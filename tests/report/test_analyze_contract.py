@@ -161,6 +161,17 @@ def test_another_revision_or_a_changed_corpus_refuses(runs: dict[str, Path],
     assert info.value.code is Code.COMPARISON_INVALID
     assert f"ran {record.case} at version 2, the contract corpus locks version 1" in (
         info.value.detail)
+    # the same id and version, but another case than the locked one: a corpus edited and
+    # locked again elsewhere is not this corpus
+    receipts[at] = msgspec.structs.replace(
+        receipts[at], boundary=msgspec.structs.replace(record, case_sha256="0" * 64))
+    with pytest.raises(ReportError) as info:
+        corpus_comparison(corpus, receipts, "native", "compaction", run="r",
+                          registration_sha256=view.plan.registration_sha256,
+                          efold_version="0", models=[], faux=True, representative=False)
+    assert info.value.code is Code.COMPARISON_INVALID
+    assert "judged a case with digest 000000000000" in info.value.detail
+    assert record.case_sha256 == corpus.digests[record.case]  # what the run recorded
     copy = tmp_path / "contract"
     shutil.copytree(CORPUS, copy)
     contract = copy / TASKS[0] / "workspace" / "contract.json"
