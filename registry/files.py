@@ -166,10 +166,11 @@ def publish_exclusive(
             except OSError as exc:
                 raise RegistryError(Code.PUBLISH_FAILED, f"link: errno {exc.errno}") from exc
             linked = True
-            fsync_fd(dir_fd)
         finally:
             os.close(fd)
-            # The temp name is ours alone (O_EXCL + random suffix): always remove it.
+            # The temp name is ours alone (O_EXCL + random suffix): always remove it,
+            # before the one directory fsync below makes the new name and the removal
+            # durable together (a crash before it leaves the name, whole, or nothing).
             try:
                 os.unlink(temp, dir_fd=dir_fd)
             except FileNotFoundError:

@@ -319,11 +319,14 @@ _ORDER = {
 
 class JournalWriter(JournalReader):
     """The single writer. Every ``record_*`` commits before returning (fsync via
-    ``synchronous=FULL``); a failed commit raises and is never retried."""
+    ``synchronous=FULL``), except inside ``batched``, whose end commits them all at
+    once; a failed commit raises and is never retried."""
 
     def __init__(self, run_dir: str | os.PathLike[str], lease: LeaseLike) -> None:
         lease.assert_held()
         self._lease = lease
+        # Inside ``batched``: every record joins its one transaction (one commit).
+        self._batching = False
         self._conn, fresh = _connect(run_dir, writer=True)
         with _closed_on_error(self._conn):
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -340,11 +343,32 @@ class JournalWriter(JournalReader):
             self._check_version()
 
     @contextmanager
+    def batched(self) -> Iterator[None]:
+        """One transaction, one commit, for every ``record_*`` called inside: for records
+        that order nothing among themselves (nothing is sent, signalled or published
+        between them). All of them are on disk when the block ends, or none is: an error
+        inside rolls every one back. Not reentrant."""
+        if self._batching:
+            raise RuntimeError("batched() does not nest")
+        with self._transaction():
+            self._batching = True
+            try:
+                yield
+            finally:
+                self._batching = False
+
+    @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         # Invariant: only the lease holder writes, at every write and not just at open:
         # a controller that released (or lost) its lease must not append anything.
         self._lease.assert_held()
         conn = self._conn
+        if self._batching:  # the enclosing batch commits (or rolls back) for us
+            try:
+                yield conn
+            except sqlite3.Error as exc:  # mapped as below; the batch rolls back
+                raise RegistryError(Code.JOURNAL_WRITE_FAILED, type(exc).__name__) from exc
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:

@@ -1,7 +1,7 @@
 """Writing one content-free receipt per visited slot.
 
-Order: the receipt's digest is journaled first, then the file is published
-(exclusive, fsynced). A crash in between leaves a journaled receipt whose copy is
+Order: the receipt's digest is journaled first, with the slot's status in the same
+commit, then the file is published (exclusive, fsynced). A crash in between leaves a journaled receipt whose copy is
 missing: aggregation counts it as a missing copy, never invents it. A receipt is
 written once; a second one for the same slot refuses.
 """
@@ -22,8 +22,12 @@ def encode_receipt(receipt: Receipt) -> bytes:
 
 
 def write_receipt(run_dir: Path, journal: JournalWriter, receipt: Receipt) -> str:
+    """Journal the receipt's digest and the slot's status (one commit: the status orders
+    nothing the digest does not), then publish the file."""
     data = encode_receipt(receipt)
     digest = sha256_hex(data)
-    journal.record_receipt(receipt.slot, digest)
+    with journal.batched():
+        journal.record_receipt(receipt.slot, digest)
+        journal.record_slot_status(receipt.slot, receipt.status.value, receipt.code)
     publish_exclusive(run_dir / RECEIPTS_DIR, receipt_name(receipt.slot), data)
     return digest

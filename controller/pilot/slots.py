@@ -187,9 +187,8 @@ def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Ter
 
 
 def write_slot_receipt(ctx: RunContext, receipt: Receipt) -> None:
-    """The slot's receipt (``controller.pilot.receipts``), then its status in the journal."""
+    """The slot's receipt and its status in the journal (``controller.pilot.receipts``)."""
     write_receipt(ctx.run_dir, ctx.journal, receipt)
-    ctx.journal.record_slot_status(receipt.slot, receipt.status.value, receipt.code)
 
 
 def keep_answer(answers_file: Path, slot: str, terminal: Terminal) -> None:

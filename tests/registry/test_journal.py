@@ -232,3 +232,36 @@ def test_reader_in_another_process_sees_rows_while_writer_is_open(run_dir: Path)
                              capture_output=True, text=True, check=True).stdout.strip()
         assert out == HOLD_CONSUMED
         writer.close()
+
+
+def test_a_batch_commits_its_records_together_or_not_at_all(run_dir: Path) -> None:
+    """Inside ``batched`` no record is visible to another reader before the block ends;
+    at its end all are, in one commit; an error inside leaves none of them."""
+    code = textwrap.dedent("""
+        import sys
+        from efold.registry.journal import JournalReader
+        with JournalReader(sys.argv[1]) as reader:
+            print(len(reader.rows("receipts")), len(reader.rows("slot_status")))
+    """)
+
+    def seen() -> str:
+        return subprocess.run([sys.executable, "-c", code, str(run_dir)],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        with writer.batched():
+            writer.record_receipt("s1", "r" * 64)
+            assert seen() == "0 0"  # not yet committed
+            writer.record_slot_status("s1", "completed")
+        assert seen() == "1 1"
+        with pytest.raises(RegistryError) as info, writer.batched():
+            writer.record_slot_status("s2", "completed")
+            writer.record_receipt("s1", "q" * 64)  # a second receipt: refused
+        assert info.value.code is Code.RECEIPT_DUPLICATE
+        assert seen() == "1 1"  # s2's status rolled back with it
+        with pytest.raises(RuntimeError), writer.batched(), writer.batched():
+            pass
+        writer.record_slot_status("s3", "completed")  # the writer still commits alone
+        assert seen() == "1 2"
+        writer.close()
