@@ -170,14 +170,18 @@ def publish_exclusive(
             os.close(fd)
             # The temp name is ours alone (O_EXCL + random suffix): always remove it,
             # before the one directory fsync below makes the new name and the removal
-            # durable together (a crash before it leaves the name, whole, or nothing).
+            # durable together. A crash before that fsync leaves the name whole or
+            # absent (and perhaps the temp, a second link, as between two fsyncs).
             try:
                 os.unlink(temp, dir_fd=dir_fd)
             except FileNotFoundError:
                 if not (linked and replace):
+                    if linked:
+                        fsync_fd(dir_fd)  # a published name stays durable, error or not
                     raise
             except OSError as exc:
                 if linked:
+                    fsync_fd(dir_fd)
                     raise RegistryError(
                         Code.PUBLISH_FAILED, f"temp unlink: errno {exc.errno}"
                     ) from exc

@@ -4,7 +4,8 @@ SQLite in WAL mode with ``synchronous=FULL`` at ``<run>/journal.sqlite``. Each `
 method is one committed transaction: when it returns, the row is on disk, so a caller
 may then send the acknowledgement that depends on it (holds and consumption are
 persisted *before* the permit or ``Consumed`` is sent; containment members before the
-first signal).
+first signal). The one exception is a ``record_*`` inside ``JournalWriter.batched``:
+its row is on disk when the block ends, with every other row of the block.
 
 Invariant: only the holder of the run lease writes (``JournalWriter`` demands a held
 lease at open). Every other process, children included, opens ``JournalReader``
@@ -325,8 +326,10 @@ class JournalWriter(JournalReader):
     def __init__(self, run_dir: str | os.PathLike[str], lease: LeaseLike) -> None:
         lease.assert_held()
         self._lease = lease
-        # Inside ``batched``: every record joins its one transaction (one commit).
+        # Inside ``batched``: every record joins its one transaction (one commit);
+        # ``_batch_failed``: a record inside it failed, so the block must not commit.
         self._batching = False
+        self._batch_failed = False
         self._conn, fresh = _connect(run_dir, writer=True)
         with _closed_on_error(self._conn):
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -347,15 +350,19 @@ class JournalWriter(JournalReader):
         """One transaction, one commit, for every ``record_*`` called inside: for records
         that order nothing among themselves (nothing is sent, signalled or published
         between them). All of them are on disk when the block ends, or none is: an error
-        inside rolls every one back. Not reentrant."""
+        inside rolls every one back, even one the block caught and went on from (the
+        block then ends in ``journal_write_failed``). Not reentrant."""
         if self._batching:
             raise RuntimeError("batched() does not nest")
         with self._transaction():
-            self._batching = True
+            self._batching, self._batch_failed = True, False
             try:
                 yield
             finally:
                 self._batching = False
+            if self._batch_failed:
+                raise RegistryError(Code.JOURNAL_WRITE_FAILED,
+                                    "a record inside the batch failed; none is committed")
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -367,7 +374,11 @@ class JournalWriter(JournalReader):
             try:
                 yield conn
             except sqlite3.Error as exc:  # mapped as below; the batch rolls back
+                self._batch_failed = True
                 raise RegistryError(Code.JOURNAL_WRITE_FAILED, type(exc).__name__) from exc
+            except BaseException:
+                self._batch_failed = True
+                raise
             return
         try:
             conn.execute("BEGIN IMMEDIATE")

@@ -161,6 +161,37 @@ def test_fsync_failure_is_fatal_and_not_retried(
     assert _entries(tmp_path) == []  # the final name never appeared, the temp is gone
 
 
+def test_publish_syncs_the_directory_once_and_even_when_the_temp_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One directory fsync makes the name and the temp's removal durable together; if
+    the temp cannot be removed after the link, the published name is still made durable
+    before the error."""
+    synced: list[bool] = []  # True: a directory
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    publish_exclusive(tmp_path, "a", b"data")
+    assert synced == [False, True]  # the file, then the directory, once
+    synced.clear()
+    real_unlink = os.unlink
+
+    def failing_unlink(path: str, *, dir_fd: int | None = None) -> None:
+        if str(path).startswith(".b.tmp-"):
+            raise OSError(errno.EIO, "injected")
+        real_unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "unlink", failing_unlink)
+    with pytest.raises(RegistryError) as info:
+        publish_exclusive(tmp_path, "b", b"data")
+    assert _code(info) is Code.PUBLISH_FAILED
+    assert synced == [False, True]  # the name, linked, was made durable all the same
+
+
 # -- read_private ----------------------------------------------------------------------
 
 

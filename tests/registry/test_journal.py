@@ -262,6 +262,13 @@ def test_a_batch_commits_its_records_together_or_not_at_all(run_dir: Path) -> No
         assert seen() == "1 1"  # s2's status rolled back with it
         with pytest.raises(RuntimeError), writer.batched(), writer.batched():
             pass
+        # an error the block catches and goes on from still commits nothing
+        with pytest.raises(RegistryError) as info, writer.batched():
+            writer.record_slot_status("s4", "completed")
+            with pytest.raises(RegistryError):
+                writer.record_receipt("s1", "q" * 64)
+        assert info.value.code is Code.JOURNAL_WRITE_FAILED
+        assert seen() == "1 1"
         writer.record_slot_status("s3", "completed")  # the writer still commits alone
         assert seen() == "1 2"
         writer.close()
