@@ -7,7 +7,7 @@ each run the real ``efold-controller cluster pilot`` in a subprocess:
   holds of every shard's journal, replayed together in time order, never pass it;
 - a shard's ticket bound to another node refuses in its actor (``test_shard_ticket``:
   a ticket is single use);
-- Ctrl-C on the cluster run interrupts every shard's controller, which contains its
+- Ctrl-C on the cluster run interrupts every running shard's controller, which contains its
   children: exit 130, every shard interrupted, each shard run reconciled;
 - a worker node killed mid-run (its shard controller SIGKILLed, its raylet removed)
   leaves that shard lost with its slots missing, the other shards finish, the merged
@@ -262,7 +262,13 @@ def test_ctrl_c_interrupts_and_contains_every_shard(ray_cluster: Any, tmp_path: 
     assert cli.returncode == 130, out + err
     line = json.loads(out.strip().splitlines()[-1])
     assert line["status"] == "interrupted"
-    assert set(line["shards"].values()) == {"interrupted"}
+    assert "interrupted" in line["shards"].values()
+    # Every shard interrupted; or, on a loaded machine, a shard that had run its whole
+    # part before the signal (another still starting): complete, nothing to interrupt.
+    for placed in manifest.shards:
+        outcome = line["shards"][str(placed.spec.mark.index)]
+        assert outcome == "interrupted" or (outcome == "complete"
+                                            and _all_visited(Path(placed.run_dir))), outcome
     assert line["planned"] == 104
     # Every slot is accounted for; those the interruption reached say so.
     view, _ = read_shards(run)
