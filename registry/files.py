@@ -304,9 +304,10 @@ def make_private_dir(path: str | os.PathLike[str], *, parents: bool = False) -> 
             raise
 
 
-def open_private_child(dir_fd: int, name: str, *, exclusive: bool) -> int:
+def open_private_child(dir_fd: int, name: str, *, exclusive: bool, durable: bool = True) -> int:
     """Create ``name`` (0700) in the directory ``dir_fd`` and return it opened without
-    following a link; the new name is durable (``dir_fd`` fsynced). An existing entry
+    following a link; the new name is durable (``dir_fd`` fsynced) unless ``durable`` is
+    False (the caller fsyncs ``dir_fd`` later, once for many names). An existing entry
     is refused when ``exclusive``, else accepted only as a real directory owned by this
     user and not group/other-writable (``PRIVATE_DIR_REFUSED`` otherwise). The caller
     owns the returned descriptor."""
@@ -330,7 +331,7 @@ def open_private_child(dir_fd: int, name: str, *, exclusive: bool) -> int:
         if created:
             os.fchmod(fd, 0o700)  # exact mode whatever the umask
         _refuse_unsafe_dir(os.fstat(fd))
-        if created:
+        if created and durable:
             fsync_fd(dir_fd)
     except BaseException:
         os.close(fd)

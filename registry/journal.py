@@ -4,8 +4,10 @@ SQLite in WAL mode with ``synchronous=FULL`` at ``<run>/journal.sqlite``. Each `
 method is one committed transaction: when it returns, the row is on disk, so a caller
 may then send the acknowledgement that depends on it (holds and consumption are
 persisted *before* the permit or ``Consumed`` is sent; containment members before the
-first signal). The one exception is a ``record_*`` inside ``JournalWriter.batched``:
-its row is on disk when the block ends, with every other row of the block.
+first signal). Two exceptions: a ``record_*`` inside ``JournalWriter.batched`` is on
+disk when the block ends, with every other row of the block; one inside
+``JournalWriter.deferred`` is on disk with the writer's next commit (whatever record
+makes it, or ``commit_pending``), for rows nothing acts on before then.
 
 Invariant: only the holder of the run lease writes (``JournalWriter`` demands a held
 lease at open). Every other process, children included, opens ``JournalReader``
@@ -321,7 +323,8 @@ _ORDER = {
 class JournalWriter(JournalReader):
     """The single writer. Every ``record_*`` commits before returning (fsync via
     ``synchronous=FULL``), except inside ``batched``, whose end commits them all at
-    once; a failed commit raises and is never retried."""
+    once, and inside ``deferred``, whose rows ride with the next commit; a failed commit
+    raises and is never retried."""
 
     def __init__(self, run_dir: str | os.PathLike[str], lease: LeaseLike) -> None:
         lease.assert_held()
@@ -330,6 +333,10 @@ class JournalWriter(JournalReader):
         # ``_batch_failed``: a record inside it failed, so the block must not commit.
         self._batching = False
         self._batch_failed = False
+        # Inside ``deferred``: records join the open transaction and leave it open.
+        # Invariant: the connection is in a transaction between commits only while it
+        # holds deferred rows (``pending``); every commit takes them with it.
+        self._deferring = False
         self._conn, fresh = _connect(run_dir, writer=True)
         with _closed_on_error(self._conn):
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -365,6 +372,44 @@ class JournalWriter(JournalReader):
                                     "a record inside the batch failed; none is committed")
 
     @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Every ``record_*`` called inside is written at once (a constraint it breaks
+        raises here, and only its own row is undone) but not committed: it reaches the
+        disk with the writer's next commit, by whatever record, or ``commit_pending``.
+        For rows that nothing sent, signalled or published waits on, and that every
+        later durable row may carry (an exit row, a settlement: see docs/architecture.md).
+        A crash before that commit loses them, and only them. Readers through this
+        connection see them at once; other connections at the commit."""
+        if self._deferring:
+            raise RuntimeError("deferred() does not nest")
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether deferred rows wait for the next commit."""
+        return self._conn.in_transaction and not self._batching
+
+    def commit_pending(self) -> None:
+        """Commit the deferred rows now, if any (one fdatasync; none if nothing waits)."""
+        if self.pending:
+            with self._transaction():
+                pass
+
+    def close(self) -> None:
+        """Commit what is deferred, then close. A failed commit is not raised here (the
+        run is ending; the rows it held are bookkeeping a crash could have lost too)."""
+        try:
+            self.commit_pending()
+        except RegistryError:
+            pass
+        finally:
+            super().close()
+
+    @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         # Invariant: only the lease holder writes, at every write and not just at open:
         # a controller that released (or lost) its lease must not append anything.
@@ -381,13 +426,24 @@ class JournalWriter(JournalReader):
                 raise
             return
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            if conn.in_transaction:  # deferred rows wait in it: undo only this record's
+                conn.execute("SAVEPOINT record")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK TO record")
+                    conn.execute("RELEASE record")
+                    raise
+                conn.execute("RELEASE record")
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            if not self._deferring:
+                conn.execute("COMMIT")
         except sqlite3.Error as exc:
             # Mapped once, here. Never retried: a failed commit (an fsync error among
             # them) leaves the journal's state unknown, and the caller must stop.

@@ -84,6 +84,7 @@ from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import Exclusion, Plan, PlannedSlot, Receipt, SlotStatus
 from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
+from efold.registry.files import fsync_dir
 from efold.registry.lease import Lease
 
 
@@ -317,6 +318,46 @@ class Boundary:
     real: bool
 
 
+class _Place:
+    """A place for one child in flight, handed from slot to slot. ``ended`` is set once
+    the teardown of the slot that held it last (and of every slot before that in the
+    place) has ended: its child reaped, its leftovers checked, its exit row written,
+    every stop its containment or its end decided taken. Set from the start for a
+    place no slot has held."""
+
+    def __init__(self, *, ended: bool = False) -> None:
+        self.ended = anyio.Event()
+        if ended:
+            self.ended.set()
+
+
+class _Places:
+    """The ``concurrency`` places of the probe phase. A slot takes one to launch; it
+    hands a new one over as soon as its child has its ``DoneAck`` (``run_probe``'s
+    ``on_acknowledged``), carrying the event of its own teardown: the next slot is
+    launched and verified while that teardown goes on, and its first admission waits
+    for it (``serve_permits``' ``admit_after``). So every stop a teardown decides is
+    taken before anything more is admitted in its place, as when the next launch
+    waited for it; the launch, the child's start and its snapshot's restore leave the
+    critical path.
+
+    Invariant: ``concurrency`` places circulate; a slot holds one from ``take`` until
+    it hands one over (a new one early, or the one it took if refused before its
+    launch), exactly once."""
+
+    def __init__(self, concurrency: int) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[_Place](concurrency)
+        for _ in range(concurrency):
+            self._send.send_nowait(_Place(ended=True))
+
+    async def take(self) -> _Place:
+        return await self._receive.receive()
+
+    def hand_over(self, place: _Place) -> None:
+        """Hand ``place`` on to the next slot (each holder once: see the invariant)."""
+        self._send.send_nowait(place)
+
+
 class _Probing:
     """The probe phase over the run's parts (a local route's inline smoke, then the
     rest; else the whole schedule as one part): one probe child per slot, launched in
@@ -356,8 +397,7 @@ class _Probing:
             r.spend.settled_units for r in self.receipts.values())
         retained = sum(ctx.source.ledger(key).retained_units for key in preps) + sum(
             r.spend.retained_units for r in self.receipts.values())
-        # Invariant: one token per child in flight; a slot launches only holding one.
-        window = anyio.Semaphore(campaign.concurrency)
+        places = _Places(campaign.concurrency)
 
         def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
             nonlocal settled, retained, done
@@ -371,27 +411,40 @@ class _Probing:
             tick(ProgressEvent("probe", done, len(part), settled, retained,
                                ctx.source.cap_units, receipt=receipt))
 
-        async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> None:
+        async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
+                           place: _Place) -> None:
+            ended = _Place()
+            handed = False
+
+            def hand_over() -> None:  # once: early (DoneAck) or at the end
+                nonlocal handed
+                if not handed:
+                    handed = True
+                    places.hand_over(ended)
+
             try:
-                result = await start_slot(n, planned, snapshot)
+                result = await start_slot(n, planned, snapshot, place.ended, hand_over)
                 visited(n, result.receipt, result.end)
             finally:
-                window.release()
+                with anyio.CancelScope(shield=True):
+                    await place.ended.wait()  # teardowns end in order, in their place
+                ended.ended.set()
+                hand_over()
 
         tick(ProgressEvent("probe", 0, len(part), settled, retained, ctx.source.cap_units))
         async with _task_group() as in_flight:
             for n in part:
                 planned = plan.slots[n]
-                await window.acquire()  # in schedule order: a slot waits for a free place
+                place = await places.take()  # in schedule order: a slot waits for a place
                 snapshot = _admission(ctx, planned, preps.get(planned.checkpoint),
                                       run_deadline, campaign)
                 if isinstance(snapshot, Code):  # refused: visited without a launch
-                    window.release()
+                    places.hand_over(place)
                     receipt = refused_receipt(planned, snapshot)
                     write_slot_receipt(ctx, receipt)
                     visited(n, receipt, None)
                     continue
-                in_flight.start_soon(launched, n, planned, snapshot)
+                in_flight.start_soon(launched, n, planned, snapshot, place)
 
     def passed(self, part: range) -> bool:
         """The inline smoke's verdict: nothing stopped the run, and every eligible slot
@@ -410,6 +463,10 @@ class _Probing:
         if ended is not None and self.ctx.policy.stop_code is None:
             self.ctx.journal.record_stop(epoch=self.ctx.epoch, code=ended.value, slot=None,
                                          sticky=False)
+        # What waits deferred (the last exit rows) is durable before any reader of the
+        # journal (the reports, the status) looks; so are the slots' directory names.
+        self.ctx.journal.commit_pending()
+        fsync_dir(self.ctx.run_dir / "slots")
         return ordered
 
 
@@ -446,7 +503,9 @@ def _as_smoke(tick: Progress) -> Progress:
     return smoke_tick
 
 
-SlotStarter = Callable[[int, PlannedSlot, SnapshotRef], Awaitable[SlotResult]]
+# (position, slot, snapshot, the place's teardown to admit after, called on DoneAck)
+SlotStarter = Callable[[int, PlannedSlot, SnapshotRef, anyio.Event, Callable[[], None]],
+                       Awaitable[SlotResult]]
 
 
 def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registration,
@@ -462,7 +521,9 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
     probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
     roles = {r.name: r for r in campaign.roles}
 
-    async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef) -> SlotResult:
+    async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
+                    admit_after: anyio.Event, on_acknowledged: Callable[[], None]
+                    ) -> SlotResult:
         probe = probes[(planned.trace_id, planned.probe_id)]
         case = boundary.cases.get(planned.trace_id)
         task: ProbeTask | BoundaryTask
@@ -479,10 +540,12 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
                           pass_threshold=judge.pass_threshold, expected=list(probe.expected)))
         return await run_probe(
             ctx, planned=planned, probe=probe,
-            slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot),
+            # Not fsynced one by one: nothing durable names a slot's directory before
+            # the phase ends, when ``slots/`` is fsynced once (``_Probing.finish``).
+            slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot, durable=False),
             snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
-            boundary=slot_case,
+            boundary=slot_case, admit_after=admit_after, on_acknowledged=on_acknowledged,
         )
 
     return start

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+import anyio
+
 from efold.controller.processes.launcher import WorkerHandle
 from efold.controller.rundirs.run_context import RunContext
 from efold.errors import Code
@@ -64,7 +66,8 @@ class PermitLog:
 async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, *,
                         until: tuple[type[_Last], ...], timeout: float,
                         admitting: bool = True, log: PermitLog | None = None,
-                        judge_key: str | None = None) -> _Last | Code:
+                        judge_key: str | None = None,
+                        admit_after: anyio.Event | None = None) -> _Last | Code:
     """Answer the child's permit exchanges on ``slot`` until it sends one of ``until``
     (returned, unanswered) or a permit integrity violation (answered ``Stop``, its stop
     taken, its code returned). ``timeout``: the longest wait for any one message, and
@@ -77,7 +80,11 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
 
     ``judge_key``: the probe's judge (19-C) ledger key, ``<slot>#judge``: an ``Admit``
     whose request id is the judge guard's (``<slot>#judge-r<n>``) is held there, to the
-    judge's terms, and that permit's ``Consume``/``Settle`` too."""
+    judge's terms, and that permit's ``Consume``/``Settle`` too.
+
+    ``admit_after``: the child's first ``Admit`` is answered only once it is set (the
+    teardown of the slot before it in its place, ``pilot._Places``: every stop that
+    teardown decides is taken before this child is admitted anything)."""
     source = ctx.source
     keys: dict[str, str] = {}  # permit id -> the ledger key it was granted on
     wait = timeout  # Invariant: longer only while a consumed request is in flight
@@ -88,6 +95,9 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
             if isinstance(msg, until):
                 return msg
             if isinstance(msg, Admit):
+                if admit_after is not None:
+                    await admit_after.wait()
+                    admit_after = None
                 if not admitting:
                     raise PermitIntegrityError(Code.LOOKUP_PREPARATION_FORBIDDEN,
                                                "a request from a child with no route")
@@ -109,12 +119,16 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                 await channel.reply(Consumed())
                 wait = timeout + IN_FLIGHT_ALLOWANCE_S
             elif isinstance(msg, Settle):
-                integrity = source.settle(
-                    slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
-                    kind=SettleKind(msg.outcome.value),
-                    code=msg.code, usage=msg.usage.present() if msg.usage else None,
-                    tier=msg.tier, cost_claim=msg.cost,
-                )
+                # Deferred: the settlement rides with the next commit, which comes before
+                # anything that reads it (the next hold, which may spend what it releases;
+                # the slot's receipt; a stop). A crash first leaves the hold retained.
+                with ctx.journal.deferred():
+                    integrity = source.settle(
+                        slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
+                        kind=SettleKind(msg.outcome.value),
+                        code=msg.code, usage=msg.usage.present() if msg.usage else None,
+                        tier=msg.tier, cost_claim=msg.cost,
+                    )
                 if integrity is not None:
                     ctx.take_stop(integrity, slot)
                 await channel.reply(Settled())
@@ -130,10 +144,13 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
 
 
 async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str,
-                      judge_key: str | None = None) -> Terminal | Code:
+                      judge_key: str | None = None,
+                      admit_after: anyio.Event | None = None) -> Terminal | Code:
     """Serve one probe child until its ``Terminal`` (returned) or a permit integrity
-    violation (its code returned). ``judge_key``: see ``serve_permits``."""
+    violation (its code returned). ``judge_key``, ``admit_after``: see
+    ``serve_permits``."""
     await handle.accept_hello(ctx.welcome(ctx.probe_seconds), timeout=ctx.probe_seconds)
     await handle.accept_ready(timeout=ctx.probe_seconds)
     return await serve_permits(ctx, handle.channel, slot, until=(Terminal,),
-                               timeout=ctx.probe_seconds, judge_key=judge_key)
+                               timeout=ctx.probe_seconds, judge_key=judge_key,
+                               admit_after=admit_after)

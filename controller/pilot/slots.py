@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,16 +74,25 @@ class BoundarySlot:
 
 async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot_dir: Path,
                     snapshot: SnapshotRef, cache_key: str, task: ProbeTask | BoundaryTask,
-                    evidence: Evidence, boundary: BoundarySlot | None = None) -> SlotResult:
+                    evidence: Evidence, boundary: BoundarySlot | None = None,
+                    admit_after: anyio.Event | None = None,
+                    on_acknowledged: Callable[[], None] | None = None) -> SlotResult:
     """One probe slot end to end; its receipt is written (journal, then file) here. A
     question slot is concluded as soon as its child's terminal arrives; a boundary slot
     (``boundary``) only after its child has exited, when its oracles are evaluated
-    (``controller.pilot.boundary_slots``)."""
+    (``controller.pilot.boundary_slots``).
+
+    ``admit_after``: see ``probe_server.serve_permits``. ``on_acknowledged``: called
+    once a question slot's child has its ``DoneAck`` (its receipt written, its members
+    durable): the teardown that follows (exit, leftovers, reap, the exit row, the
+    restored copy's removal) may then overlap the next slot's launch."""
     slot = planned.slot
     started = time.monotonic()
-    # Journaled before the launch: the child confirms its cache key and snapshot here.
-    ctx.journal.record_assignment(slot, kind="probe", cache_key=cache_key,
-                                  snapshot_digest=snapshot.digest)
+    # Journaled before the launch (a reused cache key refuses here), committed with the
+    # launch row: the child confirms its cache key and snapshot against it.
+    with ctx.journal.deferred():
+        ctx.journal.record_assignment(slot, kind="probe", cache_key=cache_key,
+                                      snapshot_digest=snapshot.digest)
     assignment = ctx.assignment(kind="probe", body="reader" if boundary is None else "boundary",
                                 slot=slot, slot_dir=slot_dir, cache_key=cache_key,
                                 snapshot=snapshot, task=task)
@@ -98,7 +108,7 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         if handle is not None:  # None: it never started (end says why)
             try:
                 with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
-                    ended = await serve_probe(ctx, handle, slot, judge_key)
+                    ended = await serve_probe(ctx, handle, slot, judge_key, admit_after)
             except TimeoutError:
                 end.failure = Code.WORKER_TIMEOUT
                 raise
@@ -107,11 +117,15 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
             else:
                 terminal = ended
                 if boundary is None:
+                    # Its members, then its receipt, in one commit, before ``DoneAck``.
+                    await handle.note_members()
                     receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence,
                                         started)
                 if ctx.answers_file is not None:
                     keep_answer(ctx.answers_file, slot, terminal)
                 await handle.acknowledge_done()
+                if receipt is not None and on_acknowledged is not None:
+                    on_acknowledged()
     if end.interrupted and terminal is None:
         end.failure = Code.INTERRUPTED  # the operator's, not the child's
     if terminal is None:

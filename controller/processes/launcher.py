@@ -197,6 +197,7 @@ class WorkerHandle:
         # Written only from ``accept_hello``, once the Hello is accepted; else discarded.
         self.credential = credential
         self._closed = False
+        self._members_noted = False  # set by ``note_members``, once per launch
 
     @property
     def target(self) -> LaunchTarget:
@@ -251,8 +252,19 @@ class WorkerHandle:
         return msg
 
     async def acknowledge_done(self) -> None:
-        """Journal the worker's live descendants, then send ``DoneAck`` (the reference's
-        order: membership is durable before the child may exit)."""
+        """Journal the worker's live descendants (unless ``note_members`` did), then send
+        ``DoneAck`` (the reference's order: membership is durable before the child may
+        exit: committed here, if it waits deferred)."""
+        if not self._members_noted:
+            await self.note_members()
+        self.journal.commit_pending()
+        await self.channel.reply(DoneAck())
+
+    async def note_members(self) -> None:
+        """Scan the worker's live descendants now and journal them, deferred: the next
+        commit (the slot's receipt) carries them, and ``acknowledge_done`` commits them
+        before ``DoneAck`` in any case. The child is waiting for ``DoneAck`` meanwhile."""
+        self._members_noted = True
         members = [(self.identity, self.pgid, ROLE_LEADER)]
         await DIRECT_CHILDREN.quiet()  # then scan at once (``DirectChildren``)
         seen = {self.identity.pid}
@@ -265,8 +277,9 @@ class WorkerHandle:
                 pid=entry.pid, start_time=entry.start_time, boot_id=self.identity.boot_id
             )
             members.append((ident, entry.pgid, ROLE_DESCENDANT))
-        self.journal.record_members(launch_id=self.launch_id, containment_id=None, members=members)
-        await self.channel.reply(DoneAck())
+        with self.journal.deferred():
+            self.journal.record_members(launch_id=self.launch_id, containment_id=None,
+                                        members=members)
 
     # -- the end -------------------------------------------------------------------
 
@@ -337,7 +350,11 @@ class WorkerHandle:
             self._leftovers()  # reap any orphan that died after the last look
         discard_cgroup(self.cgroup)
         try:
-            self.journal.record_exit(self.launch_id, status)
+            # Deferred: nothing waits on the exit row; it rides with the next commit (the
+            # next launch's, or the run's end), before any reader outside this writer
+            # needs it (docs/architecture.md, "Orderings").
+            with self.journal.deferred():
+                self.journal.record_exit(self.launch_id, status)
         except (EfoldError, sqlite3.Error):
             pass  # the exit row is bookkeeping; the containment episode is the record
 

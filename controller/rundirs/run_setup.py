@@ -203,8 +203,10 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             async with _children_from(ctx, launcher):
                 yield OpenRun(ctx, plan, items,
                               {case_item(c).trace.header.trace_id: c for c in cases})
-            journal.close()
         finally:
+            # Under the lease, however the run ended: the deferred rows (exit rows,
+            # settlements) are committed, then the writer is closed.
+            journal.close()
             cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
 
 

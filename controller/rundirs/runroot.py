@@ -148,13 +148,14 @@ def new_run_dir(runs_root: str | os.PathLike[str], campaign: str) -> Path:
     return claim_run_dir(Path(runs_root) / f"{campaign}-{stamp}-{secrets.token_hex(3)}")
 
 
-def private_subdir(run: Path, *parts: str) -> Path:
+def private_subdir(run: Path, *parts: str, durable: bool = True) -> Path:
     """Create ``run/parts...`` (0700): the last part exclusively, missing intermediate
     parts likewise, each step opened ``O_NOFOLLOW`` through the previous one's
     descriptor. ``PATH_REFUSED`` if the run path holds a symlink; ``PRIVATE_DIR_REFUSED``
     if the last part already exists (a planted symlink included) or an existing
     intermediate part is a symlink, not a directory, not ours, or group/other-writable.
-    Nothing is created through a planted link."""
+    Nothing is created through a planted link. ``durable=False``: the last part's name
+    is not fsynced into its parent (the caller does it later, once for many)."""
     if not parts:
         raise ValueError("private_subdir needs at least one part")
     for part in parts:
@@ -163,7 +164,8 @@ def private_subdir(run: Path, *parts: str) -> Path:
     fd = open_dir_nofollow(run)
     try:
         for index, part in enumerate(parts):
-            child = open_private_child(fd, part, exclusive=index == len(parts) - 1)
+            last = index == len(parts) - 1
+            child = open_private_child(fd, part, exclusive=last, durable=durable or not last)
             os.close(fd)
             fd = child
     finally:

@@ -174,12 +174,12 @@ def _plant_at_subdir(monkeypatch: pytest.MonkeyPatch, first: str, depth: int,
     real = private_subdir
     planted: list[Path] = []
 
-    def hooked(run: Path, *parts: str) -> Path:
+    def hooked(run: Path, *parts: str, durable: bool = True) -> Path:
         if not planted and parts[0] == first and len(parts) == depth:
             target = run.joinpath(*parts)
             plant(target)
             planted.append(target)
-        return real(run, *parts)
+        return real(run, *parts, durable=durable)
 
     _patch_everywhere(monkeypatch, real, hooked)
     return planted
