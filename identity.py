@@ -8,6 +8,7 @@ this at start-up, so it must not import psutil.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import msgspec
@@ -24,7 +25,10 @@ class ProcessIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     boot_id: str
 
 
+@functools.cache
 def boot_id() -> str:
+    """This boot's id, read once per process (it cannot change while the process runs;
+    a worker forked from the template inherits the template's reading)."""
     with open(_BOOT_ID_PATH, encoding="ascii") as f:
         return f.read().strip()
 

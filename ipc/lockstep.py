@@ -154,6 +154,12 @@ def _decoder_for(peer: Side) -> msgspec.msgpack.Decoder[_Envelope]:
     return decoder
 
 
+def warm_decoders() -> None:
+    """Build the decoder of the controller's messages now (the fork-server template,
+    so that its workers inherit it instead of each building it)."""
+    _decoder_for(Side.CONTROLLER)
+
+
 InMsg = TypeVar("InMsg", ChildMessage, ControllerMessage)
 OutMsg = TypeVar("OutMsg", ChildMessage, ControllerMessage)
 

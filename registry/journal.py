@@ -400,11 +400,11 @@ class JournalWriter(JournalReader):
                 pass
 
     def close(self) -> None:
-        """Commit what is deferred, then close. A failed commit is not raised here (the
-        run is ending; the rows it held are bookkeeping a crash could have lost too)."""
+        """Commit what is deferred, then close (again: nothing). A failed commit is not
+        raised here (the run is ending; its rows are ones a crash could lose too)."""
         try:
             self.commit_pending()
-        except RegistryError:
+        except (RegistryError, sqlite3.ProgrammingError):  # the latter: closed already
             pass
         finally:
             super().close()

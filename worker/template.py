@@ -121,7 +121,34 @@ def preload() -> None:
             importlib.import_module(name)
         except Exception:  # the worker meets it again and refuses with its fixed code
             continue
+    warm(names)
     pin_running_build()
+
+
+def warm(modules: list[str]) -> None:
+    """Build, once before the fork, what every worker would build on identical inputs
+    at its start: msgspec's type information of every message and record type of the
+    child's modules (each ``Struct`` class's, cached on the class), the decoder of the
+    controller's messages, this boot's id, and the bundled price catalog (parsed from the package's
+    own file, which the pinned build digest covers). Nothing here reads a per-slot
+    input: what can differ per slot (the assignment, its hold, its snapshot) is still
+    read and checked by each worker."""
+    from efold.guard.catalog import bundled_catalog
+    from efold.identity import boot_id
+    from efold.ipc.lockstep import warm_decoders
+
+    for name in modules:
+        module = sys.modules.get(name)
+        for value in list(vars(module).values()) if module is not None else ():
+            if isinstance(value, type) and issubclass(value, msgspec.Struct) \
+                    and value.__module__ == name:
+                try:
+                    msgspec.json.Decoder(value)
+                except Exception:  # a generic or abstract Struct: built when used
+                    continue
+    warm_decoders()
+    bundled_catalog()
+    boot_id()
 
 
 def _reply(sock: socket.socket, msg: msgspec.Struct) -> None:

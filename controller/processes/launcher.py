@@ -198,6 +198,9 @@ class WorkerHandle:
         self.credential = credential
         self._closed = False
         self._members_noted = False  # set by ``note_members``, once per launch
+        # Whether the exit row waits deferred for the writer's next commit (a run's
+        # probe launches: ``supervise(defer_exit=True)``) or is committed at once.
+        self.defer_exit = False
 
     @property
     def target(self) -> LaunchTarget:
@@ -350,10 +353,13 @@ class WorkerHandle:
             self._leftovers()  # reap any orphan that died after the last look
         discard_cgroup(self.cgroup)
         try:
-            # Deferred: nothing waits on the exit row; it rides with the next commit (the
-            # next launch's, or the run's end), before any reader outside this writer
-            # needs it (docs/architecture.md, "Orderings").
-            with self.journal.deferred():
+            if self.defer_exit:
+                # Nothing waits on the exit row: it rides with the writer's next commit
+                # (the next launch's, or the phase's end), before any reader outside this
+                # writer needs it (docs/architecture.md, "Orderings").
+                with self.journal.deferred():
+                    self.journal.record_exit(self.launch_id, status)
+            else:
                 self.journal.record_exit(self.launch_id, status)
         except (EfoldError, sqlite3.Error):
             pass  # the exit row is bookkeeping; the containment episode is the record
@@ -567,15 +573,18 @@ async def supervise(
     credential: bytes | None = None,
     template: Template | None = None,
     cgroups: RunCgroups | None = None,
+    defer_exit: bool = False,
 ) -> AsyncIterator[WorkerHandle]:
     """Launch a worker for the block; contain it if anything escapes the block, close
     it otherwise. The handle's ``containment`` and ``close()`` result say what happened.
     ``credential``: see ``launch_worker`` (written once the block's ``accept_hello``
-    accepts the Hello; never if the block fails first)."""
+    accepts the Hello; never if the block fails first). ``defer_exit``: the exit row
+    rides with the writer's next commit (``WorkerHandle.defer_exit``)."""
     handle = await launch_worker(
         journal, assignment, program=program, max_frame=max_frame, env=env,
         credential=credential, template=template, cgroups=cgroups,
     )
+    handle.defer_exit = defer_exit
     try:
         yield handle
     except BaseException as exc:

@@ -159,7 +159,8 @@ class RunContext:
                 async with supervise(self.journal, assignment, policy=self.containment,
                                      env=child_environment(), program=self.program,
                                      credential=credential, template=self.template,
-                                     cgroups=self.cgroups) as handle:
+                                     cgroups=self.cgroups,
+                                     defer_exit=assignment.kind == "probe") as handle:
                     yielded = True
                     yield handle
             except RegistryError:

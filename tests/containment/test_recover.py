@@ -91,10 +91,6 @@ async def test_recover_on_a_clean_run_is_reconciled(run: Run) -> None:
         await handle.accept_hello(welcome(), timeout=10)
         await handle.channel.receive(timeout=10)
         await handle.acknowledge_done()
-    # The exit row waits deferred for the writer's next commit (a run's next launch, or
-    # its end): until then a reader sees the launch unsettled.
-    assert run.journal.pending
-    run.journal.commit_pending()
     out = await anyio.to_thread.run_sync(lambda: recover(run.run_dir, "--json"))
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
