@@ -418,6 +418,41 @@ class RaceAtBarrier(ReaderProbe):
         return first_admit
 
 
+def witnessing_channel(witness_dir: str) -> type:
+    """The production child channel, which, on its ``DoneAck``, reads the run's journal
+    as any other process does (read-only: committed rows only) and writes down whether
+    its slot's receipt and its own membership were there (``witness_dir/<pid>``)."""
+    from efold.ipc.child_channel import ChildChannel
+    from efold.ipc.messages import DoneAck
+    from efold.registry.journal import JournalReader
+
+    class WitnessingChannel(ChildChannel):
+        def request(self, msg):
+            reply = super().request(msg)
+            if isinstance(msg, Terminal) and isinstance(reply, DoneAck):
+                run_dir, slot = _ASSIGNED
+                with JournalReader(run_dir) as reader:
+                    seen = {"receipts": len(reader.rows("receipts", "slot = ?", (slot,))),
+                            "members": len(reader.rows("members", "pid = ?",
+                                                       (os.getpid(),)))}
+                with open(os.path.join(witness_dir, str(os.getpid())), "w") as f:
+                    json.dump(seen, f)
+            return reply
+
+    return WitnessingChannel
+
+
+_ASSIGNED: list[str] = []  # this child's run directory and slot, once restored
+
+
+class Witness(ReaderProbe):
+    """A plain reader that remembers its run directory and slot for the witness."""
+
+    def restore(self, assignment: Assignment) -> str:
+        _ASSIGNED[:] = [assignment.run_dir, assignment.slot]
+        return super().restore(assignment)
+
+
 def parametrized(mode: str, kind: str) -> object | None:
     """The body for a parametrized mode (None: not one), installing its hooks."""
     name, _, arg = mode.partition(":")
@@ -429,6 +464,13 @@ def parametrized(mode: str, kind: str) -> object | None:
 
             entry.ChildChannel = dying_channel(arg)
             return ReaderProbe()
+        return FoldPrep()
+    if name == "witness-done-ack":
+        if kind == "probe":
+            import efold.worker.entry as entry
+
+            entry.ChildChannel = witnessing_channel(MARKER)
+            return Witness()
         return FoldPrep()
     if name == "race":
         return RaceAtBarrier(int(arg)) if kind == "probe" else FoldPrep()

@@ -272,7 +272,10 @@ def test_a_probe_child_refuses_an_assignment_the_journal_does_not_hold(
 
 def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> None:
     """Containment journals lookup_worker_lost before its first signal, kills the
-    SIGTERM-ignoring grandchild, and the pilot takes that stop before launching more."""
+    SIGTERM-ignoring grandchild, and the pilot takes that stop before admitting more:
+    the next slot's child may have been launched while the first one's teardown went
+    on (its place is handed over at DoneAck), but its first admission waited for that
+    teardown, so it was refused (docs/architecture.md, "Orderings")."""
     reg, raw = small_registration()
     run = claim_run_dir(tmp_path / "run")
     marker = tmp_path / "marker"
@@ -281,8 +284,31 @@ def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> 
     first, *rest = out.receipts
     assert first.status is SlotStatus.COMPLETED  # its answer came before the leftover
     assert rest and {r.code for r in rest} == {Code.LOOKUP_STOPPED.value}
-    assert _journal(run, "SELECT COUNT(*) FROM launches WHERE kind = 'probe'") == [(1,)]
+    slots = [slot for (slot,) in _journal(run, "SELECT slot FROM launches WHERE kind = 'probe'"
+                                            " ORDER BY launch_id")]
+    assert slots[0] == first.slot and slots[1:] in ([], [rest[0].slot])
+    # Nothing was admitted after the first slot's (one hold each: the faux reader).
+    assert _journal(run, "SELECT DISTINCT slot FROM holds") == [(first.slot,)]
+    (stop_ns,) = _journal(run, "SELECT recorded_ns FROM stops WHERE code = 'lookup_worker_lost'")[0]
+    assert _journal(run, f"SELECT COUNT(*) FROM holds WHERE admitted_ns > {stop_ns}") == [(0,)]
     survivor = int(marker.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(survivor, 0)
     assert (Code.LOOKUP_WORKER_LOST.value, 1) in _journal(run, "SELECT code, sticky FROM stops")
+
+
+def test_a_slots_receipt_and_members_are_durable_before_its_done_ack(tmp_path: Path) -> None:
+    """Load-bearing, kept (docs/architecture.md, "Orderings"): every child, on its
+    ``DoneAck``, finds its slot's receipt and its own membership committed in the
+    journal, read from its own process. The members are deferred to ride with the
+    receipt's commit; neither may wait for a later one."""
+    reg, raw = small_registration()
+    run = claim_run_dir(tmp_path / "run")
+    witness = tmp_path / "witness"
+    witness.mkdir()
+    out = run_pilot(reg, raw, run, program=faulty_program("witness-done-ack", witness))
+    assert out.stop_code is None
+    seen = [json.loads(p.read_text()) for p in witness.iterdir()]
+    completed = [r for r in out.receipts if r.status is SlotStatus.COMPLETED]
+    assert len(seen) == len(completed) > 1
+    assert all(s == {"receipts": 1, "members": 1} for s in seen), seen

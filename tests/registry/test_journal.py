@@ -272,3 +272,76 @@ def test_a_batch_commits_its_records_together_or_not_at_all(run_dir: Path) -> No
         writer.record_slot_status("s3", "completed")  # the writer still commits alone
         assert seen() == "1 2"
         writer.close()
+
+
+def test_deferred_rows_ride_with_the_next_commit(run_dir: Path) -> None:
+    """Inside ``deferred`` a record is written but not committed: the writer reads it at
+    once, another reader only once a later record (or ``commit_pending``, or ``close``)
+    commits; a deferred record that breaks a rule is undone alone, and the rows deferred
+    before it still wait; a batch's commit carries them too."""
+    code = textwrap.dedent("""
+        import sys
+        from efold.registry.journal import JournalReader
+        with JournalReader(sys.argv[1]) as reader:
+            print(len(reader.rows("slot_status")), len(reader.rows("receipts")))
+    """)
+
+    def seen() -> str:
+        return subprocess.run([sys.executable, "-c", code, str(run_dir)],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        assert not writer.pending
+        with writer.deferred():
+            writer.record_slot_status("s1", "completed")
+        assert writer.pending and len(writer.rows("slot_status")) == 1
+        assert seen() == "0 0"
+        writer.record_receipt("s1", "r" * 64)  # its commit carries s1's status
+        assert not writer.pending and seen() == "1 1"
+        with writer.deferred():
+            writer.record_slot_status("s2", "completed")
+            with pytest.raises(RegistryError) as info:
+                writer.record_receipt("s1", "q" * 64)  # a second receipt: refused
+            assert info.value.code is Code.RECEIPT_DUPLICATE
+        assert writer.pending and seen() == "1 1"
+        with pytest.raises(RegistryError), writer.batched():
+            writer.record_receipt("s1", "q" * 64)  # a failed batch keeps what waits
+        assert writer.pending
+        with writer.batched():
+            writer.record_receipt("s2", "r" * 64)
+        assert not writer.pending and seen() == "2 2"
+        with pytest.raises(RuntimeError), writer.deferred(), writer.deferred():
+            pass
+        writer.commit_pending()  # nothing waits: no transaction, nothing changes
+        assert not writer.pending
+        with writer.deferred():
+            writer.record_slot_status("s3", "completed")
+        writer.close()  # commits what waits
+        writer.close()  # again: nothing
+        assert seen() == "3 2"
+
+
+def test_a_crash_loses_the_deferred_rows_and_only_them(run_dir: Path) -> None:
+    """A writer killed (os._exit, as by SIGKILL: nothing runs on the way out) after a
+    committed row and a deferred one: the journal holds the first, never the second,
+    and stays readable and writable."""
+    code = textwrap.dedent("""
+        import os, sys
+        from efold.registry.journal import JournalWriter
+        from efold.registry.lease import acquire_lease
+        lease = acquire_lease(sys.argv[1])
+        writer = JournalWriter(sys.argv[1], lease)
+        writer.record_slot_status("kept", "completed")
+        with writer.deferred():
+            writer.record_slot_status("lost", "completed")
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", code, str(run_dir)], check=True)
+    with JournalReader(run_dir) as reader:
+        assert [r["slot"] for r in reader.rows("slot_status")] == ["kept"]
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        writer.record_slot_status("after", "completed")
+        assert [r["slot"] for r in writer.rows("slot_status")] == ["after", "kept"]
+        writer.close()
