@@ -124,9 +124,13 @@ def write_all(fd: int, data: bytes) -> None:
 
 def publish_exclusive(
     directory: str | os.PathLike[str], name: str, data: bytes, *, mode: int = 0o600,
-    replace: bool = False,
+    replace: bool = False, sync_dir: bool = True,
 ) -> None:
     """Publish ``data`` at ``directory/name`` exactly once, complete and durable.
+
+    ``sync_dir=False``: the data is durable before the name exists, but the name itself
+    only once the caller fsyncs ``directory`` (once for many names: a power loss before
+    that leaves each name whole or absent, never torn).
 
     Raises ``PUBLISH_TARGET_EXISTS`` if the name is taken by anything (a file, a
     directory, a dangling symlink): the existing entry is never touched. With
@@ -176,16 +180,18 @@ def publish_exclusive(
                 os.unlink(temp, dir_fd=dir_fd)
             except FileNotFoundError:
                 if not (linked and replace):
-                    if linked:
+                    if linked and sync_dir:
                         fsync_fd(dir_fd)  # a published name stays durable, error or not
                     raise
             except OSError as exc:
                 if linked:
-                    fsync_fd(dir_fd)
+                    if sync_dir:
+                        fsync_fd(dir_fd)
                     raise RegistryError(
                         Code.PUBLISH_FAILED, f"temp unlink: errno {exc.errno}"
                     ) from exc
-        fsync_fd(dir_fd)
+        if sync_dir:
+            fsync_fd(dir_fd)
 
 
 def unsafe_file_reason(st: os.stat_result, *, owner_only: bool = False) -> str | None:

@@ -67,6 +67,7 @@ from efold.controller.pilot.preparation import (
     prepare_checkpoints,
     publish_prep_inputs,
 )
+from efold.controller.pilot.receipts import receipts_durable
 from efold.controller.pilot.reuse import Built, earlier_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
 from efold.controller.processes.template import Launcher
@@ -464,8 +465,10 @@ class _Probing:
             self.ctx.journal.record_stop(epoch=self.ctx.epoch, code=ended.value, slot=None,
                                          sticky=False)
         # What waits deferred (the last exit rows) is durable before any reader of the
-        # journal (the reports, the status) looks; so are the slots' directory names.
+        # journal (the reports, the status) looks; so are the names of the receipts
+        # and of the slots' directories (one directory fsync each, not one per slot).
         self.ctx.journal.commit_pending()
+        receipts_durable(self.ctx.run_dir)
         fsync_dir(self.ctx.run_dir / "slots")
         return ordered
 

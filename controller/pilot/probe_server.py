@@ -3,8 +3,10 @@ lockstep exchange (``efold-probe-v2``).
 
 ``serve_permits`` is the one place a child's money requests are answered, for probe
 children and for prep children whose summariser sends (``efold-prep-v2``): the durable
-permit source answers every ``Admit``/``Consume``/``Settle`` (journal first, then the
-reply), a ``Halt`` from the child's guard closes admission before it is answered, and
+permit source answers every ``Admit``/``Consume`` (journal committed first, then the
+reply) and ``Settle`` (journaled first, committed with the next commit, which comes
+before anything reads it: docs/architecture.md, "Orderings"), a ``Halt`` from the
+child's guard closes admission before it is answered, and
 the exchange ends at the child's last message (``Terminal`` or ``Prepared``, returned)
 or at the first permit integrity violation (answered ``Stop``; its code is returned).
 Every stop the exchange implies is taken here, as it happens: admission must close

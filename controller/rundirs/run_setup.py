@@ -21,6 +21,7 @@ interruption that escapes it releases the lease and leaves the journal as it was
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -72,13 +73,14 @@ from efold.controller.rundirs.run_context import (
 from efold.corpus import corpus_digest
 from efold.corpus.model import SuiteItem
 from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
-from efold.errors import Code
+from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
 from efold.protocol.records import ChainLink, Plan
 from efold.registry import publish_exclusive
 from efold.registry.authorization import AuthorizationDomain, verify_authorization
 from efold.registry.burn import real_registry_root, registry_key
+from efold.registry.files import fsync_dir
 from efold.registry.journal import JournalReader, JournalWriter
 from efold.registry.lease import Lease, acquire_lease
 
@@ -204,10 +206,20 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                 yield OpenRun(ctx, plan, items,
                               {case_item(c).trace.header.trace_id: c for c in cases})
         finally:
-            # Under the lease, however the run ended: the deferred rows (exit rows,
-            # settlements) are committed, then the writer is closed.
+            # Under the lease, however the run ended: the names published without their
+            # own directory fsync (receipts, slot directories) are made durable, the
+            # deferred rows (exit rows, settlements) committed, then the writer closed.
+            # The probe phase's end did both already where it ended normally (and
+            # raised there on failure); this is the backstop of every other end.
+            _names_durable(run)
             journal.close()
             cgroups.close()  # the run's cgroup, if it is empty (what lives stays, seen)
+
+
+def _names_durable(run: Path) -> None:
+    for name in ("receipts", "slots"):
+        with contextlib.suppress(EfoldError, OSError):  # absent, or the run is failing
+            fsync_dir(run / name)
 
 
 def link_continuation(link: ChainLink, run: Path, journal: JournalWriter, *,

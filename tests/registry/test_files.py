@@ -363,3 +363,26 @@ def test_check_owner_safe(tmp_path: Path) -> None:
     with pytest.raises(RegistryError) as info:
         check_owner_safe(tmp_path / "alias")
     assert _code(info) is Code.PATH_REFUSED
+
+
+def test_a_name_published_without_its_directory_fsync_is_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sync_dir=False``: the data is fsynced before the name exists (what a power loss
+    may lose is the name, never part of the data); the directory's fsync is the
+    caller's, once for many names (receipts: at the probe phase's end)."""
+    import efold.registry.files as files
+
+    synced: list[str] = []
+    real = files.fsync_fd
+
+    def fsync_fd(fd: int) -> None:
+        synced.append("dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file")
+        real(fd)
+
+    monkeypatch.setattr(files, "fsync_fd", fsync_fd)
+    files.publish_exclusive(tmp_path, "a.json", b"{}\n", sync_dir=False)
+    assert synced == ["file"]
+    files.publish_exclusive(tmp_path, "b.json", b"{}\n")
+    assert synced == ["file", "file", "dir"]
+    assert sorted(os.listdir(tmp_path)) == ["a.json", "b.json"]  # no temp left
+    assert (tmp_path / "a.json").read_bytes() == b"{}\n"
