@@ -361,6 +361,8 @@ class JournalWriter(JournalReader):
         block then ends in ``journal_write_failed``). Not reentrant."""
         if self._batching:
             raise RuntimeError("batched() does not nest")
+        if self._deferring:
+            raise RuntimeError("batched() inside deferred() would commit nothing")
         with self._transaction():
             self._batching, self._batch_failed = True, False
             try:
@@ -379,7 +381,11 @@ class JournalWriter(JournalReader):
         For rows that nothing sent, signalled or published waits on, and that every
         later durable row may carry (an exit row, a settlement: see docs/architecture.md).
         A crash before that commit loses them, and only them. Readers through this
-        connection see them at once; other connections at the commit."""
+        connection see them at once; other connections at the commit.
+
+        Invariant: no ``await`` inside the block (``tests/test_layers.py`` checks every
+        use): the flag is the writer's, so another task's record written meanwhile (a
+        hold, which must be on disk before its ``Granted``) would be deferred too."""
         if self._deferring:
             raise RuntimeError("deferred() does not nest")
         self._deferring = True
@@ -395,6 +401,8 @@ class JournalWriter(JournalReader):
 
     def commit_pending(self) -> None:
         """Commit the deferred rows now, if any (one fdatasync; none if nothing waits)."""
+        if self._deferring:
+            raise RuntimeError("commit_pending() inside deferred() would commit nothing")
         if self.pending:
             with self._transaction():
                 pass
@@ -578,6 +586,20 @@ class JournalWriter(JournalReader):
             )
             if cur.rowcount != 1:
                 raise RegistryError(Code.JOURNAL_INVALID, "settlement of a closed hold")
+            (hold,) = c.execute("SELECT hold_units FROM holds WHERE permit_id = ?",
+                                (permit_id,)).fetchone()
+        # Deferred only while a crash before the next commit over-counts it: the hold
+        # then reads retained at its full amount. One that charges more than its hold
+        # (an integrity settlement's partial cost) is committed at once, deferred or not.
+        if self._deferring and not self._batching \
+                and max(settled_units or 0, partial_units or 0) > int(hold):
+            self._commit_now()
+
+    def _commit_now(self) -> None:
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise RegistryError(Code.JOURNAL_WRITE_FAILED, type(exc).__name__) from exc
 
     # -- run status ----------------------------------------------------------------
 

@@ -183,8 +183,9 @@ class Budgets(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 # Probe children in flight at once (``concurrency``). Each costs one process (forked
 # from the template: about 9 MiB of its own, 35 MiB resident with what it shares; see
-# docs/performance.md) and one open hold of at most Rmax under the cap; admission stays
-# serialized in the one writer whatever N is.
+# docs/performance.md), two while one ends and the next starts in its place, and one
+# open hold of at most Rmax under the cap; admission stays serialized in the one writer
+# whatever N is.
 MAX_CONCURRENCY: Final = 32
 MIN_DEADLINE_S: Final = 0.001  # one millisecond: the unit the authorization binds
 # The longest each deadline may be (docs/campaign.md, ``[deadlines]``). Every deadline

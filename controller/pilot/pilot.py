@@ -70,6 +70,7 @@ from efold.controller.pilot.preparation import (
 from efold.controller.pilot.receipts import receipts_durable
 from efold.controller.pilot.reuse import Built, earlier_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
+from efold.controller.processes.launcher import teardown_bound
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.aggregate import run_reports
 from efold.controller.rundirs.authorize_run import RealGrant
@@ -319,6 +320,10 @@ class Boundary:
     real: bool
 
 
+def _at_the_end() -> None:
+    """No early hand-over: the place is handed over when the slot has ended."""
+
+
 class _Place:
     """A place for one child in flight, handed from slot to slot. ``ended`` is set once
     the teardown of the slot that held it last (and of every slot before that in the
@@ -340,7 +345,9 @@ class _Places:
     for it (``serve_permits``' ``admit_after``). So every stop a teardown decides is
     taken before anything more is admitted in its place, as when the next launch
     waited for it; the launch, the child's start and its snapshot's restore leave the
-    critical path.
+    critical path. (Only when a teardown's bound, ``launcher.teardown_bound``, is at most
+    half the probe deadline; else each place is handed over at its slot's end.) A place
+    may so hold two live children: one ending, one waiting for its first admission.
 
     Invariant: ``concurrency`` places circulate; a slot holds one from ``take`` until
     it hands one over (a new one early, or the one it took if refused before its
@@ -399,6 +406,9 @@ class _Probing:
         retained = sum(ctx.source.ledger(key).retained_units for key in preps) + sum(
             r.spend.retained_units for r in self.receipts.values())
         places = _Places(campaign.concurrency)
+        # The early hand-over only when a teardown's bound leaves the next slot at least
+        # half of its own deadline (its first admission may wait that long).
+        early = teardown_bound(ctx.containment) <= ctx.probe_seconds / 2
 
         def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
             nonlocal settled, retained, done
@@ -417,14 +427,17 @@ class _Probing:
             ended = _Place()
             handed = False
 
-            def hand_over() -> None:  # once: early (DoneAck) or at the end
+            def hand_over() -> None:
+                """Once: early (on DoneAck, if the teardown before this slot in its place
+                has ended: so a place holds at most two live children) or at the end."""
                 nonlocal handed
-                if not handed:
+                if not handed and place.ended.is_set():
                     handed = True
                     places.hand_over(ended)
 
             try:
-                result = await start_slot(n, planned, snapshot, place.ended, hand_over)
+                result = await start_slot(n, planned, snapshot, place.ended,
+                                          hand_over if early else _at_the_end)
                 visited(n, result.receipt, result.end)
             finally:
                 with anyio.CancelScope(shield=True):

@@ -18,10 +18,9 @@ child's ``Terminal`` (returned, for judging).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
-
-import anyio
 
 from efold.controller.processes.launcher import WorkerHandle
 from efold.controller.rundirs.run_context import RunContext
@@ -46,6 +45,8 @@ from efold.ipc.messages import (
 )
 
 _Last = TypeVar("_Last", bound=ChildMessage)
+# Awaited once, before a child's first ``Admit`` is answered (``serve_permits``).
+AdmitGate = Callable[[], Awaitable[None]]
 
 # After ``Consumed`` the child's request is in flight: its guard ends it within the
 # request's deadline (the same seconds as ``timeout``, counted from the child's send,
@@ -69,7 +70,7 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                         until: tuple[type[_Last], ...], timeout: float,
                         admitting: bool = True, log: PermitLog | None = None,
                         judge_key: str | None = None,
-                        admit_after: anyio.Event | None = None) -> _Last | Code:
+                        admit_after: AdmitGate | None = None) -> _Last | Code:
     """Answer the child's permit exchanges on ``slot`` until it sends one of ``until``
     (returned, unanswered) or a permit integrity violation (answered ``Stop``, its stop
     taken, its code returned). ``timeout``: the longest wait for any one message, and
@@ -84,7 +85,7 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
     whose request id is the judge guard's (``<slot>#judge-r<n>``) is held there, to the
     judge's terms, and that permit's ``Consume``/``Settle`` too.
 
-    ``admit_after``: the child's first ``Admit`` is answered only once it is set (the
+    ``admit_after``: awaited before the child's first ``Admit`` is answered (the
     teardown of the slot before it in its place, ``pilot._Places``: every stop that
     teardown decides is taken before this child is admitted anything)."""
     source = ctx.source
@@ -98,7 +99,7 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                 return msg
             if isinstance(msg, Admit):
                 if admit_after is not None:
-                    await admit_after.wait()
+                    await admit_after()
                     admit_after = None
                 if not admitting:
                     raise PermitIntegrityError(Code.LOOKUP_PREPARATION_FORBIDDEN,
@@ -147,7 +148,7 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
 
 async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str,
                       judge_key: str | None = None,
-                      admit_after: anyio.Event | None = None) -> Terminal | Code:
+                      admit_after: AdmitGate | None = None) -> Terminal | Code:
     """Serve one probe child until its ``Terminal`` (returned) or a permit integrity
     violation (its code returned). ``judge_key``, ``admit_after``: see
     ``serve_permits``."""

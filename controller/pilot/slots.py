@@ -88,6 +88,17 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     restored copy's removal) may then overlap the next slot's launch."""
     slot = planned.slot
     started = time.monotonic()
+    watchdog = anyio.CancelScope()  # the slot's deadline, set at its launch below
+
+    async def after_teardown() -> None:
+        """Wait for the teardown before this slot in its place; the wait does not count
+        against this slot's own deadline (the early hand-over is used only when that
+        teardown's bound is at most half of it: ``pilot._Places``)."""
+        if admit_after is not None and not admit_after.is_set():
+            waited_from = anyio.current_time()
+            await admit_after.wait()
+            watchdog.deadline += anyio.current_time() - waited_from
+
     # Journaled before the launch (a reused cache key refuses here), committed with the
     # launch row: the child confirms its cache key and snapshot against it.
     with ctx.journal.deferred():
@@ -106,12 +117,12 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     end = LaunchEnd()
     async with ctx.launch(assignment, end, credential=ctx.reader_credential) as handle:
         if handle is not None:  # None: it never started (end says why)
-            try:
-                with anyio.fail_after(ctx.probe_seconds + ctx.probe_margin):
-                    ended = await serve_probe(ctx, handle, slot, judge_key, admit_after)
-            except TimeoutError:
+            watchdog.deadline = anyio.current_time() + ctx.probe_seconds + ctx.probe_margin
+            with watchdog:
+                ended = await serve_probe(ctx, handle, slot, judge_key, after_teardown)
+            if watchdog.cancelled_caught:
                 end.failure = Code.WORKER_TIMEOUT
-                raise
+                raise TimeoutError
             if isinstance(ended, Code):  # a permit integrity violation (its stop is taken)
                 end.failure = ended
             else:

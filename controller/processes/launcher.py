@@ -103,6 +103,12 @@ class WorkerExit:
     containment: ContainmentResult | None
 
 
+def teardown_bound(policy: ContainmentPolicy, exit_grace: float = DEFAULT_EXIT_GRACE) -> float:
+    """The longest a launch's end can take once its child has ``DoneAck``: the exit
+    grace, then containment's SIGTERM grace and every SIGKILL round, then the reap."""
+    return exit_grace + policy.term_grace + (policy.kill_rounds + 1) * policy.kill_wait
+
+
 class CredentialHandoff:
     """The controller's side of one child's credential pipe (``--credential-fd``).
 
@@ -355,8 +361,8 @@ class WorkerHandle:
         try:
             if self.defer_exit:
                 # Nothing waits on the exit row: it rides with the writer's next commit
-                # (the next launch's, or the phase's end), before any reader outside this
-                # writer needs it (docs/architecture.md, "Orderings").
+                # (usually the next slot's first hold, or the phase's end), before any
+                # reader outside this writer needs it (docs/architecture.md, "Orderings").
                 with self.journal.deferred():
                     self.journal.record_exit(self.launch_id, status)
             else:

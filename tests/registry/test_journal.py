@@ -345,3 +345,33 @@ def test_a_crash_loses_the_deferred_rows_and_only_them(run_dir: Path) -> None:
         writer.record_slot_status("after", "completed")
         assert [r["slot"] for r in writer.rows("slot_status")] == ["after", "kept"]
         writer.close()
+
+
+def test_a_settlement_above_its_hold_is_never_deferred(run_dir: Path) -> None:
+    """Inside ``deferred`` a settlement waits for the next commit only while a crash
+    before it over-counts (the hold then reads retained at its full amount); one that
+    charges more than its hold (an integrity settlement's partial cost) commits at once.
+    And what would silently commit nothing inside ``deferred`` refuses."""
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        _hold(writer, "p1", 100)
+        _hold(writer, "p2", 100)
+        with writer.deferred():
+            writer.record_settlement(permit_id="p1", state=HOLD_SETTLED, outcome="settled",
+                                     code=None, settled_units=60, partial_units=None,
+                                     usage={"input": 1}, tier=None)
+        assert writer.pending
+        with JournalReader(run_dir) as reader:  # another connection: committed rows only
+            assert [r["state"] for r in reader.rows("holds")] == [HOLD_ACTIVE, HOLD_ACTIVE]
+        with writer.deferred():
+            writer.record_settlement(permit_id="p2", state=HOLD_LOST, outcome="integrity_stop",
+                                     code="lookup_cost_exceeds_hold", settled_units=None,
+                                     partial_units=150, usage={"input": 1}, tier=None)
+            with pytest.raises(RuntimeError):
+                writer.commit_pending()
+            with pytest.raises(RuntimeError), writer.batched():
+                pass
+        assert not writer.pending  # committed at once, with p1's
+        with JournalReader(run_dir) as reader:
+            assert [r["state"] for r in reader.rows("holds")] == [HOLD_SETTLED, HOLD_LOST]
+        writer.close()
