@@ -147,8 +147,11 @@ def warm(modules: list[str]) -> None:
                 except Exception:  # a generic or abstract Struct: built when used
                     continue
     warm_decoders()
-    bundled_catalog()
-    boot_id()
+    for build in (bundled_catalog, boot_id):
+        try:
+            build()
+        except Exception:  # as for an import: the worker meets it and refuses itself
+            continue
 
 
 def _reply(sock: socket.socket, msg: msgspec.Struct) -> None:
