@@ -234,19 +234,25 @@ def test_reader_in_another_process_sees_rows_while_writer_is_open(run_dir: Path)
         writer.close()
 
 
+_COUNTS = textwrap.dedent("""
+    import sys
+    from efold.registry.journal import JournalReader
+    with JournalReader(sys.argv[1]) as reader:
+        print(len(reader.rows("receipts")), len(reader.rows("slot_status")))
+""")
+
+
+def _committed_counts(run_dir: Path) -> str:
+    """'<receipts> <slot statuses>' as another process reads them: committed rows only."""
+    return subprocess.run([sys.executable, "-c", _COUNTS, str(run_dir)],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_a_batch_commits_its_records_together_or_not_at_all(run_dir: Path) -> None:
     """Inside ``batched`` no record is visible to another reader before the block ends;
     at its end all are, in one commit; an error inside leaves none of them."""
-    code = textwrap.dedent("""
-        import sys
-        from efold.registry.journal import JournalReader
-        with JournalReader(sys.argv[1]) as reader:
-            print(len(reader.rows("receipts")), len(reader.rows("slot_status")))
-    """)
-
     def seen() -> str:
-        return subprocess.run([sys.executable, "-c", code, str(run_dir)],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return _committed_counts(run_dir)
 
     with acquire_lease(run_dir) as lease:
         writer = JournalWriter(run_dir, lease)
@@ -279,16 +285,8 @@ def test_deferred_rows_ride_with_the_next_commit(run_dir: Path) -> None:
     once, another reader only once a later record (or ``commit_pending``, or ``close``)
     commits; a deferred record that breaks a rule is undone alone, and the rows deferred
     before it still wait; a batch's commit carries them too."""
-    code = textwrap.dedent("""
-        import sys
-        from efold.registry.journal import JournalReader
-        with JournalReader(sys.argv[1]) as reader:
-            print(len(reader.rows("slot_status")), len(reader.rows("receipts")))
-    """)
-
     def seen() -> str:
-        return subprocess.run([sys.executable, "-c", code, str(run_dir)],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return _committed_counts(run_dir)
 
     with acquire_lease(run_dir) as lease:
         writer = JournalWriter(run_dir, lease)
@@ -319,7 +317,7 @@ def test_deferred_rows_ride_with_the_next_commit(run_dir: Path) -> None:
             writer.record_slot_status("s3", "completed")
         writer.close()  # commits what waits
         writer.close()  # again: nothing
-        assert seen() == "3 2"
+        assert seen() == "2 3"
 
 
 def test_a_crash_loses_the_deferred_rows_and_only_them(run_dir: Path) -> None:
