@@ -59,6 +59,7 @@ from efold.controller.pilot.evidence import (
     transcript_size,
 )
 from efold.controller.pilot.judging import refused_receipt
+from efold.controller.pilot.places import Place, Places, at_the_end
 from efold.controller.pilot.prep_launch import PrepCause
 from efold.controller.pilot.preparation import (
     Preparation,
@@ -320,52 +321,6 @@ class Boundary:
     real: bool
 
 
-def _at_the_end() -> None:
-    """No early hand-over: the place is handed over when the slot has ended."""
-
-
-class _Place:
-    """A place for one child in flight, handed from slot to slot. ``ended`` is set once
-    the teardown of the slot that held it last (and of every slot before that in the
-    place) has ended: its child reaped, its leftovers checked, its exit row written,
-    every stop its containment or its end decided taken. Set from the start for a
-    place no slot has held."""
-
-    def __init__(self, *, ended: bool = False) -> None:
-        self.ended = anyio.Event()
-        if ended:
-            self.ended.set()
-
-
-class _Places:
-    """The ``concurrency`` places of the probe phase. A slot takes one to launch; it
-    hands a new one over as soon as its child has its ``DoneAck`` (``run_probe``'s
-    ``on_acknowledged``), carrying the event of its own teardown: the next slot is
-    launched and verified while that teardown goes on, and its first admission waits
-    for it (``serve_permits``' ``admit_after``). So every stop a teardown decides is
-    taken before anything more is admitted in its place, as when the next launch
-    waited for it; the launch, the child's start and its snapshot's restore leave the
-    critical path. (Only when a teardown's bound, ``launcher.teardown_bound``, is at most
-    half the probe deadline; else each place is handed over at its slot's end.) A place
-    may so hold two live children: one ending, one waiting for its first admission.
-
-    Invariant: ``concurrency`` places circulate; a slot holds one from ``take`` until
-    it hands one over (a new one early, or the one it took if refused before its
-    launch), exactly once."""
-
-    def __init__(self, concurrency: int) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[_Place](concurrency)
-        for _ in range(concurrency):
-            self._send.send_nowait(_Place(ended=True))
-
-    async def take(self) -> _Place:
-        return await self._receive.receive()
-
-    def hand_over(self, place: _Place) -> None:
-        """Hand ``place`` on to the next slot (each holder once: see the invariant)."""
-        self._send.send_nowait(place)
-
-
 class _Probing:
     """The probe phase over the run's parts (a local route's inline smoke, then the
     rest; else the whole schedule as one part): one probe child per slot, launched in
@@ -405,7 +360,7 @@ class _Probing:
             r.spend.settled_units for r in self.receipts.values())
         retained = sum(ctx.source.ledger(key).retained_units for key in preps) + sum(
             r.spend.retained_units for r in self.receipts.values())
-        places = _Places(campaign.concurrency)
+        places = Places(campaign.concurrency)
         # The early hand-over only when a teardown's bound leaves the next slot at least
         # half of its own deadline (its first admission may wait that long).
         early = teardown_bound(ctx.containment) <= ctx.probe_seconds / 2
@@ -423,8 +378,8 @@ class _Probing:
                                ctx.source.cap_units, receipt=receipt))
 
         async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
-                           place: _Place) -> None:
-            ended = _Place()
+                           place: Place) -> None:
+            ended = Place()
             handed = False
 
             def hand_over() -> None:
@@ -437,7 +392,7 @@ class _Probing:
 
             try:
                 result = await start_slot(n, planned, snapshot, place.ended,
-                                          hand_over if early else _at_the_end)
+                                          hand_over if early else at_the_end)
                 visited(n, result.receipt, result.end)
             finally:
                 with anyio.CancelScope(shield=True):

@@ -86,7 +86,7 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
     judge's terms, and that permit's ``Consume``/``Settle`` too.
 
     ``admit_after``: awaited before the child's first ``Admit`` is answered (the
-    teardown of the slot before it in its place, ``pilot._Places``: every stop that
+    teardown of the slot before it in its place, ``places.Places``: every stop that
     teardown decides is taken before this child is admitted anything)."""
     source = ctx.source
     keys: dict[str, str] = {}  # permit id -> the ledger key it was granted on

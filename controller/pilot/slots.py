@@ -93,7 +93,7 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
     async def after_teardown() -> None:
         """Wait for the teardown before this slot in its place; the wait does not count
         against this slot's own deadline (the early hand-over is used only when that
-        teardown's bound is at most half of it: ``pilot._Places``)."""
+        teardown's bound is at most half of it: ``places.Places``)."""
         if admit_after is not None and not admit_after.is_set():
             waited_from = anyio.current_time()
             await admit_after.wait()

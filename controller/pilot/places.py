@@ -1,0 +1,53 @@
+"""The places of the probe phase: ``concurrency`` of them, handed from slot to slot,
+so that a slot's teardown overlaps the next slot's launch while the next slot's first
+admission waits for it (docs/architecture.md, §4 "Orderings")."""
+
+from __future__ import annotations
+
+import anyio
+
+
+def at_the_end() -> None:
+    """No early hand-over: the place is handed over when the slot has ended."""
+
+
+class Place:
+    """A place for one child in flight, handed from slot to slot. ``ended`` is set once
+    the teardown of the slot that held it last (and of every slot before that in the
+    place) has ended: its child reaped, its leftovers checked, its exit row written,
+    every stop its containment or its end decided taken. Set from the start for a
+    place no slot has held."""
+
+    def __init__(self, *, ended: bool = False) -> None:
+        self.ended = anyio.Event()
+        if ended:
+            self.ended.set()
+
+
+class Places:
+    """The ``concurrency`` places of the probe phase. A slot takes one to launch; it
+    hands a new one over as soon as its child has its ``DoneAck`` (``run_probe``'s
+    ``on_acknowledged``), carrying the event of its own teardown: the next slot is
+    launched and verified while that teardown goes on, and its first admission waits
+    for it (``serve_permits``' ``admit_after``). So every stop a teardown decides is
+    taken before anything more is admitted in its place, as when the next launch
+    waited for it; the launch, the child's start and its snapshot's restore leave the
+    critical path. (Only when a teardown's bound, ``launcher.teardown_bound``, is at most
+    half the probe deadline; else each place is handed over at its slot's end.) A place
+    may so hold two live children: one ending, one waiting for its first admission.
+
+    Invariant: ``concurrency`` places circulate; a slot holds one from ``take`` until
+    it hands one over (a new one early, or the one it took if refused before its
+    launch), exactly once."""
+
+    def __init__(self, concurrency: int) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[Place](concurrency)
+        for _ in range(concurrency):
+            self._send.send_nowait(Place(ended=True))
+
+    async def take(self) -> Place:
+        return await self._receive.receive()
+
+    def hand_over(self, place: Place) -> None:
+        """Hand ``place`` on to the next slot (each holder once: see the invariant)."""
+        self._send.send_nowait(place)
