@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -94,6 +94,43 @@ def fact_lines(text: str) -> list[str]:
     return [_clean_line(line) for line in text.split("\n")]
 
 
+@functools.lru_cache(maxsize=16)
+def _visible_lines(text: str) -> tuple[str, ...]:
+    """``fact_lines`` of a checkpoint's visible text, split once for all its probes."""
+    return tuple(fact_lines(text))
+
+
+class _Form(NamedTuple):
+    """What a cleaned line is, by the forms of ``corpus/FORMS.md`` (read once per line:
+    every probe of a checkpoint asks of every line)."""
+
+    fact: str | None  # the lowercased label of a ``<Label>: <value>`` line
+    correction: str | None  # the lowercased label of a ``Correction:`` line
+    status: str | None  # ``status of the <thing>``, lowercased
+    decision: str | None  # ``decision on the <subject>`` of a decision or rejected line
+    next_action: bool
+    rule: bool
+    priority: bool
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _form(line: str) -> _Form:
+    fact = FACT_LINE.match(line)
+    correction = CORRECTION_LINE.match(line)
+    status = STATUS_LINE.match(line)
+    decided = DECISION_LINE.match(line) or REJECTED_LINE.match(line)
+    return _Form(
+        fact=None if fact is None else fact.group("label").lower(),
+        correction=None if correction is None else correction.group("label").lower(),
+        status=None if status is None else f"status of the {status.group('thing')}".lower(),
+        decision=None if decided is None else f"decision on the {decided.group('subject')}",
+        next_action=NEXT_LINE.match(line) is not None,
+        rule=RULE_LINE.match(line) is not None,
+        priority=PRIORITY_LINE.match(line) is not None,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
 def _identifier_regex(value: str) -> re.Pattern[str]:
     body = r"[\s\-_./]*".join(re.escape(c) for c in value if c.isalnum())
     return re.compile(rf"(?i)(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])")
@@ -113,24 +150,19 @@ def _relevant(line: str, probe: Probe) -> bool:
         return True
     label = probe.label.lower()
     category = probe.category
+    form = _form(line)
     if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT, Category.CONTRADICTION):
-        fact = FACT_LINE.match(line)
-        if fact is not None and fact.group("label").lower() == label:
-            return True
-        correction = CORRECTION_LINE.match(line)
-        return correction is not None and correction.group("label").lower() == label
+        return label in (form.fact, form.correction)
     if category in (Category.COMMITMENT_STATUS, Category.ARTIFACT_STATUS):
-        status = STATUS_LINE.match(line)
-        return status is not None and f"status of the {status.group('thing')}".lower() == label
+        return form.status == label
     if category is Category.NEXT_ACTION:
-        return NEXT_LINE.match(line) is not None
+        return form.next_action
     if category is Category.ACTIVE_CONSTRAINT:
-        return RULE_LINE.match(line) is not None
+        return form.rule
     if category is Category.DECISION_REASON:
-        decided = DECISION_LINE.match(line) or REJECTED_LINE.match(line)
-        return decided is not None and f"decision on the {decided.group('subject')}" == label
+        return form.decision == label
     if category is Category.PRIORITY_ORDER:
-        return PRIORITY_LINE.match(line) is not None
+        return form.priority
     return False
 
 
@@ -232,7 +264,7 @@ def _reference_path(
 def _cross_reference(checkpoint: Checkpoint, probe: Probe, store: HistoryStore | None) -> AvailabilityResult:
     """Every premise visible (present), or each visible or recoverable (recoverable)."""
     text = visible_text(checkpoint.messages)
-    lines = fact_lines(text)
+    lines = _visible_lines(text)
     missing = [i for i, premise in enumerate(probe.premises) if not _premise_visible(lines, premise)]
     if not missing:
         return AvailabilityResult(probe.id, Availability.PRESENT, "visible", 0, 0)
@@ -269,7 +301,7 @@ def probe_availability(
     if probe.category in (Category.ABSTENTION, Category.REDACTION) or not _sought(probe):
         return AvailabilityResult(probe.id, Availability.NOT_APPLICABLE, None, 0, 0)
     text = visible_text(checkpoint.messages)
-    lines = fact_lines(text)
+    lines = _visible_lines(text)
     if _found(lines, probe, _sought(probe)):
         # A priority order's superseded keys are its own tasks reordered: never "also visible".
         stale = probe.category is not Category.PRIORITY_ORDER and _superseded_found(lines, probe)
