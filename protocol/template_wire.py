@@ -10,12 +10,11 @@ One exchange per launch, strictly in turn:
     ----------                              --------
                                   <-  TemplateReady        (once, after its imports)
     ForkRequest + fds             ->
-                                  <-  Forked{pid}          (the grandchild has setsid)
+                                  <-  Forked{pid}          (the worker, the controller's
+                                                            child, has setsid)
                                       | TemplateRefused{reason}
     Release                       ->                       (pid registered by then)
-                                  <-  Released             (the intermediate is reaped:
-                                                            the grandchild is the
-                                                            controller's child now)
+                                  <-  Released             (its "go" byte written)
 
 Nothing here carries a secret: the key pipe and the credential pipe travel as
 descriptors the template never reads.
@@ -36,7 +35,7 @@ LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"
 MARKER_FORM: Final = re.compile(r"[0-9a-f]{32}")
 
 # "cgroup": the launch's cgroup directory, last when present; the template forks the
-# worker into it (``efold.worker.cgroup_fork``) and the worker never holds it.
+# worker into it (``efold.worker.sibling_fork``) and the worker never holds it.
 Role = Literal["ipc", "key", "credential", "cgroup"]
 # The only descriptor sets a request may relay, in this order.
 ROLE_SETS: Final[tuple[tuple[Role, ...], ...]] = (

@@ -8,37 +8,40 @@ template pays them once: it imports the worker entry point and the registered bo
 says ``TemplateReady``, then forks one worker per ``ForkRequest`` on its control socket
 (wire: ``efold.protocol.template_wire``). Per request:
 
-1. the template forks an *intermediate*, which forks the *grandchild* (the worker);
-   when the request relays the launch's cgroup, the intermediate is forked straight
-   into it (``efold.worker.cgroup_fork``), so the worker is born there (else the
-   controller moves it there before ``Release``);
-2. the grandchild at once leads its own session and group (``setsid``: pgid == pid),
+1. the template forks the worker with ``CLONE_PARENT`` (``efold.worker.sibling_fork``):
+   its parent is the controller from birth, and when the request relays the launch's
+   cgroup it is born there too (else the controller moves it there before
+   ``Release``);
+2. the worker at once leads its own session and group (``setsid``: pgid == pid),
    re-seeds ``random``, puts the launch marker in ``os.environ``, moves the relayed
    descriptors to 3 (ipc), 4 (key) and 5 (credential), closes every other descriptor
-   (the control socket among them), and tells the intermediate;
-3. the intermediate hands the grandchild's pid to the template, which replies
-   ``Forked{pid}``; the controller registers the pid as its direct child and answers
-   ``Release``; the template lets the intermediate go (it writes the grandchild's "go"
-   byte and exits), reaps it, and replies ``Released``. The grandchild is now an
-   orphan, reparented to the nearest child subreaper: the controller;
-4. the grandchild waits until its parent is the controller, then runs the ordinary
-   worker protocol (``efold.worker.entry.main``: key pipe, ``verify_parent`` and the
-   rest, unchanged) and ``os._exit``\\ s with its status: it never returns here.
+   (the control socket among them), and tells the template;
+3. the template replies ``Forked{pid}``; the controller registers the pid as its
+   direct child and answers ``Release``; the template writes the worker's "go" byte and
+   replies ``Released``;
+4. the worker runs the ordinary worker protocol (``efold.worker.entry.main``: key pipe,
+   ``verify_parent`` and the rest, unchanged) and ``os._exit``\\ s with its status: it
+   never returns here.
+
+The worker is the controller's child before the controller has registered it: the
+controller holds its membership scans off from the request until the registration
+(``DIRECT_CHILDREN.spawning()``, as around a spawn), so no scan takes it for an orphan.
 
 Invariants:
 
 * the template holds no run secret: it never reads a relayed descriptor (the key pipe,
   the credential pipe, the IPC socket) and closes its copies right after the fork;
-* a grandchild without its "go" byte (the template or the controller failed before
+* a worker without its "go" byte (the template or the controller failed before
   ``Release``) exits at once, before touching any relayed descriptor: so when a launch
   fails before ``Release`` no worker ran, and the controller may spawn instead;
 * no thread is ever started here (``fork`` of a threaded process is unsafe).
 
 The launch marker: ``/proc/PID/environ`` shows the environment block a process was
-*exec*'d with, and the grandchild was only forked, so /proc shows it the template's
-block (with the template's own marker). The launch marker set in ``os.environ`` reaches
-what the worker execs (fold commands); the grandchild itself is tied to its launch by
-its identity and its own process group, journaled at launch like any leader's.
+*exec*'d with, and the worker was only forked, so /proc shows it the template's block
+(with the template's own marker): that is how the controller knows the pid the
+template names was forked from it. The launch marker set in ``os.environ`` reaches
+what the worker execs (fold commands); the worker itself is tied to its launch by its
+identity and its own process group, journaled at launch like any leader's.
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ import random
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -75,7 +77,7 @@ from efold.protocol.template_wire import (
 )
 from efold.worker import entry
 from efold.worker.bodies import PREP_BODIES, PROBE_BODIES, PrepBody, ProbeBody
-from efold.worker.cgroup_fork import fork_into
+from efold.worker.sibling_fork import fork_sibling
 
 # For programs that embed the template (test children): called in each grandchild,
 # right after the fork, with its kind; returns the body that overrides the registered
@@ -86,9 +88,7 @@ BodyFactory = Callable[[str], ProbeBody | PrepBody | None]
 USAGE: Final = "usage: python -m efold.worker --control-fd N"
 FIRST_FD: Final = 3  # ipc, then key, then credential: the grandchild's fixed numbers
 _HIGH_FD: Final = 16  # scratch numbers above the fixed ones while descriptors move
-_REPARENT_WAIT: Final = 5.0  # seconds for the grandchild to see the controller as parent
 _GO: Final = b"g"
-_RELEASE: Final = b"r"
 _READY: Final = b"x"
 
 
@@ -176,8 +176,8 @@ def _close_all_but(keep: Sequence[int]) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
-def _grandchild(request: ForkRequest, fds: Sequence[int], ready_w: int, go_r: int,
-                controller_pid: int, bodies: BodyFactory | None) -> None:
+def _worker(request: ForkRequest, fds: Sequence[int], ready_w: int, go_r: int,
+            bodies: BodyFactory | None) -> None:
     os.setsid()
     random.seed()
     os.environ[LAUNCH_MARKER_VAR] = request.marker
@@ -193,100 +193,53 @@ def _grandchild(request: ForkRequest, fds: Sequence[int], ready_w: int, go_r: in
     os.close(go_r)
     if go != _GO:
         os._exit(exit_status_for(Code.LAUNCH_FAILED))  # never released: touch nothing
-    deadline = time.monotonic() + _REPARENT_WAIT
-    while os.getppid() != controller_pid and time.monotonic() < deadline:
-        time.sleep(0.0002)  # the intermediate is exiting; verify_parent decides anyway
     argv = [request.kind, "--ipc-fd", str(placed[0]), "--key-fd", str(placed[1])]
     if len(placed) == 3:
         argv += ["--credential-fd", str(placed[2])]
     os._exit(entry.main(argv, body=bodies(request.kind) if bodies is not None else None))
 
 
-def _intermediate(request: ForkRequest, fds: Sequence[int], pid_w: int, release_r: int,
-                  controller_pid: int, bodies: BodyFactory | None) -> None:
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _grandchild(request, fds, ready_w, go_r, controller_pid, bodies)
-        finally:
-            os._exit(exit_status_for(Code.LAUNCH_FAILED))
-    _close([ready_w, go_r, *fds])
-    if os.read(ready_r, 1) != _READY:
-        os._exit(1)  # the grandchild died before it was set up
-    os.write(pid_w, pid.to_bytes(8, "big"))
-    os.close(pid_w)
-    if os.read(release_r, 1) == _RELEASE:
-        try:
-            os.write(go_w, _GO)
-        except OSError:
-            pass  # killed by the controller meanwhile
-    os._exit(0)  # the grandchild is orphaned here and goes to the subreaper
-
-
-def _read_pid(fd: int) -> int | None:
-    data = b""
-    while len(data) < 8:
-        chunk = os.read(fd, 8 - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return int.from_bytes(data, "big")
-
-
-def _fork(cgroup_fd: int | None) -> int:
-    """The intermediate: born in the launch's cgroup where the kernel allows it."""
-    if cgroup_fd is not None:
-        try:
-            return fork_into(cgroup_fd)
-        except OSError:
-            pass  # the controller moves the worker instead (and proves it either way)
-    return os.fork()
-
-
 def _serve_one(sock: socket.socket, request: ForkRequest, fds: Sequence[int],
-               controller_pid: int, bodies: BodyFactory | None) -> bool:
+               bodies: BodyFactory | None) -> bool:
     """One fork exchange. False once the controller is gone or misbehaves."""
     cgroup_fd: int | None = None
     if request.roles[-1] == "cgroup":
         *fds, cgroup_fd = fds
-    pid_r, pid_w = os.pipe()
-    release_r, release_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
     try:
         try:
-            intermediate = _fork(cgroup_fd)
+            pid = fork_sibling(cgroup_fd)
         finally:
             if cgroup_fd is not None:
-                # Closed in both processes at once: neither the intermediate nor the
-                # worker keeps a handle on the cgroup.
+                # Closed in both processes at once: the worker keeps no handle on it.
                 os.close(cgroup_fd)
     except OSError:
-        _close([pid_r, pid_w, release_r, release_w, *fds])
+        _close([ready_r, ready_w, go_r, go_w, *fds])
         _reply(sock, TemplateRefused(reason="fork_failed"))
         return True
-    if intermediate == 0:
+    if pid == 0:
         try:
-            _close([sock.detach(), pid_r, release_w])
-            _intermediate(request, fds, pid_w, release_r, controller_pid, bodies)
+            _close([sock.detach(), ready_r, go_w])
+            _worker(request, fds, ready_w, go_r, bodies)
         finally:
-            os._exit(1)
+            os._exit(exit_status_for(Code.LAUNCH_FAILED))
     # Invariant: the template keeps no relayed descriptor past the fork.
-    _close([pid_w, release_r, *fds])
-    pid = _read_pid(pid_r)
-    os.close(pid_r)
-    if pid is None:
-        os.close(release_w)
-        os.waitpid(intermediate, 0)
+    _close([ready_w, go_r, *fds])
+    ready = os.read(ready_r, 1) == _READY  # its own session, its descriptors in place
+    os.close(ready_r)
+    if not ready:  # it died first: the controller's child, reaped as an adopted orphan
+        os.close(go_w)
         _reply(sock, TemplateRefused(reason="fork_failed"))
         return True
     _reply(sock, Forked(pid=pid))
-    answer = _receive(sock)
-    released = isinstance(answer, Release)
+    released = isinstance(_receive(sock), Release)
     if released:
-        os.write(release_w, _RELEASE)
-    os.close(release_w)  # without the byte: the grandchild exits unreleased
-    os.waitpid(intermediate, 0)
+        try:
+            os.write(go_w, _GO)
+        except OSError:
+            pass  # killed by the controller meanwhile
+    os.close(go_w)  # without the byte: the worker exits unreleased
     if released:
         _reply(sock, Released())
     return released
@@ -308,8 +261,7 @@ def _receive(sock: socket.socket) -> object:
         return None
 
 
-def serve(sock: socket.socket, controller_pid: int,
-          bodies: BodyFactory | None = None) -> None:
+def serve(sock: socket.socket, bodies: BodyFactory | None = None) -> None:
     """Answer fork requests until EOF or a malformed exchange."""
     while True:
         try:
@@ -327,7 +279,7 @@ def serve(sock: socket.socket, controller_pid: int,
             _close(fds)
             _reply(sock, TemplateRefused(reason="bad_request"))
             continue
-        if not _serve_one(sock, request, fds, controller_pid, bodies):
+        if not _serve_one(sock, request, fds, bodies):
             return
 
 
@@ -337,7 +289,6 @@ def main(argv: Sequence[str] | None = None, *, bodies: BodyFactory | None = None
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] != "--control-fd" or not args[1].isdigit():
         return exit_status_for(Code.WORKER_USAGE)
-    controller_pid = os.getppid()
     preload()
     if threading.active_count() != 1:
         # A fork copies only the forking thread: a lock another thread held would stay
@@ -356,7 +307,7 @@ def main(argv: Sequence[str] | None = None, *, bodies: BodyFactory | None = None
         return exit_status_for(Code.WORKER_USAGE)
     try:
         _reply(sock, TemplateReady())
-        serve(sock, controller_pid, bodies)
+        serve(sock, bodies)
     except OSError:
         pass  # the controller went away mid-reply: nothing to do but leave
     return EXIT_OK

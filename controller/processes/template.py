@@ -16,7 +16,7 @@ like any launch: its group, and its marker, which every process forked from it s
 Failure: any broken exchange (EOF, a malformed or unexpected reply, a timeout, a child
 that fails the adoption checks) marks the template dead for good, and every later launch
 spawns. The failing launch spawns too when no worker can have run, i.e. the failure
-came before ``Release`` (a grandchild that never got its "go" byte exits untouched).
+came before ``Release`` (a worker that never got its "go" byte exits untouched).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from efold.controller.processes.adopted import AdoptedProcess
 from efold.controller.processes.cgroups import Cgroup, cgroup_of
 from efold.controller.processes.childenv import child_environment
 from efold.controller.processes.containment import ContainmentPolicy, LaunchTarget, contain
-from efold.controller.processes.marker import MARKER_VAR, new_marker
+from efold.controller.processes.marker import MARKER_VAR, marker_of, new_marker
 from efold.controller.processes.membership import left_behind
 from efold.controller.processes.proctable import read_entry
 from efold.controller.processes.run_cgroups import (
@@ -88,8 +88,8 @@ class TemplateBroken(Exception):
 
 @dataclass
 class AdoptedChild:
-    """A template's grandchild, adopted: the controller's own child, registered in
-    ``DIRECT_CHILDREN``, in its own session and group (pgid == pid)."""
+    """A worker forked by the template, adopted: the controller's own child (born so),
+    registered in ``DIRECT_CHILDREN``, in its own session and group (pgid == pid)."""
 
     identity: ProcessIdentity
     pgid: int
@@ -100,20 +100,22 @@ class AdoptedChild:
 class Template:
     """One running template, as the launcher sees it.
 
-    Adoption race, and why there is no window: rule 4 of ``efold.controller.processes.membership``
+    Adoption race, and how it is closed: rule 4 of ``efold.controller.processes.membership``
     attributes any process parented to the controller and not in ``DIRECT_CHILDREN`` to
-    whichever launch is being contained. The grandchild is registered (pidfd opened,
-    identity read, ``DIRECT_CHILDREN.add``) while it is still the intermediate's child,
-    and only then released (``Release``): it is reparented to the controller only after
-    it is registered, so no containment can ever see it as an unregistered child. (The
-    launcher's ``DIRECT_CHILDREN.spawning()`` around every launch holds scans off
-    meanwhile as well; this ordering does not depend on it.)
+    whichever launch is being contained. The worker is the controller's child from its
+    birth (``CLONE_PARENT``) and registered (pidfd opened, identity read,
+    ``DIRECT_CHILDREN.add``) only once the template names it, so ``fork_child`` is only
+    ever called inside ``DIRECT_CHILDREN.spawning()`` (the launcher's, around every
+    launch, as for a spawned child): every scan that may attribute orphans awaits
+    ``DIRECT_CHILDREN.quiet()`` first, so none runs in between. The worker runs nothing
+    of its own before ``Release``, which comes after the registration.
     """
 
-    def __init__(self, *, control: socket.socket, template: ProcessIdentity,
+    def __init__(self, *, control: socket.socket, template: ProcessIdentity, marker: str,
                  exchange_timeout: float) -> None:
         self._control = control
         self.identity = template  # the template process (its launch row's identity)
+        self.marker = marker  # the template's launch marker, shown by every fork of it
         self.exchange_timeout = exchange_timeout
         # Invariant: at most one exchange on the control socket at a time (the wire is
         # strictly in turn); held from the request to ``Released``.
@@ -189,7 +191,7 @@ class Template:
         reply = await self._receive()
         if not isinstance(reply, Forked):
             raise TemplateBroken("refused or unexpected reply")
-        child = _register(reply.pid, template=self.identity)
+        child = _register(reply.pid, template=self.identity, marker=self.marker)
         if child is None:
             raise TemplateBroken("child failed its adoption checks")
         try:
@@ -199,7 +201,7 @@ class Template:
                 cgroup.place(child.identity.pid)
             await self._send(Release())
         except BaseException:
-            _abandon(child)  # unreleased: it exits untouched once its intermediate goes
+            _abandon(child)  # unreleased: it exits untouched without its "go" byte
             raise
         try:
             if not isinstance(await self._receive(), Released):
@@ -222,27 +224,28 @@ class Template:
         self._control.close()
 
 
-def _forked_by(pid: int, template: ProcessIdentity) -> bool:
-    """Whether ``pid`` is a grandchild of ``template`` (through its intermediate), started
-    after it: a reply naming any other process is never believed, let alone signalled."""
+def _forked_by(pid: int, template: ProcessIdentity, marker: str) -> bool:
+    """Whether ``pid`` is a child of this controller forked from ``template`` after it
+    started: parented here, and showing the template's own marker (the environment a
+    forked process shows in /proc is its exec'd ancestor's, and only the template was
+    exec'd with that marker). A reply naming any other process is never believed, let
+    alone signalled."""
     entry = read_entry(pid)
-    parent = read_entry(entry.ppid) if entry is not None else None
-    return (entry is not None and parent is not None and parent.ppid == template.pid
-            and entry.start_time >= template.start_time
-            and parent.start_time >= template.start_time)
+    return (entry is not None and entry.ppid == os.getpid()
+            and entry.start_time >= template.start_time and marker_of(pid) == marker)
 
 
-def _register(pid: int, *, template: ProcessIdentity) -> AdoptedChild | None:
-    """Open the child's pidfds, read its identity, check it is the template's grandchild
-    and leads its own group, and register it in ``DIRECT_CHILDREN``; None (nothing
-    registered; a grandchild in the wrong group killed) if it does not check out. It is
-    still its intermediate's child here: the pid stays its own (its zombie would be
-    unreaped), so the checks made after ``pidfd_open`` are about the process it names."""
+def _register(pid: int, *, template: ProcessIdentity, marker: str) -> AdoptedChild | None:
+    """Open the child's pidfds, read its identity, check it was forked from the template
+    (``_forked_by``) and leads its own group, and register it in ``DIRECT_CHILDREN``;
+    None (nothing registered; a worker in the wrong group killed) if it does not check
+    out. Once it is known to be our child, its pid stays its own until we reap it, so
+    the checks made after ``pidfd_open`` are about the process it names."""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
         return None
-    if not _forked_by(pid, template):
+    if not _forked_by(pid, template, marker):
         os.close(pidfd)
         return None
     try:
@@ -276,7 +279,7 @@ def _abandon(child: AdoptedChild) -> None:
     _ABANDONED.append(child.process)
 
 
-# Killed children whose reparenting may still be under way; reaped at the template's end.
+# Killed registered children no launch owns; reaped at the template's end.
 _ABANDONED: list[AdoptedProcess] = []
 
 
@@ -427,7 +430,7 @@ async def running_template(
     membership; in cgroup mode the template runs in a cgroup of its own and each worker
     it forks is moved to the launch's cgroup before it is released."""
     launch, control = await _start(journal, epoch, program, env, cgroups)
-    template = Template(control=control, template=launch.identity,
+    template = Template(control=control, template=launch.identity, marker=launch.marker,
                         exchange_timeout=exchange_timeout)
     try:
         await template.wait_ready(ready_timeout)

@@ -374,3 +374,32 @@ async def test_what_a_forked_worker_execs_carries_the_launch_marker(run: Run) ->
             assert not alive(sleeper.pid, sleeper.start_time)
         finally:
             await handle.close(policy=FAST)
+
+
+async def test_forked_workers_share_no_random_state_and_no_intermediate(run: Run) -> None:
+    """Each worker is forked straight from the template as the controller's child
+    (``CLONE_PARENT``: no intermediate to reap) and draws its own values from ``random``
+    and from OpenSSL's generator, although it copies the template's memory."""
+    templated = [sys.executable, str(PROGRAMS / "template_child.py"), "entropy"]
+    drawn = []
+    async with running_template(run.journal, run.epoch, program=templated,
+                                policy=FAST) as template:
+        # The template touches OpenSSL's generator before any fork: every worker then
+        # copies a seeded state.
+        for n in range(3):
+            a = make_assignment(run, kind="prep", slot=f"s{n:04d}")
+            async with supervise(run.journal, a, policy=FAST, template=template) as handle:
+                assert isinstance(handle.process, AdoptedProcess)
+                await handle.accept_hello(welcome(), timeout=10)
+                assert isinstance(await handle.channel.receive(timeout=10), Prepared)
+                await handle.acknowledge_done()
+            assert (await handle.close()).status == 0
+            with open(os.path.join(a.slot_dir, "entropy.json")) as f:
+                drawn.append(json.load(f))
+        template_pid = template.identity.pid
+        # The template never had a child to wait for.
+        with open(f"/proc/{template_pid}/task/{template_pid}/children") as f:
+            assert f.read().split() == []
+    assert {d["ppid"] for d in drawn} == {os.getpid()}
+    assert len({d["random"] for d in drawn}) == 3
+    assert len({d["ssl"] for d in drawn}) == 3

@@ -5,13 +5,17 @@
 MODE is a ``body_child.py`` mode (a tree mode, or crash/hang/session), or
 ``credential_read``: ``credential_child.py``'s body that reports the credential's sha256,
 or ``exec_sleeper``: a prep body that starts ``sleep`` (an exec'd descendant) and writes
-its pid to ``tree.pids`` as ``sleeper``.
+its pid to ``tree.pids`` as ``sleeper``, or ``entropy``: a prep body that writes to
+``entropy.json`` what it draws from ``random`` and from OpenSSL's generator, and its
+parent.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import ssl
 import subprocess
 import sys
 
@@ -32,12 +36,24 @@ class ExecSleeper:
         return Prepared(snapshot_digest="d" * 64, files=0, bytes=0, rejected={})
 
 
+class Entropy:
+    def run(self, assignment: Assignment, welcome: Welcome) -> Prepared:
+        drawn = {"random": random.getrandbits(128), "ssl": ssl.RAND_bytes(16).hex(),
+                 "ppid": os.getppid()}
+        with open(os.path.join(assignment.slot_dir, "entropy.json"), "w") as f:
+            json.dump(drawn, f)
+        return Prepared(snapshot_digest="d" * 64, files=0, bytes=0, rejected={})
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "credential_read":
         body: object = CredentialBody(read=True)
     elif mode == "exec_sleeper":
         body = ExecSleeper()
+    elif mode == "entropy":
+        body = Entropy()
+        ssl.RAND_bytes(16)  # the template's own generator is seeded before any fork
     else:
         body = BODIES[mode]() if mode in BODIES else TreeBody(mode)
     sys.exit(main(sys.argv[2:], bodies=lambda kind: body))  # type: ignore[arg-type,return-value]
