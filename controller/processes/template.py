@@ -3,9 +3,10 @@
 ``running_template`` starts ``python -I -m efold.worker --control-fd N`` like a
 worker (allowlisted environment with a launch marker of its own, stdio on /dev/null,
 ``start_new_session=True``, a pidfd, registered in ``DIRECT_CHILDREN``, journaled as a
-launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``), waits for its
-``TemplateReady``, and yields a ``Template``. ``launch_worker(..., template=...)`` asks
-it for each child (``Template.fork_child``); on exit the template is closed (EOF on its
+launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``) and yields a ``Template`` at
+once: the run's setup goes on while it imports, and its first fork request waits for
+its ``TemplateReady``. ``launch_worker(..., template=...)`` asks it for each child
+(``Template.fork_child``); on exit the template is closed (EOF on its
 control socket), contained if it does not leave in time or leaves processes behind
 (``efold.controller.processes.containment``), reaped, and its exit journaled.
 
@@ -112,11 +113,16 @@ class Template:
     """
 
     def __init__(self, *, control: socket.socket, template: ProcessIdentity, marker: str,
-                 exchange_timeout: float) -> None:
+                 exchange_timeout: float, ready_by: float) -> None:
         self._control = control
         self.identity = template  # the template process (its launch row's identity)
         self.marker = marker  # the template's launch marker, shown by every fork of it
         self.exchange_timeout = exchange_timeout
+        # Invariant: no request is sent before ``TemplateReady`` has been read. The first
+        # launch waits for it (until ``ready_by``, on anyio's clock), so the run's own
+        # setup goes on while the template imports.
+        self._ready = False
+        self._ready_by = ready_by
         # Invariant: at most one exchange on the control socket at a time (the wire is
         # strictly in turn); held from the request to ``Released``.
         self._lock = anyio.Lock()
@@ -136,8 +142,8 @@ class Template:
                 except BlockingIOError:
                     await anyio.wait_writable(self._control)
 
-    async def _receive(self) -> object:
-        with anyio.fail_after(self.exchange_timeout):
+    async def _receive(self, timeout: float | None = None) -> object:
+        with anyio.fail_after(self.exchange_timeout if timeout is None else timeout):
             while True:
                 try:
                     data, fds, flags, _ = socket.recv_fds(self._control, MAX_PACKET, 0)
@@ -153,15 +159,18 @@ class Template:
         except msgspec.DecodeError as exc:
             raise TemplateBroken("malformed reply") from exc
 
-    async def wait_ready(self, timeout: float) -> None:
-        try:
-            with anyio.fail_after(timeout):
-                msg = await self._receive()
-        except (TemplateBroken, OSError, TimeoutError):
-            self.mark_dead()
+    async def _await_ready(self) -> None:
+        """Read ``TemplateReady`` once (under the lock); a template that does not say it
+        in time, or says anything else, is dead."""
+        if self._ready:
             return
+        try:
+            msg = await self._receive(max(0.0, self._ready_by - anyio.current_time()))
+        except (TemplateBroken, OSError, TimeoutError) as exc:
+            raise TemplateBroken("not ready in time") from exc
         if not isinstance(msg, TemplateReady):
-            self.mark_dead()
+            raise TemplateBroken("spoke before it was ready")
+        self._ready = True
 
     async def fork_child(self, *, kind: WorkerKind, marker: str, fds: Sequence[tuple[Role, int]],
                          cgroup: Cgroup | None = None) -> AdoptedChild | None:
@@ -177,6 +186,7 @@ class Template:
                 if not self.alive:
                     return None
                 try:
+                    await self._await_ready()
                     return await self._exchange(kind, marker, fds, cgroup)
                 except (TemplateBroken, OSError, TimeoutError, EfoldError) as exc:
                     self.mark_dead()
@@ -431,9 +441,9 @@ async def running_template(
     it forks is moved to the launch's cgroup before it is released."""
     launch, control = await _start(journal, epoch, program, env, cgroups)
     template = Template(control=control, template=launch.identity, marker=launch.marker,
-                        exchange_timeout=exchange_timeout)
+                        exchange_timeout=exchange_timeout,
+                        ready_by=anyio.current_time() + ready_timeout)
     try:
-        await template.wait_ready(ready_timeout)
         yield template
     finally:
         with anyio.CancelScope(shield=True):

@@ -150,11 +150,13 @@ async def test_launches_fall_back_to_spawns_once_the_template_is_killed(run: Run
 async def _a_dead_template_means_a_spawn(run: Run, program: list[str]) -> list[int]:
     """Start a template with ``program``, which must never become ready; one prep launch
     through it must spawn and complete. Returns the exit statuses of both launches."""
-    async with running_template(run.journal, run.epoch, program=program, policy=FAST) as template:
-        assert not template.alive
+    async with running_template(run.journal, run.epoch, program=program, policy=FAST,
+                                ready_timeout=5) as template:
+        assert template.alive  # not known yet: the first launch waits for its readiness
         a = make_assignment(run, kind="prep")
         async with supervise(run.journal, a, policy=FAST, template=template) as handle:
             assert not isinstance(handle.process, AdoptedProcess)
+            assert not template.alive
             await handle.accept_hello(welcome(), timeout=10)
             assert isinstance(await handle.channel.receive(timeout=10), Prepared)
             await handle.acknowledge_done()
