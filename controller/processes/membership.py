@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from efold.controller.processes.marker import marked_processes
-from efold.controller.processes.proctable import ProcEntry, descendants, scan
+from efold.controller.processes.proctable import ProcEntry, descendants, scan_since
 from efold.controller.processes.subreaper import DIRECT_CHILDREN, reap_adopted
 from efold.identity import ProcessIdentity
 
@@ -101,9 +101,18 @@ def live_in_groups(
 def tied_now(leader: ProcessIdentity, pgid: int, marker: str | None) -> list[ProcEntry]:
     """Processes tied now (one /proc scan) to a launch of this controller: its own
     other direct children are not orphans of it. Callers that may see adopted orphans
-    await ``DIRECT_CHILDREN.quiet()`` first."""
+    await ``DIRECT_CHILDREN.quiet()`` first.
+
+    The scan reads only what started no earlier than the leader (``scan_since``), and
+    the ties are the same as over the whole table: every tied process started no
+    earlier than the leader. The leader, its group (its session's members, all forked
+    below it after its ``setsid``), adopted orphans and marked processes by their rules,
+    descendants after their ancestors; and an older process can never become tied: it
+    cannot join a group of another session, and is reparented only to one of its own
+    ancestors, which are older still."""
     return tied_processes(
-        scan(), leader=leader, pgid=pgid, recorded=(), controller_pid=os.getpid(),
+        scan_since(leader.start_time), leader=leader, pgid=pgid, recorded=(),
+        controller_pid=os.getpid(),
         direct_children=DIRECT_CHILDREN.pids() - {leader.pid}, marker=marker,
     )
 

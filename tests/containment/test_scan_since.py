@@ -1,0 +1,142 @@
+"""``proctable.scan_since``: the live launch's /proc scan that reads only what started no
+earlier than a leader, skipping older processes pinned by a pidfd. Real processes and
+the real /proc: it reads what ``scan`` reads for every process that matters, finds the
+same ties for a hostile tree, and holds no pin past its process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from proc_harness import kill_proven, wait_until
+
+from efold.controller.processes import proctable
+from efold.controller.processes.membership import tied_now, tied_processes
+from efold.controller.processes.proctable import ProcEntry, read_entry, scan, scan_since
+from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreaper
+from efold.identity import identity_of
+
+# A leader that forks a member of its group, a member that leaves it with setsid, and
+# a double-forked orphan; it writes their pids and sleeps.
+_TREE = r"""
+import json, os, sys, time
+pids = {}
+def fork(body):
+    pid = os.fork()
+    if pid == 0:
+        body()
+        time.sleep(60)
+        os._exit(0)
+    return pid
+pids["member"] = fork(lambda: None)
+pids["escaped"] = fork(os.setsid)
+r, w = os.pipe()
+middle = os.fork()
+if middle == 0:
+    orphan = fork(os.setsid)
+    os.write(w, str(orphan).encode())
+    os._exit(0)
+os.waitpid(middle, 0)
+pids["orphan"] = int(os.read(r, 32))
+with open(sys.argv[1], "w") as f:
+    json.dump(pids, f)
+time.sleep(60)
+"""
+
+
+def _fields(entry: ProcEntry) -> tuple[int, int, int, int]:
+    return entry.ppid, entry.pgid, entry.sid, entry.start_time
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, int]]]:
+    become_subreaper()  # the orphan comes to us, as to the controller
+    out = tmp_path / "tree.json"
+    leader = subprocess.Popen([sys.executable, "-c", _TREE, str(out)], start_new_session=True)
+    DIRECT_CHILDREN.add(identity_of(leader.pid))
+    assert wait_until(out.exists)
+    assert wait_until(lambda: out.stat().st_size > 0)
+    pids = json.loads(out.read_text())
+    try:
+        yield leader, pids
+    finally:
+        for pid in (*pids.values(), leader.pid):
+            entry = read_entry(pid)
+            if entry is not None:
+                kill_proven(pid, entry.start_time)
+        leader.wait()
+        DIRECT_CHILDREN.discard(leader.pid)
+        for pid in pids.values():
+            try:
+                os.waitpid(pid, os.WNOHANG)  # the orphan, adopted by us
+            except ChildProcessError:
+                pass
+
+
+def test_it_reads_what_scan_reads_for_every_process_started_since(
+        tree: tuple[subprocess.Popen[bytes], dict[str, int]]) -> None:
+    leader, pids = tree
+    since = identity_of(leader.pid).start_time
+    for _ in range(2):  # once pinning, once with the pins in place
+        table = scan_since(since)
+        full = scan()
+        wanted = {pid for pid, e in full.items() if e.start_time >= since}
+        assert {leader.pid, *pids.values()} <= wanted
+        assert wanted <= set(table)
+        assert all(_fields(table[pid]) == _fields(full[pid]) for pid in wanted)
+
+
+def test_it_finds_the_ties_the_whole_table_finds(
+        tree: tuple[subprocess.Popen[bytes], dict[str, int]]) -> None:
+    leader, pids = tree
+    me = identity_of(leader.pid)
+    for _ in range(2):
+        cheap = {e.pid for e in tied_now(me, leader.pid, None)}
+        whole = {e.pid for e in tied_processes(
+            scan(), leader=me, pgid=leader.pid, recorded=(), controller_pid=os.getpid(),
+            direct_children=DIRECT_CHILDREN.pids() - {me.pid})}
+        assert cheap == whole == {leader.pid, *pids.values()}
+
+
+def test_an_older_process_is_not_read_again_while_it_lives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+
+    def counted(pid: int) -> ProcEntry | None:
+        reads.append(pid)
+        return read_entry(pid)
+
+    monkeypatch.setattr(proctable, "read_entry", counted)
+    scan_since(0)  # reads (and pins) everything
+    listed = sum(1 for name in os.listdir("/proc") if name.isdigit())
+    reads.clear()
+    future = 1 << 62  # no process started at or after this tick
+    assert scan_since(future) == {}
+    # Only processes beyond the pin limit, or born since, are read again.
+    assert len(reads) <= max(0, listed - proctable._Pins.PIN_LIMIT) + 8
+    fresh = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        start = identity_of(fresh.pid).start_time
+        assert fresh.pid in scan_since(start)  # a process born since is read
+    finally:
+        fresh.kill()
+        fresh.wait()
+
+
+def test_a_pin_goes_with_its_process() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    start = identity_of(child.pid).start_time
+    scan_since(start)
+    pins = proctable._PINS._pins
+    assert child.pid in pins
+    pidfd = pins[child.pid][0]
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    scan_since(start)
+    assert child.pid not in pins and pidfd not in proctable._PINS._by_fd
