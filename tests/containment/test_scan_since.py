@@ -87,9 +87,10 @@ def test_it_reads_what_scan_reads_for_every_process_started_since(
         table = scan_since(since)
         full = scan()
         wanted = {pid for pid, e in full.items() if e.start_time >= since}
-        assert {leader.pid, *pids.values()} <= wanted
-        assert wanted <= set(table)
-        assert all(_fields(table[pid]) == _fields(full[pid]) for pid in wanted)
+        ours = {leader.pid, *pids.values()}  # other tests' processes may change meanwhile
+        assert ours <= wanted
+        assert wanted - set(table) <= {pid for pid in wanted if pid not in scan()}
+        assert all(_fields(table[pid]) == _fields(full[pid]) for pid in ours)
 
 
 def test_it_finds_the_ties_the_whole_table_finds(
@@ -113,13 +114,17 @@ def test_an_older_process_is_not_read_again_while_it_lives(
         return read_entry(pid)
 
     monkeypatch.setattr(proctable, "read_entry", counted)
-    scan_since(0)  # reads (and pins) everything
-    listed = sum(1 for name in os.listdir("/proc") if name.isdigit())
+    scan_since(0)  # reads (and pins) everything it can
+    pinned = set(proctable._PINS._pins)
+    assert pinned  # this test process at least
     reads.clear()
     future = 1 << 62  # no process started at or after this tick
-    assert scan_since(future) == {}
-    # Only processes beyond the pin limit, or born since, are read again.
-    assert len(reads) <= max(0, listed - proctable._Pins.PIN_LIMIT) + 8
+    table = scan_since(future)
+    still = pinned & set(proctable._PINS._pins)  # pinned, and alive throughout
+    assert os.getpid() in still
+    # Left out, and not read again; what it did read (exited, unpinned or newborn
+    # processes, other tests' among them) is read as ``scan`` would.
+    assert not still & set(reads) and not still & set(table)
     fresh = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         start = identity_of(fresh.pid).start_time
