@@ -94,40 +94,75 @@ def fact_lines(text: str) -> list[str]:
     return [_clean_line(line) for line in text.split("\n")]
 
 
-@functools.lru_cache(maxsize=16)
-def _visible_lines(text: str) -> tuple[str, ...]:
-    """``fact_lines`` of a checkpoint's visible text, split once for all its probes."""
-    return tuple(fact_lines(text))
-
-
 class _Form(NamedTuple):
-    """What a cleaned line is, by the forms of ``corpus/FORMS.md`` (read once per line:
-    every probe of a checkpoint asks of every line)."""
+    """What a cleaned line is, by the forms of ``corpus/FORMS.md``: the keys under
+    which it is a fact line (``_key`` of the probes it answers)."""
 
-    fact: str | None  # the lowercased label of a ``<Label>: <value>`` line
-    correction: str | None  # the lowercased label of a ``Correction:`` line
-    status: str | None  # ``status of the <thing>``, lowercased
-    decision: str | None  # ``decision on the <subject>`` of a decision or rejected line
-    next_action: bool
-    rule: bool
-    priority: bool
+    keys: frozenset[tuple[str, str | None]]
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _form(line: str) -> _Form:
-    fact = FACT_LINE.match(line)
-    correction = CORRECTION_LINE.match(line)
+    keys: set[tuple[str, str | None]] = set()
+    for pattern in (FACT_LINE, CORRECTION_LINE):  # "<Label>: v", "Correction: the <label>"
+        found = pattern.match(line)
+        if found is not None:
+            keys.add(("label", found.group("label").lower()))
     status = STATUS_LINE.match(line)
+    if status is not None:
+        keys.add(("status", f"status of the {status.group('thing')}".lower()))
     decided = DECISION_LINE.match(line) or REJECTED_LINE.match(line)
-    return _Form(
-        fact=None if fact is None else fact.group("label").lower(),
-        correction=None if correction is None else correction.group("label").lower(),
-        status=None if status is None else f"status of the {status.group('thing')}".lower(),
-        decision=None if decided is None else f"decision on the {decided.group('subject')}",
-        next_action=NEXT_LINE.match(line) is not None,
-        rule=RULE_LINE.match(line) is not None,
-        priority=PRIORITY_LINE.match(line) is not None,
-    )
+    if decided is not None:
+        keys.add(("decision", f"decision on the {decided.group('subject')}"))
+    for name, pattern in (("next", NEXT_LINE), ("rule", RULE_LINE), ("priority", PRIORITY_LINE)):
+        if pattern.match(line) is not None:
+            keys.add((name, None))
+    return _Form(frozenset(keys))
+
+
+def _key(probe: Probe) -> tuple[str, str | None] | None:
+    """The form key of ``probe``'s fact lines (the module docstring's rules per
+    category); None: no line is (a category without fact lines)."""
+    label = (probe.label or "").lower()
+    category = probe.category
+    if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT, Category.CONTRADICTION):
+        return ("label", label)
+    if category in (Category.COMMITMENT_STATUS, Category.ARTIFACT_STATUS):
+        return ("status", label)
+    if category is Category.DECISION_REASON:
+        return ("decision", label)
+    if category is Category.NEXT_ACTION:
+        return ("next", None)
+    if category is Category.ACTIVE_CONSTRAINT:
+        return ("rule", None)
+    if category is Category.PRIORITY_ORDER:
+        return ("priority", None)
+    return None
+
+
+class _Lines:
+    """A text's cleaned lines, indexed by form key once: every probe of a checkpoint
+    asks which of its lines are its fact lines."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.lines = tuple(lines)
+        self._by_key: dict[tuple[str, str | None], list[str]] = {}
+        for line in self.lines:
+            for key in _form(line).keys:
+                self._by_key.setdefault(key, []).append(line)
+
+    def relevant(self, probe: Probe) -> Sequence[str]:
+        """The fact lines for ``probe``, in order (``_relevant`` of each line)."""
+        if probe.label is None:
+            return self.lines
+        key = _key(probe)
+        return self._by_key.get(key, []) if key is not None else []
+
+
+@functools.lru_cache(maxsize=16)
+def _visible_lines(text: str) -> _Lines:
+    """A checkpoint's visible text, split and indexed once for all its probes."""
+    return _Lines(fact_lines(text))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -146,24 +181,7 @@ def _relevant(line: str, probe: Probe) -> bool:
     """Whether ``line`` is a fact line for ``probe`` (see the module docstring). A
     probe without a label (a user's probe on an imported conversation, which follows no
     surface form) finds its value on any visible line."""
-    if probe.label is None:
-        return True
-    label = probe.label.lower()
-    category = probe.category
-    form = _form(line)
-    if category in (Category.TOOL_IDENTIFIER, Category.SUPERSEDED_CURRENT, Category.CONTRADICTION):
-        return label in (form.fact, form.correction)
-    if category in (Category.COMMITMENT_STATUS, Category.ARTIFACT_STATUS):
-        return form.status == label
-    if category is Category.NEXT_ACTION:
-        return form.next_action
-    if category is Category.ACTIVE_CONSTRAINT:
-        return form.rule
-    if category is Category.DECISION_REASON:
-        return form.decision == label
-    if category is Category.PRIORITY_ORDER:
-        return form.priority
-    return False
+    return probe.label is None or _key(probe) in _form(line).keys
 
 
 def _sought(probe: Probe) -> list[str]:
@@ -172,11 +190,11 @@ def _sought(probe: Probe) -> list[str]:
     return list(probe.expected)
 
 
-def _found(lines: Sequence[str], probe: Probe, values: Sequence[str]) -> bool:
+def _found(lines: _Lines, probe: Probe, values: Sequence[str]) -> bool:
     """Whether the relevant lines hold the values: all of them in one line for
     next-action keywords, all of them across rule lines for a constraint task, any one
     otherwise."""
-    relevant = [line for line in lines if _relevant(line, probe)]
+    relevant = lines.relevant(probe)
     kind = probe.value_kind
     if not values:
         return False
@@ -188,8 +206,8 @@ def _found(lines: Sequence[str], probe: Probe, values: Sequence[str]) -> bool:
     return any(_holds(line, v, kind) for line in relevant for v in values)
 
 
-def _superseded_found(lines: Sequence[str], probe: Probe) -> bool:
-    relevant = [line for line in lines if _relevant(line, probe)]
+def _superseded_found(lines: _Lines, probe: Probe) -> bool:
+    relevant = lines.relevant(probe)
     return any(_holds(line, v, probe.value_kind) for line in relevant for v in probe.superseded)
 
 
@@ -264,7 +282,7 @@ def _reference_path(
 def _cross_reference(checkpoint: Checkpoint, probe: Probe, store: HistoryStore | None) -> AvailabilityResult:
     """Every premise visible (present), or each visible or recoverable (recoverable)."""
     text = visible_text(checkpoint.messages)
-    lines = _visible_lines(text)
+    lines = _visible_lines(text).lines
     missing = [i for i, premise in enumerate(probe.premises) if not _premise_visible(lines, premise)]
     if not missing:
         return AvailabilityResult(probe.id, Availability.PRESENT, "visible", 0, 0)
@@ -315,7 +333,7 @@ def probe_availability(
     try:
         ok, path = _reference_path(
             text, probe.source_event, opened, lambda record: _source_line(record, probe),
-            lambda found: _found(fact_lines(found), probe, _sought(probe)), meter)
+            lambda found: _found(_Lines(fact_lines(found)), probe, _sought(probe)), meter)
     finally:
         if own:
             opened.close()
