@@ -17,6 +17,11 @@ import msgspec
 from efold.ipc.messages import Digest
 from efold.protocol.regime import Regime
 
+# Where a campaign's model requests go, all routes together (``campaign.route_kind``):
+# nowhere (``faux``), only to loopback (``local``), or to a paid provider (``real``).
+RouteKind = Literal["faux", "local", "real"]
+ROUTE_KINDS: tuple[RouteKind, ...] = ("faux", "local", "real")
+
 
 class Route(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Where a child's model requests go: a campaign's provider profile, frozen for one

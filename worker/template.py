@@ -62,6 +62,7 @@ import msgspec
 
 from efold.errors import Code
 from efold.protocol.exit_codes import EXIT_OK, exit_status_for
+from efold.protocol.tasks import ROUTE_KINDS
 from efold.protocol.template_wire import (
     ENCODER,
     LAUNCH_MARKER_VAR,
@@ -85,7 +86,10 @@ from efold.worker.sibling_fork import fork_sibling
 # program would at its start.
 BodyFactory = Callable[[str], ProbeBody | PrepBody | None]
 
-USAGE: Final = "usage: python -m efold.worker --control-fd N"
+USAGE: Final = "usage: python -m efold.worker --control-fd N [--routes faux|local|real]"
+# ``--routes``: where the run's workers may send (``protocol.tasks.RouteKind``): the HTTP
+# client is preloaded for a local route, with its verified TLS context for a real one;
+# a faux run's workers send nothing, so neither is built. Absent: real (everything).
 FIRST_FD: Final = 3  # ipc, then key, then credential: the grandchild's fixed numbers
 _HIGH_FD: Final = 16  # scratch numbers above the fixed ones while descriptors move
 _GO: Final = b"g"
@@ -98,17 +102,19 @@ CHILD_PACKAGES: Final = ("worker", "boundary", "folds", "guard", "corpus", "ipc"
                          "protocol")
 
 
-def preload() -> None:
+def preload(routes: str = "real") -> None:
     """Pay once what every worker would: import every module of the child's packages and
     every registered body's (one that fails to import is left to the worker, which
-    refuses as usual), and the real route's HTTP client with its verified TLS context
-    (``guard.wire.http.preload``); then pin the build digest of the code now loaded
-    (``digests.pin_running_build``): a worker imports nothing of efold's from disk
-    after the fork, so the pinned digest is the code it runs."""
+    refuses as usual), and, for ``routes`` other than faux, the HTTP client (with its
+    verified TLS context for a real route: ``guard.wire.http.preload``); then pin the
+    build digest of the code now loaded (``digests.pin_running_build``): a worker
+    imports nothing of efold's from disk after the fork, so the pinned digest is the
+    code it runs."""
     from efold.digests import pin_running_build
     from efold.guard.wire import http
 
-    http.preload()
+    if routes != "faux":
+        http.preload(https=routes == "real")
     names = [f"efold.{name}" for name in CHILD_PACKAGES]
     for package in names[:]:
         path = importlib.import_module(package).__path__
@@ -286,10 +292,14 @@ def serve(sock: socket.socket, bodies: BodyFactory | None = None) -> None:
 def main(argv: Sequence[str] | None = None, *, bodies: BodyFactory | None = None) -> int:
     """Run the template until its control socket closes. ``bodies``: see
     ``BodyFactory``; never set from anything the template reads."""
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    routes = "real"
+    if len(args) == 4 and args[2] == "--routes" and args[3] in ROUTE_KINDS:
+        routes = args.pop()
+        args.pop()
     if len(args) != 2 or args[0] != "--control-fd" or not args[1].isdigit():
         return exit_status_for(Code.WORKER_USAGE)
-    preload()
+    preload(routes)
     if threading.active_count() != 1:
         # A fork copies only the forking thread: a lock another thread held would stay
         # held in every worker. The controller reads the exit as a dead template and

@@ -98,6 +98,7 @@ from efold.folds.registry import DECLARED_ARMS, extracts_ledger, plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
 from efold.protocol.records import OPAQUE_ID
+from efold.protocol.tasks import RouteKind as RouteKind  # re-exported: the campaign's route kind
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "medium", "hard", "hard-distractors")
@@ -749,9 +750,6 @@ def load_campaign(path: str | Path) -> tuple[Campaign, bytes]:
     except UnicodeDecodeError as exc:
         raise _invalid("campaign is not UTF-8") from exc
     return parse_campaign(text, Path(path).absolute().parent), raw
-
-
-RouteKind = Literal["faux", "local", "real"]
 
 
 def route_kind(c: Campaign) -> RouteKind:

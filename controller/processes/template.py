@@ -55,6 +55,7 @@ from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreap
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.protocol.assignment import WorkerKind
+from efold.protocol.tasks import RouteKind
 from efold.protocol.template_wire import (
     ENCODER,
     FROM_TEMPLATE,
@@ -321,18 +322,18 @@ class _TemplateLaunch:
 
 
 async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
-                 env: dict[str, str] | None, cgroups: RunCgroups | None
+                 env: dict[str, str] | None, cgroups: RunCgroups | None, routes: RouteKind
                  ) -> tuple[_TemplateLaunch, socket.socket]:
     cgroup = cgroups.new_launch() if cgroups is not None else None
     try:
-        return await _start_in(journal, epoch, program, env, cgroup)
+        return await _start_in(journal, epoch, program, env, cgroup, routes)
     except BaseException:
         discard_cgroup(cgroup)
         raise
 
 
 async def _start_in(journal: JournalWriter, epoch: int, program: Sequence[str],
-                    env: dict[str, str] | None, cgroup: Cgroup | None
+                    env: dict[str, str] | None, cgroup: Cgroup | None, routes: RouteKind
                     ) -> tuple[_TemplateLaunch, socket.socket]:
     become_subreaper()
     marker = new_marker()
@@ -340,7 +341,8 @@ async def _start_in(journal: JournalWriter, epoch: int, program: Sequence[str],
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         process = await anyio.open_process(
-            [*program, "--control-fd", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+            [*program, "--control-fd", str(theirs.fileno()), "--routes", routes],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             pass_fds=[theirs.fileno()], env=env,
         )
@@ -432,14 +434,17 @@ async def running_template(
     exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT,
     exit_grace: float = DEFAULT_EXIT_GRACE,
     cgroups: RunCgroups | None = None,
+    routes: RouteKind = "real",
 ) -> AsyncIterator[Template]:
     """A running template for the block (see the module docstring). ``program`` is the
     argv prefix (``--control-fd N`` is appended); ``env`` None is the allowlist. Every
     launch made through it must be closed before the block ends: the end contains
     whatever the template left, its forked workers included. ``cgroups``: the run's
     membership; in cgroup mode the template runs in a cgroup of its own and each worker
-    it forks is moved to the launch's cgroup before it is released."""
-    launch, control = await _start(journal, epoch, program, env, cgroups)
+    it forks is moved to the launch's cgroup before it is released. ``routes``: what the
+    run's workers may send to (``campaign.route_kind``): the template preloads the HTTP
+    client only for what they may use (``--routes``, ``efold.worker.template``)."""
+    launch, control = await _start(journal, epoch, program, env, cgroups, routes)
     template = Template(control=control, template=launch.identity, marker=launch.marker,
                         exchange_timeout=exchange_timeout,
                         ready_by=anyio.current_time() + ready_timeout)

@@ -202,7 +202,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                     != reg.digests.corpus:
                 raise ControllerError(Code.REGISTRATION_DIGEST_MISMATCH,
                                       "a boundary case changed since registration")
-            async with _children_from(ctx, launcher):
+            async with _children_from(ctx, launcher, route_kind(campaign)):
                 yield OpenRun(ctx, plan, items,
                               {case_item(c).trace.header.trace_id: c for c in cases})
         finally:
@@ -350,14 +350,17 @@ def check_real_grant(reg: Registration, reg_bytes: bytes, run_dir: Path, grant: 
 
 
 @asynccontextmanager
-async def _children_from(ctx: RunContext, launcher: Launcher) -> AsyncIterator[None]:
+async def _children_from(ctx: RunContext, launcher: Launcher, routes: RouteKind
+                         ) -> AsyncIterator[None]:
     """The block with the run's launcher set: a running template (``ctx.template``),
-    contained and journaled at the end, or none (``spawn``)."""
+    preloading what ``routes`` need, contained and journaled at the end, or none
+    (``spawn``)."""
     if launcher == "spawn":
         yield
         return
     async with running_template(ctx.journal, ctx.epoch, program=ctx.program,
-                                policy=ctx.containment, cgroups=ctx.cgroups) as template:
+                                policy=ctx.containment, cgroups=ctx.cgroups,
+                                routes=routes) as template:
         ctx.template = template
         try:
             yield

@@ -256,6 +256,21 @@ def test_the_template_starts_no_thread_and_imports_the_bodies() -> None:
     assert time.monotonic() - start < 60
 
 
+@pytest.mark.parametrize(("routes", "client", "tls"), [
+    ("faux", False, False), ("local", True, False), ("real", True, True)])
+def test_the_template_preloads_only_what_its_routes_use(routes: str, client: bool,
+                                                         tls: bool) -> None:
+    # A faux run's workers send nothing: no HTTP client, no CA store loaded for them.
+    code = ("import sys\n"
+            "from efold.worker import template\n"
+            "from efold.guard.wire import http\n"
+            f"template.preload({routes!r})\n"
+            "print('httpx' in sys.modules, http._https_context is not None)\n")
+    done = subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=60,
+                          capture_output=True, text=True)
+    assert done.stdout.split() == [str(client), str(tls)]
+
+
 def test_reap_contains_a_template_run_whose_controller_was_killed(tmp_path: Path) -> None:
     """The template is a journaled launch like any other: after the controller died,
     recover reports what it left (and tolerates the ``template`` kind) and reap contains
