@@ -30,6 +30,9 @@ import msgspec
 from efold.protocol.assignment import WorkerKind
 
 MAX_PACKET: Final = 1024
+# Where a forked worker holds what a request relays: ipc, then key, then credential.
+# The worker the template names holds the request's IPC socket here before ``Forked``.
+FIRST_FD: Final = 3
 # Same name as efold.controller.processes.marker.MARKER_VAR (the controller sits above us).
 LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"
 MARKER_FORM: Final = re.compile(r"[0-9a-f]{32}")

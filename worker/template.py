@@ -36,11 +36,15 @@ Invariants:
   fails before ``Release`` no worker ran, and the controller may spawn instead;
 * no thread is ever started here (``fork`` of a threaded process is unsafe).
 
+The controller believes the pid the template names only if that process holds the
+request's IPC socket at descriptor ``FIRST_FD``: only the fork made for that request
+does. A request that fails before the worker is registered ends the template, and the
+controller kills the fork it may have made (``Template._retire``).
+
 The launch marker: ``/proc/PID/environ`` shows the environment block a process was
 *exec*'d with, and the worker was only forked, so /proc shows it the template's block
-(with the template's own marker): that is how the controller knows the pid the
-template names was forked from it. The launch marker set in ``os.environ`` reaches
-what the worker execs (fold commands); the worker itself is tied to its launch by its
+(with the template's own marker). The launch marker set in ``os.environ`` reaches what
+the worker execs (fold commands); the worker itself is tied to its launch by its
 identity and its own process group, journaled at launch like any leader's.
 """
 
@@ -65,6 +69,7 @@ from efold.protocol.exit_codes import EXIT_OK, exit_status_for
 from efold.protocol.tasks import ROUTE_KINDS
 from efold.protocol.template_wire import (
     ENCODER,
+    FIRST_FD,
     LAUNCH_MARKER_VAR,
     MAX_PACKET,
     TO_TEMPLATE,
@@ -90,7 +95,6 @@ USAGE: Final = "usage: python -m efold.worker --control-fd N [--routes faux|loca
 # ``--routes``: where the run's workers may send (``protocol.tasks.RouteKind``): the HTTP
 # client is preloaded for a local route, with its verified TLS context for a real one;
 # a faux run's workers send nothing, so neither is built. Absent: real (everything).
-FIRST_FD: Final = 3  # ipc, then key, then credential: the grandchild's fixed numbers
 _HIGH_FD: Final = 16  # scratch numbers above the fixed ones while descriptors move
 _GO: Final = b"g"
 _READY: Final = b"x"

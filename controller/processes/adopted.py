@@ -1,10 +1,10 @@
-"""A launch leader the controller did not spawn itself but adopted (a template's
-grandchild, ``efold.controller.processes.template``), seen through the same small interface as
-the trio ``Process`` of a spawned one (``WorkerProcess``).
+"""A launch leader the controller did not spawn itself but adopted (a worker forked by
+the template, ``efold.controller.processes.template``), seen through the same small
+interface as the trio ``Process`` of a spawned one (``WorkerProcess``).
 
-The adopted leader is the controller's child (reparented to the subreaper) by the time
-``AdoptedProcess`` is built; it is waited for through its own pidfd and reaped by its
-pid, like trio does for a spawned child, and never by ``wait(-1)``.
+The adopted leader is the controller's child from birth (``CLONE_PARENT``); it is
+waited for through its own pidfd and reaped by its pid, like trio does for a spawned
+child, and never by ``wait(-1)``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class AdoptedProcess:
         try:
             reaped, status = os.waitpid(self._pid, os.WNOHANG)
         except ChildProcessError:
-            return False  # not (yet) our child: still being reparented
+            return False  # not ours to reap (yet): wait() looks again shortly
         if reaped != self._pid:
             return False
         self._returncode = os.waitstatus_to_exitcode(status)
@@ -73,7 +73,7 @@ class AdoptedProcess:
             if self._pidfd is not None:
                 await anyio.wait_readable(self._pidfd)
             if not self._try_reap():
-                await anyio.sleep(0.005)  # exited, but its reparenting is not done yet
+                await anyio.sleep(0.005)  # readable, not reapable yet: look again
         return self._returncode
 
     def kill(self) -> None:

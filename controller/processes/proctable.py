@@ -11,6 +11,7 @@ while /proc is read. Callers re-prove anything before acting on it.
 from __future__ import annotations
 
 import os
+import resource
 import select
 import threading
 from collections.abc import Iterable, Mapping
@@ -104,7 +105,9 @@ class _Pins:
     this process): beyond it, processes are read at every scan, as ``scan`` does.
     """
 
-    PIN_LIMIT: Final = 128
+    # A tenth of the soft descriptor limit, at most 128: a busy machine (thousands of
+    # processes) costs full reads beyond it, never the controller's descriptors.
+    PIN_LIMIT: Final = min(128, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 10)
 
     def __init__(self) -> None:
         self._pins: dict[int, tuple[int, int]] = {}
@@ -122,7 +125,7 @@ class _Pins:
                 pinned = self._pins.get(pid)
                 if pinned is not None and pinned[1] < not_before:
                     continue  # the process pinned, alive, started before not_before
-                pidfd = self._open(pid) if pinned is None else None
+                pidfd = self._open(pid, len(fresh)) if pinned is None else None
                 entry = read_entry(pid)
                 if entry is not None:
                     table[pid] = entry
@@ -134,8 +137,10 @@ class _Pins:
             self._pin(fresh)
             return table
 
-    def _open(self, pid: int) -> int | None:
-        if len(self._pins) >= self.PIN_LIMIT:
+    def _open(self, pid: int, pending: int) -> int | None:
+        """A pidfd for ``pid`` if the limit allows one more (``pending``: opened in this
+        scan, not pinned yet)."""
+        if len(self._pins) + pending >= self.PIN_LIMIT:
             return None
         try:
             return os.pidfd_open(pid)

@@ -22,7 +22,9 @@ came before ``Release`` (a worker that never got its "go" byte exits untouched).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import signal
 import socket
 import sqlite3
@@ -42,9 +44,9 @@ from efold.controller.processes.adopted import AdoptedProcess
 from efold.controller.processes.cgroups import Cgroup, cgroup_of
 from efold.controller.processes.childenv import child_environment
 from efold.controller.processes.containment import ContainmentPolicy, LaunchTarget, contain
-from efold.controller.processes.marker import MARKER_VAR, marker_of, new_marker
+from efold.controller.processes.marker import MARKER_VAR, new_marker
 from efold.controller.processes.membership import left_behind
-from efold.controller.processes.proctable import read_entry
+from efold.controller.processes.proctable import read_entry, scan_since
 from efold.controller.processes.run_cgroups import (
     RunCgroups,
     discard_cgroup,
@@ -58,6 +60,7 @@ from efold.protocol.assignment import WorkerKind
 from efold.protocol.tasks import RouteKind
 from efold.protocol.template_wire import (
     ENCODER,
+    FIRST_FD,
     FROM_TEMPLATE,
     LAUNCH_MARKER_VAR,
     MAX_PACKET,
@@ -109,15 +112,18 @@ class Template:
     ``DIRECT_CHILDREN.add``) only once the template names it, so ``fork_child`` is only
     ever called inside ``DIRECT_CHILDREN.spawning()`` (the launcher's, around every
     launch, as for a spawned child): every scan that may attribute orphans awaits
-    ``DIRECT_CHILDREN.quiet()`` first, so none runs in between. The worker runs nothing
-    of its own before ``Release``, which comes after the registration.
+    ``DIRECT_CHILDREN.quiet()`` first, so none runs in between. A request that fails
+    before the registration (a template too slow to answer, a wrong answer) could leave
+    a fork made later, outside that block: so the failure ends the template and kills
+    any fork of that request before the block ends (``_retire``). The worker runs
+    nothing of its own before ``Release``, which comes after the registration.
     """
 
-    def __init__(self, *, control: socket.socket, template: ProcessIdentity, marker: str,
+    def __init__(self, *, control: socket.socket, template: ProcessIdentity, pidfd: int,
                  exchange_timeout: float, ready_by: float) -> None:
         self._control = control
         self.identity = template  # the template process (its launch row's identity)
-        self.marker = marker  # the template's launch marker, shown by every fork of it
+        self._pidfd = pidfd  # its launch pidfd (owned by its launch: only signalled here)
         self.exchange_timeout = exchange_timeout
         # Invariant: no request is sent before ``TemplateReady`` has been read. The first
         # launch waits for it (until ``ready_by``, on anyio's clock), so the run's own
@@ -182,12 +188,20 @@ class Template:
         be placed (it is killed unreleased)."""
         if not self.alive:
             return None
-        with anyio.CancelScope(shield=True):  # a half-done exchange would desync the wire
-            async with self._lock:
-                if not self.alive:
-                    return None
+        async with self._lock:
+            if not self.alive:
+                return None
+            if not self._ready:
                 try:
-                    await self._await_ready()
+                    await self._await_ready()  # not shielded: nothing is sent before it
+                except TemplateBroken:
+                    self.mark_dead()
+                    return None
+                except BaseException:  # cancelled: what it says next is unknown
+                    self.mark_dead()
+                    raise
+            with anyio.CancelScope(shield=True):  # a half-done exchange would desync the wire
+                try:
                     return await self._exchange(kind, marker, fds, cgroup)
                 except (TemplateBroken, OSError, TimeoutError, EfoldError) as exc:
                     self.mark_dead()
@@ -197,14 +211,21 @@ class Template:
 
     async def _exchange(self, kind: WorkerKind, marker: str, fds: Sequence[tuple[Role, int]],
                         cgroup: Cgroup | None) -> AdoptedChild | None:
+        # Only the fork made for this request holds its IPC socket (the template closes
+        # its copy right after the fork): that names it, and nothing else does.
+        ipc = os.fstat(dict(fds)["ipc"]).st_ino
         request = ForkRequest(kind=kind, marker=marker, roles=tuple(role for role, _ in fds))
-        await self._send(request, [fd for _, fd in fds])
-        reply = await self._receive()
-        if not isinstance(reply, Forked):
-            raise TemplateBroken("refused or unexpected reply")
-        child = _register(reply.pid, template=self.identity, marker=self.marker)
-        if child is None:
-            raise TemplateBroken("child failed its adoption checks")
+        try:
+            await self._send(request, [fd for _, fd in fds])
+            reply = await self._receive()
+            if not isinstance(reply, Forked):
+                raise TemplateBroken("refused or unexpected reply")
+            child = _register(reply.pid, template=self.identity, ipc=ipc)
+            if child is None:
+                raise TemplateBroken("child failed its adoption checks")
+        except BaseException:
+            await self._retire(ipc)
+            raise
         try:
             if cgroup is not None and cgroup_of(child.identity.pid) != cgroup.rel:
                 # Not born there (the template could not clone into it): move it, held,
@@ -230,33 +251,96 @@ class Template:
             raise
         return child
 
+    async def _retire(self, ipc: int) -> None:
+        """After a request that may have forked a worker nobody registered (no reply in
+        time, a wrong reply, a fork that fails its checks): end the template (SIGKILL:
+        it holds no secret), so that it forks nothing more, and kill the fork it may
+        have made, the controller's unregistered child that holds the request's IPC
+        socket (``ipc``, an inode). Called inside the launch's
+        ``DIRECT_CHILDREN.spawning()``: no scan can see that fork meanwhile, and none
+        is left once this returns (a fork made just before the template died reads EOF
+        for its "go" byte and exits untouched; it is killed here either way)."""
+        self.mark_dead()
+        _signal(self._pidfd, signal.SIGKILL)
+        with anyio.move_on_after(self.exchange_timeout):
+            await anyio.wait_readable(self._pidfd)
+        for entry in scan_since(self.identity.start_time).values():
+            if entry.ppid == os.getpid() and entry.pid not in DIRECT_CHILDREN \
+                    and not entry.exited and _holds_socket(entry.pid, ipc):
+                _kill_unregistered(entry.pid, entry.start_time, self.exchange_timeout)
+
     def close(self) -> None:
         self.alive = False
         self._control.close()
 
+    def importing_for(self) -> float:
+        """Seconds left of its readiness deadline while it has not said ``TemplateReady``
+        (it may still be importing: a run that ended before its first fork), else 0."""
+        return 0.0 if self._ready else max(0.0, self._ready_by - anyio.current_time())
 
-def _forked_by(pid: int, template: ProcessIdentity, marker: str) -> bool:
-    """Whether ``pid`` is a child of this controller forked from ``template`` after it
-    started: parented here, and showing the template's own marker (the environment a
-    forked process shows in /proc is its exec'd ancestor's, and only the template was
-    exec'd with that marker). A reply naming any other process is never believed, let
-    alone signalled."""
+
+def _forked_by(pid: int, template: ProcessIdentity, ipc: int) -> bool:
+    """Whether ``pid`` is the worker the template just forked: the controller's own
+    child, not registered (no worker already launched), started after the template,
+    and holding the request's IPC socket (inode ``ipc``) at its place (``FIRST_FD``).
+    A reply naming any other process is never believed, let alone signalled."""
     entry = read_entry(pid)
-    return (entry is not None and entry.ppid == os.getpid()
-            and entry.start_time >= template.start_time and marker_of(pid) == marker)
+    return (entry is not None and entry.ppid == os.getpid() and pid not in DIRECT_CHILDREN
+            and entry.start_time >= template.start_time
+            and _socket_at(pid, FIRST_FD) == ipc)
 
 
-def _register(pid: int, *, template: ProcessIdentity, marker: str) -> AdoptedChild | None:
-    """Open the child's pidfds, read its identity, check it was forked from the template
-    (``_forked_by``) and leads its own group, and register it in ``DIRECT_CHILDREN``;
-    None (nothing registered; a worker in the wrong group killed) if it does not check
-    out. Once it is known to be our child, its pid stays its own until we reap it, so
-    the checks made after ``pidfd_open`` are about the process it names."""
+def _socket_at(pid: int, fd: int) -> int | None:
+    """The inode of the socket at ``pid``'s descriptor ``fd``, or None."""
+    try:
+        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    if not (link.startswith("socket:[") and link.endswith("]")):
+        return None
+    return int(link[len("socket:["):-1])
+
+
+def _holds_socket(pid: int, ipc: int) -> bool:
+    """Whether any descriptor of ``pid`` is the socket of inode ``ipc``."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    return any(_socket_at(pid, int(fd)) == ipc for fd in fds)
+
+
+def _kill_unregistered(pid: int, start_time: int, timeout: float) -> None:
+    """SIGKILL an unregistered child of ours (re-proved through a pidfd), wait for its
+    death and reap it: nobody else owns it."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        entry = read_entry(pid)
+        if entry is None or entry.ppid != os.getpid() or entry.start_time != start_time:
+            return
+        _signal(pidfd, signal.SIGKILL)
+        select.select([pidfd], [], [], timeout)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    finally:
+        os.close(pidfd)
+
+
+def _register(pid: int, *, template: ProcessIdentity, ipc: int) -> AdoptedChild | None:
+    """Open the child's pidfds, read its identity, check it is the worker the template
+    forked for this request (``_forked_by``) and leads its own group, and register it
+    in ``DIRECT_CHILDREN``; None (nothing registered; a worker in the wrong group
+    killed) if it does not check out. Once it is known to be our child, its pid stays
+    its own until we reap it, so the checks made after ``pidfd_open`` are about the
+    process it names."""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
         return None
-    if not _forked_by(pid, template, marker):
+    if not _forked_by(pid, template, ipc):
         os.close(pidfd)
         return None
     try:
@@ -393,9 +477,10 @@ async def _finish(launch: _TemplateLaunch, template: Template,
                   policy: ContainmentPolicy, exit_grace: float) -> None:
     """Close the control socket (the template leaves on EOF), contain what is left,
     reap, journal the exit."""
+    grace = max(exit_grace, template.importing_for())  # EOF is read once it is ready
     template.close()
     exited = False
-    with anyio.move_on_after(exit_grace):
+    with anyio.move_on_after(grace):
         await anyio.wait_readable(launch.pidfd)
         exited = True
     if exited:
@@ -445,7 +530,7 @@ async def running_template(
     run's workers may send to (``campaign.route_kind``): the template preloads the HTTP
     client only for what they may use (``--routes``, ``efold.worker.template``)."""
     launch, control = await _start(journal, epoch, program, env, cgroups, routes)
-    template = Template(control=control, template=launch.identity, marker=launch.marker,
+    template = Template(control=control, template=launch.identity, pidfd=launch.pidfd,
                         exchange_timeout=exchange_timeout,
                         ready_by=anyio.current_time() + ready_timeout)
     try:

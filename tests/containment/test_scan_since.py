@@ -145,3 +145,14 @@ def test_a_pin_goes_with_its_process() -> None:
     child.wait()
     scan_since(start)
     assert child.pid not in pins and pidfd not in proctable._PINS._by_fd
+
+
+def test_one_scan_never_pins_more_than_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every process of the machine is new to a fresh cache: the first scan is where the
+    # limit must hold (a busy machine would otherwise take the controller's descriptors).
+    monkeypatch.setattr(proctable._Pins, "PIN_LIMIT", 3)
+    pins = proctable._Pins()
+    table = pins.scan(0)
+    assert len(table) > 3  # this machine has more processes than the limit
+    assert 0 < len(pins._pins) <= 3 and len(pins._by_fd) == len(pins._pins)
+    assert set(pins.scan(0)) >= {os.getpid()}  # beyond the limit: read, as scan reads

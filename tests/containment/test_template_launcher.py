@@ -33,14 +33,20 @@ from proc_harness import (
 
 from efold.controller.processes.adopted import AdoptedProcess
 from efold.controller.processes.launcher import launch_worker, supervise
-from efold.controller.processes.marker import MARKER_VAR, marker_of
-from efold.controller.processes.proctable import read_entry
+from efold.controller.processes.marker import MARKER_VAR, marker_of, markers_by_process
+from efold.controller.processes.proctable import read_entry, scan
 from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreaper
-from efold.controller.processes.template import TEMPLATE_KIND, TEMPLATE_SLOT, running_template
+from efold.controller.processes.template import (
+    TEMPLATE_KIND,
+    TEMPLATE_SLOT,
+    _forked_by,
+    _socket_at,
+    running_template,
+)
 from efold.controller.rundirs.reap import reap
 from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
-from efold.identity import identity_of
+from efold.identity import ProcessIdentity, identity_of
 from efold.ipc import Prepared, Terminal, TerminalStatus
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.exit_codes import exit_status_for
@@ -420,3 +426,58 @@ async def test_forked_workers_share_no_random_state_and_no_intermediate(run: Run
     assert {d["ppid"] for d in drawn} == {os.getpid()}
     assert len({d["random"] for d in drawn}) == 3
     assert len({d["ssl"] for d in drawn}) == 3
+
+
+async def test_a_fork_answered_too_late_is_killed_with_its_template(run: Run) -> None:
+    """A template that answers after the exchange's timeout has forked a worker that is
+    the controller's child and unregistered: left alive, a later scan would take it for
+    an orphan of another launch. The failure ends the template and kills that fork
+    before the launch goes on (and spawns)."""
+    templated = [sys.executable, str(PROGRAMS / "template_child.py"), "slow_forked"]
+    async with running_template(run.journal, run.epoch, program=templated, policy=FAST,
+                                exchange_timeout=1.0) as template:
+        a = make_assignment(run, kind="prep")
+        async with supervise(run.journal, a, policy=FAST, template=template) as handle:
+            assert not isinstance(handle.process, AdoptedProcess)  # spawned instead
+            assert not template.alive
+            # Nothing the template forked is alive: it is dead, and so is its fork.
+            template_marker = launches(run)[0]["marker"]
+            forks = [pid for pid, found in markers_by_process(scan()).items()
+                     if found == template_marker and pid != template.identity.pid]
+            assert forks == []
+            assert read_entry(template.identity.pid) is None \
+                or read_entry(template.identity.pid).exited  # type: ignore[union-attr]
+            await handle.accept_hello(welcome(), timeout=10)
+            assert isinstance(await handle.channel.receive(timeout=10), Prepared)
+            await handle.acknowledge_done()
+        exit_ = await handle.close()
+        assert exit_.status == 0 and exit_.containment is None
+    with JournalReader(run.run_dir) as reader:
+        assert reader.rows("containments") == []
+
+
+def test_only_the_fork_holding_the_requests_socket_is_believed() -> None:
+    """``_forked_by``: the controller's unregistered child holding the request's IPC
+    socket at its place, and nothing else (not a registered worker, not a process
+    holding another socket)."""
+    become_subreaper()
+    mine, relayed = socket.socketpair()
+    other, _ = socket.socketpair()
+    code = "import os, sys, time; os.dup2(int(sys.argv[1]), 3); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", code, str(relayed.fileno())],
+                             pass_fds=[relayed.fileno()])
+    try:
+        assert wait_until(lambda: _socket_at(child.pid, 3) is not None)
+        me = identity_of(os.getpid())
+        since = ProcessIdentity(pid=me.pid, start_time=0, boot_id=me.boot_id)
+        ino = os.fstat(relayed.fileno()).st_ino
+        assert _forked_by(child.pid, since, ino)
+        assert not _forked_by(child.pid, since, os.fstat(other.fileno()).st_ino)
+        DIRECT_CHILDREN.add(identity_of(child.pid))  # a worker already launched
+        assert not _forked_by(child.pid, since, ino)
+    finally:
+        DIRECT_CHILDREN.discard(child.pid)
+        child.kill()
+        child.wait()
+        for s in (mine, relayed, other):
+            s.close()

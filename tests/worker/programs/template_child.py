@@ -7,7 +7,8 @@ MODE is a ``body_child.py`` mode (a tree mode, or crash/hang/session), or
 or ``exec_sleeper``: a prep body that starts ``sleep`` (an exec'd descendant) and writes
 its pid to ``tree.pids`` as ``sleeper``, or ``entropy``: a prep body that writes to
 ``entropy.json`` what it draws from ``random`` and from OpenSSL's generator, and its
-parent.
+parent, or ``slow_forked``: the builtin bodies, but the template answers each
+``ForkRequest`` 3 s after its fork (a template too slow for the exchange's timeout).
 """
 
 from __future__ import annotations
@@ -51,6 +52,21 @@ if __name__ == "__main__":
         body: object = CredentialBody(read=True)
     elif mode == "exec_sleeper":
         body = ExecSleeper()
+    elif mode == "slow_forked":
+        import time
+
+        from efold.protocol.template_wire import Forked
+        from efold.worker import template as served
+
+        answer = served._reply
+
+        def late(sock: object, msg: object) -> None:
+            if isinstance(msg, Forked):
+                time.sleep(3)
+            answer(sock, msg)  # type: ignore[arg-type]
+
+        served._reply = late  # type: ignore[assignment]
+        sys.exit(main(sys.argv[2:]))
     elif mode == "entropy":
         body = Entropy()
         ssl.RAND_bytes(16)  # the template's own generator is seeded before any fork
