@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import msgspec
 
@@ -94,16 +94,14 @@ def fact_lines(text: str) -> list[str]:
     return [_clean_line(line) for line in text.split("\n")]
 
 
-class _Form(NamedTuple):
-    """What a cleaned line is, by the forms of ``corpus/FORMS.md``: the keys under
-    which it is a fact line (``_key`` of the probes it answers)."""
-
-    keys: frozenset[tuple[str, str | None]]
+FormKey = tuple[str, str | None]  # ("label", "dock code"), ("rule", None), ...
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _form(line: str) -> _Form:
-    keys: set[tuple[str, str | None]] = set()
+def _form(line: str) -> frozenset[FormKey]:
+    """The form keys under which a cleaned line is a fact line, by the forms of
+    ``corpus/FORMS.md`` (``_key`` of the probes it answers): read once per line."""
+    keys: set[FormKey] = set()
     for pattern in (FACT_LINE, CORRECTION_LINE):  # "<Label>: v", "Correction: the <label>"
         found = pattern.match(line)
         if found is not None:
@@ -117,10 +115,10 @@ def _form(line: str) -> _Form:
     for name, pattern in (("next", NEXT_LINE), ("rule", RULE_LINE), ("priority", PRIORITY_LINE)):
         if pattern.match(line) is not None:
             keys.add((name, None))
-    return _Form(frozenset(keys))
+    return frozenset(keys)
 
 
-def _key(probe: Probe) -> tuple[str, str | None] | None:
+def _key(probe: Probe) -> FormKey | None:
     """The form key of ``probe``'s fact lines (the module docstring's rules per
     category); None: no line is (a category without fact lines)."""
     label = (probe.label or "").lower()
@@ -146,9 +144,9 @@ class _Lines:
 
     def __init__(self, lines: Sequence[str]) -> None:
         self.lines = tuple(lines)
-        self._by_key: dict[tuple[str, str | None], list[str]] = {}
+        self._by_key: dict[FormKey, list[str]] = {}
         for line in self.lines:
-            for key in _form(line).keys:
+            for key in _form(line):
                 self._by_key.setdefault(key, []).append(line)
 
     def relevant(self, probe: Probe) -> Sequence[str]:
@@ -181,7 +179,7 @@ def _relevant(line: str, probe: Probe) -> bool:
     """Whether ``line`` is a fact line for ``probe`` (see the module docstring). A
     probe without a label (a user's probe on an imported conversation, which follows no
     surface form) finds its value on any visible line."""
-    return probe.label is None or _key(probe) in _form(line).keys
+    return probe.label is None or _key(probe) in _form(line)
 
 
 def _sought(probe: Probe) -> list[str]:

@@ -33,6 +33,7 @@ A raw clone is not glibc's ``fork``, and three differences are handled here:
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import signal
@@ -58,12 +59,7 @@ def fork_sibling(cgroup_fd: int | None) -> int:
     directory ``cgroup_fd`` is when given (and the kernel allows it): the child's pid
     here, 0 in the child. Raises ``OSError`` when no clone was possible (nothing was
     forked)."""
-    number = _SYS_CLONE.get(platform.machine())
-    if number is None:
-        raise OSError(38, "clone numbers unknown on this architecture")  # ENOSYS
-    # PyDLL: the GIL stays held across the syscall, as ``os.fork`` holds it.
-    libc = ctypes.PyDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+    libc, number = _libc()
     api = ctypes.pythonapi
     api.PyOS_BeforeFork()
     pid, errno = _clone3(libc, cgroup_fd)
@@ -80,6 +76,19 @@ def fork_sibling(cgroup_fd: int | None) -> int:
     if pid < 0:
         raise OSError(errno, os.strerror(errno))
     return int(pid)
+
+
+@functools.cache
+def _libc() -> tuple[ctypes.PyDLL, int]:
+    """This process's C library, for ``syscall``, and the ``clone`` number of this
+    machine: looked up once, not at every fork."""
+    number = _SYS_CLONE.get(platform.machine())
+    if number is None:
+        raise OSError(38, "clone numbers unknown on this architecture")  # ENOSYS
+    # PyDLL: the GIL stays held across the syscall, as ``os.fork`` holds it.
+    libc = ctypes.PyDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc, number
 
 
 def _clone3(libc: ctypes.PyDLL, cgroup_fd: int | None) -> tuple[int, int]:

@@ -98,7 +98,7 @@ from efold.folds.registry import DECLARED_ARMS, extracts_ledger, plugin_arms
 from efold.guard.money import UNITS_PER_USD, parse_decimal, units_to_usd
 from efold.input_files import CAMPAIGN_LIMIT, InputFileError, read_input
 from efold.protocol.records import OPAQUE_ID
-from efold.protocol.tasks import RouteKind as RouteKind  # re-exported: the campaign's route kind
+from efold.protocol.tasks import RouteKind
 
 CAMPAIGN_VERSION = 1
 SUITES = ("original", "medium", "hard", "hard-distractors")

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, NoReturn, TypeVar, cast
 import click
 import msgspec
 
-from efold.controller.campaigns.campaign import Campaign, RouteKind, named_campaign, route_kind
+from efold.controller.campaigns.campaign import Campaign, named_campaign, route_kind
 from efold.controller.campaigns.local_models import LocalModels, with_local_models
 from efold.controller.campaigns.registration import (
     Registration,
@@ -25,6 +25,7 @@ from efold.controller.errors import ControllerError
 from efold.controller.rundirs.run_index import latest_run, not_a_run, private_run
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT
 from efold.errors import Code, EfoldError
+from efold.protocol.tasks import RouteKind
 from efold.registry.errors import RegistryError
 from efold.registry.journal import journal_path
 

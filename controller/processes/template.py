@@ -22,7 +22,6 @@ came before ``Release`` (a worker that never got its "go" byte exits untouched).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
@@ -53,7 +52,11 @@ from efold.controller.processes.run_cgroups import (
     kill_cgroup,
     live_in_cgroup,
 )
-from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreaper
+from efold.controller.processes.subreaper import (
+    DIRECT_CHILDREN,
+    become_subreaper,
+    reap_adopted,
+)
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
 from efold.protocol.assignment import WorkerKind
@@ -169,8 +172,6 @@ class Template:
     async def _await_ready(self) -> None:
         """Read ``TemplateReady`` once (under the lock); a template that does not say it
         in time, or says anything else, is dead."""
-        if self._ready:
-            return
         try:
             msg = await self._receive(max(0.0, self._ready_by - anyio.current_time()))
         except (TemplateBroken, OSError, TimeoutError) as exc:
@@ -312,7 +313,7 @@ def _holds_socket(pid: int, ipc: int) -> bool:
 
 def _kill_unregistered(pid: int, start_time: int, timeout: float) -> None:
     """SIGKILL an unregistered child of ours (re-proved through a pidfd), wait for its
-    death and reap it: nobody else owns it."""
+    death and reap it, as an adopted orphan is (``reap_adopted``): nobody else owns it."""
     try:
         pidfd = os.pidfd_open(pid)
     except OSError:
@@ -323,8 +324,7 @@ def _kill_unregistered(pid: int, start_time: int, timeout: float) -> None:
             return
         _signal(pidfd, signal.SIGKILL)
         select.select([pidfd], [], [], timeout)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+        reap_adopted(pid, start_time)
     finally:
         os.close(pidfd)
 

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import msgspec
 
-from efold.controller.campaigns.campaign import RouteKind, route_kind
+from efold.controller.campaigns.campaign import route_kind
 from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
 from efold.controller.processes.run_cgroups import META_MODE, META_OPERATOR_FALLBACK
 from efold.controller.processes.template import TEMPLATE_KIND
@@ -46,6 +46,7 @@ from efold.protocol.records import (
     SlotStatus,
     TokenCounts,
 )
+from efold.protocol.tasks import RouteKind
 from efold.registry import publish_exclusive
 from efold.registry.journal import HOLD_ACTIVE, HOLD_CONSUMED, HOLD_SETTLED, JournalReader
 from efold.registry.lease import probe_lease

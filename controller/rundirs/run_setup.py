@@ -34,7 +34,6 @@ import msgspec
 from efold.boundary.case import Case
 from efold.boundary.suite import case_item, cases_digest
 from efold.controller.campaigns.campaign import (
-    RouteKind,
     campaign_cases,
     campaign_items,
     prep_seconds,
@@ -77,6 +76,7 @@ from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
 from efold.protocol.records import ChainLink, Plan
+from efold.protocol.tasks import RouteKind
 from efold.registry import publish_exclusive
 from efold.registry.authorization import AuthorizationDomain, verify_authorization
 from efold.registry.burn import real_registry_root, registry_key
