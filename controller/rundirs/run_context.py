@@ -137,7 +137,7 @@ class RunContext:
         """One supervised launch (``launcher.supervise`` with this run's containment
         policy and program, and the child environment read now), ended the one way every
         launch of the run ends (``credential``, if given, reaches this child alone, over
-        its credential pipe once its Hello is accepted: ``launcher.CredentialHandoff``):
+        its credential pipe once its Hello is accepted: ``credential_handoff.CredentialHandoff``):
         - an interruption cancels it (``interrupt``): the launcher contains the child,
           shielded, on the way out, and ``end.interrupted`` says so;
         - a failure (an ``EfoldError``, or the watchdog's ``TimeoutError``) ends the
