@@ -15,6 +15,7 @@ import pytest
 from proc_harness import FAST, PROGRAMS, Run, make_assignment, welcome
 
 from efold.controller.errors import ControllerError
+from efold.controller.processes import proctable
 from efold.controller.processes.childenv import child_environment
 from efold.controller.processes.launcher import WorkerHandle, launch_worker, supervise
 from efold.errors import Code
@@ -58,7 +59,11 @@ def credential_fd_of(pid: int) -> int | None:
 
 
 def open_fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
+    """This process's descriptors, but the membership scan's pidfd pins: those pin
+    whatever processes the machine runs (other tests' among them), at most
+    ``PIN_LIMIT``, and are dropped as those processes exit (``proctable._Pins``)."""
+    pins = {str(fd) for fd in proctable._PINS._by_fd}
+    return set(os.listdir("/proc/self/fd")) - pins
 
 
 def assert_nowhere_but_the_pipe(handle: WorkerHandle, secret: str) -> None:
