@@ -401,8 +401,10 @@ async def contain(
         terminated = False  # SIGTERM sent: every later round sends SIGKILL
         stops: list[Code] = []
         for round_no in range(rounds):
-            await DIRECT_CHILDREN.quiet()  # no fresh child of another launch is unregistered
             await episode.freeze()  # cgroup mode: nothing of the launch forks meanwhile
+            # Last before the snapshot, with no await after it: no fresh child of another
+            # launch is unregistered while /proc is read (``DirectChildren``).
+            await DIRECT_CHILDREN.quiet()
             proofs: list[Proof] = []
             try:
                 _, tied = episode.snapshot()
