@@ -33,9 +33,8 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
@@ -59,7 +58,7 @@ from efold.controller.pilot.evidence import (
     transcript_size,
 )
 from efold.controller.pilot.judging import refused_receipt
-from efold.controller.pilot.places import Place, Places, at_the_end
+from efold.controller.pilot.places import Place, Places, at_the_end, one_failure_task_group
 from efold.controller.pilot.prep_launch import PrepCause
 from efold.controller.pilot.preparation import (
     Preparation,
@@ -258,27 +257,18 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     a feasible one; for a boundary case's checkpoint, into ``facts``, what judging its
     slots needs of it."""
     evidence: dict[tuple[str, str], Evidence] = {}
-    firsts = [first for key, first in checkpoints_of(plan, eligible_only=True).items()
-              if key in only]  # the order preps run in
-    ready: set[str] = set()
+    roles = {key: first.role for key, first in checkpoints_of(plan, eligible_only=True).items()}
     settled = retained = 0
-    launched: tuple[PlannedSlot, float] | None = None
 
-    def prep_tick(phase: str, done: int, total: int) -> None:
-        # ``prepare_checkpoints`` ticks before each checkpoint and once at the end, and
-        # launches checkpoint ``done`` unless admission has closed (then it launches no
-        # more): so each tick ends the checkpoint the previous one started, if any.
-        nonlocal settled, retained, launched
+    def prep_tick(done: int, total: int, ended: Preparation | None) -> None:
+        nonlocal settled, retained
         finished = None
-        if launched is not None:
-            first, started = launched
-            settled += ctx.source.ledger(first.checkpoint).settled_units
-            retained += ctx.source.ledger(first.checkpoint).retained_units
-            finished = CheckpointDone(first.checkpoint, first.role, first.checkpoint in ready,
-                                      int((time.monotonic() - started) * 1000))
-        launched = None
-        if done < total and not ctx.policy.stopped:
-            launched = (firsts[done], time.monotonic())
+        if ended is not None:
+            key = ended.result.key
+            settled += ctx.source.ledger(key).settled_units
+            retained += ctx.source.ledger(key).retained_units
+            finished = CheckpointDone(key, roles[key], ended.feasible is True,
+                                      ended.result.elapsed_ms)
         tick(ProgressEvent("prep", done, total, settled, retained, ctx.source.cap_units,
                            checkpoint=finished))
 
@@ -287,7 +277,6 @@ async def _prepare(ctx: RunContext, plan: Plan, items: dict[str, SuiteItem],
     provider_counts = not reg.campaign.reader.is_faux
 
     def on_prepared(key: str, first: PlannedSlot, restored: RestoredCheckpoint) -> None:
-        ready.add(key)
         if first.trace_id in cases:
             facts[key] = checkpoint_facts(restored.checkpoint)
         asked = {s.probe_id for s in plan.slots if s.checkpoint == key}
@@ -401,7 +390,7 @@ class _Probing:
                 hand_over()
 
         tick(ProgressEvent("probe", 0, len(part), settled, retained, ctx.source.cap_units))
-        async with _task_group() as in_flight:
+        async with one_failure_task_group() as in_flight:
             for n in part:
                 planned = plan.slots[n]
                 place = await places.take()  # in schedule order: a slot waits for a place
@@ -520,21 +509,6 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
         )
 
     return start
-
-
-@asynccontextmanager
-async def _task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
-    """A task group whose single failure leaves it as itself, not wrapped in an
-    exception group: a journal failure in one slot (``RegistryError``) reaches the
-    command as the refusal it is, after every other child in flight was cancelled
-    and contained on its way out (``launcher.supervise``, shielded)."""
-    try:
-        async with anyio.create_task_group() as group:
-            yield group
-    except BaseExceptionGroup as failed:
-        if len(failed.exceptions) == 1:
-            raise failed.exceptions[0] from None
-        raise
 
 
 def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | None:

@@ -1,10 +1,15 @@
 """The places of the probe phase: ``concurrency`` of them, handed from slot to slot,
 so that a slot's teardown overlaps the next slot's launch while the next slot's first
-admission waits for it (docs/architecture.md, §4 "Orderings")."""
+admission waits for it (docs/architecture.md, §4 "Orderings"); and the task group
+children in flight run in, prep children's and probe children's alike."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
+import anyio.abc
 
 
 def at_the_end() -> None:
@@ -51,3 +56,18 @@ class Places:
     def hand_over(self, place: Place) -> None:
         """Hand ``place`` on to the next slot (each holder once: see the invariant)."""
         self._send.send_nowait(place)
+
+
+@asynccontextmanager
+async def one_failure_task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
+    """A task group whose single failure leaves it as itself, not wrapped in an
+    exception group: a journal failure in one slot (``RegistryError``) reaches the
+    command as the refusal it is, after every other child in flight was cancelled
+    and contained on its way out (``launcher.supervise``, shielded)."""
+    try:
+        async with anyio.create_task_group() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        if len(failed.exceptions) == 1:
+            raise failed.exceptions[0] from None
+        raise

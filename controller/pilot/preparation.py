@@ -15,14 +15,17 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import msgspec
 
 from efold.boundary.case import Case
-from efold.controller.campaigns.campaign import ProxySpec, Role, command_timeout
+from efold.controller.campaigns.campaign import Campaign, ProxySpec, Role, command_timeout
 from efold.controller.campaigns.feasibility import FirstRequest, first_request
 from efold.controller.campaigns.profiles import Profile, profile_entry
 from efold.controller.campaigns.registration import Registration, verify_fold_pins
 from efold.controller.errors import CampaignError
+from efold.controller.pilot.places import one_failure_task_group
 from efold.controller.pilot.prep_launch import PrepResult, run_prep
 from efold.controller.pilot.reuse import CHECKPOINTS_DIR, Built, reuse_checkpoint
 from efold.controller.rundirs.run_context import RunContext
@@ -42,7 +45,10 @@ from efold.protocol.records import Plan, PlannedSlot
 from efold.protocol.tasks import PrepTask, ProxyTask, Route, StageFile
 from efold.registry import publish_exclusive
 
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
+# (checkpoints ended, checkpoints to prepare, the one that just ended): once with
+# (0, total, None) before the first launch, then as each ends; once more with
+# (total, total, None) when admission closed before every one was launched.
+Progress = Callable[[int, int, "Preparation | None"], None]
 # Called once per feasible checkpoint with its verified snapshot (evidence, while it is
 # in memory: the decoded snapshot is not kept, so a run holds one at a time).
 OnPrepared = Callable[[str, PlannedSlot, RestoredCheckpoint], None]
@@ -169,53 +175,86 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
                               reuse: Mapping[str, Built] | None = None,
                               cases: Mapping[str, Case] | None = None,
                               ) -> dict[str, Preparation]:
-    """Prepare the plan's checkpoints in schedule order (only those an eligible slot uses
-    when ``eligible_only``; only those in ``only`` when given), from the inputs
+    """Prepare the plan's checkpoints (only those an eligible slot uses when
+    ``eligible_only``; only those in ``only`` when given), from the inputs
     ``publish_prep_inputs`` gave (``traces``; None: published here, for a run prepared
-    in one call). Stops launching once admission closes (a sticky stop or an
-    interruption): later checkpoints are absent from the result. ``reuse``: a
-    continuation's checkpoints an earlier link built (``pilot.reuse``), each copied and
-    verified instead of built when it verifies. ``cases``: the run's boundary cases by
-    their trace id; a case's checkpoints are built in its fold regime
-    (``folds.regime``)."""
-    campaign = reg.campaign
-    roles = {r.name: r for r in campaign.roles}
+    in one call). Prep children are launched in schedule order, up to the campaign's
+    ``concurrency`` in flight at once (the probe phase's bound: every summary request a
+    prep child sends holds against the cap as a probe's does); a checkpoint's evidence
+    is computed once its child has ended, while the next one builds. Stops launching
+    once admission closes (a sticky stop or an interruption): later checkpoints are
+    absent from the result, which is in schedule order. ``reuse``: a continuation's
+    checkpoints an earlier link built (``pilot.reuse``), each copied and verified
+    instead of built when it verifies. ``cases``: the run's boundary cases by their
+    trace id; a case's checkpoints are built in its fold regime (``folds.regime``)."""
+    roles = {r.name: r for r in reg.campaign.roles}
     firsts = {key: first for key, first in checkpoints_of(plan, eligible_only=eligible_only).items()
               if only is None or key in only}
     if traces is None:
         traces = publish_prep_inputs(ctx.run_dir, plan, items, eligible_only=eligible_only)
     questions = _longest_questions(plan, items)
-    out: dict[str, Preparation] = {}
-    for n, (key, first) in enumerate(firsts.items()):
+    prepared: dict[str, Preparation] = {}  # as they end
+    # Invariant: ``places`` has one token per prep child not in flight (at most
+    # ``concurrency`` are); a checkpoint takes one before its launch, in schedule order.
+    places = anyio.Semaphore(reg.campaign.concurrency)
+
+    async def prepare(key: str, first: PlannedSlot, task: PrepTask) -> None:
+        try:
+            slot_dir = private_subdir(ctx.run_dir, CHECKPOINTS_DIR, key)
+            built = (reuse or {}).get(key)
+            result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)
+            if result is None:
+                result = await _build(ctx, key, slot_dir, task)
+        finally:
+            places.release()
+        # The next checkpoint's launch goes first: its child builds while this one's
+        # evidence (controller CPU, no await) is computed.
+        await anyio.lowlevel.checkpoint()
+        prepared[key] = _evaluated(result, reg.campaign, first, questions[key], on_prepared)
         if tick is not None:
-            tick("prep", n, len(firsts))
-        if ctx.policy.stopped:
-            break
-        path, digest = traces[first.trace_id]
-        # The role's fold, pinned: the registered fold digests are re-derived first and
-        # the child re-checks its own fold's pin just before building.
-        task = prep_task(roles[first.role], trace_file=path, trace_sha256=digest,
-                         registration=reg,
-                         summariser=ctx.summariser.route if ctx.summariser else None)
-        case = (cases or {}).get(first.trace_id)
-        if case is not None and not case.sidecar.fold.regime.plain:
-            task = msgspec.structs.replace(task, regime=case.sidecar.fold.regime)
-        slot_dir = private_subdir(ctx.run_dir, CHECKPOINTS_DIR, key)
-        built = (reuse or {}).get(key)
-        result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)
-        if result is None:
-            result = await _build(ctx, key, slot_dir, task)
-        first_round = None
-        if result.restored is not None:
-            first_round = first_request(result.restored.checkpoint, campaign, first.role,
-                                        questions[key])
-            if first_round.fits and on_prepared is not None:
-                on_prepared(key, first, result.restored)
-        out[key] = Preparation(replace(result, restored=None),
-                               None if first_round is None else first_round.fits, first_round)
+            tick(len(prepared), len(firsts), prepared[key])
+
     if tick is not None:
-        tick("prep", len(firsts), len(firsts))
-    return out
+        tick(0, len(firsts), None)
+    async with one_failure_task_group() as in_flight:
+        for key, first in firsts.items():
+            await places.acquire()
+            if ctx.policy.stopped:
+                places.release()
+                break
+            in_flight.start_soon(prepare, key, first,
+                                 _task_of(ctx, reg, roles[first.role], traces[first.trace_id],
+                                          (cases or {}).get(first.trace_id)))
+    if tick is not None and len(prepared) < len(firsts):
+        tick(len(firsts), len(firsts), None)  # the phase ends with what was prepared
+    return {key: prepared[key] for key in firsts if key in prepared}
+
+
+def _task_of(ctx: RunContext, reg: Registration, role: Role, trace: tuple[str, str],
+             case: Case | None) -> PrepTask:
+    """The prep task of a checkpoint of ``role`` over the published ``trace`` (its path
+    and digest); a boundary case's in the case's fold regime. The role's fold is pinned:
+    the registered fold digests are re-derived first and the child re-checks its own
+    fold's pin just before building."""
+    path, digest = trace
+    task = prep_task(role, trace_file=path, trace_sha256=digest, registration=reg,
+                     summariser=ctx.summariser.route if ctx.summariser else None)
+    if case is not None and not case.sidecar.fold.regime.plain:
+        task = msgspec.structs.replace(task, regime=case.sidecar.fold.regime)
+    return task
+
+
+def _evaluated(result: PrepResult, campaign: Campaign, first: PlannedSlot, question: str,
+               on_prepared: OnPrepared | None) -> Preparation:
+    """A built checkpoint's feasibility: whether its longest question's first round fits
+    (``on_prepared`` is given the verified snapshot of one that does)."""
+    first_round = None
+    if result.restored is not None:
+        first_round = first_request(result.restored.checkpoint, campaign, first.role, question)
+        if first_round.fits and on_prepared is not None:
+            on_prepared(result.key, first, result.restored)
+    return Preparation(replace(result, restored=None),
+                       None if first_round is None else first_round.fits, first_round)
 
 
 SESSIONS_DIR = "sessions"
