@@ -58,7 +58,7 @@ from efold.controller.pilot.evidence import (
     transcript_size,
 )
 from efold.controller.pilot.judging import refused_receipt
-from efold.controller.pilot.places import Place, Places, at_the_end, one_failure_task_group
+from efold.controller.pilot.places import Place, Places, one_failure_task_group
 from efold.controller.pilot.prep_launch import PrepCause
 from efold.controller.pilot.preparation import (
     Preparation,
@@ -70,7 +70,6 @@ from efold.controller.pilot.preparation import (
 from efold.controller.pilot.receipts import receipts_durable
 from efold.controller.pilot.reuse import Built, earlier_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
-from efold.controller.processes.launcher import teardown_bound
 from efold.controller.processes.template import Launcher
 from efold.controller.rundirs.aggregate import run_reports
 from efold.controller.rundirs.authorize_run import RealGrant
@@ -350,9 +349,6 @@ class _Probing:
         retained = sum(ctx.source.ledger(key).retained_units for key in preps) + sum(
             r.spend.retained_units for r in self.receipts.values())
         places = Places(campaign.concurrency)
-        # The early hand-over only when a teardown's bound leaves the next slot at least
-        # half of its own deadline (its first admission may wait that long).
-        early = teardown_bound(ctx.containment) <= ctx.probe_seconds / 2
 
         def visited(n: int, receipt: Receipt, end: SlotEnd | None) -> None:
             nonlocal settled, retained, done
@@ -372,16 +368,16 @@ class _Probing:
             handed = False
 
             def hand_over() -> None:
-                """Once: early (on DoneAck, if the teardown before this slot in its place
-                has ended: so a place holds at most two live children) or at the end."""
+                """Once: at the slot's first admission or its DoneAck, once the slot
+                before it in its place has ended (so a place holds at most two live
+                children), else at its end."""
                 nonlocal handed
                 if not handed and place.ended.is_set():
                     handed = True
                     places.hand_over(ended)
 
             try:
-                result = await start_slot(n, planned, snapshot, place.ended,
-                                          hand_over if early else at_the_end)
+                result = await start_slot(n, planned, snapshot, place.ended, hand_over)
                 visited(n, result.receipt, result.end)
             finally:
                 with anyio.CancelScope(shield=True):
@@ -463,7 +459,7 @@ def _as_smoke(tick: Progress) -> Progress:
     return smoke_tick
 
 
-# (position, slot, snapshot, the place's teardown to admit after, called on DoneAck)
+# (position, slot, snapshot, the end to admit after, the hand-over: ``slots.run_probe``)
 SlotStarter = Callable[[int, PlannedSlot, SnapshotRef, anyio.Event, Callable[[], None]],
                        Awaitable[SlotResult]]
 
@@ -480,9 +476,13 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
     cache_token = secrets.token_hex(6)  # cache keys: printable ASCII, unique per slot
     probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
     roles = {r.name: r for r in campaign.roles}
+    # A place is handed over at its slot's first admission (the next child's launch
+    # overlapping this slot's request) only while a core is left for it: at or above
+    # one child per core the launch only competes with the slots under way.
+    overlap_request = campaign.concurrency < len(os.sched_getaffinity(0))
 
     async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
-                    admit_after: anyio.Event, on_acknowledged: Callable[[], None]
+                    admit_after: anyio.Event, hand_over: Callable[[], None]
                     ) -> SlotResult:
         probe = probes[(planned.trace_id, planned.probe_id)]
         case = boundary.cases.get(planned.trace_id)
@@ -505,7 +505,8 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
             slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot, durable=False),
             snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
-            boundary=slot_case, admit_after=admit_after, on_acknowledged=on_acknowledged,
+            boundary=slot_case, admit_after=admit_after, hand_over=hand_over,
+            overlap_request=overlap_request,
         )
 
     return start

@@ -11,9 +11,7 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.abc
 
-
-def at_the_end() -> None:
-    """No early hand-over: the place is handed over when the slot has ended."""
+from efold.errors import EfoldError
 
 
 class Place:
@@ -31,15 +29,17 @@ class Place:
 
 class Places:
     """The ``concurrency`` places of the probe phase. A slot takes one to launch; it
-    hands a new one over as soon as its child has its ``DoneAck`` (``run_probe``'s
-    ``on_acknowledged``), carrying the event of its own teardown: the next slot is
-    launched and verified while that teardown goes on, and its first admission waits
-    for it (``serve_permits``' ``admit_after``). So every stop a teardown decides is
-    taken before anything more is admitted in its place, as when the next launch
-    waited for it; the launch, the child's start and its snapshot's restore leave the
-    critical path. (Only when a teardown's bound, ``launcher.teardown_bound``, is at most
-    half the probe deadline; else each place is handed over at its slot's end.) A place
-    may so hold two live children: one ending, one waiting for its first admission.
+    hands a new one over, carrying the event of its own end, as soon as it is under
+    way: at its first ``Admit`` (the slot before it in its place has ended), or at its
+    child's ``DoneAck`` if it asks none (``run_probe``'s ``hand_over``). The next slot
+    is launched, verified and restored while this one's request and teardown go on,
+    and its first admission waits for this one's end (``serve_permits``'
+    ``admit_after``; its child's exchange timeout allows for the wait:
+    ``RunContext.welcome``). So every stop this slot's end or teardown decides is taken
+    before anything more is admitted in its place, as when the next launch waited for
+    it; the launch, the child's start and its snapshot's restore leave the critical
+    path. A place so holds at most two live children: one under way or ending, one
+    waiting for its first admission.
 
     Invariant: ``concurrency`` places circulate; a slot holds one from ``take`` until
     it hands one over (a new one early, or the one it took if refused before its
@@ -60,14 +60,24 @@ class Places:
 
 @asynccontextmanager
 async def one_failure_task_group() -> AsyncIterator[anyio.abc.TaskGroup]:
-    """A task group whose single failure leaves it as itself, not wrapped in an
-    exception group: a journal failure in one slot (``RegistryError``) reaches the
-    command as the refusal it is, after every other child in flight was cancelled
-    and contained on its way out (``launcher.supervise``, shielded)."""
+    """A task group whose failure leaves it as itself, not wrapped in an exception
+    group: a journal failure in one slot (``RegistryError``) reaches the command as the
+    refusal it is, after every other child in flight was cancelled and contained on its
+    way out (``launcher.supervise``, shielded). Refusals of several tasks at once (the
+    same planted link met by each prep in flight) leave as the first of them; anything
+    else with them stays a group."""
     try:
         async with anyio.create_task_group() as group:
             yield group
     except BaseExceptionGroup as failed:
         if len(failed.exceptions) == 1:
             raise failed.exceptions[0] from None
+        refusals, rest = failed.split(EfoldError)
+        if refusals is not None and rest is None:
+            raise _leaves(refusals)[0] from None
         raise
+
+
+def _leaves(group: BaseExceptionGroup[EfoldError]) -> list[EfoldError]:
+    return [leaf for exc in group.exceptions
+            for leaf in (_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])]

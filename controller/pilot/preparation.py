@@ -199,14 +199,13 @@ async def prepare_checkpoints(ctx: RunContext, plan: Plan, items: dict[str, Suit
     places = anyio.Semaphore(reg.campaign.concurrency)
 
     async def prepare(key: str, first: PlannedSlot, task: PrepTask) -> None:
-        try:
-            slot_dir = private_subdir(ctx.run_dir, CHECKPOINTS_DIR, key)
-            built = (reuse or {}).get(key)
-            result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)
-            if result is None:
-                result = await _build(ctx, key, slot_dir, task)
-        finally:
-            places.release()
+        slot_dir = private_subdir(ctx.run_dir, CHECKPOINTS_DIR, key)
+        built = (reuse or {}).get(key)
+        result = None if built is None else reuse_checkpoint(ctx, key, slot_dir, built)
+        if result is None:
+            result = await _build(ctx, key, slot_dir, task)
+        # Not on a refusal: the run ends with it, and no other checkpoint is launched.
+        places.release()
         # The next checkpoint's launch goes first: its child builds while this one's
         # evidence (controller CPU, no await) is computed.
         await anyio.lowlevel.checkpoint()

@@ -148,11 +148,14 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
 
 async def serve_probe(ctx: RunContext, handle: WorkerHandle, slot: str,
                       judge_key: str | None = None,
-                      admit_after: AdmitGate | None = None) -> Terminal | Code:
+                      admit_after: AdmitGate | None = None,
+                      admit_wait: float = 0.0) -> Terminal | Code:
     """Serve one probe child until its ``Terminal`` (returned) or a permit integrity
     violation (its code returned). ``judge_key``, ``admit_after``: see
-    ``serve_permits``."""
-    await handle.accept_hello(ctx.welcome(ctx.probe_seconds), timeout=ctx.probe_seconds)
+    ``serve_permits``; ``admit_wait``: the longest ``admit_after`` may hold its first
+    ``Admit`` (``RunContext.welcome``)."""
+    await handle.accept_hello(ctx.welcome(ctx.probe_seconds, admit_wait=admit_wait),
+                              timeout=ctx.probe_seconds)
     await handle.accept_ready(timeout=ctx.probe_seconds)
     return await serve_permits(ctx, handle.channel, slot, until=(Terminal,),
                                timeout=ctx.probe_seconds, judge_key=judge_key,

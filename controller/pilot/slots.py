@@ -37,6 +37,7 @@ from efold.controller.pilot.evidence import Evidence
 from efold.controller.pilot.judging import JudgeFacts, judge_slot, slot_end
 from efold.controller.pilot.probe_server import serve_probe
 from efold.controller.pilot.receipts import write_receipt
+from efold.controller.processes.launcher import teardown_bound
 from efold.controller.processes.subreaper import DIRECT_CHILDREN
 from efold.controller.rundirs.run_context import LaunchEnd, RunContext
 from efold.controller.rundirs.runroot import Removal, remove_at
@@ -76,28 +77,41 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                     snapshot: SnapshotRef, cache_key: str, task: ProbeTask | BoundaryTask,
                     evidence: Evidence, boundary: BoundarySlot | None = None,
                     admit_after: anyio.Event | None = None,
-                    on_acknowledged: Callable[[], None] | None = None) -> SlotResult:
+                    hand_over: Callable[[], None] | None = None,
+                    overlap_request: bool = False) -> SlotResult:
     """One probe slot end to end; its receipt is written (journal, then file) here. A
     question slot is concluded as soon as its child's terminal arrives; a boundary slot
     (``boundary``) only after its child has exited, when its oracles are evaluated
     (``controller.pilot.boundary_slots``).
 
-    ``admit_after``: see ``probe_server.serve_permits``. ``on_acknowledged``: called
-    once a question slot's child has its ``DoneAck`` (its receipt written, its members
-    durable): the teardown that follows (exit, leftovers, reap, the exit row, the
-    restored copy's removal) may then overlap the next slot's launch."""
+    ``admit_after``: see ``probe_server.serve_permits``. ``hand_over``: called once a
+    question slot's child has its ``DoneAck`` (its receipt written, its members
+    durable), or already at its first ``Admit`` with ``overlap_request`` (once the slot
+    before it in its place has ended: ``admit_after`` is set). The next slot's launch,
+    its child's start and restore then overlap this slot's teardown (exit, leftovers,
+    reap, the exit row, the restored copy's removal), and its request too with
+    ``overlap_request``; its first admission waits for this slot's end
+    (``places.Places``)."""
     slot = planned.slot
     started = time.monotonic()
     watchdog = anyio.CancelScope()  # the slot's deadline, set at its launch below
 
+    # The longest this slot's first admission may wait: the slot before it in its place
+    # may have just been admitted, and runs to its deadline, then its teardown.
+    admit_wait = 0.0
+    if admit_after is not None and not admit_after.is_set():
+        admit_wait = ctx.probe_seconds + ctx.probe_margin + teardown_bound(ctx.containment)
+
     async def after_teardown() -> None:
-        """Wait for the teardown before this slot in its place; the wait does not count
-        against this slot's own deadline (the early hand-over is used only when that
-        teardown's bound is at most half of it: ``places.Places``)."""
+        """Wait for the slot before this one in its place to end; the wait does not
+        count against this slot's own deadline, and its child's exchange timeout allows
+        for it (``admit_wait``). Then the place passes on."""
         if admit_after is not None and not admit_after.is_set():
             waited_from = anyio.current_time()
             await admit_after.wait()
             watchdog.deadline += anyio.current_time() - waited_from
+        if boundary is None and hand_over is not None and overlap_request:
+            hand_over()
 
     # Journaled before the launch (a reused cache key refuses here), committed with the
     # launch row: the child confirms its cache key and snapshot against it.
@@ -119,7 +133,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         if handle is not None:  # None: it never started (end says why)
             watchdog.deadline = anyio.current_time() + ctx.probe_seconds + ctx.probe_margin
             with watchdog:
-                ended = await serve_probe(ctx, handle, slot, judge_key, after_teardown)
+                ended = await serve_probe(ctx, handle, slot, judge_key, after_teardown,
+                                          admit_wait)
             if watchdog.cancelled_caught:
                 end.failure = Code.WORKER_TIMEOUT
                 raise TimeoutError
@@ -135,8 +150,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                 if ctx.answers_file is not None:
                     keep_answer(ctx.answers_file, slot, terminal)
                 await handle.acknowledge_done()
-                if receipt is not None and on_acknowledged is not None:
-                    on_acknowledged()
+                if receipt is not None and hand_over is not None:
+                    hand_over()
     if end.interrupted and terminal is None:
         end.failure = Code.INTERRUPTED  # the operator's, not the child's
     if terminal is None:

@@ -125,7 +125,8 @@ class RunContext:
     # closed (an ``interrupted`` sticky stop) and every launch in flight is contained.
     interrupted: int | None = None
     # Invariant: the cancel scope of every launch in flight (``launch``), and only
-    # those: up to ``concurrency`` probe children at once (one prep child at a time).
+    # those: up to ``concurrency`` prep or probe children at once (two per place in the probe
+    # phase: one ending, one waiting for its first admission).
     _launch_scopes: set[anyio.CancelScope] = field(default_factory=set)
 
     # -- launching --------------------------------------------------------------------
@@ -175,9 +176,15 @@ class RunContext:
         if not yielded:
             yield None
 
-    def welcome(self, seconds: float) -> Welcome:
+    def welcome(self, seconds: float, *, admit_wait: float = 0.0) -> Welcome:
+        """A child's deadlines: ``seconds`` for each request and each exchange, an
+        exchange longer by ``admit_wait`` (a probe child's first ``Admit`` may wait that
+        long for the slot before it in its place to end: ``places.Places``), so the
+        child's own exchange timeout never fires while the controller holds it back."""
         ms = int(seconds * 1000)
-        return Welcome(deadlines=DeadlineGrant(run_ms=ms, exchange_ms=ms), budgets=self.budgets)
+        return Welcome(deadlines=DeadlineGrant(run_ms=ms,
+                                               exchange_ms=ms + int(admit_wait * 1000)),
+                       budgets=self.budgets)
 
     def assignment(self, *, kind: WorkerKind, body: str, slot: str, slot_dir: Path,
                    cache_key: str | None, snapshot: SnapshotRef | None,

@@ -24,10 +24,16 @@ def test_controller_killed_mid_slot(tmp_path: Path) -> None:
     code = HANGING_PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
     kill_controller_when(code, lambda: hold_consumed(run))
     view = read_run(run)
-    assert len(view.in_flight) == 1
-    (flying,) = [r for r in view.receipts if r.slot == view.in_flight[0]]
+    in_flight = [r for r in view.receipts if r.slot in view.in_flight]
+    (flying,) = [r for r in in_flight if r.spend.admitted]
     assert flying.status is SlotStatus.INCOMPLETE and flying.code == Code.LOOKUP_WORKER_LOST.value
     assert flying.spend.retained_units == 78_400_000 and flying.spend.usage_known is False
+    # With a core to spare, the next slot's child was launched while that request ran
+    # and waited for its first admission: in flight too, admitted nothing, spent nothing.
+    waiting = [r for r in in_flight if r is not flying]
+    assert len(waiting) <= 1 and all(
+        r.status is SlotStatus.UNADMITTED and r.code == Code.LOOKUP_WORKER_LOST.value
+        and r.spend.requests == 0 and r.spend.retained_units == 0 for r in waiting)
     # recover observes the hanging child (a survivor) and signals nothing
     report = subprocess.run(
         [sys.executable, "-m", "efold.controller", "recover", str(run), "--json"],

@@ -27,7 +27,7 @@ sys.path.insert(0, {here!r})
 from efold_pilot_kit import faulty_program, small_registration
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.rundirs.runroot import claim_run_dir
-reg, raw = small_registration()
+reg, raw = small_registration(extra="concurrency = 1\\n")  # one prep child at a time
 run_pilot(reg, raw, claim_run_dir({run!r}), program=faulty_program("prep-hostile", {pids!r}))
 """
 
