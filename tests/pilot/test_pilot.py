@@ -275,9 +275,10 @@ def test_a_probe_child_refuses_an_assignment_the_journal_does_not_hold(
 def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> None:
     """Containment journals lookup_worker_lost before its first signal, kills the
     SIGTERM-ignoring grandchild, and the pilot takes that stop before admitting more:
-    the next slot's child may have been launched while the first one's teardown went
-    on (its place is handed over at DoneAck), but its first admission waited for that
-    teardown, so it was refused (docs/architecture.md, "Orderings")."""
+    the next slot's child may have been launched while the first one's request or
+    teardown went on (its place is handed over at its first admission, with a core to
+    spare, else at DoneAck), but its first admission waited for that teardown, so it
+    was refused (docs/architecture.md, "Orderings")."""
     reg, raw = small_registration()
     run = claim_run_dir(tmp_path / "run")
     marker = tmp_path / "marker"
@@ -297,6 +298,31 @@ def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> 
     with pytest.raises(ProcessLookupError):
         os.kill(survivor, 0)
     assert (Code.LOOKUP_WORKER_LOST.value, 1) in _journal(run, "SELECT code, sticky FROM stops")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the overlap needs a spare core")
+def test_a_child_waiting_for_its_first_admission_outwaits_a_slot_that_ran_to_its_deadline(
+        tmp_path: Path) -> None:
+    """At concurrency 1 with a core to spare, the second slot's child is launched at
+    the first slot's first admission and waits for that slot's end. The first slot hangs
+    with its request in flight until the controller gives up on its Settle
+    (probe_seconds and the in-flight allowance) and contains it: a wait longer than probe_seconds, which the waiting child's
+    exchange timeout allows for (``RunContext.welcome``'s ``admit_wait``), so it is then
+    admitted and completes."""
+    reg, raw = small_registration(roles='["native"]',
+                                  extra="concurrency = 1\n[deadlines]\nprobe_seconds = 2\n")
+    run = claim_run_dir(tmp_path / "run")
+    out = run_pilot(reg, raw, run, program=faulty_program("hang", tmp_path / "marker"))
+    first, second, *rest = out.receipts
+    assert first.status is SlotStatus.INCOMPLETE and first.code == Code.IPC_TIMEOUT.value
+    assert second.status is SlotStatus.COMPLETED and all(
+        r.status is SlotStatus.COMPLETED for r in rest)
+    ((exited_ns,),) = _journal(run, f"SELECT exited_ns FROM launches WHERE slot = '{first.slot}'")
+    ((launched_ns, admitted_ns),) = _journal(
+        run, "SELECT launched_ns, admitted_ns FROM launches JOIN holds USING (slot) "
+             f"WHERE slot = '{second.slot}'")
+    assert launched_ns < exited_ns < admitted_ns  # type: ignore[operator]
+    assert admitted_ns - launched_ns > 2_000_000_000  # type: ignore[operator]
 
 
 def test_a_slots_receipt_and_members_are_durable_before_its_done_ack(tmp_path: Path) -> None:
