@@ -20,6 +20,7 @@ could not remove is counted (``SlotResult.cleanup``).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -107,9 +108,12 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         count against this slot's own deadline, and its child's exchange timeout allows
         for it (``admit_wait``). Then the place passes on."""
         if admit_after is not None and not admit_after.is_set():
-            waited_from = anyio.current_time()
+            # Paused, not only extended afterwards: the slot before may run to its own
+            # deadline, then be contained, well past this one's.
+            left = watchdog.deadline - anyio.current_time()
+            watchdog.deadline = math.inf
             await admit_after.wait()
-            watchdog.deadline += anyio.current_time() - waited_from
+            watchdog.deadline = anyio.current_time() + left
         if boundary is None and hand_over is not None and overlap_request:
             hand_over()
 

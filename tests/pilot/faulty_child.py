@@ -75,6 +75,28 @@ class HangAfterConsume(ReaderProbe):
         return super().run(session)
 
 
+class RoundsToTheWatchdog(ReaderProbe):
+    """Asks round after round, each settled within its deadline, until the watchdog
+    ends it (once per run): a slot that runs to its deadline, then is contained."""
+
+    def run(self, session: ProbeSession) -> Terminal:
+        if first_time():
+            import time
+
+            deadline = session.welcome.deadlines.run_ms / 1000
+            for n in range(1, session.welcome.budgets.max_requests + 1):
+                reply = session.admit(request_id=f"q{n}", round=n, payload_digest="0" * 64,
+                                      rmax=rmax_for_reader("faux", "faux-extractive-v1"))
+                assert isinstance(reply, Granted)
+                session.consume(permit_id=reply.permit_id, body_digest="0" * 64)
+                time.sleep(deadline * 0.8)
+                session.settle(permit_id=reply.permit_id, outcome=SettleOutcome.SETTLED,
+                               code=None, usage=UsageReport(input=10, output=10),
+                               tier="default", cost=None)
+            time.sleep(600)
+        return super().run(session)
+
+
 class HangAll(ReaderProbe):
     """Every probe child takes a hold, consumes it, then hangs (N requests in flight)."""
 
@@ -253,6 +275,7 @@ FAULTS = {
     "kill-after-admit": ("probe", KillAfterAdmit), "overspend": ("probe", OverspendSettlement),
     "absurd-usage": ("probe", AbsurdUsage), "halt": ("probe", HaltThenAdmit),
     "survivor": ("probe", LeaveSurvivor), "hang": ("probe", HangAfterConsume),
+    "rounds-to-the-watchdog": ("probe", RoundsToTheWatchdog),
     "hang-through-sigterm": ("probe", HangThroughSigterm), "hang-all": ("probe", HangAll),
     "env": ("prep", EnvDump), "symlink": ("prep", PlantSymlink),
     "prep-survivor": ("prep", PrepLeavesSurvivor),

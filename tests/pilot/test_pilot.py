@@ -301,20 +301,23 @@ def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the overlap needs a spare core")
+@pytest.mark.parametrize(("fault", "ended"), [
+    ("hang", Code.IPC_TIMEOUT),  # its request never settles: the Settle's wait times out
+    ("rounds-to-the-watchdog", Code.WORKER_TIMEOUT),  # round after round, to its deadline
+])
 def test_a_child_waiting_for_its_first_admission_outwaits_a_slot_that_ran_to_its_deadline(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fault: str, ended: Code) -> None:
     """At concurrency 1 with a core to spare, the second slot's child is launched at
-    the first slot's first admission and waits for that slot's end. The first slot hangs
-    with its request in flight until the controller gives up on its Settle
-    (probe_seconds and the in-flight allowance) and contains it: a wait longer than probe_seconds, which the waiting child's
-    exchange timeout allows for (``RunContext.welcome``'s ``admit_wait``), so it is then
-    admitted and completes."""
+    the first slot's first admission and waits for that slot's end. The first slot runs
+    to a timeout, then its containment: a wait longer than probe_seconds, which counts
+    against neither the waiting slot's watchdog nor its child's exchange timeout
+    (``RunContext.welcome``'s ``admit_wait``), so it is then admitted and completes."""
     reg, raw = small_registration(roles='["native"]',
                                   extra="concurrency = 1\n[deadlines]\nprobe_seconds = 2\n")
     run = claim_run_dir(tmp_path / "run")
-    out = run_pilot(reg, raw, run, program=faulty_program("hang", tmp_path / "marker"))
+    out = run_pilot(reg, raw, run, program=faulty_program(fault, tmp_path / "marker"))
     first, second, *rest = out.receipts
-    assert first.status is SlotStatus.INCOMPLETE and first.code == Code.IPC_TIMEOUT.value
+    assert first.status is SlotStatus.INCOMPLETE and first.code == ended.value
     assert second.status is SlotStatus.COMPLETED and all(
         r.status is SlotStatus.COMPLETED for r in rest)
     ((exited_ns,),) = _journal(run, f"SELECT exited_ns FROM launches WHERE slot = '{first.slot}'")
