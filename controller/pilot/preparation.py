@@ -50,7 +50,8 @@ from efold.registry import publish_exclusive
 # (total, total, None) when admission closed before every one was launched.
 Progress = Callable[[int, int, "Preparation | None"], None]
 # Called once per feasible checkpoint with its verified snapshot (evidence, while it is
-# in memory: the decoded snapshot is not kept, so a run holds one at a time).
+# in memory: the decoded snapshot is not kept, so a run holds at most one per prep child
+# in flight, ``concurrency``).
 OnPrepared = Callable[[str, PlannedSlot, RestoredCheckpoint], None]
 
 
