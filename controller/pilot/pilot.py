@@ -477,9 +477,11 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
     probes = {(t, p.id): p for t, i in items.items() for p in i.probes.probes}
     roles = {r.name: r for r in campaign.roles}
     # A place is handed over at its slot's first admission (the next child's launch
-    # overlapping this slot's request) only while a core is left for it: at or above
-    # one child per core the launch only competes with the slots under way.
-    overlap_request = campaign.concurrency < len(os.sched_getaffinity(0))
+    # overlapping this slot's request) at concurrency 1 only: one slot at a time leaves
+    # the machine's other cores idle; with several under way the early launch competes
+    # with them (docs/performance.md, round two, fourth step). The same on every
+    # machine: what a run launches never depends on its core count.
+    overlap_request = campaign.concurrency == 1
 
     async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
                     admit_after: anyio.Event, hand_over: Callable[[], None]

@@ -28,7 +28,7 @@ def test_controller_killed_mid_slot(tmp_path: Path) -> None:
     (flying,) = [r for r in in_flight if r.spend.admitted]
     assert flying.status is SlotStatus.INCOMPLETE and flying.code == Code.LOOKUP_WORKER_LOST.value
     assert flying.spend.retained_units == 78_400_000 and flying.spend.usage_known is False
-    # With a core to spare, the next slot's child was launched while that request ran
+    # At concurrency 1 the next slot's child was launched while that request ran
     # and waited for its first admission: in flight too, admitted nothing, spent nothing.
     waiting = [r for r in in_flight if r is not flying]
     assert len(waiting) <= 1 and all(

@@ -112,9 +112,9 @@ def test_an_integrity_stop_is_sticky_and_the_report_still_comes(tmp_path: Path) 
     assert rest and all(r.status is SlotStatus.UNADMITTED for r in rest)
     assert all(r.code == Code.LOOKUP_STOPPED.value for r in rest)
     assert all(r.spend.admitted == 0 for r in rest)
-    # Nothing was launched after the stop: only the first slot's child, and (with a core
-    # to spare) the second's, launched while the first's request ran, refused at its
-    # first admission.
+    # Nothing was launched after the stop: only the first slot's child, and (at
+    # concurrency 1) the second's, launched while the first's request ran, refused at
+    # its first admission.
     probes = _journal(run, "SELECT slot FROM launches WHERE kind = 'probe' ORDER BY launch_id")
     assert [slot for (slot,) in probes] in ([first.slot], [first.slot, rest[0].slot])
     stops = _journal(run, "SELECT code, sticky FROM stops")
@@ -276,9 +276,9 @@ def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> 
     """Containment journals lookup_worker_lost before its first signal, kills the
     SIGTERM-ignoring grandchild, and the pilot takes that stop before admitting more:
     the next slot's child may have been launched while the first one's request or
-    teardown went on (its place is handed over at its first admission, with a core to
-    spare, else at DoneAck), but its first admission waited for that teardown, so it
-    was refused (docs/architecture.md, "Orderings")."""
+    teardown went on (its place is handed over at its first admission at concurrency 1,
+    else at DoneAck), but its first admission waited for that teardown, so it was
+    refused (docs/architecture.md, "Orderings")."""
     reg, raw = small_registration()
     run = claim_run_dir(tmp_path / "run")
     marker = tmp_path / "marker"
@@ -300,14 +300,13 @@ def test_a_worker_that_leaves_a_process_behind_stops_the_run(tmp_path: Path) -> 
     assert (Code.LOOKUP_WORKER_LOST.value, 1) in _journal(run, "SELECT code, sticky FROM stops")
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the overlap needs a spare core")
 @pytest.mark.parametrize(("fault", "ended"), [
     ("hang", Code.IPC_TIMEOUT),  # its request never settles: the Settle's wait times out
     ("rounds-to-the-watchdog", Code.WORKER_TIMEOUT),  # round after round, to its deadline
 ])
 def test_a_child_waiting_for_its_first_admission_outwaits_a_slot_that_ran_to_its_deadline(
         tmp_path: Path, fault: str, ended: Code) -> None:
-    """At concurrency 1 with a core to spare, the second slot's child is launched at
+    """At concurrency 1 the second slot's child is launched at
     the first slot's first admission and waits for that slot's end. The first slot runs
     to a timeout, then its containment: a wait longer than probe_seconds, which counts
     against neither the waiting slot's watchdog nor its child's exchange timeout

@@ -218,7 +218,7 @@ def test_a_killed_controller_is_a_crash_and_unreconciled(tmp_path: Path) -> None
     code = HANGING_PILOT.format(here=str(HERE), run=str(run), marker=str(tmp_path / "marker"))
     kill_controller_when(code, lambda: hold_consumed(run))
     with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
-        # The child whose request is in flight (with a core to spare, the next slot's
+        # The child whose request is in flight (at concurrency 1 the next slot's
         # child may be waiting for its first admission too).
         unexited = conn.execute("SELECT pid, slot FROM launches WHERE kind = 'probe' AND "
                                 "exited_ns IS NULL").fetchall()
