@@ -30,12 +30,12 @@ class Place:
 class Places:
     """The ``concurrency`` places of the probe phase. A slot takes one to launch; it
     hands a new one over, carrying the event of its own end, as soon as it is under
-    way: at its first ``Admit`` (the slot before it in its place has ended), or at its
-    child's ``DoneAck`` if it asks none (``run_probe``'s ``hand_over``). The next slot
-    is launched, verified and restored while this one's request and teardown go on,
-    and its first admission waits for this one's end (``serve_permits``'
-    ``admit_after``; its child's exchange timeout allows for the wait:
-    ``RunContext.welcome``). So every stop this slot's end or teardown decides is taken
+    way: at its child's ``DoneAck``, or at concurrency 1 already at its first ``Admit``
+    (the slot before it in its place has ended: ``run_probe``'s ``hand_over``). The
+    next slot is launched, verified and restored while this one's teardown (and at
+    concurrency 1 its request) goes on, and its first admission waits for this one's
+    end (``serve_permits``' ``admit_after``; its watchdog paused and its child's
+    exchange timeout longer meanwhile: ``RunContext.welcome``). So every stop this slot's end or teardown decides is taken
     before anything more is admitted in its place, as when the next launch waited for
     it; the launch, the child's start and its snapshot's restore leave the critical
     path. A place so holds at most two live children: one under way or ending, one
