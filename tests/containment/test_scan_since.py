@@ -23,16 +23,19 @@ from efold.controller.processes.subreaper import DIRECT_CHILDREN, become_subreap
 from efold.identity import identity_of
 
 # A leader that forks a member of its group, a member that leaves it with setsid, and
-# a double-forked orphan; it writes their pids and sleeps.
+# a double-forked orphan; it writes their pids, once each setsid is done, and sleeps.
 _TREE = r"""
 import json, os, sys, time
 pids = {}
-def fork(body):
+def fork(body):  # returns once the child has run body (its setsid seen by every scan)
+    r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         body()
+        os.write(w, b"x")
         time.sleep(60)
         os._exit(0)
+    os.read(r, 1)
     return pid
 pids["member"] = fork(lambda: None)
 pids["escaped"] = fork(os.setsid)
