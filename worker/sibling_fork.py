@@ -19,8 +19,8 @@ A raw clone is not glibc's ``fork``, and three differences are handled here:
 
 * the C library's ``pthread_atfork`` handlers do not run: the template never starts
   a thread (so no lock can be held by another thread across the clone), and
-  OpenSSL's random generator, which such a handler would reseed, is reseeded
-  explicitly in the child (``_reseed``) on top of OpenSSL's own check of the pid;
+  OpenSSL's random generator, which such a handler would reseed before 3.0, is
+  reseeded explicitly in the child then (``_reseed``); OpenSSL 3 checks the pid itself;
 * the child's thread-control block keeps the template's thread id, which glibc reads
   only for locks that record their owner (still one id per thread in the child: the
   template is alive, so no thread of the child can have its id) and, before glibc
@@ -104,8 +104,11 @@ def _clone3(libc: ctypes.PyDLL, cgroup_fd: int | None) -> tuple[int, int]:
 
 def _reseed() -> None:
     """Mix fresh entropy into OpenSSL's generator, if this process loaded it (the
-    template preloads the HTTP client's TLS context): no two workers may share its
-    state."""
+    template preloads the HTTP client's TLS context) and it is older than 3.0: no two
+    workers may share its state. OpenSSL 3 compares the process id at every draw and
+    reseeds itself in a new process (its ``fork_id``), so there this would only repeat,
+    at ~0.6 ms and ~180 page faults a worker, what its first draw does anyway; an older
+    one may count forks through the ``pthread_atfork`` handler a raw clone skips."""
     ssl = sys.modules.get("ssl")
-    if ssl is not None:
+    if ssl is not None and ssl.OPENSSL_VERSION_INFO < (3,):
         ssl.RAND_add(os.urandom(32), 32.0)
