@@ -109,11 +109,20 @@ def tied_now(leader: ProcessIdentity, pgid: int, marker: str | None) -> list[Pro
     below it after its ``setsid``), adopted orphans and marked processes by their rules,
     descendants after their ancestors; and an older process can never become tied: it
     cannot join a group of another session, and is reparented only to one of its own
-    ancestors, which are older still."""
+    ancestors, which are older still.
+
+    Nor is the controller's other registered children's /proc read again once pinned
+    (``scan_since``'s ``skip``): none of them can be tied. Each is a launch's leader or
+    the template, in a session of its own (or the controller's) from before its
+    registration, so never in the leader's group, whose session is the leader's; its
+    parent is the controller, so it is no adopted orphan (rule 4 excludes it) and no
+    descendant of a tied process; and the environment /proc shows for it is its own
+    launch's or the template's, with another marker."""
+    others = DIRECT_CHILDREN.start_times()
+    others.pop(leader.pid, None)
     return tied_processes(
-        scan_since(leader.start_time), leader=leader, pgid=pgid, recorded=(),
-        controller_pid=os.getpid(),
-        direct_children=DIRECT_CHILDREN.pids() - {leader.pid}, marker=marker,
+        scan_since(leader.start_time, skip=others), leader=leader, pgid=pgid, recorded=(),
+        controller_pid=os.getpid(), direct_children=frozenset(others), marker=marker,
     )
 
 

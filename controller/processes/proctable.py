@@ -77,16 +77,20 @@ def scan() -> dict[int, ProcEntry]:
     return table
 
 
-def scan_since(not_before: int) -> dict[int, ProcEntry]:
+def scan_since(not_before: int, *,
+               skip: Mapping[int, int] | None = None) -> dict[int, ProcEntry]:
     """Every process visible in /proc that started at or after clock tick
     ``not_before``, by pid, read now as ``scan`` reads it; some older ones may be left
-    out. What a live launch's membership needs (``membership.tied_now``): every process
-    tied to a launch started no earlier than its leader.
+    out, and so may each process ``skip`` names by pid and start time once it is
+    pinned (still that process). What a live launch's membership needs
+    (``membership.tied_now``): every process tied to a launch started no earlier than
+    its leader, and none of the controller's other registered children, which can never
+    be.
 
     Cheaper than ``scan`` and as exact for those processes: a process read once is
     pinned by a pidfd (``_Pins``), and while its pidfd reports no exit its pid still
     names it, so its start time (which never changes) is known without reading it."""
-    return _PINS.scan(not_before)
+    return _PINS.scan(not_before, skip)
 
 
 class _Pins:
@@ -115,7 +119,8 @@ class _Pins:
         self._poller = select.poll()
         self._lock = threading.Lock()  # one scan at a time (scans are synchronous)
 
-    def scan(self, not_before: int) -> dict[int, ProcEntry]:
+    def scan(self, not_before: int, skip: Mapping[int, int] | None = None) -> dict[int, ProcEntry]:
+        skip = skip or {}
         with self._lock:
             listed = [int(name) for name in os.listdir("/proc") if name.isdigit()]
             self._drop_exited()
@@ -123,8 +128,8 @@ class _Pins:
             fresh: list[tuple[int, ProcEntry]] = []
             for pid in listed:
                 pinned = self._pins.get(pid)
-                if pinned is not None and pinned[1] < not_before:
-                    continue  # the process pinned, alive, started before not_before
+                if pinned is not None and (pinned[1] < not_before or skip.get(pid) == pinned[1]):
+                    continue  # the process pinned, alive, started before or skipped
                 pidfd = self._open(pid, len(fresh)) if pinned is None else None
                 entry = read_entry(pid)
                 if entry is not None:

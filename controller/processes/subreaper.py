@@ -111,6 +111,10 @@ class DirectChildren:
     def pids(self) -> frozenset[int]:
         return frozenset(self._children)
 
+    def start_times(self) -> dict[int, int]:
+        """pid -> start time of every registered child."""
+        return {pid: identity.start_time for pid, identity in self._children.items()}
+
     def __contains__(self, pid: object) -> bool:
         return pid in self._children
 

@@ -108,6 +108,40 @@ def test_it_finds_the_ties_the_whole_table_finds(
         assert cheap == whole == {leader.pid, *pids.values()}
 
 
+def test_another_registered_child_is_read_once_and_never_tied(
+        tree: tuple[subprocess.Popen[bytes], dict[str, int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sibling launch's leader, born after this launch's: the cheap scan reads it once
+    (to pin it), never again while it lives, and the ties stay the whole table's."""
+    leader, pids = tree
+    me = identity_of(leader.pid)
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                               start_new_session=True)
+    DIRECT_CHILDREN.add(identity_of(sibling.pid))
+    reads: list[int] = []
+
+    def counted(pid: int) -> ProcEntry | None:
+        reads.append(pid)
+        return read_entry(pid)
+
+    monkeypatch.setattr(proctable, "read_entry", counted)
+    try:
+        assert identity_of(sibling.pid).start_time >= me.start_time
+        for scan_number in range(2):
+            reads.clear()
+            cheap = {e.pid for e in tied_now(me, leader.pid, None)}
+            read_by_cheap = set(reads)
+            whole = {e.pid for e in tied_processes(
+                scan(), leader=me, pgid=leader.pid, recorded=(), controller_pid=os.getpid(),
+                direct_children=DIRECT_CHILDREN.pids() - {me.pid})}
+            assert cheap == whole == {leader.pid, *pids.values()}
+            assert (sibling.pid in read_by_cheap) == (scan_number == 0)
+    finally:
+        DIRECT_CHILDREN.discard(sibling.pid)
+        sibling.kill()
+        sibling.wait()
+
+
 def test_an_older_process_is_not_read_again_while_it_lives(
         monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[int] = []
