@@ -52,7 +52,8 @@ from efold.worker.session import PermitSession, ProbeSession
 
 class ProbeBody(Protocol):
     def restore(self, assignment: Assignment) -> str:
-        """Restore and verify the snapshot inside ``assignment.slot_dir``; return the
+        """Verify the assigned snapshot and restore it (in memory, as the reader does,
+        or inside ``assignment.slot_dir``, the body's private directory); return the
         arrival digest. Raise ``WorkerError(worker_snapshot_invalid)`` if it does not
         verify."""
         ...

@@ -13,7 +13,6 @@ payload the guard admitted, so its answers measure what the fold kept, not model
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     from efold.folds.lookup import LookupTool
     from efold.guard.contract import Contract
     from efold.guard.request import GuardResult
-
-RESTORED_DIR = "checkpoint"
-
 
 def _task(assignment: Assignment) -> ProbeTask:
     task = assignment.task
@@ -69,8 +65,11 @@ class ReaderProbe:
         self._restored: Any = None
 
     def restore(self, assignment: Assignment) -> str:
+        """Verify the assigned snapshot and restore its checkpoint in this process's
+        memory: the reader reads nothing else of it, so no copy is written to the slot
+        directory (the pristine snapshot is the controller's, opened read-only)."""
         from efold.folds.errors import FoldError
-        from efold.folds.snapshot import copy_snapshot
+        from efold.folds.snapshot import read_checkpoint
 
         verify_digests(assignment)
         snapshot = assignment.snapshot
@@ -78,10 +77,7 @@ class ReaderProbe:
             raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, "no snapshot assigned")
         verify_journaled_assignment(assignment, snapshot.digest)
         try:
-            self._restored = copy_snapshot(
-                snapshot.path, Path(assignment.slot_dir) / RESTORED_DIR,
-                expected_digest=snapshot.digest,
-            )
+            self._restored = read_checkpoint(snapshot.path, expected_digest=snapshot.digest)
         except FoldError as exc:
             raise WorkerError(Code.WORKER_SNAPSHOT_INVALID, exc.code.value) from exc
         return str(self._restored.manifest.digest)

@@ -114,7 +114,7 @@ def test_verdicts_in_the_campaign_equal_the_offline_run(mixed_run: Path) -> None
         # the workspace the oracles judged and the work record stay as evidence
         slot = mixed_run / "slots" / receipt.slot
         assert (slot / WORKSPACE_DIR).is_dir() and (slot / WORK_NAME).is_file()
-        assert not (slot / "checkpoint").exists()  # the restored copy is gone
+        assert not (slot / "checkpoint").exists()  # the checkpoint is restored in memory
 
 
 def test_results_carry_rates_contrasts_and_incidents(mixed_run: Path) -> None:

@@ -1,13 +1,12 @@
-"""Smaller runs: once a probe slot is over for certain (its receipt journaled, its launch
-exited and reaped, every containment episode finished ``contained``), its restored
-checkpoint copy (``slots/<slot>/checkpoint``) is removed; a slot that is not keeps it.
-The removal never follows a planted link and never raises for what it cannot remove."""
+"""Smaller runs: the reader restores its checkpoint in memory, so a probe slot's
+directory holds nothing of it (the pristine snapshots stay in ``checkpoints/``); and
+``runroot.remove_at``, which ``prune`` removes with, never follows a planted link and
+never raises for what it cannot remove."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -15,12 +14,11 @@ import pytest
 from efold_pilot_kit import faulty_program, small_registration
 
 from efold.controller.pilot.pilot import run_pilot
-from efold.controller.pilot.slots import discard_restored_copy
 from efold.controller.rundirs.aggregate import build_run_results, read_run
 from efold.controller.rundirs.recovery import observe
 from efold.controller.rundirs.runroot import MAX_REMOVAL_DEPTH, claim_run_dir, remove_at
-from efold.registry.journal import JournalReader
-from efold.worker.reader import RESTORED_DIR
+
+_TREE = "tree"  # what remove_at is asked to remove below a directory
 
 
 @pytest.fixture(scope="module")
@@ -39,75 +37,22 @@ def _rows(run: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
         return conn.execute(sql, params).fetchall()
 
 
-def _write(run: Path, sql: str, *params: object) -> None:
-    conn = sqlite3.connect(run / "journal.sqlite")
-    with conn:
-        conn.execute(sql, params)
-    conn.close()
-
-
-def test_every_finished_slot_left_no_restored_copy(contained_run: Path) -> None:
+def test_a_probe_slots_directory_holds_no_copy_of_its_checkpoint(contained_run: Path) -> None:
     run = contained_run
     launched = [slot for (slot,) in _rows(run, "SELECT slot FROM launches WHERE kind = 'probe'")]
     assert len(launched) == 16
     for slot in launched:
         slot_dir = run / "slots" / str(slot)
-        assert slot_dir.is_dir()  # the slot's directory stays: only the copy goes
-        assert not (slot_dir / RESTORED_DIR).exists(), slot
-    # The controller's pristine snapshots stay: the copies were of these.
+        assert slot_dir.is_dir() and not list(slot_dir.iterdir()), slot  # private, empty
+    # The controller's pristine snapshots are what every probe read.
     snapshots = list((run / "checkpoints").glob("*/snapshot/manifest.json"))
     assert snapshots
-    # The killed slot was contained, and its copy went too.
-    ((slot, result),) = _rows(run, "SELECT l.slot, c.result FROM containments c JOIN launches l"
-                                   " USING (launch_id)")
-    assert result == "contained" and not (run / "slots" / str(slot) / RESTORED_DIR).exists()
-    # Nothing that recover, reap or aggregate read was touched.
+    ((result,),) = _rows(run, "SELECT result FROM containments")
+    assert result == "contained"
     assert observe(run).reconciled
     results = build_run_results(read_run(run))
     assert results.status is not None and results.status.verdict == "complete"
     assert results.execution.visited == 16
-
-
-def _restore_copy(run: Path, slot: str) -> Path:
-    copy = run / "slots" / slot / RESTORED_DIR
-    copy.mkdir(mode=0o700)
-    (copy / "checkpoint.json").write_bytes(b"{}")
-    return copy
-
-
-@pytest.mark.parametrize("unproven", [
-    ("UPDATE launches SET exited_ns = NULL WHERE slot = ?", "no exit record"),
-    ("UPDATE launches SET exit_status = NULL WHERE slot = ?", "never reaped"),
-    ("INSERT INTO containments (launch_id, cause, started_ns) SELECT launch_id,"
-     " 'worker_timeout', 1 FROM launches WHERE slot = ?", "an unfinished episode"),
-    ("INSERT INTO containments (launch_id, cause, started_ns, finished_ns, result) SELECT"
-     " launch_id, 'worker_timeout', 1, 2, 'unreconciled' FROM launches WHERE slot = ?",
-     "an episode ended unreconciled"),
-    ("DELETE FROM receipts WHERE slot = ?", "no journaled receipt"),
-], ids=lambda case: case[1])
-def test_a_slot_not_proven_over_keeps_its_copy(contained_run: Path, tmp_path: Path,
-                                               unproven: tuple[str, str]) -> None:
-    run = Path(shutil.copytree(contained_run, tmp_path / "run"))
-    ((slot,),) = _rows(run, "SELECT slot FROM launches WHERE kind = 'probe' ORDER BY"
-                            " launch_id DESC LIMIT 1")
-    copy = _restore_copy(run, str(slot))
-    with JournalReader(run) as journal:  # proven over as it is: the copy would go
-        assert discard_restored_copy(journal, str(slot), copy.parent) is not None
-    copy = _restore_copy(run, str(slot))
-    _write(run, unproven[0], slot)
-    with JournalReader(run) as journal:
-        assert discard_restored_copy(journal, str(slot), copy.parent) is None
-    assert (copy / "checkpoint.json").read_bytes() == b"{}"  # untouched: evidence
-
-
-def test_a_slot_that_never_launched_is_left_alone(contained_run: Path, tmp_path: Path) -> None:
-    run = Path(shutil.copytree(contained_run, tmp_path / "run"))
-    ((slot,),) = _rows(run, "SELECT slot FROM launches WHERE kind = 'probe' LIMIT 1")
-    copy = _restore_copy(run, str(slot))
-    _write(run, "DELETE FROM launches WHERE slot = ?", slot)
-    with JournalReader(run) as journal:
-        assert discard_restored_copy(journal, str(slot), copy.parent) is None
-    assert copy.is_dir()
 
 
 def test_the_removal_never_follows_a_planted_link(tmp_path: Path) -> None:
@@ -115,7 +60,7 @@ def test_the_removal_never_follows_a_planted_link(tmp_path: Path) -> None:
     outside.mkdir()
     (outside / "precious").write_text("keep me")
     slot = tmp_path / "slot"
-    copy = slot / RESTORED_DIR
+    copy = slot / _TREE
     (copy / "sub").mkdir(parents=True)
     (copy / "checkpoint.json").write_text("{}")
     os.symlink(outside, copy / "dir-link")
@@ -126,7 +71,7 @@ def test_the_removal_never_follows_a_planted_link(tmp_path: Path) -> None:
     os.chmod(copy / "readonly", 0o500)
     fd = os.open(slot, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        removal = remove_at(fd, RESTORED_DIR)
+        removal = remove_at(fd, _TREE)
     finally:
         os.close(fd)
     assert removal.failures == 0 and removal.entries == 8 and removal.bytes > 0
@@ -136,7 +81,7 @@ def test_the_removal_never_follows_a_planted_link(tmp_path: Path) -> None:
     os.symlink(outside, copy)
     fd = os.open(slot, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        assert remove_at(fd, RESTORED_DIR).failures == 0
+        assert remove_at(fd, _TREE).failures == 0
     finally:
         os.close(fd)
     assert not os.path.lexists(copy) and (outside / "precious").read_text() == "keep me"
@@ -144,28 +89,28 @@ def test_the_removal_never_follows_a_planted_link(tmp_path: Path) -> None:
 
 def test_a_tree_too_deep_is_counted_never_raised(tmp_path: Path) -> None:
     slot = tmp_path / "slot"
-    deep = slot / RESTORED_DIR
+    deep = slot / _TREE
     for _ in range(MAX_REMOVAL_DEPTH + 1):
         deep = deep / "d"
     deep.mkdir(parents=True)
-    (slot / RESTORED_DIR / "shallow").write_text("x")
+    (slot / _TREE / "shallow").write_text("x")
     fd = os.open(slot, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        removal = remove_at(fd, RESTORED_DIR)
+        removal = remove_at(fd, _TREE)
     finally:
         os.close(fd)
     assert removal.failures == 1
-    assert deep.is_dir() and not (slot / RESTORED_DIR / "shallow").exists()
+    assert deep.is_dir() and not (slot / _TREE / "shallow").exists()
     # Exactly at the bound it all goes.
     at_bound = tmp_path / "bound"
-    chain = at_bound / RESTORED_DIR
+    chain = at_bound / _TREE
     for _ in range(MAX_REMOVAL_DEPTH):
         chain = chain / "d"
     chain.parent.mkdir(parents=True)
     chain.write_text("leaf")
     fd = os.open(at_bound, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        removal = remove_at(fd, RESTORED_DIR)
+        removal = remove_at(fd, _TREE)
     finally:
         os.close(fd)
-    assert removal.failures == 0 and not (at_bound / RESTORED_DIR).exists()
+    assert removal.failures == 0 and not (at_bound / _TREE).exists()
