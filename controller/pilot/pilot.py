@@ -364,26 +364,38 @@ class _Probing:
 
         async def launched(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
                            place: Place) -> None:
-            ended = Place()
-            handed = False
+            mine = Place()  # what this slot tells the next one in its place
+            handed = concluded = False
+
+            def give() -> None:
+                nonlocal handed
+                if not handed:
+                    handed = True
+                    places.hand_over(mine)
 
             def hand_over() -> None:
-                """Once: at the slot's first admission or its DoneAck, once the slot
-                before it in its place has ended (so a place holds at most two live
-                children), else at its end."""
-                nonlocal handed
-                if not handed and place.ended.is_set():
-                    handed = True
-                    places.hand_over(ended)
+                """At the slot's first admission or its DoneAck: the place goes on
+                once the slot before it in its place has ended (a place holds at most
+                two live children), at once if it has; else at this slot's end."""
+                place.when_ended(give)
+
+            def conclude(receipt: Receipt, end: SlotEnd | None) -> None:
+                """At the slot's DoneAck: its stops taken, the next may be admitted."""
+                nonlocal concluded
+                concluded = True
+                visited(n, receipt, end)
+                mine.admissible.set()
 
             try:
-                result = await start_slot(n, planned, snapshot, place.ended, hand_over)
-                visited(n, result.receipt, result.end)
+                result = await start_slot(n, planned, snapshot, place.admissible, hand_over,
+                                          conclude)
+                if not concluded:
+                    visited(n, result.receipt, result.end)
             finally:
                 with anyio.CancelScope(shield=True):
                     await place.ended.wait()  # teardowns end in order, in their place
-                ended.ended.set()
-                hand_over()
+                mine.end()
+                give()
 
         tick(ProgressEvent("probe", 0, len(part), settled, retained, ctx.source.cap_units))
         async with one_failure_task_group() as in_flight:
@@ -459,9 +471,10 @@ def _as_smoke(tick: Progress) -> Progress:
     return smoke_tick
 
 
-# (position, slot, snapshot, the end to admit after, the hand-over: ``slots.run_probe``)
-SlotStarter = Callable[[int, PlannedSlot, SnapshotRef, anyio.Event, Callable[[], None]],
-                       Awaitable[SlotResult]]
+# (position, slot, snapshot, the conclusion to admit after, the hand-over, the
+# conclusion's report: ``slots.run_probe``)
+SlotStarter = Callable[[int, PlannedSlot, SnapshotRef, anyio.Event, Callable[[], None],
+                        Callable[[Receipt, SlotEnd | None], None]], Awaitable[SlotResult]]
 
 
 def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registration,
@@ -484,8 +497,8 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
     overlap_request = campaign.concurrency == 1
 
     async def start(n: int, planned: PlannedSlot, snapshot: SnapshotRef,
-                    admit_after: anyio.Event, hand_over: Callable[[], None]
-                    ) -> SlotResult:
+                    admit_after: anyio.Event, hand_over: Callable[[], None],
+                    concluded: Callable[[Receipt, SlotEnd | None], None]) -> SlotResult:
         probe = probes[(planned.trace_id, planned.probe_id)]
         case = boundary.cases.get(planned.trace_id)
         task: ProbeTask | BoundaryTask
@@ -508,7 +521,7 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
             snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
             boundary=slot_case, admit_after=admit_after, hand_over=hand_over,
-            overlap_request=overlap_request,
+            concluded=concluded, overlap_request=overlap_request,
         )
 
     return start

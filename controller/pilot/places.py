@@ -1,11 +1,11 @@
 """The places of the probe phase: ``concurrency`` of them, handed from slot to slot,
-so that a slot's teardown overlaps the next slot's launch while the next slot's first
-admission waits for it (docs/architecture.md, §4 "Orderings"); and the task group
-children in flight run in, prep children's and probe children's alike."""
+so that a slot's teardown overlaps the next slot's launch and its first admission,
+which waits only for the slot's conclusion (docs/architecture.md, §4 "Orderings"); and
+the task group children in flight run in, prep children's and probe children's alike."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -15,35 +15,60 @@ from efold.errors import EfoldError
 
 
 class Place:
-    """A place for one child in flight, handed from slot to slot. ``ended`` is set once
-    the teardown of the slot that held it last (and of every slot before that in the
-    place) has ended: its child reaped, its leftovers checked, its exit row written,
-    every stop its containment or its end decided taken. Set from the start for a
-    place no slot has held."""
+    """A place for one child in flight, handed from slot to slot. What the slot that
+    held it last (and every slot before that in the place) tells the next one:
+
+    * ``admissible``: that slot is concluded (its receipt durable and the stops its
+      verdict and its end as the stop policy sees it decided taken, at its child's
+      ``DoneAck``) or ended; the next slot's first admission waits for it;
+    * ``ended``: its teardown has ended (its child reaped, its leftovers checked, its
+      exit row written, every stop its containment decided taken); the place is only
+      handed on after it (``when_ended``), so a place holds at most two live children.
+
+    Both set from the start for a place no slot has held."""
 
     def __init__(self, *, ended: bool = False) -> None:
+        self.admissible = anyio.Event()
         self.ended = anyio.Event()
+        # Invariant: empty once ``ended`` is set (each ran exactly once, in order).
+        self._on_end: list[Callable[[], None]] = []
         if ended:
-            self.ended.set()
+            self.end()
+
+    def end(self) -> None:
+        """The teardown has ended (so the slot is concluded too, if it ever was)."""
+        self.admissible.set()
+        self.ended.set()
+        waiting, self._on_end = self._on_end, []
+        for then in waiting:
+            then()
+
+    def when_ended(self, then: Callable[[], None]) -> None:
+        """Call ``then`` once ``ended`` is set: now if it is."""
+        if self.ended.is_set():
+            then()
+        else:
+            self._on_end.append(then)
 
 
 class Places:
     """The ``concurrency`` places of the probe phase. A slot takes one to launch; it
-    hands a new one over, carrying the event of its own end, as soon as it is under
-    way: at its child's ``DoneAck``, or at concurrency 1 already at its first ``Admit``
-    (the slot before it in its place has ended: ``run_probe``'s ``hand_over``). The
-    next slot is launched, verified and restored while this one's teardown (and at
-    concurrency 1 its request) goes on, and its first admission waits for this one's
-    end (``serve_permits``' ``admit_after``; its watchdog paused and its child's
-    exchange timeout longer meanwhile: ``RunContext.welcome``). So every stop this slot's end or teardown decides is taken
-    before anything more is admitted in its place, as when the next launch waited for
-    it; the launch, the child's start and its snapshot's restore leave the critical
-    path. A place so holds at most two live children: one under way or ending, one
-    waiting for its first admission.
+    hands a new one over, carrying its own ``admissible`` and ``ended``, as soon as it
+    is under way (at its child's ``DoneAck``, or at concurrency 1 already at its first
+    ``Admit``) and the slot before it in its place has ended. The next slot is
+    launched, verified and restored while this one's teardown (and at concurrency 1
+    its request) goes on; its first admission waits only for this one's conclusion
+    (``serve_permits``' ``admit_after``; its watchdog paused and its child's exchange
+    timeout longer meanwhile: ``RunContext.welcome``), not for its teardown. So the
+    launch, the child's start, its restore and the slot before's teardown leave the
+    critical path; every stop a slot's verdict decides is taken before anything more is
+    admitted in its place, and a stop its teardown decides (a leftover process, a
+    containment) before anything more is launched in it, and from the next admission
+    on (docs/architecture.md, §4 "Orderings").
 
     Invariant: ``concurrency`` places circulate; a slot holds one from ``take`` until
-    it hands one over (a new one early, or the one it took if refused before its
-    launch), exactly once."""
+    it hands one over (a new one, or the one it took if refused before its launch),
+    exactly once."""
 
     def __init__(self, concurrency: int) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[Place](concurrency)

@@ -6,16 +6,6 @@ violation) ends in a journaled, contained launch, every sticky stop its containm
 decided taken before anything else is launched. Then the slot is judged
 (``controller.pilot.judging``, pure), the stops the verdict names are taken, and exactly one
 receipt is written: journal first, then the file.
-
-Then the slot's restored checkpoint copy (``slots/<slot>/checkpoint/``, a copy of the
-pristine snapshot in ``checkpoints/<key>/`` that the controller keeps) is removed, and
-only then: once the journal shows the receipt and every probe launch of the slot proven
-over (an exit record with a reaped status, every containment episode finished
-``contained``). Nothing later reads it: ``aggregate`` reads plan, registration, receipts
-and the journal; ``recover``, ``reap`` and the status read the journal, the lease and
-/proc. A slot that is not proven over keeps its directory untouched, as evidence. The
-removal never follows a link (``runroot.remove_at``) and never stops the run: what it
-could not remove is counted (``SlotResult.cleanup``).
 """
 
 from __future__ import annotations
@@ -41,25 +31,20 @@ from efold.controller.pilot.receipts import write_receipt
 from efold.controller.processes.launcher import teardown_bound
 from efold.controller.processes.subreaper import DIRECT_CHILDREN
 from efold.controller.rundirs.run_context import LaunchEnd, RunContext
-from efold.controller.rundirs.runroot import Removal, remove_at
 from efold.corpus.model import Probe
-from efold.errors import Code, EfoldError
+from efold.errors import Code
 from efold.ipc.messages import Terminal, TerminalStatus
 from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import BoundaryRecord, PlannedSlot, Receipt
 from efold.protocol.tasks import BoundaryTask, ProbeTask, Route
-from efold.registry.files import open_dir_nofollow, write_all
-from efold.registry.journal import JournalReader
+from efold.registry.files import write_all
 from efold.worker.judge import judge_run_id
-from efold.worker.reader import RESTORED_DIR
 
 
 @dataclass(frozen=True)
 class SlotResult:
     receipt: Receipt
     end: SlotEnd | None  # how the stop policy sees it; None: never admitted
-    # The restored copy's removal; None: kept (the slot is not proven over).
-    cleanup: Removal | None = None
 
 
 @dataclass(frozen=True)
@@ -79,34 +64,36 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                     evidence: Evidence, boundary: BoundarySlot | None = None,
                     admit_after: anyio.Event | None = None,
                     hand_over: Callable[[], None] | None = None,
+                    concluded: Callable[[Receipt, SlotEnd | None], None] | None = None,
                     overlap_request: bool = False) -> SlotResult:
     """One probe slot end to end; its receipt is written (journal, then file) here. A
     question slot is concluded as soon as its child's terminal arrives; a boundary slot
     (``boundary``) only after its child has exited, when its oracles are evaluated
     (``controller.pilot.boundary_slots``).
 
-    ``admit_after``: see ``probe_server.serve_permits``. ``hand_over``: called once a
+    ``admit_after``: see ``probe_server.serve_permits``. ``concluded``: called once a
     question slot's child has its ``DoneAck`` (its receipt written, its members
-    durable), or already at its first ``Admit`` with ``overlap_request`` (once the slot
-    before it in its place has ended: ``admit_after`` is set). The next slot's launch,
-    its child's start and restore then overlap this slot's teardown (exit, leftovers,
-    reap, the exit row, the restored copy's removal), and its request too with
-    ``overlap_request``; its first admission waits for this slot's end
-    (``places.Places``)."""
+    durable), with the receipt and the slot's end as the stop policy sees it; the next
+    slot's first admission waits for it (``places.Places``), not for this slot's
+    teardown (exit, leftovers, reap, the exit row). ``hand_over``: called then too, or
+    already at the first ``Admit`` with ``overlap_request`` (once ``admit_after`` is
+    set): the next slot's launch, its child's start and restore then overlap this
+    slot's teardown, and its request too with ``overlap_request``."""
     slot = planned.slot
     started = time.monotonic()
     watchdog = anyio.CancelScope()  # the slot's deadline, set at its launch below
 
     # The longest this slot's first admission may wait: the slot before it in its place
-    # may have just been admitted, and runs to its deadline, then its teardown.
+    # may have just been admitted, and runs to its deadline, then its teardown (a slot
+    # that does not conclude at its DoneAck lets the next one in at its end).
     admit_wait = 0.0
     if admit_after is not None and not admit_after.is_set():
         admit_wait = ctx.probe_seconds + ctx.probe_margin + teardown_bound(ctx.containment)
 
-    async def after_teardown() -> None:
-        """Wait for the slot before this one in its place to end; the wait does not
+    async def after_the_slot_before() -> None:
+        """Wait for the slot before this one in its place to conclude; the wait does not
         count against this slot's own deadline, and its child's exchange timeout allows
-        for it (``admit_wait``). Then the place passes on."""
+        for it (``admit_wait``). Then the place passes on (with ``overlap_request``)."""
         if admit_after is not None and not admit_after.is_set():
             # Paused, not only extended afterwards: the slot before may run to its own
             # deadline, then be contained, well past this one's.
@@ -137,7 +124,7 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
         if handle is not None:  # None: it never started (end says why)
             watchdog.deadline = anyio.current_time() + ctx.probe_seconds + ctx.probe_margin
             with watchdog:
-                ended = await serve_probe(ctx, handle, slot, judge_key, after_teardown,
+                ended = await serve_probe(ctx, handle, slot, judge_key, after_the_slot_before,
                                           admit_wait)
             if watchdog.cancelled_caught:
                 end.failure = Code.WORKER_TIMEOUT
@@ -154,8 +141,11 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                 if ctx.answers_file is not None:
                     keep_answer(ctx.answers_file, slot, terminal)
                 await handle.acknowledge_done()
-                if receipt is not None and hand_over is not None:
-                    hand_over()
+                if receipt is not None:
+                    if concluded is not None:
+                        concluded(receipt, slot_end(ctx.source.ledger(slot), receipt))
+                    if hand_over is not None:
+                        hand_over()
     if end.interrupted and terminal is None:
         end.failure = Code.INTERRUPTED  # the operator's, not the child's
     if terminal is None:
@@ -178,40 +168,7 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                                            b.route, real=b.real))
         receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started,
                             boundary=record)
-    cleanup = discard_restored_copy(ctx.journal, slot, slot_dir)
-    return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt), cleanup)
-
-
-def slot_proven_over(journal: JournalReader, slot: str) -> bool:
-    """Whether ``slot``'s receipt is journaled and each of its probe launches is over
-    for certain: an exit record with a reaped status, and every containment episode of
-    the launch finished ``contained``. A slot with no launch is not (nothing to prove)."""
-    if not journal.rows("receipts", "slot = ?", (slot,)):
-        return False
-    launches = journal.rows("launches", "slot = ? AND kind = 'probe'", (slot,))
-    for launch in launches:
-        if launch["exited_ns"] is None or launch["exit_status"] is None:
-            return False
-        episodes = journal.rows("containments", "launch_id = ?", (launch["launch_id"],))
-        if any(e["finished_ns"] is None or e["result"] != "contained" for e in episodes):
-            return False
-    return bool(launches)
-
-
-def discard_restored_copy(journal: JournalReader, slot: str, slot_dir: Path) -> Removal | None:
-    """Remove ``slot_dir/checkpoint`` once the slot is proven over (see the module
-    docstring); None when it is not (the directory is kept untouched). Never raises for
-    the journal or the file system: a failure is counted in the result."""
-    try:
-        if not slot_proven_over(journal, slot):
-            return None
-        fd = open_dir_nofollow(slot_dir)
-    except EfoldError:
-        return Removal(failures=1)
-    try:
-        return remove_at(fd, RESTORED_DIR)
-    finally:
-        os.close(fd)
+    return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt))
 
 
 def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Terminal | None,
