@@ -26,7 +26,6 @@ import platform
 import re
 import stat
 from collections.abc import Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
@@ -122,6 +121,11 @@ def fixture_identity(case: Case) -> FixtureIdentity:
 
 
 def efold_version() -> str:
+    # Imported here: importlib.metadata (and the email package under it) is ~25 ms of
+    # every process's start that imports this module, the fork-server template's among
+    # them, and only a real boundary slot's identity reads it.
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("efold")
     except PackageNotFoundError:  # pragma: no cover - an uninstalled tree

@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
-import yaml
 
 from efold.boundary.actions import ActionFamily, normalize_path
 from efold.boundary.errors import BoundaryError
@@ -60,6 +59,9 @@ from efold.corpus.import_formats import READERS
 from efold.errors import Code
 from efold.input_files import SIDECAR_LIMIT, InputFileError, read_input
 from efold.protocol.regime import FoldMode, FoldTarget, Regime
+
+if TYPE_CHECKING:
+    import yaml
 
 SIDECAR_NAME: Final = "ef-boundary.yml"
 
@@ -196,6 +198,8 @@ def path_problem(path: str, inside: str = "the workspace") -> str | None:
 
 def _duplicate_key(node: yaml.Node, path: str) -> str | None:
     """The path of the first mapping key that ``node`` repeats, or None."""
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key, value in node.value:
@@ -231,6 +235,8 @@ def decode_sidecar(data: bytes, name: str = SIDECAR_NAME) -> Sidecar:
     except (msgspec.DecodeError, RecursionError) as exc:
         raise BoundaryError(Code.BOUNDARY_CASE_INVALID,
                             f"{name}: not YAML: {_one_line(str(exc))}") from exc
+    import yaml  # here: ~15 ms of a process's start, and only a sidecar's check needs it
+
     try:
         node = yaml.compose(data, Loader=yaml.SafeLoader)
         duplicate = None if node is None else _duplicate_key(node, "$")

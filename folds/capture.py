@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
 
 # The proxy's own call (its messages, as sent) -> the reply text.
 Summarise = Callable[[list[dict[str, Any]]], str]
@@ -84,6 +86,10 @@ class CaptureEndpoint:
         self.own_calls = 0
         self.unsupported: list[str] = []  # "METHOD /path" of each call not served
         self.failure: BaseException | None = None  # the first summariser failure
+        # Imported here: http.server (with http.client and ssl) is ~17 ms of a process's
+        # start, the fork-server template's among them, and only a capture needs it.
+        from http.server import ThreadingHTTPServer
+
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         # A short poll: ``shutdown`` waits for the serving loop to look (0.5 s by default,
@@ -176,6 +182,8 @@ def _sse(completion: dict[str, Any]) -> bytes:
 
 
 def _handler_for(capture: CaptureEndpoint) -> type[BaseHTTPRequestHandler]:
+    from http.server import BaseHTTPRequestHandler
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 

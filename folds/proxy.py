@@ -38,7 +38,6 @@ the proxy answers an agent request with an error, or answers it without forwardi
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import signal
@@ -222,6 +221,10 @@ def _await_listening(name: str, process: subprocess.Popen[bytes], port: int,
 
 
 def _post(name: str, port: int, body: dict[str, Any], deadline: float) -> int:
+    # Imported here: http.client (with ssl and email) is ~15 ms of a process's start,
+    # the fork-server template's among them, and only a proxy fold's requests need it.
+    import http.client
+
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise PluginError(Code.FOLD_PLUGIN_TIMEOUT, f"{name}: timed out")

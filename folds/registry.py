@@ -17,9 +17,9 @@ summariser (``fold_for(..., summariser=...)``); every other arm ignores one.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from efold.errors import Code
 from efold.folds.arms import (
@@ -37,6 +37,9 @@ from efold.folds.arms import (
 )
 from efold.folds.checkpoint import Checkpoint
 from efold.folds.errors import FoldError, PluginError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 from efold.folds.fold import Fold, TracePrefix, checked
 from efold.folds.spec import FoldSpec
 from efold.folds.summary import Summariser
@@ -182,8 +185,12 @@ class CheckedFold:
         return checked(built, self._name, prefix)
 
 
-def _plugin_entry_points() -> list[importlib.metadata.EntryPoint]:
-    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+def _plugin_entry_points() -> list[EntryPoint]:
+    # Imported here: importlib.metadata is ~25 ms of a process's start, and only a
+    # plugin's lookup needs it (not the fork-server template, nor a built-in arm's prep).
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
 
 
 def plugin_arms() -> tuple[list[str], list[RejectedPlugin]]:
@@ -205,7 +212,7 @@ def arm_names() -> list[str]:
     return [*BUILTIN_ARMS, *plugin_arms()[0]]
 
 
-def plugin_entry_point(name: str) -> importlib.metadata.EntryPoint:
+def plugin_entry_point(name: str) -> EntryPoint:
     """The one installed entry point of the plugin arm ``name``: ``fold_unknown`` if
     none, ``fold_plugin_invalid`` if it claims a built-in name or is registered twice."""
     if name in BUILTIN_ARMS:

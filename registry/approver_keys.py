@@ -11,14 +11,18 @@ or someone else could choose which approver efold trusts.
 from __future__ import annotations
 
 import os
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from efold.errors import Code
 from efold.registry.authorization import public_key_id
 from efold.registry.errors import RegistryError
 from efold.registry.files import publish_exclusive, read_private
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 __all__ = ["PRIVATE_SUFFIX", "PUBLIC_SUFFIX", "load_private_key", "load_public_key",
            "write_key_pair"]
@@ -36,6 +40,9 @@ def _split(path: str | os.PathLike[str]) -> tuple[str, str]:
 def write_key_pair(prefix: str | os.PathLike[str]) -> tuple[str, str, str]:
     """Generate a key pair; write ``PREFIX.key`` (0600) and ``PREFIX.pub`` (0644), never
     over existing files. Returns (private path, public path, key id)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(serialization.Encoding.PEM,
                                     serialization.PrivateFormat.PKCS8,
@@ -52,6 +59,9 @@ def write_key_pair(prefix: str | os.PathLike[str]) -> tuple[str, str, str]:
 def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     """``PRIVATE_READ_REFUSED`` if the file is readable by group/other (or otherwise
     unsafe); ``APPROVER_KEY_INVALID`` if it is not an unencrypted Ed25519 PEM key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     data = read_private(*_split(path), max_bytes=_MAX_KEY_BYTES, owner_only=True)
     try:
         key = serialization.load_pem_private_key(data, password=None)
@@ -63,6 +73,9 @@ def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
 
 
 def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     data = read_private(*_split(path), max_bytes=_MAX_KEY_BYTES)
     try:
         key = serialization.load_pem_public_key(data)
