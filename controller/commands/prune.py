@@ -103,7 +103,7 @@ def _emit(report: PruneReport, as_json: bool) -> None:
               help="Only this run (a name under ROOT, or its path); repeatable. Not with "
               "--older-than or --keep.")
 @click.option("--slots-only", is_flag=True,
-              help="Remove only the runs' slots/ (probe scratch copies); plan, receipts, "
+              help="Remove only the runs' slots/ (the slots' private workspaces); plan, receipts, "
               "journal, checkpoints and reports stay, and aggregate still works.")
 @click.option("--dry-run", is_flag=True, help="List what would go and its size; remove "
               "nothing.")

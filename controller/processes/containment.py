@@ -89,6 +89,10 @@ class ContainmentPolicy:
     kill_wait: float = 2.0  # seconds to wait after each SIGKILL round
     kill_rounds: int = 5
     use_group_signal: bool = True  # False forces per-member pidfds (tests, old kernels)
+    # Told each sticky stop the episode decides, at once: right after its journal write
+    # (before the signal it precedes), not when the episode ends, which may be a whole
+    # SIGTERM grace later. Must not raise or await (the run closes admission in memory).
+    on_stop: Callable[[Code], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,11 @@ class _Episode:
     boot: str = field(default_factory=boot_id)
     cgroup_unreadable: bool = False  # the cgroup's members could not be read: a survivor
     frozen: bool = False  # the launch's cgroup is frozen (only between freeze and thaw)
+
+    def stopped(self, code: Code) -> None:
+        """A sticky stop decided (and journaled, if it could be): told at once."""
+        if self.policy.on_stop is not None:
+            self.policy.on_stop(code)
 
     def write(self, action: Callable[[JournalWriter], _T]) -> _T | None:
         if self.journal is None:
@@ -423,6 +432,7 @@ async def contain(
                             epoch=target.epoch, code=survivor_stop.value, slot=target.slot,
                             sticky=True,
                         ))
+                        episode.stopped(survivor_stop)
                 episode.send(proofs, signal.SIGKILL if terminated else signal.SIGTERM)
                 if terminated:
                     episode.kill_cgroup()  # the whole cgroup, journaled or not
@@ -451,6 +461,7 @@ async def contain(
                 epoch=target.epoch, code=Code.UNRECONCILED_CONTAINMENT.value, slot=target.slot,
                 sticky=True,
             ))
+            episode.stopped(Code.UNRECONCILED_CONTAINMENT)
     return ContainmentResult(
         launch_id=target.launch_id,
         containment_id=episode.containment_id,

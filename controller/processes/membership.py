@@ -8,7 +8,8 @@ A process is *tied* to a launch when, in one /proc snapshot, it is
 3. a recorded member still holding its pid with the recorded start time (whatever group
    it is in now: a member that called ``setsid`` is still ours);
 4. an orphan adopted by the controller (the controller is a child subreaper): parented
-   to the controller, not one of its registered direct children, and started no
+   to the controller, not one of its registered direct children nor in the group of
+   one (another launch's, whose unreaped leader pins its group number), and started no
    earlier than the leader;
 5. a process carrying the launch's environment marker (``efold.controller.processes.marker``),
    started no earlier than the leader: how an escaped orphan reparented to init is
@@ -23,7 +24,8 @@ the controller is a subreaper and alive.
 
 With several launches live at once, an adopted orphan that left its group is attributed
 to whichever launch is contained first (rule 4 cannot tell launches apart). It is a
-worker's orphan either way.
+worker's orphan either way. One still in its launch's group is that launch's alone,
+while that launch's leader is unreaped, however close their start times.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def tied_processes(
         if (
             entry.ppid == controller_pid
             and pid not in direct_children
+            and entry.pgid not in direct_children
             and pid != leader.pid
             and entry.start_time >= leader.start_time
         ):

@@ -8,6 +8,7 @@ source close admission at once, and the journal records the code once per run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -157,7 +158,11 @@ class RunContext:
             try:
                 if self.interrupted is not None:
                     scope.cancel()
-                async with supervise(self.journal, assignment, policy=self.containment,
+                # A sticky stop its containment decides closes admission at once, not
+                # only when the episode ends (a SIGTERM grace later: ``adopt_containment``
+                # then journals it, if the episode could not, and takes it whole).
+                policy = dataclasses.replace(self.containment, on_stop=self._close_admission)
+                async with supervise(self.journal, assignment, policy=policy,
                                      env=child_environment(), program=self.program,
                                      credential=credential, template=self.template,
                                      cgroups=self.cgroups,
@@ -207,6 +212,11 @@ class RunContext:
         if not journaled and code not in self._journaled:
             self.journal.record_stop(epoch=self.epoch, code=code.value, slot=slot, sticky=True)
         self._journaled.add(code)
+
+    def _close_admission(self, code: Code) -> None:
+        """Close admission for a sticky stop journaled elsewhere, in memory only."""
+        self.policy.stop(code)
+        self.source.stop(code)
 
     def take_stops(self, codes: Iterable[Code], slot: str) -> None:
         """Take, in order, the stops a slot's judgement implies (``judging.Verdict``)."""

@@ -12,7 +12,7 @@ Layout of a run::
     <run>/authorization-consumed.json
     <run>/traces/<id>.jsonl      reader-safe traces for the prep children (private)
     <run>/checkpoints/<key>/     prep slot dirs; the pristine snapshot in snapshot/
-    <run>/slots/<slot>/          probe slot dirs (restored copies)
+    <run>/slots/<slot>/          slot dirs (a body's private workspace)
     <run>/receipts/<slot>.json   one content-free receipt per visited slot
     <run>/results.json, summary.md, report.html
 

@@ -5,6 +5,7 @@ same ties for a hostile tree, and holds no pin past its process."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,6 +141,60 @@ def test_another_registered_child_is_read_once_and_never_tied(
         DIRECT_CHILDREN.discard(sibling.pid)
         sibling.kill()
         sibling.wait()
+
+
+# A leader whose double-forked orphan stays in its group (no setsid): adopted by us.
+_GROUP_ORPHAN = r"""
+import os, sys, time
+r, w = os.pipe()
+middle = os.fork()
+if middle == 0:
+    orphan = os.fork()
+    if orphan == 0:
+        time.sleep(60)
+        os._exit(0)
+    os.write(w, str(orphan).encode())
+    os._exit(0)
+os.waitpid(middle, 0)
+orphan = os.read(r, 32)
+with open(sys.argv[1], "wb") as f:
+    f.write(orphan)
+time.sleep(60)
+"""
+
+
+def test_an_orphan_in_another_launchs_group_is_that_launchs_alone(tmp_path: Path) -> None:
+    """Two launches in flight: an adopted orphan still in the group of the one it came
+    from is never tied to the other, born before it (rule 4 alone would tie it: it is
+    parented to us and started after that other launch's leader)."""
+    become_subreaper()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             start_new_session=True)
+    DIRECT_CHILDREN.add(identity_of(other.pid))
+    out = tmp_path / "orphan"
+    leader = subprocess.Popen([sys.executable, "-c", _GROUP_ORPHAN, str(out)],
+                              start_new_session=True)
+    DIRECT_CHILDREN.add(identity_of(leader.pid))
+    orphan = 0
+    try:
+        assert wait_until(lambda: out.exists() and out.stat().st_size > 0)
+        orphan = int(out.read_text())
+        entry = read_entry(orphan)
+        assert entry is not None and (entry.ppid, entry.pgid) == (os.getpid(), leader.pid)
+        assert entry.start_time >= identity_of(other.pid).start_time
+        assert orphan not in {e.pid for e in tied_now(identity_of(other.pid), other.pid, None)}
+        assert orphan in {e.pid for e in tied_now(identity_of(leader.pid), leader.pid, None)}
+    finally:
+        for process in (leader, other):
+            DIRECT_CHILDREN.discard(process.pid)
+            process.kill()
+            process.wait()
+        if orphan:
+            entry = read_entry(orphan)
+            if entry is not None:
+                kill_proven(orphan, entry.start_time)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(orphan, 0)
 
 
 def test_an_older_process_is_not_read_again_while_it_lives(
