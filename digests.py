@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -27,10 +27,19 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# Not ``hashlib.file_digest``: its 256 KiB buffer is a fresh mapping at every call, and
+# zeroing it costs 64 page faults, in a worker that hashes two files before it speaks
+# (``worker.verify``) about 8% of all it faults. A chunk this size comes from the heap.
+_FILE_CHUNK: Final = 64 * 1024
+
+
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """sha256 of a file's bytes, read in chunks. OSError propagates to the caller."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_FILE_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def digest_of(value: Any) -> str:

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_kit import parse_runs
+from bench_kit import compile_efold, parse_runs
 from bench_pilot import pilot_once, register
 
 INSPECT = """
@@ -142,6 +142,7 @@ def main() -> None:
                              "side (default 1,8)")
     args = parse_runs(parser, runs=3, quick_runs=1,
                       quick_help="20 samples and slots, one run (CI)")
+    print(f"efold byte-compiled first, as an install is: {compile_efold()}")
     levels = [int(c) for c in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         registrations = {level: register(Path(tmp), quick=args.quick, concurrency=level)

@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: the ``--runs``/``--quick`` options and a median timer.
+"""What the benchmark scripts share: the ``--runs``/``--quick`` options, a median timer and
+efold's compiled bytecode.
 
 A benchmark runs as ``python benchmarks/<name>.py``, so this module is importable by
 name (``from bench_kit import ...``). It is not a benchmark itself: CI runs every
@@ -8,9 +9,11 @@ name (``from bench_kit import ...``). It is not a benchmark itself: CI runs ever
 from __future__ import annotations
 
 import argparse
+import compileall
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def parse_runs(
@@ -40,3 +43,17 @@ def median_seconds(action: Callable[[], object], runs: int) -> float:
 def median_ms(action: Callable[[], object], runs: int) -> float:
     """``median_seconds`` in milliseconds."""
     return median_seconds(action, runs) * 1000
+
+
+def compile_efold() -> Path:
+    """Byte-compile the efold package every process of a timed run imports, as ``pip
+    install .`` does at install time, and return its directory. An editable install
+    is compiled at first import only, and never where ``PYTHONDONTWRITEBYTECODE`` is
+    set: each run then compiles efold's modules from source again, a cost no installed
+    copy pays and none of the baselines (inspect_ai, a bare interpreter) pays."""
+    import efold
+
+    root = Path(efold.__file__).parent
+    if not compileall.compile_dir(root, quiet=1):
+        raise SystemExit(f"could not byte-compile {root}")
+    return root

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_kit import parse_runs
+from bench_kit import compile_efold, parse_runs
 
 FOUR_ROLES = 'roles = ["native", "cold-rebuild", "compaction", "pack"]'
 FIVE_ROLES = 'roles = ["native", "cold-rebuild", "compaction", "compaction-2", "pack"]'
@@ -246,6 +246,7 @@ def main() -> None:
     args = parse_runs(parser, runs=3, quick_runs=1,
                       quick_help="one run of the original campaign cut to 20 slots (CI); "
                                  "overrides --runs")
+    print(f"efold byte-compiled first, as an install is: {compile_efold()}")
     walls: dict[tuple[str, int], list[float]] = {c: [] for c in CONFIGURATIONS}
     bases: list[float] = []
     launches = slots = completed = 0

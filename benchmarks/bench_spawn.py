@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import anyio
-from bench_kit import parse_runs
+from bench_kit import compile_efold, parse_runs
 
 from efold.controller.processes.adopted import AdoptedProcess
 from efold.controller.processes.launcher import supervise
@@ -152,6 +152,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     args = parse_runs(parser, runs=25, quick_runs=3,
                       quick_help="one warm-up, 3 runs (CI); overrides --runs")
+    print(f"efold byte-compiled first, as an install is: {compile_efold()}")
     warmups = 1 if args.quick else 3
     children, templated, in_cgroups, where, baselines = anyio.run(measure, args.runs, warmups,
                                                                  backend="trio")

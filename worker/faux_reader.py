@@ -42,7 +42,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,44 +162,76 @@ def parse_question(question: str) -> Intent:
 
 
 def _clean(line: str) -> str:
-    line = _CITATION.sub("", line).strip()
+    if "[record " in line:  # the citation's own literal start: most lines carry none
+        line = _CITATION.sub("", line)
+    line = line.strip()
     return line[2:] if line.startswith("- ") else line
 
 
+def _value(intent: Intent, line: str) -> str | None:
+    correction = CORRECTION_LINE.match(line)
+    if correction is not None and correction.group("label").lower() == intent.label:
+        return correction.group("new").strip()
+    fact = FACT_LINE.match(line)
+    if fact is not None and fact.group("label").lower() == intent.label:
+        return fact.group("value").strip()
+    return None
+
+
+def _status(intent: Intent, line: str) -> str | None:
+    status = STATUS_LINE.match(line)
+    if status is not None and status.group("thing").lower() == intent.label:
+        return status.group("token")
+    return None
+
+
+def _next(intent: Intent, line: str) -> str | None:
+    step = NEXT_LINE.match(line)
+    return None if step is None else f"{step.group('task')} by {step.group('deadline')}"
+
+
+def _topic(intent: Intent, line: str) -> str | None:
+    rule = TOPIC_RULE_LINE.match(line)
+    return None if rule is None else rule.group("topic")
+
+
+def _decision(intent: Intent, line: str) -> str | None:
+    decision = DECISION_LINE.match(line)
+    if decision is not None and decision.group("subject") == intent.label:
+        return f"{decision.group('choice')}, because of {decision.group('reason')}"
+    return None
+
+
+def _priority(intent: Intent, line: str) -> str | None:
+    return "; ".join(priority_tasks(line)) if PRIORITY_LINE.match(line) is not None else None
+
+
+def _dependency(intent: Intent, line: str) -> str | None:
+    dependency = DEPENDENCY_LINE.match(line)
+    if dependency is not None and dependency.group("label") == intent.label:
+        return f"{dependency.group('days')}|{dependency.group('base')}"
+    return None
+
+
+# What one cleaned line says for an intent of each kind, or None. A kind not here has
+# no value to extract.
+_READERS: dict[str, Callable[[Intent, str], str | None]] = {
+    "value": _value, "status": _status, "next": _next, "topic": _topic,
+    "decision": _decision, "priority": _priority, "dependency": _dependency,
+}
+
+
 def extract(intent: Intent, lines: Iterable[str]) -> str | None:
-    """The latest value for ``intent`` among ``lines`` (conversation order), or None."""
+    """The latest value for ``intent`` among ``lines`` (conversation order), or None:
+    on a line that is both, a correction outranks the plain fact."""
+    read = _READERS.get(intent.kind)
+    if read is None:
+        return None
     found: str | None = None
     for raw in lines:
-        line = _clean(raw)
-        if intent.kind == "value":
-            fact = FACT_LINE.match(line)
-            if fact is not None and fact.group("label").lower() == intent.label:
-                found = fact.group("value").strip()
-            correction = CORRECTION_LINE.match(line)
-            if correction is not None and correction.group("label").lower() == intent.label:
-                found = correction.group("new").strip()
-        elif intent.kind == "status":
-            status = STATUS_LINE.match(line)
-            if status is not None and status.group("thing").lower() == intent.label:
-                found = status.group("token")
-        elif intent.kind == "next":
-            step = NEXT_LINE.match(line)
-            if step is not None:
-                found = f"{step.group('task')} by {step.group('deadline')}"
-        elif intent.kind == "topic":
-            rule = TOPIC_RULE_LINE.match(line)
-            if rule is not None:
-                found = rule.group("topic")
-        elif intent.kind == "decision":
-            decision = DECISION_LINE.match(line)
-            if decision is not None and decision.group("subject") == intent.label:
-                found = f"{decision.group('choice')}, because of {decision.group('reason')}"
-        elif intent.kind == "priority" and PRIORITY_LINE.match(line) is not None:
-            found = "; ".join(priority_tasks(line))
-        elif intent.kind == "dependency":
-            dependency = DEPENDENCY_LINE.match(line)
-            if dependency is not None and dependency.group("label") == intent.label:
-                found = f"{dependency.group('days')}|{dependency.group('base')}"
+        value = read(intent, _clean(raw))
+        if value is not None:
+            found = value
     return found
 
 

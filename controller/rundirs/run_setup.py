@@ -71,7 +71,7 @@ from efold.controller.rundirs.run_context import (
 )
 from efold.corpus import corpus_digest
 from efold.corpus.model import SuiteItem
-from efold.digests import build_digest, canonical_json, digest_of, sha256_hex
+from efold.digests import canonical_json, digest_of, sha256_hex
 from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.ipc.messages import BudgetGrant
@@ -184,7 +184,12 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
             ctx = RunContext(
                 run_dir=run, journal=journal, epoch=epoch, controller=lease.holder.identity(),
                 registration_digest=sha256_hex(reg_bytes), plan_digest=sha256_hex(plan_bytes),
-                build_digest=build_digest(), source=source, policy=StopPolicy(), budgets=budgets,
+                # The registration's build, checked against the installed files when it
+                # was loaded or computed: each worker runs only that code (its template's
+                # pinned digest, or its own from disk, must equal it), never a build
+                # edited since, and the tree is not hashed a second time here.
+                build_digest=reg.digests.build, source=source, policy=StopPolicy(),
+                budgets=budgets,
                 prep_seconds=prep_seconds(campaign), probe_seconds=probe_seconds(campaign),
                 containment=containment,
                 program=DEFAULT_PROGRAM if program is None else program, cgroups=cgroups,

@@ -10,6 +10,7 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import pytest
 from efold_pilot_kit import faulty_program, small_registration
 
@@ -212,16 +213,18 @@ def test_aggregate_refuses_tampered_receipts(tmp_path: Path,
     (run / "plan.json").write_text(json.dumps(plan))
     assert refused() is Code.RUN_RECORDS_INVALID
 
-def test_children_refuse_a_run_built_from_other_code(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """The controller assigns a build digest; every child recomputes its own from the code
-    it runs and refuses on a difference (a module edited mid-run, a mixed install). The
-    refusal's own code, from the child's exit status, is what the receipts show."""
-    import efold.controller.rundirs.run_setup
+def test_children_refuse_a_run_built_from_other_code(tmp_path: Path) -> None:
+    """The controller assigns the registration's build digest; every child recomputes its
+    own from the code it runs and refuses on a difference (a module edited since the
+    registration was checked, a mixed install). The refusal's own code, from the child's
+    exit status, is what the receipts show."""
+    from efold.controller.campaigns.registration import encode_registration
 
-    # The build digest the controller assigns to every child of the run.
-    monkeypatch.setattr(efold.controller.rundirs.run_setup, "build_digest", lambda root=None: "f" * 64)
     reg, raw = small_registration(roles='["native"]')
+    # The build the controller assigns to every child of the run: not the code they run.
+    reg = msgspec.structs.replace(reg, digests=msgspec.structs.replace(reg.digests,
+                                                                        build="f" * 64))
+    raw = encode_registration(reg)
     run = claim_run_dir(tmp_path / "run")
     out = run_pilot(reg, raw, run)
     assert out.stop_code is Code.WORKER_DIGEST_MISMATCH
