@@ -16,8 +16,11 @@ interpreter that has it; default: this one). Without it the script says so and p
 efold's figure alone. Its mock model is given outputs that carry their usage, so it
 never counts tokens (which would fetch a tokenizer over the network). Each sample is a
 one-turn ``generate()`` scored by ``match()``: the per-sample cost of inspect's own
-machinery. Its figure is its ``eval`` call alone (its imports and start excluded);
-efold's is the whole ``pilot`` command, interpreter start and reports included.
+machinery. The ratio is against its ``eval`` call alone (its imports and start
+excluded), while efold's figure is the whole ``pilot`` command, interpreter start and
+reports included: the stricter comparison, the one the targets are read against. The
+whole inspect_ai command (interpreter, imports, eval) and its CPU are printed too, with
+the ratio of like to like.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench_kit import compile_efold, parse_runs
 from bench_pilot import pilot_once, register
@@ -68,18 +71,27 @@ print(f"wall {wall:.6f}")
 """
 
 
-def inspect_once(python: str, n: int, log_dir: Path, at_once: int = 1) -> float | None:
-    """inspect_ai's wall time for ``n`` mock samples (its eval call only), or None
-    when ``python`` has no inspect_ai."""
-    done = subprocess.run([python, "-c", INSPECT, str(n), str(log_dir), str(at_once)],
-                          capture_output=True, text=True)
+class InspectRun(NamedTuple):
+    eval_wall: float  # its eval call alone
+    command_wall: float  # the whole command: interpreter start, imports, eval, exit
+    command_cpu: float  # the whole command's CPU seconds (user + system)
+
+
+def inspect_once(python: str, n: int, log_dir: Path, at_once: int = 1) -> InspectRun | None:
+    """inspect_ai's times for ``n`` mock samples, or None when ``python`` has no
+    inspect_ai."""
+    started = time.perf_counter()
+    done, cpu = cpu_of(lambda: subprocess.run(
+        [python, "-c", INSPECT, str(n), str(log_dir), str(at_once)],
+        capture_output=True, text=True))
+    command_wall = time.perf_counter() - started
     if done.returncode != 0:
         if "No module named 'inspect_ai'" in done.stderr:
             return None
         raise RuntimeError(done.stderr[-2000:])
     found = re.search(r"^wall ([0-9.]+)$", done.stdout, re.M)
     assert found, done.stdout
-    return float(found[1])
+    return InspectRun(float(found[1]), command_wall, cpu)
 
 
 def cpu_of(run: Callable[[], Any]) -> tuple[Any, float]:
@@ -117,11 +129,11 @@ def sync_calls(root: Path, registration: list[str]) -> tuple[int, int] | None:
 
 
 def side_by_side(python: str, root: Path, registration: list[str], *, concurrency: int,
-                 runs: int) -> tuple[int, list[float], list[float], list[float]]:
-    """(slots, efold walls, efold CPU seconds, inspect walls), interleaved run by run."""
+                 runs: int) -> tuple[int, list[float], list[float], list[InspectRun]]:
+    """(slots, efold walls, efold CPU seconds, inspect runs), interleaved run by run."""
     efold: list[float] = []
     cpu: list[float] = []
-    inspect: list[float] = []
+    inspect: list[InspectRun] = []
     slots = 0
     for n in range(runs):
         (wall, _, slots, _), used = cpu_of(lambda: pilot_once(root, registration, "template"))
@@ -148,7 +160,7 @@ def main() -> None:
         registrations = {level: register(Path(tmp), quick=args.quick, concurrency=level)
                          for level in sorted({1, *levels})}
         for level in levels:
-            slots, efold_walls, cpu, inspect_walls = side_by_side(
+            slots, efold_walls, cpu, inspect_runs = side_by_side(
                 args.inspect_python, Path(tmp), registrations[level], concurrency=level,
                 runs=args.runs)
             efold = statistics.median(efold_walls)
@@ -159,14 +171,21 @@ def main() -> None:
             print(f"  efold CPU (controller, template, children)  "
                   f"{statistics.median(cpu):7.2f} s  "
                   f"{statistics.median(cpu) / slots * 1000:7.1f} ms/slot")
-            if not inspect_walls:
+            if not inspect_runs:
                 print(f"  inspect_ai: not installed for {args.inspect_python} (it is not an "
                       "efold dependency; pass --inspect-python)")
                 continue
-            inspect = statistics.median(inspect_walls)
+            inspect = statistics.median(r.eval_wall for r in inspect_runs)
+            command = statistics.median(r.command_wall for r in inspect_runs)
+            command_cpu = statistics.median(r.command_cpu for r in inspect_runs)
             print(f"  inspect_ai mockllm, in process, {level} at once  {inspect:7.2f} s  "
-                  f"{inspect / slots * 1000:7.1f} ms/sample")
+                  f"{inspect / slots * 1000:7.1f} ms/sample  (its eval call)")
             print(f"  ratio efold / inspect_ai                    {efold / inspect:7.2f} x")
+            print(f"  inspect_ai, the whole command               {command:7.2f} s  "
+                  f"{command / slots * 1000:7.1f} ms/sample")
+            print(f"  inspect_ai CPU, the whole command           {command_cpu:7.2f} s  "
+                  f"{command_cpu / slots * 1000:7.1f} ms/sample")
+            print(f"  ratio, whole command to whole command       {efold / command:7.2f} x")
         traced = sync_calls(Path(tmp), registrations[1])
     if traced is None:
         print("sync calls: strace is not installed")
