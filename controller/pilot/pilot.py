@@ -85,6 +85,7 @@ from efold.protocol.assignment import SnapshotRef
 from efold.protocol.records import Exclusion, Plan, PlannedSlot, Receipt, SlotStatus
 from efold.protocol.tasks import BoundaryTask, JudgeTask, ProbeTask
 from efold.registry import publish_exclusive
+from efold.registry.errors import RegistryError
 from efold.registry.files import fsync_dir
 from efold.registry.lease import Lease
 
@@ -513,18 +514,31 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
                 route=route, judge=None if judge is None or judge_route is None else
                 JudgeTask(route=judge_route, rubric=list(judge.rubric),
                           pass_threshold=judge.pass_threshold, expected=list(probe.expected)))
-        return await run_probe(
-            ctx, planned=planned, probe=probe,
+        try:
             # Not fsynced one by one: nothing durable names a slot's directory before
             # the phase ends, when ``slots/`` is fsynced once (``_Probing.finish``).
-            slot_dir=private_subdir(ctx.run_dir, "slots", planned.slot, durable=False),
-            snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
+            slot_dir = private_subdir(ctx.run_dir, "slots", planned.slot, durable=False)
+        except RegistryError as exc:
+            return _no_workspace(ctx, planned, exc.code)
+        return await run_probe(
+            ctx, planned=planned, probe=probe, slot_dir=slot_dir, snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
             task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
             boundary=slot_case, admit_after=admit_after, hand_over=hand_over,
             concluded=concluded, overlap_request=overlap_request,
         )
 
     return start
+
+
+def _no_workspace(ctx: RunContext, planned: PlannedSlot, code: Code) -> SlotResult:
+    """A slot whose private directory could not be made (``slots/`` no longer writable,
+    a name planted in it): it is refused before any launch, with the reason, and the
+    run stops there (a sticky stop: every later slot would meet the same directory), so
+    that the slots under way end as usual and the reports are written."""
+    ctx.take_stop(code, planned.slot)
+    receipt = refused_receipt(planned, code)
+    write_slot_receipt(ctx, receipt)
+    return SlotResult(receipt, None)
 
 
 def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | None:

@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -100,6 +102,46 @@ def test_a_child_killed_mid_request_keeps_the_hold_and_the_run_goes_on(tmp_path:
     # The dead child was contained and its exit journaled.
     statuses = _journal(run, f"SELECT exit_status FROM launches WHERE slot = '{first.slot}'")
     assert statuses == [(-9,)]
+
+
+def test_a_slot_without_its_directory_stops_the_run_and_the_report_still_comes(
+        tmp_path: Path) -> None:
+    """A slot whose private directory cannot be made (here a name planted in ``slots/``;
+    as much for a ``slots/`` made unwritable mid-run) is refused before any launch with
+    the reason, and stops the run: the slots before it complete, the rest are not
+    admitted, the reports are written and no hold is left open."""
+    from efold.controller.campaigns.plan import plan_for
+
+    reg, raw = small_registration()
+    run = claim_run_dir(tmp_path / "run")
+    slots = [s.slot for s in plan_for(reg).slots]
+    victim = run / "slots" / slots[2]
+    done = threading.Event()
+
+    def plant() -> None:  # once the first slot's directory is made, before the third's
+        while not done.is_set() and not (run / "slots" / slots[0]).exists():
+            time.sleep(0.0005)
+        victim.write_text("planted")
+
+    planter = threading.Thread(target=plant)
+    planter.start()
+    try:
+        out = run_pilot(reg, raw, run)
+    finally:
+        done.set()
+        planter.join()
+    assert out.stop_code is Code.PRIVATE_DIR_REFUSED
+    first, second, refused, *rest = out.receipts
+    assert first.status is second.status is SlotStatus.COMPLETED
+    assert refused.slot == victim.name and refused.status is SlotStatus.UNADMITTED
+    assert refused.code == Code.PRIVATE_DIR_REFUSED.value and refused.spend.admitted == 0
+    assert rest and all(r.code == Code.LOOKUP_STOPPED.value for r in rest)
+    assert victim.read_text() == "planted"  # never followed nor removed
+    assert _journal(run, f"SELECT COUNT(*) FROM launches WHERE slot = '{victim.name}'") == [(0,)]
+    assert _journal(run, "SELECT COUNT(*) FROM holds WHERE state != 'settled'") == [(0,)]
+    assert (Code.PRIVATE_DIR_REFUSED.value, 1) in _journal(run, "SELECT code, sticky FROM stops")
+    results = decode_results((run / "results.json").read_bytes())
+    assert results.execution.unadmitted == len(rest) + 1
 
 
 def test_an_integrity_stop_is_sticky_and_the_report_still_comes(tmp_path: Path) -> None:
