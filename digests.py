@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import os
 from pathlib import Path
 from typing import Any, Final
@@ -12,6 +13,13 @@ import msgspec
 # What a build is: the package's source and data, never caches, tests or environments.
 _BUILD_SUFFIXES = (".py", ".toml", ".json", ".jsonl", ".typed", ".md", ".sh", ".yml", ".ini",
                    ".lock")
+# What Python imports besides a source file, and in its place: an extension module
+# (``x.cpython-311-x86_64-linux-gnu.so`` is imported before ``x.py``: a leftover mypyc or
+# Cython build, or a planted one, would otherwise run under the source's digest) or a
+# bytecode file outside ``__pycache__`` (imported where no source is). Part of the build
+# wherever it lies, the package's top level included.
+_IMPORTABLE_SUFFIXES = (*importlib.machinery.EXTENSION_SUFFIXES,
+                        *importlib.machinery.BYTECODE_SUFFIXES)
 _BUILD_PACKAGES = (
     "controller", "worker", "protocol", "ipc", "guard", "registry", "corpus", "folds", "report",
     "boundary", "certify",
@@ -106,7 +114,8 @@ def build_digest(root: Path | None = None) -> str:
     """
     base = root or package_root()
     entries: list[tuple[str, str]] = []
-    candidates = [p for p in base.iterdir() if p.is_file() and p.suffix in (".py", ".typed")]
+    candidates = [p for p in base.iterdir() if p.is_file()
+                  and (p.suffix in (".py", ".typed") or p.name.endswith(_IMPORTABLE_SUFFIXES))]
     for pkg in _BUILD_PACKAGES:
         pkg_dir = base / pkg
         if pkg_dir.is_dir():
@@ -114,7 +123,8 @@ def build_digest(root: Path | None = None) -> str:
                 dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
                 candidates.extend(Path(dirpath) / f for f in filenames)
     for path in candidates:
-        if path.suffix in _BUILD_SUFFIXES or path.name == "py.typed":
+        if path.suffix in _BUILD_SUFFIXES or path.name == "py.typed" \
+                or path.name.endswith(_IMPORTABLE_SUFFIXES):
             rel = path.relative_to(base).as_posix()
             entries.append((rel, sha256_hex(path.read_bytes())))
     entries.sort()

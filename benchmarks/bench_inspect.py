@@ -81,9 +81,13 @@ def inspect_once(python: str, n: int, log_dir: Path, at_once: int = 1) -> Inspec
     """inspect_ai's times for ``n`` mock samples, or None when ``python`` has no
     inspect_ai."""
     started = time.perf_counter()
-    done, cpu = cpu_of(lambda: subprocess.run(
-        [python, "-c", INSPECT, str(n), str(log_dir), str(at_once)],
-        capture_output=True, text=True))
+    try:
+        done, cpu = cpu_of(lambda: subprocess.run(
+            [python, "-c", INSPECT, str(n), str(log_dir), str(at_once)],
+            capture_output=True, text=True))
+    except OSError as exc:  # not there, or not this user's to run
+        print(f"  inspect_ai: cannot run {python}: {exc.strerror}")
+        return None
     command_wall = time.perf_counter() - started
     if done.returncode != 0:
         if "No module named 'inspect_ai'" in done.stderr:
@@ -180,7 +184,8 @@ def main() -> None:
             command_cpu = statistics.median(r.command_cpu for r in inspect_runs)
             print(f"  inspect_ai mockllm, in process, {level} at once  {inspect:7.2f} s  "
                   f"{inspect / slots * 1000:7.1f} ms/sample  (its eval call)")
-            print(f"  ratio efold / inspect_ai                    {efold / inspect:7.2f} x")
+            print(f"  ratio efold (whole command) / inspect_ai (eval call) "
+                  f"{efold / inspect:5.2f} x")
             print(f"  inspect_ai, the whole command               {command:7.2f} s  "
                   f"{command / slots * 1000:7.1f} ms/sample")
             print(f"  inspect_ai CPU, the whole command           {command_cpu:7.2f} s  "

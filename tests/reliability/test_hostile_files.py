@@ -193,10 +193,18 @@ def _plant_at_subdir(monkeypatch: pytest.MonkeyPatch, first: str, depth: int,
 def test_a_link_planted_where_the_pilot_creates_a_run_directory_is_refused(
         tmp_path: Path, victim: Path, native: tuple[Registration, bytes],
         monkeypatch: pytest.MonkeyPatch, first: str, depth: int) -> None:
+    """Refused, nothing written through the link. A slot's own directory refuses that
+    slot and stops the run (the reports still come); the others refuse the run."""
     before = _state(victim)
     planted = _plant_at_subdir(monkeypatch, first, depth, lambda p: os.symlink(victim, p))
     run = claim_run_dir(tmp_path / "run")
-    assert _refused(lambda: _pilot(native, run)) is Code.PRIVATE_DIR_REFUSED
+    if first == "slots":
+        out = _pilot(native, run)
+        assert out.stop_code is Code.PRIVATE_DIR_REFUSED
+        assert out.receipts[0].code == Code.PRIVATE_DIR_REFUSED.value
+        assert (run / "results.json").is_file()
+    else:
+        assert _refused(lambda: _pilot(native, run)) is Code.PRIVATE_DIR_REFUSED
     assert planted and planted[0].is_symlink()
     assert _state(victim) == before
 
@@ -758,6 +766,28 @@ def test_a_run_root_inside_a_hashed_source_folder_is_refused(
         is Code.RUN_ROOT_IN_SOURCE
     assert sorted(os.listdir(fake_source / pkg)) == ["__init__.py", "sub"]
     assert os.listdir(fake_source / pkg / "sub") == []
+    assert digests.build_digest(fake_source) == before
+
+
+def test_what_python_imports_beside_a_source_file_is_part_of_the_build(
+        fake_source: Path) -> None:
+    """An extension module is imported before the source file of the same name, and a
+    bytecode file outside ``__pycache__`` where there is none: either changes the build,
+    at the top level or in a package. Compiled caches do not."""
+    import importlib.machinery
+
+    before = digests.build_digest(fake_source)
+    planted = [fake_source / "worker" / f"scoring{importlib.machinery.EXTENSION_SUFFIXES[0]}",
+               fake_source / "worker" / "sub" / "scoring.abi3.so",
+               fake_source / f"digests{importlib.machinery.EXTENSION_SUFFIXES[0]}",
+               fake_source / "folds" / "store.pyc"]
+    for path in planted:
+        path.write_bytes(b"\x7fELF not really")
+        assert digests.build_digest(fake_source) != before, path
+        path.unlink()
+    cache = fake_source / "worker" / "__pycache__"
+    cache.mkdir()
+    (cache / "scoring.cpython-311.pyc").write_bytes(b"cached")
     assert digests.build_digest(fake_source) == before
 
 
