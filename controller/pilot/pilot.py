@@ -521,10 +521,11 @@ def _slot_starter(ctx: RunContext, items: dict[str, SuiteItem], reg: Registratio
         except RegistryError as exc:
             return _no_workspace(ctx, planned, exc.code)
         return await run_probe(
-            ctx, planned=planned, probe=probe, slot_dir=slot_dir, snapshot=snapshot, cache_key=f"efold-{cache_token}-{n:06d}",
-            task=task, evidence=evidence[(planned.checkpoint, planned.probe_id)],
-            boundary=slot_case, admit_after=admit_after, hand_over=hand_over,
-            concluded=concluded, overlap_request=overlap_request,
+            ctx, planned=planned, probe=probe, slot_dir=slot_dir, snapshot=snapshot,
+            cache_key=f"efold-{cache_token}-{n:06d}", task=task,
+            evidence=evidence[(planned.checkpoint, planned.probe_id)], boundary=slot_case,
+            admit_after=admit_after, hand_over=hand_over, concluded=concluded,
+            overlap_request=overlap_request,
         )
 
     return start
