@@ -407,9 +407,7 @@ class _Probing:
                                       run_deadline, campaign)
                 if isinstance(snapshot, Code):  # refused: visited without a launch
                     places.hand_over(place)
-                    receipt = refused_receipt(planned, snapshot)
-                    write_slot_receipt(ctx, receipt)
-                    visited(n, receipt, None)
+                    visited(n, _refuse(ctx, planned, snapshot), None)
                     continue
                 in_flight.start_soon(launched, n, planned, snapshot, place)
 
@@ -537,9 +535,14 @@ def _no_workspace(ctx: RunContext, planned: PlannedSlot, code: Code) -> SlotResu
     run stops there (a sticky stop: every later slot would meet the same directory), so
     that the slots under way end as usual and the reports are written."""
     ctx.take_stop(code, planned.slot)
+    return SlotResult(_refuse(ctx, planned, code), None)
+
+
+def _refuse(ctx: RunContext, planned: PlannedSlot, code: Code) -> Receipt:
+    """The receipt of a slot refused before any launch, written."""
     receipt = refused_receipt(planned, code)
     write_slot_receipt(ctx, receipt)
-    return SlotResult(receipt, None)
+    return receipt
 
 
 def _admission_ended(ctx: RunContext, receipts: Sequence[Receipt]) -> Code | None:

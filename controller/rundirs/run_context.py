@@ -207,8 +207,7 @@ class RunContext:
     def take_stop(self, code: Code, slot: str | None, *, journaled: bool = False) -> None:
         """Take a sticky stop of the run (journaling it unless it already is), with the
         policy's precedence: admission closes at once."""
-        self.policy.stop(code)
-        self.source.stop(code)
+        self._close_admission(code)
         if not journaled and code not in self._journaled:
             self.journal.record_stop(epoch=self.epoch, code=code.value, slot=slot, sticky=True)
         self._journaled.add(code)
