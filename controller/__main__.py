@@ -1,3 +1,3 @@
-from efold.controller.cli import main
+from efold.controller.cli import run
 
-main()
+run()
