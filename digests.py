@@ -112,20 +112,26 @@ def build_digest(root: Path | None = None) -> str:
 
     Binds a registration to the exact code that runs it: an edited module is a new build.
     """
-    base = root or package_root()
-    entries: list[tuple[str, str]] = []
-    candidates = [p for p in base.iterdir() if p.is_file()
-                  and (p.suffix in (".py", ".typed") or p.name.endswith(_IMPORTABLE_SUFFIXES))]
+    base = str(root or package_root())
+    # Plain strings, not ``Path``: the tree has hundreds of files, and a controller and a
+    # template each hash it before their first launch.
+    found: list[tuple[str, str]] = []  # (relative path, path)
+    with os.scandir(base) as top:
+        found += [(e.name, e.path) for e in top if e.is_file() and (
+            os.path.splitext(e.name)[1] in (".py", ".typed")
+            or e.name.endswith(_IMPORTABLE_SUFFIXES))]
     for pkg in _BUILD_PACKAGES:
-        pkg_dir = base / pkg
-        if pkg_dir.is_dir():
+        pkg_dir = os.path.join(base, pkg)
+        if os.path.isdir(pkg_dir):
             for dirpath, dirnames, filenames in os.walk(pkg_dir):
-                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-                candidates.extend(Path(dirpath) / f for f in filenames)
-    for path in candidates:
-        if path.suffix in _BUILD_SUFFIXES or path.name == "py.typed" \
-                or path.name.endswith(_IMPORTABLE_SUFFIXES):
-            rel = path.relative_to(base).as_posix()
-            entries.append((rel, sha256_hex(path.read_bytes())))
+                dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+                rel_dir = dirpath[len(base) + 1:]  # os.walk joins onto base
+                found += [(f"{rel_dir}/{f}", os.path.join(dirpath, f)) for f in filenames
+                          if os.path.splitext(f)[1] in _BUILD_SUFFIXES or f == "py.typed"
+                          or f.endswith(_IMPORTABLE_SUFFIXES)]
+    entries: list[tuple[str, str]] = []
+    for rel, path in found:
+        with open(path, "rb") as f:
+            entries.append((rel, sha256_hex(f.read())))
     entries.sort()
     return digest_of(entries)
