@@ -1,13 +1,17 @@
 """The run journal: the controller's durable memory of one run.
 
-SQLite in WAL mode with ``synchronous=FULL`` at ``<run>/journal.sqlite``. Each ``record_*``
-method is one committed transaction: when it returns, the row is on disk, so a caller
-may then send the acknowledgement that depends on it (holds and consumption are
-persisted *before* the permit or ``Consumed`` is sent; containment members before the
-first signal). Two exceptions: a ``record_*`` inside ``JournalWriter.batched`` is on
-disk when the block ends, with every other row of the block; one inside
-``JournalWriter.deferred`` is on disk with the writer's next commit (whatever record
-makes it, or ``commit_pending``), for rows nothing acts on before then.
+SQLite in WAL mode at ``<run>/journal.sqlite``. Each ``record_*`` method is one committed
+transaction: when it returns, the row is on disk (the writer fdatasyncs the WAL after the
+commit, as ``synchronous=FULL`` would), so a caller may then send the acknowledgement
+that depends on it (holds and consumption are persisted *before* the permit or
+``Consumed`` is sent; containment members before the first signal). Three exceptions: a
+``record_*`` inside ``JournalWriter.batched`` is on disk when the block ends, with every
+other row of the block; one inside ``JournalWriter.deferred`` is on disk with the
+writer's next commit (whatever record makes it, or ``commit_pending``), for rows nothing
+acts on before then; one inside ``JournalWriter.unsynced`` is committed (every reader
+sees it, and a crash of the controller's process keeps it) but on disk only once its
+WAL is synced, which the caller awaits before it acts on the row
+(``controller.processes.durable``): the controller serves other children meanwhile.
 
 Invariant: only the holder of the run lease writes (``JournalWriter`` demands a held
 lease at open). Every other process, children included, opens ``JournalReader``
@@ -321,10 +325,10 @@ _ORDER = {
 
 
 class JournalWriter(JournalReader):
-    """The single writer. Every ``record_*`` commits before returning (fsync via
-    ``synchronous=FULL``), except inside ``batched``, whose end commits them all at
-    once, and inside ``deferred``, whose rows ride with the next commit; a failed commit
-    raises and is never retried."""
+    """The single writer. Every ``record_*`` commits and syncs before returning, except
+    inside ``batched``, whose end commits them all at once, inside ``deferred``, whose
+    rows ride with the next commit, and inside ``unsynced``, whose commits wait for a
+    later sync; a failed commit or sync raises and is never retried."""
 
     def __init__(self, run_dir: str | os.PathLike[str], lease: LeaseLike) -> None:
         lease.assert_held()
@@ -337,12 +341,28 @@ class JournalWriter(JournalReader):
         # Invariant: the connection is in a transaction between commits only while it
         # holds deferred rows (``pending``); every commit takes them with it.
         self._deferring = False
+        # Durability. SQLite commits without syncing (``synchronous=NORMAL``: it still
+        # syncs the WAL before each checkpoint, and the database after); the writer
+        # fdatasyncs the WAL itself after each commit (``sync``), which is what
+        # ``synchronous=FULL`` does, except for the commits of an ``unsynced`` block:
+        # those are synced by whoever awaits them (``sync``, or off the event loop by
+        # ``controller.processes.durable``), one fdatasync covering every commit made
+        # before it started. Invariant: ``synced <= written``, and every commit up to
+        # ``synced`` is on disk. ``_sync_error``: a failed sync; the journal's state on
+        # disk is then unknown, so every later commit and sync refuses.
+        self._unsynced = False
+        self._written = 0  # commits made
+        self._synced = 0  # commits known on disk
+        self._sync_error: str | None = None
+        self._sync_now = False  # a record of the open batch must be synced at its commit
+        self._wal_fd: int | None = None
+        self._run_dir = os.fspath(run_dir)
         self._conn, fresh = _connect(run_dir, writer=True)
         with _closed_on_error(self._conn):
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise RegistryError(Code.JOURNAL_INVALID, "journal is not in WAL mode")
-            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
             if fresh:
                 with self._transaction() as c:
                     for stmt in _schema_statements():
@@ -394,6 +414,105 @@ class JournalWriter(JournalReader):
         finally:
             self._deferring = False
 
+    @contextmanager
+    def unsynced(self) -> Iterator[None]:
+        """Every commit inside is made (readers see it; a crash of this process keeps it,
+        the page cache holds it) but not synced: ``written`` moves past ``synced`` until
+        a sync covers it. For a row the caller acts on only after awaiting its sync
+        (``controller.processes.durable``), so that the controller serves other children
+        while the disk syncs: a power loss before the sync loses the row and nothing
+        that acted on it. A stop is synced at once wherever it is recorded, and a block
+        that raises syncs before the exception goes on (what it recorded may be what a
+        violation's refusal relies on).
+
+        Invariant: no ``await`` inside the block (``tests/test_layers.py``): the flag is
+        the writer's, so another task's record written meanwhile would go unsynced too."""
+        if self._unsynced:
+            raise RuntimeError("unsynced() does not nest")
+        self._unsynced = True
+        try:
+            yield
+        except BaseException:
+            self._unsynced = False
+            self.sync()
+            raise
+        finally:
+            self._unsynced = False
+
+    @property
+    def written(self) -> int:
+        """Commits made so far."""
+        return self._written
+
+    @property
+    def synced(self) -> int:
+        """Commits known on disk (``<= written``)."""
+        return self._synced
+
+    def sync(self) -> None:
+        """Every commit made so far on disk, now (nothing to do when none waits)."""
+        if self._synced < self._written:
+            self.sync_up_to(self._written, self.wal_descriptor())
+
+    def wal_descriptor(self) -> int:
+        """A descriptor of the journal's WAL, opened at the first sync (the WAL exists
+        from the first commit, and a writer's own connection keeps it in place), after
+        which the run directory is fsynced once: the WAL's name is as durable as its
+        contents, as SQLite's own first sync of it would make it."""
+        self._usable()
+        if self._wal_fd is None:
+            try:
+                fd = os.open(os.path.join(self._run_dir, JOURNAL_NAME + "-wal"),
+                             os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+                try:
+                    dir_fd = os.open(self._run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                    try:
+                        os.fsync(dir_fd)
+                    finally:
+                        os.close(dir_fd)
+                except BaseException:
+                    os.close(fd)
+                    raise
+            except OSError as exc:
+                raise self._failed(exc) from exc
+            self._wal_fd = fd
+        return self._wal_fd
+
+    def sync_up_to(self, upto: int, wal_fd: int) -> None:
+        """Make every commit up to ``upto`` (``written`` before the call) durable."""
+        self.flush_wal(wal_fd)
+        self.note_synced(upto)
+
+    def flush_wal(self, wal_fd: int) -> None:
+        """fdatasync the WAL (``wal_fd``, from ``wal_descriptor``): every commit made
+        before the call is then durable. It reads and changes no writer state but the
+        failure it records, so it may run in another thread while this one commits
+        more; the caller notes what it covered (``note_synced``) once it returns."""
+        try:
+            os.fdatasync(wal_fd)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def note_synced(self, upto: int) -> None:
+        """Every commit up to ``upto`` is on disk (a flush that began after it ended)."""
+        self._synced = max(self._synced, upto)
+
+    def _failed(self, exc: OSError) -> RegistryError:
+        self._sync_error = f"the journal's sync failed: {exc.strerror or type(exc).__name__}"
+        return RegistryError(Code.JOURNAL_WRITE_FAILED, self._sync_error)
+
+    def _usable(self) -> None:
+        if self._sync_error is not None:
+            raise RegistryError(Code.JOURNAL_WRITE_FAILED, self._sync_error)
+
+    def _committed(self, *, now: bool = False) -> None:
+        """A commit was made: synced at once, unless inside ``unsynced`` (and neither it
+        nor a record of its batch asked for ``now``)."""
+        self._written += 1
+        now, self._sync_now = now or self._sync_now, False
+        if now or not self._unsynced:
+            self.sync()
+
     @property
     def pending(self) -> bool:
         """Whether deferred rows wait for the next commit."""
@@ -412,18 +531,24 @@ class JournalWriter(JournalReader):
         raised here (the run is ending; its rows are ones a crash could lose too)."""
         try:
             self.commit_pending()
+            self.sync()
         except (RegistryError, sqlite3.ProgrammingError):  # the latter: closed already
             pass
         finally:
+            if self._wal_fd is not None:
+                fd, self._wal_fd = self._wal_fd, None
+                os.close(fd)
             super().close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, now: bool = False) -> Iterator[sqlite3.Connection]:
         # Invariant: only the lease holder writes, at every write and not just at open:
         # a controller that released (or lost) its lease must not append anything.
         self._lease.assert_held()
+        self._usable()
         conn = self._conn
         if self._batching:  # the enclosing batch commits (or rolls back) for us
+            self._sync_now = self._sync_now or now
             try:
                 yield conn
             except sqlite3.Error as exc:  # mapped as below; the batch rolls back
@@ -452,15 +577,16 @@ class JournalWriter(JournalReader):
                     raise
             if not self._deferring:
                 conn.execute("COMMIT")
+                self._committed(now=now)
         except sqlite3.Error as exc:
             # Mapped once, here. Never retried: a failed commit (an fsync error among
             # them) leaves the journal's state unknown, and the caller must stop.
             raise RegistryError(Code.JOURNAL_WRITE_FAILED, type(exc).__name__) from exc
 
-    def _insert(self, table: str, values: Mapping[str, Any]) -> int:
+    def _insert(self, table: str, values: Mapping[str, Any], *, now: bool = False) -> int:
         cols = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        with self._transaction() as c:
+        with self._transaction(now=now) as c:
             cur = c.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
         return int(cur.lastrowid or 0)
 
@@ -600,14 +726,16 @@ class JournalWriter(JournalReader):
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise RegistryError(Code.JOURNAL_WRITE_FAILED, type(exc).__name__) from exc
+        self._committed(now=True)
 
     # -- run status ----------------------------------------------------------------
 
     def record_stop(self, *, epoch: int, code: str, slot: str | None, sticky: bool) -> None:
+        # Synced at once, inside ``unsynced`` too: admission refuses from now on.
         self._insert("stops", {
             "epoch": epoch, "code": code, "slot": slot, "sticky": int(sticky),
             "recorded_ns": _now(),
-        })
+        }, now=True)
 
     def record_slot_status(self, slot: str, status: str, code: str | None = None) -> None:
         with self._transaction() as c:

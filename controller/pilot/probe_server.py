@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from efold.controller.processes.durable import durable
 from efold.controller.processes.launcher import WorkerHandle
 from efold.controller.rundirs.run_context import RunContext
 from efold.errors import Code
@@ -107,8 +108,13 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                 key = slot
                 if judge_key is not None and msg.request_id.startswith(judge_key + "-"):
                     key = judge_key
-                grant = source.admit(slot=key, request_id=msg.request_id, round=msg.round,
-                                     payload_digest=msg.payload_digest, rmax_units=msg.rmax)
+                # The hold is synced off the event loop, before its Granted
+                # (``processes.durable``): other children are served meanwhile.
+                with ctx.journal.unsynced():
+                    grant = source.admit(slot=key, request_id=msg.request_id,
+                                         round=msg.round, payload_digest=msg.payload_digest,
+                                         rmax_units=msg.rmax)
+                await durable(ctx.journal)
                 if isinstance(grant, Permit):
                     keys[grant.permit_id] = key
                     await channel.reply(Granted(permit_id=grant.permit_id, hold=grant.hold_units))
@@ -117,8 +123,10 @@ async def serve_permits(ctx: RunContext, channel: ControllerChannel, slot: str, 
                         log.refused = grant.code
                     await channel.reply(Refused(code=grant.code))
             elif isinstance(msg, Consume):
-                source.consume(slot=keys.get(msg.permit_id, slot), permit_id=msg.permit_id,
-                               body_digest=msg.body_digest)
+                with ctx.journal.unsynced():  # synced before its Consumed, as the hold
+                    source.consume(slot=keys.get(msg.permit_id, slot),
+                                   permit_id=msg.permit_id, body_digest=msg.body_digest)
+                await durable(ctx.journal)
                 await channel.reply(Consumed())
                 wait = timeout + IN_FLIGHT_ALLOWANCE_S
             elif isinstance(msg, Settle):

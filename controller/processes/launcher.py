@@ -58,6 +58,7 @@ from efold.controller.processes.containment import (
     contain,
 )
 from efold.controller.processes.credential_handoff import CredentialHandoff
+from efold.controller.processes.durable import durable
 from efold.controller.processes.marker import MARKER_VAR, new_marker
 from efold.controller.processes.membership import left_behind, tied_now
 from efold.controller.processes.proof import (
@@ -170,6 +171,7 @@ class WorkerHandle:
         msg = await self.channel.receive(timeout=timeout)
         if not isinstance(msg, Hello):  # the core admits nothing else first: a bug here
             raise self.channel.abandon(IpcLocalMisuse("accept_hello after the handshake"))
+        await durable(self.journal)  # the launch row, before any answer
         a = self.assignment
         expected = (a.protocol, a.registration_digest, a.plan_digest, a.build_digest,
                     a.cache_key)
@@ -465,11 +467,14 @@ async def _launch_in(
     try:
         if pgid != pid:
             raise ControllerError(Code.LAUNCH_FAILED, "child does not lead its own group")
-        launch_id = journal.record_launch(
-            epoch=assignment.epoch, slot=assignment.slot, kind=assignment.kind,
-            identity=identity, pgid=pgid, marker=marker,
-            cgroup=cgroup.rel if cgroup is not None else None,
-        )
+        # Synced off the event loop before its Hello is answered (``accept_hello``): the
+        # child starts meanwhile.
+        with journal.unsynced():
+            launch_id = journal.record_launch(
+                epoch=assignment.epoch, slot=assignment.slot, kind=assignment.kind,
+                identity=identity, pgid=pgid, marker=marker,
+                cgroup=cgroup.rel if cgroup is not None else None,
+            )
         binding = Binding(epoch=assignment.epoch, slot=assignment.slot, worker=identity)
         channel = await ControllerChannel.over_socket(
             ours, protocol=assignment.protocol, binding=binding, key=key, max_frame=max_frame

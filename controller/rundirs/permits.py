@@ -1,10 +1,13 @@
 """The durable permit source: the run's ``PermitLedger`` over the journal.
 
 This is the only place money is admitted in a run. The rules themselves live once, in
-``efold.guard.ledger``; here they are bound to the controller's journal, so every hold,
-consumption and settlement is fsynced before the child hears of it (the journal's
-writes are durable when they return), and the controller answers a child's
-``Admit``/``Consume``/``Settle`` from this object alone.
+``efold.guard.ledger``; here they are bound to the controller's journal, so every hold
+and consumption is on disk before the child hears of it (a journal write is durable
+when it returns, or, inside ``JournalWriter.unsynced``, once the caller has awaited
+``controller.processes.durable``, as ``controller.pilot.probe_server`` does before its
+``Granted`` and ``Consumed``; a settlement rides with the next commit:
+docs/architecture.md), and the controller answers a child's ``Admit``/``Consume``/``Settle``
+from this object alone.
 """
 
 from __future__ import annotations

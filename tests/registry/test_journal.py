@@ -46,7 +46,9 @@ def test_writer_creates_a_private_wal_journal_with_full_sync(run_dir: Path) -> N
         writer = JournalWriter(run_dir, lease)
         conn = writer._conn
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        # SQLite commits unsynced; the writer fdatasyncs the WAL after every commit.
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+        assert writer.written == writer.synced == 1  # the schema's commit
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert tables - {"sqlite_sequence"} == {
             "meta", "epochs", "launches", "containments", "members", "signals", "holds",
@@ -55,6 +57,111 @@ def test_writer_creates_a_private_wal_journal_with_full_sync(run_dir: Path) -> N
     assert stat.S_IMODE(os.stat(run_dir / JOURNAL_NAME).st_mode) == 0o600
     with JournalReader(run_dir) as reader:
         assert reader.rows("meta") == [{"key": "schema_version", "value": str(SCHEMA_VERSION)}]
+
+
+class _Syncs:
+    """``os.fdatasync`` as the journal calls it: each call's file (the real call made),
+    or an injected failure."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, fail: bool = False) -> None:
+        self.files: list[tuple[int, int]] = []
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            st = os.fstat(fd)
+            self.files.append((st.st_dev, st.st_ino))
+            if fail:
+                raise OSError(5, "Input/output error")
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+
+
+def _wal(run_dir: Path) -> tuple[int, int]:
+    st = os.stat(run_dir / (JOURNAL_NAME + "-wal"))
+    return st.st_dev, st.st_ino
+
+
+def test_each_commit_syncs_the_wal_and_an_unsynced_one_waits_for_its_sync(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        syncs = _Syncs(monkeypatch)
+        writer.record_slot_status("a", "completed")
+        assert syncs.files == [_wal(run_dir)] and writer.written == writer.synced
+        with writer.unsynced():
+            writer.record_slot_status("b", "completed")
+            writer.record_slot_status("c", "completed")
+        assert len(syncs.files) == 1 and writer.synced == writer.written - 2
+        with JournalReader(run_dir) as reader:  # committed: every reader sees them
+            assert [r["slot"] for r in reader.rows("slot_status")] == ["a", "b", "c"]
+        writer.sync()  # one fdatasync for both
+        assert syncs.files == [_wal(run_dir)] * 2 and writer.synced == writer.written
+        writer.sync()  # nothing waits: no call
+        assert len(syncs.files) == 2
+        with writer.unsynced():
+            writer.record_slot_status("d", "completed")
+        writer.record_slot_status("e", "completed")  # a synced commit covers those before
+        assert len(syncs.files) == 3 and writer.synced == writer.written
+        writer.close()
+
+
+def test_a_stop_and_a_block_that_raises_are_synced_at_once_inside_unsynced(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        syncs = _Syncs(monkeypatch)
+        with writer.unsynced():
+            writer.record_stop(epoch=1, code="lookup_stopped", slot=None, sticky=True)
+            assert writer.synced == writer.written and len(syncs.files) == 1
+        with pytest.raises(ValueError), writer.unsynced():
+            writer.record_slot_status("x", "completed")
+            raise ValueError("a violation")
+        assert writer.synced == writer.written and len(syncs.files) == 2
+        with writer.unsynced(), writer.batched():  # a stop inside a batch: at its commit
+            writer.record_slot_status("y", "completed")
+            writer.record_stop(epoch=1, code="lookup_stopped", slot="y", sticky=False)
+        assert writer.synced == writer.written and len(syncs.files) == 3
+        with writer.unsynced(), pytest.raises(RuntimeError, match="does not nest"):
+            with writer.unsynced():
+                pass
+        writer.close()
+
+
+def test_a_failed_sync_refuses_every_later_commit(run_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    with acquire_lease(run_dir) as lease:
+        writer = JournalWriter(run_dir, lease)
+        with writer.unsynced():
+            writer.record_slot_status("a", "completed")
+        _Syncs(monkeypatch, fail=True)
+        assert _code_of(writer.sync) is Code.JOURNAL_WRITE_FAILED
+        assert writer.synced < writer.written
+        monkeypatch.undo()  # the disk answers again: the journal's state is still unknown
+        assert _code_of(lambda: writer.record_slot_status("b", "completed")) \
+            is Code.JOURNAL_WRITE_FAILED
+        assert _code_of(writer.sync) is Code.JOURNAL_WRITE_FAILED
+        writer.close()
+
+
+def test_a_crash_keeps_an_unsynced_commit(run_dir: Path) -> None:
+    """A writer killed (os._exit) after an unsynced commit: the row is in the journal
+    (the page cache holds it; only a power loss could take it, and nothing acted on it
+    before its sync)."""
+    code = textwrap.dedent("""
+        import os, sys
+        from efold.registry.journal import JournalWriter
+        from efold.registry.lease import acquire_lease
+        lease = acquire_lease(sys.argv[1])
+        writer = JournalWriter(sys.argv[1], lease)
+        with writer.unsynced():
+            writer.record_slot_status("kept", "completed")
+        assert writer.synced < writer.written
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", code, str(run_dir)], check=True)
+    with JournalReader(run_dir) as reader:
+        assert [r["slot"] for r in reader.rows("slot_status")] == ["kept"]
 
 
 def test_only_the_lease_holder_writes(run_dir: Path) -> None:
@@ -345,7 +452,8 @@ def test_a_crash_loses_the_deferred_rows_and_only_them(run_dir: Path) -> None:
         writer.close()
 
 
-def test_a_settlement_above_its_hold_is_never_deferred(run_dir: Path) -> None:
+def test_a_settlement_above_its_hold_is_never_deferred(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inside ``deferred`` a settlement waits for the next commit only while a crash
     before it over-counts (the hold then reads retained at its full amount); one that
     charges more than its hold (an integrity settlement's partial cost) commits at once.
@@ -361,6 +469,7 @@ def test_a_settlement_above_its_hold_is_never_deferred(run_dir: Path) -> None:
         assert writer.pending
         with JournalReader(run_dir) as reader:  # another connection: committed rows only
             assert [r["state"] for r in reader.rows("holds")] == [HOLD_ACTIVE, HOLD_ACTIVE]
+        syncs = _Syncs(monkeypatch)
         with writer.deferred():
             writer.record_settlement(permit_id="p2", state=HOLD_LOST, outcome="integrity_stop",
                                      code="lookup_cost_exceeds_hold", settled_units=None,
@@ -370,6 +479,8 @@ def test_a_settlement_above_its_hold_is_never_deferred(run_dir: Path) -> None:
             with pytest.raises(RuntimeError), writer.batched():
                 pass
         assert not writer.pending  # committed at once, with p1's
+        assert syncs.files == [_wal(run_dir)]  # and synced at once
+        assert writer.synced == writer.written
         with JournalReader(run_dir) as reader:
             assert [r["state"] for r in reader.rows("holds")] == [HOLD_SETTLED, HOLD_LOST]
         writer.close()

@@ -37,7 +37,7 @@ original = J.JournalWriter._transaction
 
 
 @contextmanager
-def counted(self: J.JournalWriter) -> Iterator[object]:
+def counted(self: J.JournalWriter, *, now: bool = False) -> Iterator[object]:
     global count
     count += 1
     mine = count  # this write's number: writes nested in a batch count on meanwhile
@@ -53,7 +53,7 @@ def counted(self: J.JournalWriter) -> Iterator[object]:
         f.write(f"{mine} {method} {caller}\n")
     if when == "before" and mine == crash_at:
         os.kill(os.getpid(), signal.SIGKILL)
-    with original(self) as conn:
+    with original(self, now=now) as conn:
         yield conn
     # A write nested in ``JournalWriter.batched`` is committed by its batch: killed
     # "after" it, the process dies before that commit (a crash inside the batch).
