@@ -183,13 +183,15 @@ def _exit_now(code: object) -> NoReturn:
     else:  # as the interpreter does: the message on standard error, status 1
         print(code, file=sys.stderr)
         status = 1
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # The interpreter's own first step at exit: its threading hooks (an executor's
+    # shutdown among them), then every thread that is not a daemon joined.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None or stream.closed:  # closed at start, or since: nothing to flush
+            continue
         try:
             stream.flush()
-        except (OSError, ValueError):  # as the interpreter: a lost last word is 120
+        except Exception:  # as the interpreter: a last word that cannot be written is 120
             status = status or 120
     os._exit(status)

@@ -65,3 +65,24 @@ def test_an_exception_keeps_the_interpreter_s_traceback_and_status() -> None:
                     "cli.main = failing\n")
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "RuntimeError: boom" in done.stderr
+
+
+def test_a_closed_stdout_or_stderr_keeps_the_status() -> None:
+    """Python starts with ``sys.stdout`` (or ``sys.stderr``) None where that descriptor is
+    closed: there is nothing to flush, and the status is the command's."""
+    for closed, args, status in ((">&-", "--version", 0), (">&-", "nope", 2),
+                                 ("2>&-", "--version", 0), ("2>&-", "nope", 2)):
+        done = subprocess.run(
+            ["sh", "-c", f'exec "$0" -m efold.controller {args} {closed}', sys.executable],
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == status, (closed, args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_a_thread_pool_left_open_does_not_hang_the_exit() -> None:
+    """The interpreter's threading hooks run first, as at a normal exit: an executor
+    shuts down and its worker ends."""
+    done = _program("from concurrent.futures import ThreadPoolExecutor\n"
+                    "pool = ThreadPoolExecutor(1)\n"
+                    "pool.submit(lambda: 0).result()\n", "nope")
+    assert done.returncode == 2, done.stderr
