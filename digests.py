@@ -107,6 +107,13 @@ def running_build_digest() -> str:
     return _pinned_build if _pinned_build is not None else build_digest()
 
 
+def _suffix(name: str) -> str:
+    """``PurePath(name).suffix``: from the last dot, unless the name starts or ends there
+    (``..py`` has one, ``.py`` has none)."""
+    i = name.rfind(".")
+    return name[i:] if 0 < i < len(name) - 1 else ""
+
+
 def build_digest(root: Path | None = None) -> str:
     """sha256 over (relative path, sha256 of bytes) of every shipped source/data file.
 
@@ -118,8 +125,7 @@ def build_digest(root: Path | None = None) -> str:
     found: list[tuple[str, str]] = []  # (relative path, path)
     with os.scandir(base) as top:
         found += [(e.name, e.path) for e in top if e.is_file() and (
-            os.path.splitext(e.name)[1] in (".py", ".typed")
-            or e.name.endswith(_IMPORTABLE_SUFFIXES))]
+            _suffix(e.name) in (".py", ".typed") or e.name.endswith(_IMPORTABLE_SUFFIXES))]
     for pkg in _BUILD_PACKAGES:
         pkg_dir = os.path.join(base, pkg)
         if os.path.isdir(pkg_dir):
@@ -127,7 +133,7 @@ def build_digest(root: Path | None = None) -> str:
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
                 rel_dir = dirpath[len(base) + 1:]  # os.walk joins onto base
                 found += [(f"{rel_dir}/{f}", os.path.join(dirpath, f)) for f in filenames
-                          if os.path.splitext(f)[1] in _BUILD_SUFFIXES or f == "py.typed"
+                          if _suffix(f) in _BUILD_SUFFIXES or f == "py.typed"
                           or f.endswith(_IMPORTABLE_SUFFIXES)]
     entries: list[tuple[str, str]] = []
     for rel, path in found:

@@ -791,6 +791,23 @@ def test_what_python_imports_beside_a_source_file_is_part_of_the_build(
     assert digests.build_digest(fake_source) == before
 
 
+def test_a_file_is_in_the_build_by_its_suffix_as_pathlib_reads_it(fake_source: Path) -> None:
+    """A name with leading dots has the suffix after its last dot (``..py``, ``...json``,
+    ``..typed``); a name with only a leading one has none (``.py``). The tree is walked
+    with plain strings: the same files as ``PurePath.suffix`` picks."""
+    before = digests.build_digest(fake_source)
+    for path in (fake_source / "worker" / "..py", fake_source / "folds" / "...json",
+                 fake_source / "..py", fake_source / "..typed"):
+        path.write_text("x = 1\n")
+        assert digests.build_digest(fake_source) != before, path
+        path.unlink()
+    for path in (fake_source / "worker" / ".py", fake_source / ".py",
+                 fake_source / "worker" / "notes.txt"):
+        path.write_text("x = 1\n")
+        assert digests.build_digest(fake_source) == before, path
+        path.unlink()
+
+
 def test_a_link_or_a_dotted_path_into_the_source_tree_is_refused(
         fake_source: Path, tmp_path: Path) -> None:
     os.symlink(fake_source / "registry", tmp_path / "innocent")
