@@ -6,7 +6,9 @@ word, in the middle of whatever the command was doing: a run stopped between two
 slots, with nothing said. Every command writes its results to files first and its
 output is a courtesy, so once standard output is gone it is dropped (file descriptor 1
 points at ``/dev/null``: nothing else dies of it either), the command goes on and ends
-as it would have, and one line on standard error says the output stopped.
+as it would have, and one line on standard error says the output stopped. A standard
+stream closed before the command started (``>&-``, ``2>&-``) is ``/dev/null`` from the
+start: the operator asked for no output there, and the command runs as it would.
 """
 
 from __future__ import annotations
@@ -60,6 +62,20 @@ class _ClosedPipeTolerant:
 
 def tolerate_closed_stdout() -> None:
     """Make this process's standard output drop what it cannot deliver (module
-    docstring). Once per process; a second call changes nothing."""
-    if not isinstance(sys.stdout, _ClosedPipeTolerant) and sys.stdout is not None:
+    docstring), and give a standard stream that was closed before the command started
+    (``>&-``, ``2>&-``: Python then has None for it) ``/dev/null``, so that nothing
+    writing to it dies of it. Once per process; a second call changes nothing."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, _null_stream(fd))
+    if not isinstance(sys.stdout, _ClosedPipeTolerant):
         sys.stdout = _ClosedPipeTolerant(sys.stdout)
+
+
+def _null_stream(fd: int) -> TextIO:
+    """A text stream on descriptor ``fd``, which is now ``/dev/null`` (it was closed)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:  # a lower descriptor was free too
+        os.dup2(null, fd)
+        os.close(null)
+    return open(fd, "w", encoding="utf-8", closefd=False)

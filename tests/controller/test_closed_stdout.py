@@ -34,3 +34,18 @@ def test_a_closed_stdout_does_not_end_the_run(tmp_path: Path) -> None:
     receipts = list((tmp_path / "run" / "receipts").iterdir())
     assert receipts and plan.count('"slot"') == len(receipts)
     assert (tmp_path / "run" / "results.json").is_file()
+
+
+def test_a_stream_closed_before_the_start_is_no_output_and_the_run_goes_on(
+        tmp_path: Path) -> None:
+    """``>&-`` and ``2>&-``: Python starts with None for that stream. The run ends as it
+    would, with its reports (before, a traceback and a run directory without a journal)."""
+    (tmp_path / "c.toml").write_text(CAMPAIGN)
+    for n, closed in enumerate((">&-", "2>&-")):
+        done = subprocess.run(
+            ["sh", "-c", f'exec "$0" pilot --faux --campaign c.toml --run-dir run{n} '
+             f"{closed}", EFOLD], cwd=tmp_path, capture_output=True,
+            text=True, timeout=600)
+        assert done.returncode == 0, (closed, done.stderr)
+        assert "Traceback" not in done.stderr + done.stdout
+        assert (tmp_path / f"run{n}" / "results.json").is_file()
