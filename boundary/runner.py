@@ -24,7 +24,8 @@ output. Rules:
   any other name is looked up on the fixed ``PATH``.
 - **Nothing outlives the call.** When the command exits (or times out: its group is
   killed at once), every process of the run is SIGKILLed, repeatedly until none is
-  left: its process group (while the unreaped leader pins the group number) and every
+  left (for up to 10 s; one still alive then is refused, ``unreconciled_containment``):
+  its process group (while the unreaped leader pins the group number) and every
   process started no earlier than the leader that carries the run's marker (a
   grandchild that called ``setsid`` and double-forked away). Only then is the leader
   reaped. A process that both left the group and re-executed with a cleaned environment
@@ -60,6 +61,8 @@ from typing import Final
 
 import msgspec
 
+from efold.boundary.errors import BoundaryError
+from efold.errors import Code
 from efold.identity import process_group, process_state, start_time
 from efold.isolation import ChildIsolation, Isolation
 
@@ -69,7 +72,7 @@ RUN_MARKER_VAR: Final = "EFOLD_RUN_MARKER"
 LAUNCH_MARKER_VAR: Final = "EFOLD_LAUNCH_MARKER"  # efold.controller.processes.marker.MARKER_VAR
 PYTHON_NAMES: Final = frozenset({"python", "python3"})
 
-_SWEEP_ROUNDS: Final = 50  # at most; a round that finds nothing ends the sweep
+_SWEEP_S: Final = 10.0  # at most; a round that finds nothing alive ends the sweep sooner
 _SWEEP_PAUSE_S: Final = 0.02
 _EXIT_WAIT_S: Final = 5.0  # after a SIGKILL to the group, for the leader to exit
 _DRAIN_S: Final = 1.0  # after the sweep, for the pipe to reach EOF
@@ -167,11 +170,13 @@ def _run(command: list[str], name: str, cwd: Path, tmp: str, timeout_s: float,
     finally:
         _kill_group(process.pid)  # the leader on a timeout or an error, and what it left
         _await_leader_exit(process.pid, _EXIT_WAIT_S)
-        _sweep(process.pid, leader_start, marker)
-        if process.stdout is not None:
-            _drain(process.stdout.fileno(), tail, time.monotonic() + _DRAIN_S)
-            process.stdout.close()
-        process.wait()
+        try:
+            _sweep(process.pid, leader_start, marker)
+        finally:  # a refused sweep still drains the output and reaps the leader
+            if process.stdout is not None:
+                _drain(process.stdout.fileno(), tail, time.monotonic() + _DRAIN_S)
+                process.stdout.close()
+            process.wait()
     return CommandResult(
         exit_code=None if timed_out else process.returncode,
         timed_out=timed_out, stdout=tail.text(),
@@ -264,15 +269,22 @@ def sweep_marked(variable: str, not_before: int, *, group: int = 0) -> None:
     """SIGKILL, until none is left alive, every process started no earlier than
     ``not_before`` that is in process group ``group`` (0: none; its unreaped leader must
     pin the number) or whose initial environment holds ``variable`` (``NAME=value``)
-    exactly; never ``group``'s leader itself."""
+    exactly; never ``group``'s leader itself. A killed process takes a while to die on a
+    loaded machine, so rounds go on for up to ``_SWEEP_S``; any still alive then is
+    refused (``unreconciled_containment``), never passed over in silence."""
     needle = variable.encode()
-    for _ in range(_SWEEP_ROUNDS):
+    deadline = time.monotonic() + _SWEEP_S
+    while True:
         if group:
             _kill_group(group)
         found = [(pid, start) for pid, start in _run_processes(group, not_before, needle)
                  if pid != group]
         if not found:
             return
+        if time.monotonic() >= deadline:
+            raise BoundaryError(Code.UNRECONCILED_CONTAINMENT,
+                                f"{len(found)} process(es) still alive {_SWEEP_S:g} s "
+                                f"after SIGKILL: pid {', '.join(str(p) for p, _ in found)}")
         for pid, start in found:
             _kill_proven(pid, start)
         time.sleep(_SWEEP_PAUSE_S)

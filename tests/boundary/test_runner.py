@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -12,7 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from efold.boundary import runner
+from efold.boundary.errors import BoundaryError
 from efold.boundary.runner import RUN_MARKER_VAR, run_contained
+from efold.errors import Code
 
 
 def _py(code: str) -> list[str]:
@@ -105,6 +109,24 @@ def test_a_detached_grandchild_dies_with_a_timed_out_leader(tmp_path: Path) -> N
     result = run_contained(_grandchild(True, after="time.sleep(60)"), tmp_path, timeout_s=1.0)
     assert result.timed_out
     assert _dead(int((tmp_path / "gc.pid").read_text()))
+
+
+def test_a_process_that_outlives_the_sweep_is_refused_by_pid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process still alive when the sweep's bound runs out (in the kernel, one stuck in
+    an uninterruptible sleep; here, one whose SIGKILLs are not sent) is refused by its
+    pid, never passed over: the call does not return a result as if it were contained."""
+    monkeypatch.setattr(runner, "_kill_proven", lambda pid, start: None)
+    monkeypatch.setattr(runner, "_SWEEP_S", 0.5)
+    with pytest.raises(BoundaryError) as caught:
+        run_contained(_grandchild(True), tmp_path, timeout_s=30)
+    pid = int((tmp_path / "gc.pid").read_text())
+    try:
+        assert caught.value.code is Code.UNRECONCILED_CONTAINMENT
+        assert f"pid {pid}" in caught.value.detail and "0.5 s after SIGKILL" in caught.value.detail
+        assert not _dead(pid)
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_the_environment_is_minimal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

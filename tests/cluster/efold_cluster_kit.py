@@ -73,7 +73,24 @@ def ended(run_dir: str, deadline: float) -> None:
             and time.monotonic() < deadline:
         time.sleep(0.2)
     assert probe_lease(run_dir).state is not LeaseState.LIVE, f"{run_dir} still running"
-    assert not scratch.exists(), f"{scratch} left behind"
+    assert not scratch.exists(), f"{scratch} left behind: {_scratch_state(scratch)}"
+
+
+def _scratch_state(scratch: Path) -> str:
+    """What is in a scratch directory left behind, and every live process that names it
+    (its keeper) with where it waits: what a failure needs to say which keeper path ran."""
+    names = sorted(p.name for p in scratch.iterdir()) if scratch.exists() else []
+    holders = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if str(scratch) in cmdline:
+                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                holders.append(f"pid {proc.name} state {stat[0]} ppid {stat[1]} "
+                               f"wchan {(proc / 'wchan').read_text()}: {cmdline[:200]}")
+        except OSError:
+            continue
+    return f"files {names}; processes {holders or 'none'}"
 
 
 def launch(address: str, campaign: Path, runs: Path) -> subprocess.Popen[str]:

@@ -8,6 +8,7 @@ import hashlib
 import os
 import secrets
 import sys
+from collections import Counter
 from pathlib import Path
 
 import msgspec
@@ -58,12 +59,24 @@ def credential_fd_of(pid: int) -> int | None:
     return int(argv[argv.index(b"--credential-fd") + 1]) if b"--credential-fd" in argv else None
 
 
-def open_fds() -> set[str]:
-    """This process's descriptors, but the membership scan's pidfd pins: those pin
-    whatever processes the machine runs (other tests' among them), at most
-    ``PIN_LIMIT``, and are dropped as those processes exit (``proctable._Pins``)."""
+def open_fds() -> Counter[str]:
+    """What this process's descriptors point at (a pidfd: at which process), but the
+    membership scan's pidfd pins: those pin whatever processes the machine runs (other
+    tests' among them), at most ``PIN_LIMIT``, and are dropped as those processes exit
+    (``proctable._Pins``), so a descriptor kept for good may be renumbered into a slot a
+    pin left. A pipe, socket or pidfd of a launch kept open is a new target either way."""
     pins = {str(fd) for fd in proctable._PINS._by_fd}
-    return set(os.listdir("/proc/self/fd")) - pins
+    targets: Counter[str] = Counter()
+    for fd in set(os.listdir("/proc/self/fd")) - pins:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target == "anon_inode:[pidfd]":
+                with open(f"/proc/self/fdinfo/{fd}") as info:
+                    target += next(line for line in info if line.startswith("Pid:"))
+        except (FileNotFoundError, StopIteration):
+            continue  # the listing's own descriptor, closed since
+        targets[target] += 1
+    return targets
 
 
 def assert_nowhere_but_the_pipe(handle: WorkerHandle, secret: str) -> None:
