@@ -21,7 +21,6 @@ from typing import Final, NoReturn
 
 import click
 
-from efold import __version__
 from efold.closed_stdout import tolerate_closed_stdout
 from efold.errors import Code
 
@@ -143,9 +142,21 @@ def _exit_statuses() -> str:
 EXIT_STATUSES: Final = _exit_statuses()
 
 
+def _version(ctx: click.Context, _: click.Parameter, wanted: bool) -> None:
+    """``--version``, as ``click.version_option`` prints it. The version is read only
+    when asked: importlib.metadata is ~20 ms of every command's start."""
+    if wanted and not ctx.resilient_parsing:
+        from efold import __version__
+
+        click.echo(f"efold-controller, version {__version__}")
+        ctx.exit()
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUSES)
-@click.version_option(__version__, prog_name="efold-controller")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_version,
+              help="Show the version and exit.")
 def main() -> None:
     """efold: measure what an agent still knows after its context is folded."""
     tolerate_closed_stdout()

@@ -18,7 +18,6 @@ environment, so no ``GIT_*`` variable redirects it.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
 import os
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -160,6 +159,10 @@ def unclean_checkouts(paths: Sequence[Path],
 
 def require_clean_source(roles: Sequence[Role]) -> None:
     """``fold_source_unclean`` unless every fold's checkout is clean (module docstring)."""
+    # Imported here: importlib.metadata is ~20 ms of every pilot's start, and only a
+    # plugin fold's files need it.
+    from importlib.metadata import PackageNotFoundError
+
     committed: list[Path] = []
     clean: list[Path] = []
     try:
@@ -167,7 +170,7 @@ def require_clean_source(roles: Sequence[Role]) -> None:
             files, paths = fold_files(role)
             committed += files
             clean += paths
-    except importlib.metadata.PackageNotFoundError as exc:
+    except PackageNotFoundError as exc:
         raise ControllerError(Code.FOLD_SOURCE_UNCLEAN, f"a plugin's files: {exc}") from exc
     try:
         dirty = unclean_checkouts(committed, clean)

@@ -70,7 +70,7 @@ from efold.controller.pilot.preparation import (
 from efold.controller.pilot.receipts import receipts_durable
 from efold.controller.pilot.reuse import Built, earlier_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
-from efold.controller.processes.template import Launcher
+from efold.controller.processes.template import EarlyTemplate, Launcher
 from efold.controller.rundirs.aggregate import run_reports
 from efold.controller.rundirs.authorize_run import RealGrant
 from efold.controller.rundirs.chain import read_linked
@@ -130,6 +130,9 @@ class Dispatch:
     # The lease of the run a continuation continues, taken before its directory was
     # claimed (``run_setup.open_run``): no other continuation can link to it first.
     continued: Lease | None = None
+    # A template started as the command began (``template.prestart_template``): the
+    # run's, if it fits (``run_setup.open_run``).
+    early: EarlyTemplate | None = None
 
 
 OFFLINE: Final = Dispatch()  # the faux route
@@ -201,7 +204,8 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                         keep_answers=dispatch.keep_answers,
                         launcher=dispatch.launcher, shard=dispatch.shard,
                         process_group_ok=dispatch.process_group_ok,
-                        part=dispatch.part, continued=dispatch.continued) as opened:
+                        part=dispatch.part, continued=dispatch.continued,
+                        early=dispatch.early) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}

@@ -5,7 +5,9 @@ worker (allowlisted environment with a launch marker of its own, stdio on /dev/n
 ``start_new_session=True``, a pidfd, registered in ``DIRECT_CHILDREN``, journaled as a
 launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``) and yields a ``Template`` at
 once: the run's setup goes on while it imports, and its first fork request waits for
-its ``TemplateReady``. ``launch_worker(..., template=...)`` asks it for each child
+its ``TemplateReady``. ``pilot`` may have started it earlier still, as the command began
+(``prestart_template``, ``EarlyTemplate``): the run then takes that process, places it in
+its cgroup and journals it, before any fork request. ``launch_worker(..., template=...)`` asks it for each child
 (``Template.fork_child``); on exit the template is closed (EOF on its
 control socket), contained if it does not leave in time or leaves processes behind
 (``efold.controller.processes.containment``), reaped, and its exit journaled.
@@ -389,7 +391,8 @@ class _TemplateLaunch:
     pgid: int
     pidfd: int
     marker: str
-    process: anyio.abc.Process
+    process: _SpawnedProcess
+    control: socket.socket  # the controller's end of its control socket
     cgroup: Cgroup | None  # the template's own cgroup (its forked workers leave it)
 
     @property
@@ -405,72 +408,182 @@ class _TemplateLaunch:
             or bool(live_in_cgroup(self.cgroup))
 
 
-async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
-                 env: dict[str, str] | None, cgroups: RunCgroups | None, routes: RouteKind
-                 ) -> tuple[_TemplateLaunch, socket.socket]:
-    cgroup = cgroups.new_launch() if cgroups is not None else None
-    try:
-        return await _start_in(journal, epoch, program, env, cgroup, routes)
-    except BaseException:
-        discard_cgroup(cgroup)
-        raise
+class _SpawnedProcess(AdoptedProcess):
+    """The template's process: spawned by ``subprocess.Popen`` (perhaps before the
+    event loop runs, ``EarlyTemplate``), then waited for on its pidfd and reaped by pid
+    as an adopted child is. The ``Popen`` is told the status it reaped, so that it
+    never polls that pid again (a recycled pid may be a worker's)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        super().__init__(popen.pid)
+        self.popen = popen
+
+    def _try_reap(self) -> bool:
+        reaped = super()._try_reap()
+        if reaped:
+            self.popen.returncode = self.returncode
+        return reaped
 
 
-async def _start_in(journal: JournalWriter, epoch: int, program: Sequence[str],
-                    env: dict[str, str] | None, cgroup: Cgroup | None, routes: RouteKind
-                    ) -> tuple[_TemplateLaunch, socket.socket]:
+@dataclass
+class _Spawned:
+    """A template process just spawned, not yet a launch: in ``DIRECT_CHILDREN``, its
+    identity read, neither placed in a cgroup nor journaled."""
+
+    program: tuple[str, ...]
+    routes: RouteKind
+    process: _SpawnedProcess
+    control: socket.socket  # the controller's end of the control socket
+    pidfd: int
+    identity: ProcessIdentity
+    pgid: int
+    marker: str
+
+    def kill(self) -> None:
+        """SIGKILL it (it holds no secret and has forked nothing) and reap it. One that
+        does not die in time stays registered, its zombie left to init when the
+        command ends."""
+        self.control.close()
+        _signal(self.pidfd, signal.SIGKILL)
+        try:
+            self.process.popen.wait(DEFAULT_EXIT_GRACE)
+        except subprocess.TimeoutExpired:
+            return
+        DIRECT_CHILDREN.discard(self.identity.pid)
+        self.process.close()
+        os.close(self.pidfd)
+
+
+def _spawn(program: Sequence[str], env: dict[str, str] | None,
+           routes: RouteKind) -> _Spawned:
+    """Spawn a template (``--control-fd N --routes R`` appended to ``program``, ``env``
+    None: the allowlist) with a launch marker of its own, in a session of its own,
+    stdio on /dev/null and umask 077, and register it in ``DIRECT_CHILDREN``.
+    Synchronous: it needs no event loop (``EarlyTemplate``)."""
     become_subreaper()
     marker = new_marker()
     env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    previous = os.umask(0o077)  # whatever the operator's, as ``pilot`` runs its children
     try:
-        process = await anyio.open_process(
+        popen = subprocess.Popen(
             [*program, "--control-fd", str(theirs.fileno()), "--routes", routes],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            pass_fds=[theirs.fileno()], env=env,
-        )
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, pass_fds=[theirs.fileno()], env=env)
     except OSError as exc:
         ours.close()
         raise ControllerError(Code.LAUNCH_FAILED, f"template spawn errno {exc.errno}") from exc
     finally:
+        os.umask(previous)
         theirs.close()
     try:
-        if cgroup is not None:
-            cgroup.place(process.pid)  # before it reads its control socket
-        pidfd = os.pidfd_open(process.pid)
-        identity = identity_of(process.pid)
-        pgid = process_group(process.pid)
-    except (OSError, ControllerError) as exc:
+        process = _SpawnedProcess(popen)
+    except OSError as exc:  # no pidfd: killed through the Popen, which reaps it
+        ours.close()
+        popen.kill()
+        popen.wait()
+        raise ControllerError(Code.LAUNCH_FAILED, "template vanished before its pidfd") \
+            from exc
+    try:
+        pidfd = os.pidfd_open(popen.pid)
+        identity = identity_of(popen.pid)
+        pgid = process_group(popen.pid)
+    except OSError as exc:  # gone already: nothing of it can be left
         ours.close()
         process.kill()
-        with anyio.CancelScope(shield=True):
-            await process.wait()
-        if isinstance(exc, ControllerError):
-            raise
+        popen.wait()
+        process.close()
         raise ControllerError(Code.LAUNCH_FAILED, "template vanished before its identity") \
             from exc
     DIRECT_CHILDREN.add(identity)
-    launch = _TemplateLaunch(journal=journal, epoch=epoch, launch_id=-1, identity=identity,
-                             pgid=pgid, pidfd=pidfd, marker=marker, process=process,
-                             cgroup=cgroup)
+    ours.setblocking(False)
+    return _Spawned(program=tuple(program), routes=routes, process=process, control=ours,
+                    pidfd=pidfd, identity=identity, pgid=pgid, marker=marker)
+
+
+class EarlyTemplate:
+    """A template spawned as a command starts (``prestart_template``), before the run
+    it will serve exists, so that its imports overlap the controller's own start.
+
+    It is only a process then: no launch row, no cgroup, nothing asked of it. A run
+    whose template has the same program and routes takes it (``running_template``):
+    placed in its cgroup, then journaled as the run's template launch, before any fork
+    request. Otherwise it is killed and reaped (``discard``: every path out of the
+    command that made it). A controller that dies before either leaves nothing: the
+    template reads end of file on its control socket once it is ready, and leaves.
+    """
+
+    def __init__(self, spawned: _Spawned) -> None:
+        self._spawned: _Spawned | None = spawned  # None once taken or discarded
+
+    def take(self, program: Sequence[str], routes: RouteKind) -> _Spawned | None:
+        """The process, if it fits a run's template (the same program and routes); it
+        is the run's from here. One that does not fit is discarded; None either way
+        after the first call."""
+        spawned, self._spawned = self._spawned, None
+        if spawned is not None and (spawned.program, spawned.routes) != (tuple(program),
+                                                                          routes):
+            spawned.kill()
+            return None
+        return spawned
+
+    def discard(self) -> None:
+        """Kill and reap it unless a run took it (idempotent)."""
+        spawned, self._spawned = self._spawned, None
+        if spawned is not None:
+            spawned.kill()
+
+
+def prestart_template(routes: RouteKind, *, program: Sequence[str] = TEMPLATE_PROGRAM
+                      ) -> EarlyTemplate | None:
+    """A template started now for a run to take later (``EarlyTemplate``), or None if
+    it cannot be spawned (the run then starts its own, and refuses as it would)."""
     try:
-        launch.launch_id = journal.record_launch(
-            epoch=epoch, slot=TEMPLATE_SLOT, kind=TEMPLATE_KIND, identity=identity,
-            pgid=pgid, marker=marker, cgroup=cgroup.rel if cgroup is not None else None,
-        )
+        return EarlyTemplate(_spawn(program, None, routes))
+    except ControllerError:
+        return None
+
+
+async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
+                 env: dict[str, str] | None, cgroups: RunCgroups | None, routes: RouteKind,
+                 early: EarlyTemplate | None) -> _TemplateLaunch:
+    spawned = early.take(program, routes) if early is not None and env is None else None
+    if spawned is None:
+        if early is not None:
+            early.discard()
+        spawned = _spawn(program, env, routes)
+    cgroup = None
+    try:
+        cgroup = cgroups.new_launch() if cgroups is not None else None
+        return _launched(journal, epoch, spawned, cgroup)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            ours.close()
-            _signal(pidfd, signal.SIGKILL)
+            spawned.control.close()
+            _signal(spawned.pidfd, signal.SIGKILL)
             if cgroup is not None:
                 kill_cgroup(cgroup)
-            await process.wait()
-            os.close(pidfd)
-            DIRECT_CHILDREN.discard(identity.pid)
+            await spawned.process.wait()
+            os.close(spawned.pidfd)
+            DIRECT_CHILDREN.discard(spawned.identity.pid)
+            discard_cgroup(cgroup)
         raise
-    ours.setblocking(False)
-    return launch, ours
+
+
+def _launched(journal: JournalWriter, epoch: int, spawned: _Spawned,
+              cgroup: Cgroup | None) -> _TemplateLaunch:
+    """``spawned`` made the run's template launch: placed in ``cgroup`` (before any fork
+    request: every worker it forks starts there, or is moved), then journaled."""
+    if cgroup is not None:
+        cgroup.place(spawned.identity.pid)
+    launch = _TemplateLaunch(journal=journal, epoch=epoch, launch_id=-1,
+                             identity=spawned.identity, pgid=spawned.pgid,
+                             pidfd=spawned.pidfd, marker=spawned.marker,
+                             process=spawned.process, control=spawned.control, cgroup=cgroup)
+    launch.launch_id = journal.record_launch(
+        epoch=epoch, slot=TEMPLATE_SLOT, kind=TEMPLATE_KIND, identity=spawned.identity,
+        pgid=spawned.pgid, marker=spawned.marker, cgroup=cgroup.rel if cgroup else None,
+    )
+    return launch
 
 
 async def _finish(launch: _TemplateLaunch, template: Template,
@@ -520,6 +633,7 @@ async def running_template(
     exit_grace: float = DEFAULT_EXIT_GRACE,
     cgroups: RunCgroups | None = None,
     routes: RouteKind = "real",
+    early: EarlyTemplate | None = None,
 ) -> AsyncIterator[Template]:
     """A running template for the block (see the module docstring). ``program`` is the
     argv prefix (``--control-fd N`` is appended); ``env`` None is the allowlist. Every
@@ -528,9 +642,11 @@ async def running_template(
     membership; in cgroup mode the template runs in a cgroup of its own and each worker
     it forks is moved to the launch's cgroup before it is released. ``routes``: what the
     run's workers may send to (``campaign.route_kind``): the template preloads the HTTP
-    client only for what they may use (``--routes``, ``efold.worker.template``)."""
-    launch, control = await _start(journal, epoch, program, env, cgroups, routes)
-    template = Template(control=control, template=launch.identity, pidfd=launch.pidfd,
+    client only for what they may use (``--routes``, ``efold.worker.template``).
+    ``early``: a template started as the command began (``prestart_template``), taken
+    if its program and routes are these (else discarded, and one spawned here)."""
+    launch = await _start(journal, epoch, program, env, cgroups, routes, early)
+    template = Template(control=launch.control, template=launch.identity, pidfd=launch.pidfd,
                         exchange_timeout=exchange_timeout,
                         ready_by=anyio.current_time() + ready_timeout)
     try:

@@ -57,7 +57,7 @@ from efold.controller.processes.run_cgroups import (
     membership_line,
     run_token,
 )
-from efold.controller.processes.template import Launcher, running_template
+from efold.controller.processes.template import EarlyTemplate, Launcher, running_template
 from efold.controller.rundirs import authorize_run
 from efold.controller.rundirs.aggregate import PLAN_NAME
 from efold.controller.rundirs.authorize_run import RealGrant
@@ -101,7 +101,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                    shard: ShardTicket | None = None,
                    process_group_ok: bool = False,
                    part: Plan | None = None,
-                   continued: Lease | None = None) -> AsyncIterator[OpenRun]:
+                   continued: Lease | None = None,
+                   early: EarlyTemplate | None = None) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
 
@@ -129,7 +130,10 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     continuation names itself in the run it continues (``chain.mark_continued``, under
     that run's lease) once its own plan is published, before any child starts.
     ``continued``: that run's lease, when the caller took it before claiming ``run`` (so
-    that no other continuation can link first): used for the link, then released."""
+    that no other continuation can link first): used for the link, then released.
+    ``early``: a template the command started as it began (``template.prestart_template``):
+    the run's template if it fits, else discarded; the caller discards it too on every
+    path out (a no-op once taken)."""
     campaign = reg.campaign
     if admitting:
         _check_route(reg, grant)
@@ -207,7 +211,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                     != reg.digests.corpus:
                 raise ControllerError(Code.REGISTRATION_DIGEST_MISMATCH,
                                       "a boundary case changed since registration")
-            async with _children_from(ctx, launcher, route_kind(campaign)):
+            async with _children_from(ctx, launcher, route_kind(campaign), early):
                 yield OpenRun(ctx, plan, items,
                               {case_item(c).trace.header.trace_id: c for c in cases})
         finally:
@@ -355,17 +359,19 @@ def check_real_grant(reg: Registration, reg_bytes: bytes, run_dir: Path, grant: 
 
 
 @asynccontextmanager
-async def _children_from(ctx: RunContext, launcher: Launcher, routes: RouteKind
-                         ) -> AsyncIterator[None]:
-    """The block with the run's launcher set: a running template (``ctx.template``),
-    preloading what ``routes`` need, contained and journaled at the end, or none
-    (``spawn``)."""
+async def _children_from(ctx: RunContext, launcher: Launcher, routes: RouteKind,
+                         early: EarlyTemplate | None) -> AsyncIterator[None]:
+    """The block with the run's launcher set: a running template (``ctx.template``:
+    ``early`` if it fits), preloading what ``routes`` need, contained and journaled at
+    the end, or none (``spawn``)."""
     if launcher == "spawn":
+        if early is not None:
+            early.discard()
         yield
         return
     async with running_template(ctx.journal, ctx.epoch, program=ctx.program,
                                 policy=ctx.containment, cgroups=ctx.cgroups,
-                                routes=routes) as template:
+                                routes=routes, early=early) as template:
         ctx.template = template
         try:
             yield
