@@ -21,6 +21,7 @@ from typing import Final, NoReturn
 
 import click
 
+import efold
 from efold.closed_stdout import tolerate_closed_stdout
 from efold.errors import Code
 
@@ -146,9 +147,7 @@ def _version(ctx: click.Context, _: click.Parameter, wanted: bool) -> None:
     """``--version``, as ``click.version_option`` prints it. The version is read only
     when asked: importlib.metadata is ~20 ms of every command's start."""
     if wanted and not ctx.resilient_parsing:
-        from efold import __version__
-
-        click.echo(f"efold-controller, version {__version__}")
+        click.echo(f"efold-controller, version {efold.__version__}")
         ctx.exit()
 
 

@@ -27,7 +27,7 @@ from efold.controller.pilot.boundary_slots import CheckpointFacts, judge_boundar
 from efold.controller.pilot.evidence import Evidence
 from efold.controller.pilot.judging import JudgeFacts, judge_slot, slot_end
 from efold.controller.pilot.probe_server import serve_probe
-from efold.controller.pilot.receipts import write_receipt
+from efold.controller.pilot.receipts import write_receipt, write_receipt_off_loop
 from efold.controller.processes.launcher import teardown_bound
 from efold.controller.processes.subreaper import DIRECT_CHILDREN
 from efold.controller.rundirs.run_context import LaunchEnd, RunContext
@@ -136,8 +136,8 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                 if boundary is None:
                     # Its members, then its receipt, in one commit, before ``DoneAck``.
                     await handle.note_members()
-                    receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence,
-                                        started)
+                    receipt = await _conclude(ctx, planned, probe, terminal, end.failure,
+                                              evidence, started)
                 if ctx.answers_file is not None:
                     keep_answer(ctx.answers_file, slot, terminal)
                 await handle.acknowledge_done()
@@ -166,15 +166,16 @@ async def run_probe(ctx: RunContext, *, planned: PlannedSlot, probe: Probe, slot
                 record = await anyio.to_thread.run_sync(
                     lambda: judge_boundary(b.case, slot_dir, terminal.work_sha256, b.facts,
                                            b.route, real=b.real))
-        receipt = _conclude(ctx, planned, probe, terminal, end.failure, evidence, started,
-                            boundary=record)
+        receipt = await _conclude(ctx, planned, probe, terminal, end.failure, evidence,
+                                  started, boundary=record)
     return SlotResult(receipt, slot_end(ctx.source.ledger(slot), receipt))
 
 
-def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Terminal | None,
-              failure: Code | None, evidence: Evidence, started: float, *,
-              boundary: BoundaryRecord | None = None) -> Receipt:
-    """Judge the slot (pure), take the stops the verdict names, write its receipt."""
+async def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe,
+                    terminal: Terminal | None, failure: Code | None, evidence: Evidence,
+                    started: float, *, boundary: BoundaryRecord | None = None) -> Receipt:
+    """Judge the slot (pure), take the stops the verdict names, write its receipt (its
+    syncs off the event loop: ``receipts.write_receipt_off_loop``)."""
     judge = None if ctx.judge is None else JudgeFacts(
         ctx.source.ledger(judge_run_id(planned.slot)), ctx.judge.rubric,
         ctx.judge.pass_threshold)
@@ -183,7 +184,7 @@ def _conclude(ctx: RunContext, planned: PlannedSlot, probe: Probe, terminal: Ter
                          elapsed_ms=int((time.monotonic() - started) * 1000), judge=judge,
                          boundary=boundary)
     ctx.take_stops(verdict.stops, planned.slot)
-    write_slot_receipt(ctx, verdict.receipt)
+    await write_receipt_off_loop(ctx.run_dir, ctx.journal, verdict.receipt)
     return verdict.receipt
 
 

@@ -210,10 +210,13 @@ class WorkerHandle:
     async def acknowledge_done(self) -> None:
         """Journal the worker's live descendants (unless ``note_members`` did), then send
         ``DoneAck`` (the reference's order: membership is durable before the child may
-        exit: committed here, if it waits deferred)."""
+        exit: committed here, if it waits deferred, and synced off the event loop, as
+        every row another slot deferred meanwhile rides with it)."""
         if not self._members_noted:
             await self.note_members()
-        self.journal.commit_pending()
+        with self.journal.unsynced():
+            self.journal.commit_pending()
+        await durable(self.journal)
         await self.channel.reply(DoneAck())
 
     async def note_members(self) -> None:

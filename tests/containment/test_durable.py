@@ -10,8 +10,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from proc_harness import FAST, Run, make_assignment, welcome
 
 from efold.controller.processes.durable import durable
+from efold.controller.processes.launcher import supervise
 from efold.errors import Code
 from efold.registry.errors import RegistryError
 from efold.registry.journal import JournalWriter
@@ -126,3 +128,27 @@ async def test_a_waiter_cancelled_during_the_sync_goes_no_further(
             syncs.gate.set()
         assert acted == [] and writer.synced == writer.written
         writer.close()
+
+
+async def test_done_ack_follows_the_sync_of_every_row_deferred_before_it(
+        run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``acknowledge_done``: the members it journals, and whatever another slot deferred
+    meanwhile, are committed and synced (off the event loop) before ``DoneAck`` goes."""
+    seen: list[tuple[int, int, int]] = []
+    async with supervise(run.journal, make_assignment(run, kind="prep"),
+                         policy=FAST) as handle:
+        await handle.accept_hello(welcome(), timeout=10)
+        await handle.channel.receive(timeout=10)
+        with run.journal.deferred():  # another slot's exit row, waiting for a commit
+            run.journal.record_meta({"another-slot": "deferred"})
+        reply = handle.channel.reply
+
+        async def watched(message: object) -> None:
+            seen.append((run.journal.pending, run.journal.written, run.journal.synced))
+            await reply(message)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(handle.channel, "reply", watched)
+        await handle.acknowledge_done()
+    await handle.close()
+    ((pending, written, synced),) = seen
+    assert not pending and synced == written
