@@ -7,10 +7,11 @@ launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``) and yields a ``Template
 once: the run's setup goes on while it imports, and its first fork request waits for
 its ``TemplateReady``. ``pilot`` may have started it earlier still, as the command began
 (``prestart_template``, ``EarlyTemplate``): the run then takes that process, places it in
-its cgroup and journals it, before any fork request. ``launch_worker(..., template=...)`` asks it for each child
-(``Template.fork_child``); on exit the template is closed (EOF on its
-control socket), contained if it does not leave in time or leaves processes behind
-(``efold.controller.processes.containment``), reaped, and its exit journaled.
+its cgroup and journals it, before any fork request. ``launch_worker(...,
+template=...)`` asks it for each child (``Template.fork_child``); on exit the template
+is closed (EOF on its control socket), contained if it does not leave in time or leaves
+processes behind (``efold.controller.processes.containment``), reaped, and its exit
+journaled.
 
 If the controller dies, ``recover``/``reap`` find the template through its launch row
 like any launch: its group, and its marker, which every process forked from it shows in
@@ -517,12 +518,15 @@ class EarlyTemplate:
         self._spawned: _Spawned | None = spawned  # None once taken or discarded
 
     def take(self, program: Sequence[str], routes: RouteKind) -> _Spawned | None:
-        """The process, if it fits a run's template (the same program and routes); it
-        is the run's from here. One that does not fit is discarded; None either way
-        after the first call."""
+        """The process, if it fits a run's template (the same program and routes) and
+        is still alive; it is the run's from here. One that does not fit, or has died
+        meanwhile, is reaped (the run spawns its own); None either way after the first
+        call."""
         spawned, self._spawned = self._spawned, None
-        if spawned is not None and (spawned.program, spawned.routes) != (tuple(program),
-                                                                          routes):
+        if spawned is None:
+            return None
+        exited = bool(select.select([spawned.pidfd], [], [], 0)[0])
+        if exited or (spawned.program, spawned.routes) != (tuple(program), routes):
             spawned.kill()
             return None
         return spawned

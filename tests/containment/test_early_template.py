@@ -170,3 +170,23 @@ def test_pilot_with_spawned_children_starts_no_template(
     assert made == []
     with JournalReader(run) as reader:
         assert TEMPLATE_KIND not in {r["kind"] for r in reader.rows("launches")}
+
+
+async def test_an_early_template_that_died_meanwhile_is_reaped_and_another_spawned(
+        run: Run) -> None:
+    early = prestart_template("real")
+    assert early is not None and early._spawned is not None
+    dead = early._spawned.identity
+    os.kill(dead.pid, signal.SIGKILL)
+    assert wait_until(lambda: not alive(dead.pid, dead.start_time))
+    async with running_template(run.journal, run.epoch, policy=FAST, routes="real",
+                                early=early) as template:
+        assert template.identity.pid != dead.pid
+        assert _gone(dead.pid) and dead.pid not in DIRECT_CHILDREN
+        prep = make_assignment(run, kind="prep")
+        async with supervise(run.journal, prep, policy=FAST, template=template) as handle:
+            await handle.accept_hello(welcome(), timeout=10)
+            assert isinstance(await handle.channel.receive(timeout=10), Prepared)
+            await handle.acknowledge_done()
+        assert (await handle.close()).status == 0
+        assert template.alive  # forked by the new template, not spawned
