@@ -23,6 +23,7 @@ descriptors the template never reads.
 from __future__ import annotations
 
 import re
+import signal
 from typing import Final, Literal
 
 import msgspec
@@ -30,6 +31,10 @@ import msgspec
 from efold.protocol.assignment import WorkerKind
 
 MAX_PACKET: Final = 1024
+# Blocked in the controller while it spawns the template (so that the exception an
+# interruption raises there never lands between the fork and the child's registration);
+# the child inherits the mask, and the template unblocks them before anything else.
+INTERRUPTIONS: Final = frozenset({signal.SIGINT, signal.SIGTERM})
 # Where a forked worker holds what a request relays: ipc, then key, then credential.
 # The worker the template names holds the request's IPC socket here before ``Forked``.
 FIRST_FD: Final = 3

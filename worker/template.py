@@ -56,6 +56,7 @@ import importlib
 import os
 import pkgutil
 import random
+import signal
 import socket
 import sys
 import threading
@@ -70,6 +71,7 @@ from efold.protocol.tasks import ROUTE_KINDS
 from efold.protocol.template_wire import (
     ENCODER,
     FIRST_FD,
+    INTERRUPTIONS,
     LAUNCH_MARKER_VAR,
     MAX_PACKET,
     TO_TEMPLATE,
@@ -296,6 +298,9 @@ def serve(sock: socket.socket, bodies: BodyFactory | None = None) -> None:
 def main(argv: Sequence[str] | None = None, *, bodies: BodyFactory | None = None) -> int:
     """Run the template until its control socket closes. ``bodies``: see
     ``BodyFactory``; never set from anything the template reads."""
+    # Spawned with the interruptions blocked (``template_wire.INTERRUPTIONS``): as
+    # every process the controller starts, it takes SIGTERM and SIGINT as they come.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTIONS)
     args = list(sys.argv[1:] if argv is None else argv)
     routes = "real"
     if len(args) == 4 and args[2] == "--routes" and args[3] in ROUTE_KINDS:

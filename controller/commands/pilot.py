@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -36,7 +38,7 @@ from efold.controller.pilot.pilot_view import (
 )
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.processes.launcher import DEFAULT_PROGRAM
-from efold.controller.processes.template import EarlyTemplate, Launcher, prestart_template
+from efold.controller.processes.template import EarlyTemplate, Launcher
 from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
 from efold.controller.rundirs.continuation import choose_run, refuse_no_run
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
@@ -295,10 +297,21 @@ def _early_template(launcher: Launcher, *, faux: bool, local: bool,
         else None
     if launcher != "template" or routes is None:
         return None
-    early = prestart_template(routes, program=DEFAULT_PROGRAM)
-    if early is not None:
-        click.get_current_context().call_on_close(early.discard)
+    # SIGTERM before the run's own watcher is up ends the command with the status its
+    # default action gives (143), but through this context's close, so that the
+    # template is killed and reaped here rather than left to notice our death. Both
+    # are registered before the spawn: the context closes last in, first out.
+    ctx = click.get_current_context()
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
+    early = EarlyTemplate()
+    ctx.call_on_close(early.discard)
+    early.start(routes, program=DEFAULT_PROGRAM)
     return early
+
+
+def _terminated(signum: int, frame: object) -> NoReturn:
+    raise SystemExit(128 + signum)
 
 
 def _pair(url: str | None, model: str | None, url_flag: str,

@@ -130,7 +130,7 @@ class Dispatch:
     # The lease of the run a continuation continues, taken before its directory was
     # claimed (``run_setup.open_run``): no other continuation can link to it first.
     continued: Lease | None = None
-    # A template started as the command began (``template.prestart_template``): the
+    # A template started as the command began (``template.EarlyTemplate``): the
     # run's, if it fits (``run_setup.open_run``).
     early: EarlyTemplate | None = None
 

@@ -6,7 +6,7 @@ worker (allowlisted environment with a launch marker of its own, stdio on /dev/n
 launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``) and yields a ``Template`` at
 once: the run's setup goes on while it imports, and its first fork request waits for
 its ``TemplateReady``. ``pilot`` may have started it earlier still, as the command began
-(``prestart_template``, ``EarlyTemplate``): the run then takes that process, places it in
+(``EarlyTemplate``): the run then takes that process, places it in
 its cgroup and journals it, before any fork request. ``launch_worker(...,
 template=...)`` asks it for each child (``Template.fork_child``); on exit the template
 is closed (EOF on its control socket), contained if it does not leave in time or leaves
@@ -68,6 +68,7 @@ from efold.protocol.template_wire import (
     ENCODER,
     FIRST_FD,
     FROM_TEMPLATE,
+    INTERRUPTIONS,
     LAUNCH_MARKER_VAR,
     MAX_PACKET,
     Forked,
@@ -379,6 +380,9 @@ def _abandon(child: AdoptedChild) -> None:
 
 # Killed registered children no launch owns; reaped at the template's end.
 _ABANDONED: list[AdoptedProcess] = []
+# Early templates SIGKILLed that did not die in time: held, so that no ``Popen.__del__``
+# ever hands their pid to ``subprocess``'s own reaping (init reaps them when we end).
+_UNREAPED: list[subprocess.Popen[bytes]] = []
 
 
 @dataclass
@@ -449,6 +453,7 @@ class _Spawned:
         try:
             self.process.popen.wait(DEFAULT_EXIT_GRACE)
         except subprocess.TimeoutExpired:
+            _UNREAPED.append(self.process.popen)  # never polled by pid again (its __del__)
             return
         DIRECT_CHILDREN.discard(self.identity.pid)
         self.process.close()
@@ -460,62 +465,89 @@ def _spawn(program: Sequence[str], env: dict[str, str] | None,
     """Spawn a template (``--control-fd N --routes R`` appended to ``program``, ``env``
     None: the allowlist) with a launch marker of its own, in a session of its own,
     stdio on /dev/null and umask 077, and register it in ``DIRECT_CHILDREN``.
-    Synchronous: it needs no event loop (``EarlyTemplate``)."""
+    Synchronous: it needs no event loop (``EarlyTemplate``). Whatever ends it before it
+    is registered (a vanished child, a signal's exception) kills and reaps it."""
     become_subreaper()
     marker = new_marker()
     env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     previous = os.umask(0o077)  # whatever the operator's, as ``pilot`` runs its children
+    # An interruption's exception must not land inside ``Popen`` (its child would be
+    # nobody's): held until the child can be killed. The template unblocks them first.
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTIONS)
     try:
         popen = subprocess.Popen(
             [*program, "--control-fd", str(theirs.fileno()), "--routes", routes],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, pass_fds=[theirs.fileno()], env=env)
     except OSError as exc:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         ours.close()
         raise ControllerError(Code.LAUNCH_FAILED, f"template spawn errno {exc.errno}") from exc
     finally:
         os.umask(previous)
         theirs.close()
     try:
-        process = _SpawnedProcess(popen)
-    except OSError as exc:  # no pidfd: killed through the Popen, which reaps it
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)  # one held lands in here
+        return _registered(popen, ours, tuple(program), routes, marker)
+    except BaseException as exc:
         ours.close()
-        popen.kill()
+        popen.kill()  # our unreaped child: its pid is still its own
         popen.wait()
-        raise ControllerError(Code.LAUNCH_FAILED, "template vanished before its pidfd") \
-            from exc
+        if isinstance(exc, OSError):
+            raise ControllerError(Code.LAUNCH_FAILED,
+                                  "template vanished before its identity") from exc
+        raise
+
+
+def _registered(popen: subprocess.Popen[bytes], control: socket.socket,
+                program: tuple[str, ...], routes: RouteKind, marker: str) -> _Spawned:
+    """The spawned template's pidfds and identity, registered in ``DIRECT_CHILDREN``."""
+    process = _SpawnedProcess(popen)
+    pidfd = -1
     try:
         pidfd = os.pidfd_open(popen.pid)
         identity = identity_of(popen.pid)
         pgid = process_group(popen.pid)
-    except OSError as exc:  # gone already: nothing of it can be left
-        ours.close()
-        process.kill()
-        popen.wait()
+    except BaseException:
         process.close()
-        raise ControllerError(Code.LAUNCH_FAILED, "template vanished before its identity") \
-            from exc
+        if pidfd >= 0:
+            os.close(pidfd)
+        raise
     DIRECT_CHILDREN.add(identity)
-    ours.setblocking(False)
-    return _Spawned(program=tuple(program), routes=routes, process=process, control=ours,
+    control.setblocking(False)
+    return _Spawned(program=program, routes=routes, process=process, control=control,
                     pidfd=pidfd, identity=identity, pgid=pgid, marker=marker)
 
 
 class EarlyTemplate:
-    """A template spawned as a command starts (``prestart_template``), before the run
-    it will serve exists, so that its imports overlap the controller's own start.
+    """A template spawned as a command starts (``start``), before the run it will serve
+    exists, so that its imports overlap the controller's own start.
 
     It is only a process then: no launch row, no cgroup, nothing asked of it. A run
     whose template has the same program and routes takes it (``running_template``):
     placed in its cgroup, then journaled as the run's template launch, before any fork
-    request. Otherwise it is killed and reaped (``discard``: every path out of the
-    command that made it). A controller that dies before either leaves nothing: the
-    template reads end of file on its control socket once it is ready, and leaves.
+    request. Otherwise it is killed and reaped (``discard``: registered on every path
+    out of the command before ``start``). A controller that dies before either leaves
+    nothing: the template reads end of file on its control socket once it is ready,
+    and leaves.
     """
 
-    def __init__(self, spawned: _Spawned) -> None:
-        self._spawned: _Spawned | None = spawned  # None once taken or discarded
+    def __init__(self) -> None:
+        self._spawned: _Spawned | None = None  # None until started, and once taken
+
+    def start(self, routes: RouteKind, *, program: Sequence[str] = TEMPLATE_PROGRAM) -> None:
+        """Spawn it now; where it cannot be, nothing (the run then starts its own, and
+        refuses as it would)."""
+        try:
+            self._spawned = _spawn(program, None, routes)
+        except ControllerError:
+            pass
+
+    @property
+    def identity(self) -> ProcessIdentity | None:
+        """Its process, while it is this object's."""
+        return None if self._spawned is None else self._spawned.identity
 
     def take(self, program: Sequence[str], routes: RouteKind) -> _Spawned | None:
         """The process, if it fits a run's template (the same program and routes) and
@@ -536,16 +568,6 @@ class EarlyTemplate:
         spawned, self._spawned = self._spawned, None
         if spawned is not None:
             spawned.kill()
-
-
-def prestart_template(routes: RouteKind, *, program: Sequence[str] = TEMPLATE_PROGRAM
-                      ) -> EarlyTemplate | None:
-    """A template started now for a run to take later (``EarlyTemplate``), or None if
-    it cannot be spawned (the run then starts its own, and refuses as it would)."""
-    try:
-        return EarlyTemplate(_spawn(program, None, routes))
-    except ControllerError:
-        return None
 
 
 async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
@@ -647,7 +669,7 @@ async def running_template(
     it forks is moved to the launch's cgroup before it is released. ``routes``: what the
     run's workers may send to (``campaign.route_kind``): the template preloads the HTTP
     client only for what they may use (``--routes``, ``efold.worker.template``).
-    ``early``: a template started as the command began (``prestart_template``), taken
+    ``early``: a template started as the command began (``EarlyTemplate``), taken
     if its program and routes are these (else discarded, and one spawned here)."""
     launch = await _start(journal, epoch, program, env, cgroups, routes, early)
     template = Template(control=launch.control, template=launch.identity, pidfd=launch.pidfd,

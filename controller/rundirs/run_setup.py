@@ -131,7 +131,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     that run's lease) once its own plan is published, before any child starts.
     ``continued``: that run's lease, when the caller took it before claiming ``run`` (so
     that no other continuation can link first): used for the link, then released.
-    ``early``: a template the command started as it began (``template.prestart_template``):
+    ``early``: a template the command started as it began (``template.EarlyTemplate``):
     the run's template if it fits, else discarded; the caller discards it too on every
     path out (a no-op once taken)."""
     campaign = reg.campaign

@@ -1,4 +1,4 @@
-"""A template started as ``pilot`` begins (``template.prestart_template``), before the
+"""A template started as ``pilot`` begins (``template.EarlyTemplate``), before the
 run it will serve exists: taken by the run when its program and routes fit (placed, then
 journaled, before any fork request), else killed and reaped; and never left behind,
 whether the command refuses, ends, or dies before taking it."""
@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +19,35 @@ from click.testing import CliRunner
 from proc_harness import FAST, Run, alive, make_assignment, wait_until, welcome
 
 from efold.controller.cli import main
-from efold.controller.commands import pilot as pilot_command
 from efold.controller.processes.launcher import supervise
 from efold.controller.processes.subreaper import DIRECT_CHILDREN
 from efold.controller.processes.template import (
     TEMPLATE_KIND,
     EarlyTemplate,
-    prestart_template,
     running_template,
 )
 from efold.identity import ProcessIdentity, identity_of
 from efold.ipc import Prepared
+from efold.protocol.tasks import RouteKind
 from efold.registry.journal import JournalReader
 
 pytestmark = pytest.mark.anyio
+
+
+def prestart_template(routes: RouteKind) -> EarlyTemplate:
+    early = EarlyTemplate()
+    early.start(routes)
+    return early
+
+
+_INTERRUPTIONS_MASK = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+
+
+def _blocked(pid: int) -> int:
+    """``pid``'s blocked signals (its ``SigBlk``)."""
+    with open(f"/proc/{pid}/status") as f:
+        line = next(line for line in f if line.startswith("SigBlk:"))
+    return int(line.split()[1], 16)
 
 
 def _gone(pid: int) -> bool:
@@ -60,6 +76,9 @@ async def test_a_fitting_early_template_is_the_runs_template(run: Run) -> None:
             assert isinstance(await handle.channel.receive(timeout=10), Prepared)
             await handle.acknowledge_done()
         assert (await handle.close()).status == 0
+        # Spawned with SIGINT and SIGTERM held (so that an interruption's exception never
+        # lands inside the spawn), it takes them again as any child does.
+        assert _blocked(spawned.identity.pid) & _INTERRUPTIONS_MASK == 0
     with JournalReader(run.run_dir) as reader:
         rows = reader.rows("launches")
     assert [(r["kind"], r["pid"], r["exit_status"]) for r in rows] == [
@@ -95,8 +114,9 @@ def test_a_controller_that_dies_before_taking_it_leaves_nothing(tmp_path: Path) 
     of file on its control socket (once its imports are done) and leaves by itself."""
     script = textwrap.dedent("""
         import os, sys, time
-        from efold.controller.processes.template import prestart_template
-        early = prestart_template("faux")
+        from efold.controller.processes.template import EarlyTemplate
+        early = EarlyTemplate()
+        early.start("faux")
         s = early._spawned.identity
         print(s.pid, s.start_time, flush=True)
         time.sleep(60)
@@ -120,14 +140,14 @@ def test_a_controller_that_dies_before_taking_it_leaves_nothing(tmp_path: Path) 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[ProcessIdentity]:
     """Record the identity of every template ``pilot`` starts early."""
     made: list[ProcessIdentity] = []
+    start = EarlyTemplate.start
 
-    def prestart(*args: Any, **kwargs: Any) -> EarlyTemplate | None:
-        early = prestart_template(*args, **kwargs)
-        if early is not None and early._spawned is not None:
-            made.append(early._spawned.identity)
-        return early
+    def recorded(self: EarlyTemplate, *args: Any, **kwargs: Any) -> None:
+        start(self, *args, **kwargs)
+        if self.identity is not None:
+            made.append(self.identity)
 
-    monkeypatch.setattr(pilot_command, "prestart_template", prestart)
+    monkeypatch.setattr(EarlyTemplate, "start", recorded)
     return made
 
 
@@ -190,3 +210,44 @@ async def test_an_early_template_that_died_meanwhile_is_reaped_and_another_spawn
             await handle.acknowledge_done()
         assert (await handle.close()).status == 0
         assert template.alive  # forked by the new template, not spawned
+
+
+def _template_of(parent: int) -> tuple[int, int] | None:
+    """(pid, start time) of the template ``parent`` started, if it has one yet."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == parent and b"--control-fd" in cmdline:
+            return int(entry), int(stat[19])
+    return None
+
+
+def test_sigterm_before_the_run_kills_the_early_template_first(tmp_path: Path) -> None:
+    """SIGTERM while the template imports and the command still loads its registration
+    (before the run's own signal watcher): the command ends 143 as the default action
+    would, but only once it has killed and reaped its template."""
+    for attempt in range(5):
+        command = subprocess.Popen(
+            [sys.executable, "-m", "efold.controller", "pilot", "--faux", "--no-progress",
+             "--runs", str(tmp_path / f"runs{attempt}")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while (template := _template_of(command.pid)) is None:
+                assert time.monotonic() < deadline, "no template started"
+                time.sleep(0.002)
+            command.send_signal(signal.SIGTERM)
+            _, err = command.communicate(timeout=60)
+        finally:
+            if command.poll() is None:
+                command.kill()
+                command.wait()
+        assert command.returncode == 143 and "Traceback" not in err, err
+        # Gone as the command ended, never left to notice it (an orphan would still be
+        # importing here, or reading its end of file).
+        assert not alive(*template)
