@@ -24,6 +24,7 @@ from efold.controller.processes.subreaper import DIRECT_CHILDREN
 from efold.controller.processes.template import (
     TEMPLATE_KIND,
     EarlyTemplate,
+    Template,
     running_template,
 )
 from efold.identity import ProcessIdentity, identity_of
@@ -50,6 +51,16 @@ def _blocked(pid: int) -> int:
     return int(line.split()[1], 16)
 
 
+async def _one_prep(run: Run, template: Template) -> None:
+    """A prep child forked by ``template``, run to a clean exit."""
+    prep = make_assignment(run, kind="prep")
+    async with supervise(run.journal, prep, policy=FAST, template=template) as handle:
+        await handle.accept_hello(welcome(), timeout=10)
+        assert isinstance(await handle.channel.receive(timeout=10), Prepared)
+        await handle.acknowledge_done()
+    assert (await handle.close()).status == 0
+
+
 def _gone(pid: int) -> bool:
     """Reaped: no process of that pid is our child any more (a live or a zombie child
     still is; a recycled pid would not be ours)."""
@@ -70,12 +81,7 @@ async def test_a_fitting_early_template_is_the_runs_template(run: Run) -> None:
         assert template.identity == spawned.identity  # taken, not spawned again
         early.discard()  # a no-op once taken: the command's own end calls it too
         assert alive(spawned.identity.pid, spawned.identity.start_time)
-        prep = make_assignment(run, kind="prep")
-        async with supervise(run.journal, prep, policy=FAST, template=template) as handle:
-            await handle.accept_hello(welcome(), timeout=10)
-            assert isinstance(await handle.channel.receive(timeout=10), Prepared)
-            await handle.acknowledge_done()
-        assert (await handle.close()).status == 0
+        await _one_prep(run, template)
         # Spawned with SIGINT and SIGTERM held (so that an interruption's exception never
         # lands inside the spawn), it takes them again as any child does.
         assert _blocked(spawned.identity.pid) & _INTERRUPTIONS_MASK == 0
@@ -203,12 +209,7 @@ async def test_an_early_template_that_died_meanwhile_is_reaped_and_another_spawn
                                 early=early) as template:
         assert template.identity.pid != dead.pid
         assert _gone(dead.pid) and dead.pid not in DIRECT_CHILDREN
-        prep = make_assignment(run, kind="prep")
-        async with supervise(run.journal, prep, policy=FAST, template=template) as handle:
-            await handle.accept_hello(welcome(), timeout=10)
-            assert isinstance(await handle.channel.receive(timeout=10), Prepared)
-            await handle.acknowledge_done()
-        assert (await handle.close()).status == 0
+        await _one_prep(run, template)
         assert template.alive  # forked by the new template, not spawned
 
 
