@@ -38,7 +38,8 @@ from efold.controller.pilot.pilot_view import (
 )
 from efold.controller.pilot.smoke import require_smoke
 from efold.controller.processes.launcher import DEFAULT_PROGRAM
-from efold.controller.processes.template import EarlyTemplate, Launcher
+from efold.controller.processes.template import Launcher
+from efold.controller.processes.template_spawn import EarlyTemplate
 from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
 from efold.controller.rundirs.continuation import choose_run, refuse_no_run
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant

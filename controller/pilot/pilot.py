@@ -70,7 +70,8 @@ from efold.controller.pilot.preparation import (
 from efold.controller.pilot.receipts import receipts_durable
 from efold.controller.pilot.reuse import Built, earlier_checkpoints
 from efold.controller.pilot.slots import BoundarySlot, SlotResult, run_probe, write_slot_receipt
-from efold.controller.processes.template import EarlyTemplate, Launcher
+from efold.controller.processes.template import Launcher
+from efold.controller.processes.template_spawn import EarlyTemplate
 from efold.controller.rundirs.aggregate import run_reports
 from efold.controller.rundirs.authorize_run import RealGrant
 from efold.controller.rundirs.chain import read_linked
@@ -130,7 +131,7 @@ class Dispatch:
     # The lease of the run a continuation continues, taken before its directory was
     # claimed (``run_setup.open_run``): no other continuation can link to it first.
     continued: Lease | None = None
-    # A template started as the command began (``template.EarlyTemplate``): the
+    # A template started as the command began (``template_spawn.EarlyTemplate``): the
     # run's, if it fits (``run_setup.open_run``).
     early: EarlyTemplate | None = None
 

@@ -1,13 +1,12 @@
 """The controller's side of the fork-server template (``efold.worker.template``).
 
-``running_template`` starts ``python -I -m efold.worker --control-fd N`` like a
-worker (allowlisted environment with a launch marker of its own, stdio on /dev/null,
-``start_new_session=True``, a pidfd, registered in ``DIRECT_CHILDREN``, journaled as a
-launch of kind ``"template"`` in slot ``TEMPLATE_SLOT``) and yields a ``Template`` at
-once: the run's setup goes on while it imports, and its first fork request waits for
-its ``TemplateReady``. ``pilot`` may have started it earlier still, as the command began
-(``EarlyTemplate``): the run then takes that process, places it in
-its cgroup and journals it, before any fork request. ``launch_worker(...,
+``running_template`` spawns the template process (``template_spawn``: like a worker,
+with a launch marker of its own, registered in ``DIRECT_CHILDREN``), places it in its
+cgroup, journals it as a launch of kind ``"template"`` in slot ``TEMPLATE_SLOT`` and
+yields a ``Template`` at once: the run's setup goes on while it imports, and its first
+fork request waits for its ``TemplateReady``. ``pilot`` may have spawned it earlier
+still, as the command began (``template_spawn.EarlyTemplate``): the run then takes that
+process, places it and journals it, before any fork request. ``launch_worker(...,
 template=...)`` asks it for each child (``Template.fork_child``); on exit the template
 is closed (EOF on its control socket), contained if it does not leave in time or leaves
 processes behind (``efold.controller.processes.containment``), reaped, and its exit
@@ -30,8 +29,6 @@ import select
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -44,9 +41,8 @@ import msgspec
 from efold.controller.errors import ControllerError
 from efold.controller.processes.adopted import AdoptedProcess
 from efold.controller.processes.cgroups import Cgroup, cgroup_of
-from efold.controller.processes.childenv import child_environment
 from efold.controller.processes.containment import ContainmentPolicy, LaunchTarget, contain
-from efold.controller.processes.marker import MARKER_VAR, new_marker
+from efold.controller.processes.marker import MARKER_VAR
 from efold.controller.processes.membership import left_behind
 from efold.controller.processes.proctable import read_entry, scan_since
 from efold.controller.processes.run_cgroups import (
@@ -55,10 +51,14 @@ from efold.controller.processes.run_cgroups import (
     kill_cgroup,
     live_in_cgroup,
 )
-from efold.controller.processes.subreaper import (
-    DIRECT_CHILDREN,
-    become_subreaper,
-    reap_adopted,
+from efold.controller.processes.subreaper import DIRECT_CHILDREN, reap_adopted
+from efold.controller.processes.template_spawn import (
+    TEMPLATE_PROGRAM,
+    EarlyTemplate,
+    SpawnedProcess,
+    SpawnedTemplate,
+    signal_pidfd,
+    spawn_template,
 )
 from efold.errors import Code, EfoldError
 from efold.identity import ProcessIdentity, identity_of, process_group
@@ -68,7 +68,6 @@ from efold.protocol.template_wire import (
     ENCODER,
     FIRST_FD,
     FROM_TEMPLATE,
-    INTERRUPTIONS,
     LAUNCH_MARKER_VAR,
     MAX_PACKET,
     Forked,
@@ -85,8 +84,6 @@ Launcher = Literal["template", "spawn"]
 TEMPLATE_KIND: Final = "template"
 # Not an opaque id (those start alphanumeric): it can never be a planned slot's.
 TEMPLATE_SLOT: Final = "-template-"
-# The worker's own program: ``efold.worker`` runs the template given ``--control-fd``.
-TEMPLATE_PROGRAM: Final[tuple[str, ...]] = (sys.executable, "-I", "-m", "efold.worker")
 DEFAULT_READY_TIMEOUT: Final = 10.0  # seconds for the template's imports
 DEFAULT_EXCHANGE_TIMEOUT: Final = 5.0  # seconds per reply once it is ready
 DEFAULT_EXIT_GRACE: Final = 2.0  # seconds from EOF on its socket to its exit
@@ -266,7 +263,7 @@ class Template:
         is left once this returns (a fork made just before the template died reads EOF
         for its "go" byte and exits untouched; it is killed here either way)."""
         self.mark_dead()
-        _signal(self._pidfd, signal.SIGKILL)
+        signal_pidfd(self._pidfd, signal.SIGKILL)
         with anyio.move_on_after(self.exchange_timeout):
             await anyio.wait_readable(self._pidfd)
         for entry in scan_since(self.identity.start_time).values():
@@ -326,7 +323,7 @@ def _kill_unregistered(pid: int, start_time: int, timeout: float) -> None:
         entry = read_entry(pid)
         if entry is None or entry.ppid != os.getpid() or entry.start_time != start_time:
             return
-        _signal(pidfd, signal.SIGKILL)
+        signal_pidfd(pidfd, signal.SIGKILL)
         select.select([pidfd], [], [], timeout)
         reap_adopted(pid, start_time)
     finally:
@@ -355,7 +352,7 @@ def _register(pid: int, *, template: ProcessIdentity, ipc: int) -> AdoptedChild 
         os.close(pidfd)
         return None
     if pgid != pid:
-        _signal(pidfd, signal.SIGKILL)
+        signal_pidfd(pidfd, signal.SIGKILL)
         os.close(pidfd)
         process.close()
         return None
@@ -363,26 +360,16 @@ def _register(pid: int, *, template: ProcessIdentity, ipc: int) -> AdoptedChild 
     return AdoptedChild(identity=identity, pgid=pgid, pidfd=pidfd, process=process)
 
 
-def _signal(pidfd: int, sig: int) -> None:
-    try:
-        signal.pidfd_send_signal(pidfd, sig)
-    except ProcessLookupError:
-        pass
-
-
 def _abandon(child: AdoptedChild) -> None:
     """Kill a registered child that no launch will own; keep it registered (its zombie
     is reaped by ``AdoptedProcess.wait`` at the template's end)."""
-    _signal(child.pidfd, signal.SIGKILL)
+    signal_pidfd(child.pidfd, signal.SIGKILL)
     os.close(child.pidfd)
     _ABANDONED.append(child.process)
 
 
 # Killed registered children no launch owns; reaped at the template's end.
 _ABANDONED: list[AdoptedProcess] = []
-# Early templates SIGKILLed that did not die in time: held, so that no ``Popen.__del__``
-# ever hands their pid to ``subprocess``'s own reaping (init reaps them when we end).
-_UNREAPED: list[subprocess.Popen[bytes]] = []
 
 
 @dataclass
@@ -396,7 +383,7 @@ class _TemplateLaunch:
     pgid: int
     pidfd: int
     marker: str
-    process: _SpawnedProcess
+    process: SpawnedProcess
     control: socket.socket  # the controller's end of its control socket
     cgroup: Cgroup | None  # the template's own cgroup (its forked workers leave it)
 
@@ -413,163 +400,6 @@ class _TemplateLaunch:
             or bool(live_in_cgroup(self.cgroup))
 
 
-class _SpawnedProcess(AdoptedProcess):
-    """The template's process: spawned by ``subprocess.Popen`` (perhaps before the
-    event loop runs, ``EarlyTemplate``), then waited for on its pidfd and reaped by pid
-    as an adopted child is. The ``Popen`` is told the status it reaped, so that it
-    never polls that pid again (a recycled pid may be a worker's)."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        super().__init__(popen.pid)
-        self.popen = popen
-
-    def _try_reap(self) -> bool:
-        reaped = super()._try_reap()
-        if reaped:
-            self.popen.returncode = self.returncode
-        return reaped
-
-
-@dataclass
-class _Spawned:
-    """A template process just spawned, not yet a launch: in ``DIRECT_CHILDREN``, its
-    identity read, neither placed in a cgroup nor journaled."""
-
-    program: tuple[str, ...]
-    routes: RouteKind
-    process: _SpawnedProcess
-    control: socket.socket  # the controller's end of the control socket
-    pidfd: int
-    identity: ProcessIdentity
-    pgid: int
-    marker: str
-
-    def kill(self) -> None:
-        """SIGKILL it (it holds no secret and has forked nothing) and reap it. One that
-        does not die in time stays registered, its zombie left to init when the
-        command ends."""
-        self.control.close()
-        _signal(self.pidfd, signal.SIGKILL)
-        try:
-            self.process.popen.wait(DEFAULT_EXIT_GRACE)
-        except subprocess.TimeoutExpired:
-            _UNREAPED.append(self.process.popen)  # never polled by pid again (its __del__)
-            return
-        DIRECT_CHILDREN.discard(self.identity.pid)
-        self.process.close()
-        os.close(self.pidfd)
-
-
-def _spawn(program: Sequence[str], env: dict[str, str] | None,
-           routes: RouteKind) -> _Spawned:
-    """Spawn a template (``--control-fd N --routes R`` appended to ``program``, ``env``
-    None: the allowlist) with a launch marker of its own, in a session of its own,
-    stdio on /dev/null and umask 077, and register it in ``DIRECT_CHILDREN``.
-    Synchronous: it needs no event loop (``EarlyTemplate``). Whatever ends it before it
-    is registered (a vanished child, a signal's exception) kills and reaps it."""
-    become_subreaper()
-    marker = new_marker()
-    env = {**(child_environment() if env is None else env), MARKER_VAR: marker}
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    previous = os.umask(0o077)  # whatever the operator's, as ``pilot`` runs its children
-    # An interruption's exception must not land inside ``Popen`` (its child would be
-    # nobody's): held until the child can be killed. The template unblocks them first.
-    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTIONS)
-    try:
-        popen = subprocess.Popen(
-            [*program, "--control-fd", str(theirs.fileno()), "--routes", routes],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, pass_fds=[theirs.fileno()], env=env)
-    except OSError as exc:
-        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
-        ours.close()
-        raise ControllerError(Code.LAUNCH_FAILED, f"template spawn errno {exc.errno}") from exc
-    finally:
-        os.umask(previous)
-        theirs.close()
-    try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)  # one held lands in here
-        return _registered(popen, ours, tuple(program), routes, marker)
-    except BaseException as exc:
-        ours.close()
-        popen.kill()  # our unreaped child: its pid is still its own
-        popen.wait()
-        if isinstance(exc, OSError):
-            raise ControllerError(Code.LAUNCH_FAILED,
-                                  "template vanished before its identity") from exc
-        raise
-
-
-def _registered(popen: subprocess.Popen[bytes], control: socket.socket,
-                program: tuple[str, ...], routes: RouteKind, marker: str) -> _Spawned:
-    """The spawned template's pidfds and identity, registered in ``DIRECT_CHILDREN``."""
-    process = _SpawnedProcess(popen)
-    pidfd = -1
-    try:
-        pidfd = os.pidfd_open(popen.pid)
-        identity = identity_of(popen.pid)
-        pgid = process_group(popen.pid)
-    except BaseException:
-        process.close()
-        if pidfd >= 0:
-            os.close(pidfd)
-        raise
-    DIRECT_CHILDREN.add(identity)
-    control.setblocking(False)
-    return _Spawned(program=program, routes=routes, process=process, control=control,
-                    pidfd=pidfd, identity=identity, pgid=pgid, marker=marker)
-
-
-class EarlyTemplate:
-    """A template spawned as a command starts (``start``), before the run it will serve
-    exists, so that its imports overlap the controller's own start.
-
-    It is only a process then: no launch row, no cgroup, nothing asked of it. A run
-    whose template has the same program and routes takes it (``running_template``):
-    placed in its cgroup, then journaled as the run's template launch, before any fork
-    request. Otherwise it is killed and reaped (``discard``: registered on every path
-    out of the command before ``start``). A controller that dies before either leaves
-    nothing: the template reads end of file on its control socket once it is ready,
-    and leaves.
-    """
-
-    def __init__(self) -> None:
-        self._spawned: _Spawned | None = None  # None until started, and once taken
-
-    def start(self, routes: RouteKind, *, program: Sequence[str] = TEMPLATE_PROGRAM) -> None:
-        """Spawn it now; where it cannot be, nothing (the run then starts its own, and
-        refuses as it would)."""
-        try:
-            self._spawned = _spawn(program, None, routes)
-        except ControllerError:
-            pass
-
-    @property
-    def identity(self) -> ProcessIdentity | None:
-        """Its process, while it is this object's."""
-        return None if self._spawned is None else self._spawned.identity
-
-    def take(self, program: Sequence[str], routes: RouteKind) -> _Spawned | None:
-        """The process, if it fits a run's template (the same program and routes) and
-        is still alive; it is the run's from here. One that does not fit, or has died
-        meanwhile, is reaped (the run spawns its own); None either way after the first
-        call."""
-        spawned, self._spawned = self._spawned, None
-        if spawned is None:
-            return None
-        exited = bool(select.select([spawned.pidfd], [], [], 0)[0])
-        if exited or (spawned.program, spawned.routes) != (tuple(program), routes):
-            spawned.kill()
-            return None
-        return spawned
-
-    def discard(self) -> None:
-        """Kill and reap it unless a run took it (idempotent)."""
-        spawned, self._spawned = self._spawned, None
-        if spawned is not None:
-            spawned.kill()
-
-
 async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
                  env: dict[str, str] | None, cgroups: RunCgroups | None, routes: RouteKind,
                  early: EarlyTemplate | None) -> _TemplateLaunch:
@@ -577,7 +407,7 @@ async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
     if spawned is None:
         if early is not None:
             early.discard()
-        spawned = _spawn(program, env, routes)
+        spawned = spawn_template(program, env, routes)
     cgroup = None
     try:
         cgroup = cgroups.new_launch() if cgroups is not None else None
@@ -585,7 +415,7 @@ async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
     except BaseException:
         with anyio.CancelScope(shield=True):
             spawned.control.close()
-            _signal(spawned.pidfd, signal.SIGKILL)
+            signal_pidfd(spawned.pidfd, signal.SIGKILL)
             if cgroup is not None:
                 kill_cgroup(cgroup)
             await spawned.process.wait()
@@ -595,7 +425,7 @@ async def _start(journal: JournalWriter, epoch: int, program: Sequence[str],
         raise
 
 
-def _launched(journal: JournalWriter, epoch: int, spawned: _Spawned,
+def _launched(journal: JournalWriter, epoch: int, spawned: SpawnedTemplate,
               cgroup: Cgroup | None) -> _TemplateLaunch:
     """``spawned`` made the run's template launch: placed in ``cgroup`` (before any fork
     request: every worker it forks starts there, or is moved), then journaled."""

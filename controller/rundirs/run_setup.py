@@ -57,7 +57,8 @@ from efold.controller.processes.run_cgroups import (
     membership_line,
     run_token,
 )
-from efold.controller.processes.template import EarlyTemplate, Launcher, running_template
+from efold.controller.processes.template import Launcher, running_template
+from efold.controller.processes.template_spawn import EarlyTemplate
 from efold.controller.rundirs import authorize_run
 from efold.controller.rundirs.aggregate import PLAN_NAME
 from efold.controller.rundirs.authorize_run import RealGrant
@@ -131,7 +132,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     that run's lease) once its own plan is published, before any child starts.
     ``continued``: that run's lease, when the caller took it before claiming ``run`` (so
     that no other continuation can link first): used for the link, then released.
-    ``early``: a template the command started as it began (``template.EarlyTemplate``):
+    ``early``: a template the command started as it began (``template_spawn.EarlyTemplate``):
     the run's template if it fits, else discarded; the caller discards it too on every
     path out (a no-op once taken)."""
     campaign = reg.campaign

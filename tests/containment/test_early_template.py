@@ -1,4 +1,4 @@
-"""A template started as ``pilot`` begins (``template.EarlyTemplate``), before the
+"""A template started as ``pilot`` begins (``template_spawn.EarlyTemplate``), before the
 run it will serve exists: taken by the run when its program and routes fit (placed, then
 journaled, before any fork request), else killed and reaped; and never left behind,
 whether the command refuses, ends, or dies before taking it."""
@@ -21,12 +21,8 @@ from proc_harness import FAST, Run, alive, make_assignment, wait_until, welcome
 from efold.controller.cli import main
 from efold.controller.processes.launcher import supervise
 from efold.controller.processes.subreaper import DIRECT_CHILDREN
-from efold.controller.processes.template import (
-    TEMPLATE_KIND,
-    EarlyTemplate,
-    Template,
-    running_template,
-)
+from efold.controller.processes.template import TEMPLATE_KIND, Template, running_template
+from efold.controller.processes.template_spawn import EarlyTemplate
 from efold.identity import ProcessIdentity, identity_of
 from efold.ipc import Prepared
 from efold.protocol.tasks import RouteKind
@@ -120,7 +116,7 @@ def test_a_controller_that_dies_before_taking_it_leaves_nothing(tmp_path: Path) 
     of file on its control socket (once its imports are done) and leaves by itself."""
     script = textwrap.dedent("""
         import os, sys, time
-        from efold.controller.processes.template import EarlyTemplate
+        from efold.controller.processes.template_spawn import EarlyTemplate
         early = EarlyTemplate()
         early.start("faux")
         s = early._spawned.identity
