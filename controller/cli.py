@@ -104,6 +104,19 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return load_command(cmd_name) if cmd_name in COMMANDS else None
 
+    def invoke(self, ctx: click.Context) -> object:
+        """The command; Ctrl-C that reaches here (a command that does not handle it, or
+        one interrupted before its own handling is up: loading, checking the
+        registration, claiming the run) ends with the status a shell gives SIGINT, 130,
+        not click's "Aborted!" and 1, which reads as a check that failed (``EXIT_ONE``).
+        The context still closes first: what it holds (``pilot``'s early template) is
+        released on the way out."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise SystemExit(130) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

@@ -39,12 +39,13 @@ print("interrupted", out.interrupted, flush=True)
 
 
 
-def _wait_for(predicate, process: subprocess.Popen[bytes], seconds: float = 90) -> None:
+def _wait_for(predicate, process: subprocess.Popen[bytes], seconds: float = 90,
+              poll: float = 0.05) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         assert process.poll() is None, "the controller ended before the fault point"
         assert time.monotonic() < deadline, "timed out waiting for the fault point"
-        time.sleep(0.05)
+        time.sleep(poll)
 
 
 
@@ -153,6 +154,31 @@ def test_the_pilot_command_exits_130_and_says_what_to_do_next(tmp_path: Path) ->
     assert f"interrupted: {_what_ran(run)}; the reports are in {run}" in text.splitlines()
     assert not [line for line in text.splitlines()
                 if line.startswith("probe slots: ") and " in " in line]
+
+
+def test_ctrl_c_before_the_runs_own_handling_exits_130_and_leaves_no_process(
+        tmp_path: Path) -> None:
+    """SIGINT once ``pilot`` has started its template but before the run's signal
+    watcher (the registration's checks, the run's claim): 130 and a plain word, never
+    click's "Aborted!" and status 1; the template is killed and reaped on the way out."""
+    run = tmp_path / "run"
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "efold.controller", "pilot", "--faux", "--run-dir", str(run),
+         "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    children = Path(f"/proc/{controller.pid}/task/{controller.pid}/children")
+    try:
+        _wait_for(lambda: bool(children.read_text().split()), controller, poll=0.002)
+        (template,) = (int(pid) for pid in children.read_text().split())
+        controller.send_signal(signal.SIGINT)
+        out, err = controller.communicate(timeout=60)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+            controller.wait()
+    assert controller.returncode == 130, (out.decode(), err.decode())
+    assert "Aborted" not in err.decode() and "Traceback" not in err.decode()
+    assert "interrupted" in out.decode() + err.decode()
+    assert not Path(f"/proc/{template}").exists()
 
 
 def _what_ran(run: Path) -> str:
