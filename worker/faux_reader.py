@@ -44,7 +44,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from efold.corpus.forms import (
     CONFLICT_MARKER,
@@ -221,14 +221,25 @@ _READERS: dict[str, Callable[[Intent, str], str | None]] = {
 }
 
 
+# The kinds whose line must name the intent's label (what their reader compares a group
+# of the line with): a line that does not contain it is skipped unread.
+_LABELLED: Final = frozenset({"value", "status", "decision", "dependency"})
+
+
 def extract(intent: Intent, lines: Iterable[str]) -> str | None:
     """The latest value for ``intent`` among ``lines`` (conversation order), or None:
     on a line that is both, a correction outranks the plain fact."""
     read = _READERS.get(intent.kind)
     if read is None:
         return None
+    label = intent.label if intent.kind in _LABELLED else ""
     found: str | None = None
     for raw in lines:
+        # Most lines do not name the label: skipped before any pattern is tried. Only
+        # where that is exact: no citation for ``_clean`` to cut (which could join the
+        # label's parts) and ASCII (where lowering a part lowers it as in the line).
+        if label and label not in raw.lower() and raw.isascii() and "[record " not in raw:
+            continue
         value = read(intent, _clean(raw))
         if value is not None:
             found = value

@@ -17,7 +17,7 @@ from efold.folds.fold import TracePrefix
 from efold.folds.meter import Meter
 from efold.folds.registry import get_fold
 from efold.folds.request import checkpoint_to_request
-from efold.worker.faux_reader import parse_question, respond
+from efold.worker.faux_reader import _READERS, Intent, _clean, extract, parse_question, respond
 
 
 def _prefix(builder: TraceBuilder, trace_id: str = "reader") -> TracePrefix:
@@ -206,3 +206,39 @@ def test_on_a_hard_trace_the_reader_measures_what_each_arm_kept(hard_item, reade
             assert score(probe, run.answer).correct, (name, probe.id, probe.category)
             if run.witness is not None:
                 assert run.witness.calls <= 8 and run.witness.refused_after_abort == 0
+
+
+def _every_line_read(intent: Intent, lines: list[str]) -> str | None:
+    """``extract`` as it was before lines that cannot name the label were skipped: every
+    line cleaned and read."""
+    read = _READERS[intent.kind]
+    found = None
+    for raw in lines:
+        value = read(intent, _clean(raw))
+        if value is not None:
+            found = value
+    return found
+
+
+def test_skipping_lines_without_the_label_changes_no_reading(original_items, hard_item):
+    """``extract`` skips a line that does not contain the intent's label before trying
+    any pattern: over every line of the bundled and a hard trace, and lines made to
+    break a careless skip (a citation inside the label, which ``_clean`` cuts out;
+    non-ASCII text), it reads what reading every line reads."""
+    lines = [line for item in [*original_items, hard_item] for event in item.trace.events
+             for line in str(getattr(event, "content", "") or "").split("\n")]
+    edges = ["Due da[record r-1]te: 14 March 2031", "- Due date: 15 March 2031 [record r-2]",
+             "DUE DATE: 16 March 2031", "Due dΣte: 17 March 2031", "Correction: the due "
+             "date is 18 March 2031, not 14 March 2031"]
+    lines += edges
+    assert len(lines) > 1000
+    intents = [Intent(kind=kind, label=label) for kind in sorted(_READERS)
+               for label in ("due date", "invoice total", "vendor", "")]
+    intents += [parse_question(p.question) for item in original_items
+                for p in item.probes.probes]
+    intents += [Intent(kind="value", label="due dσte")]
+    for intent in intents:
+        if intent.kind in _READERS:
+            assert extract(intent, lines) == _every_line_read(intent, lines), intent
+            for line in edges:  # each alone: a later line cannot hide a skipped one
+                assert extract(intent, [line]) == _every_line_read(intent, [line]), line
