@@ -168,8 +168,9 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
     if code is None and prepared is not None and task.stage != "checkpoint":
         snapshot = _verified_stage(task, slot_dir, prepared.snapshot_digest)
         if snapshot is not None:
-            ctx.journal.record_assignment(stage_key(key, task), kind=task.stage,
-                                          snapshot_digest=snapshot.digest)
+            with ctx.journal.unsynced():  # as a checkpoint's row, below
+                ctx.journal.record_assignment(stage_key(key, task), kind=task.stage,
+                                              snapshot_digest=snapshot.digest)
     elif code is None and prepared is not None:
         path = snapshot_path(str(slot_dir))
         try:
@@ -179,9 +180,15 @@ async def run_prep(ctx: RunContext, *, key: str, slot_dir: Path, task: PrepTask)
         else:
             snapshot = SnapshotRef(path=str(path), digest=prepared.snapshot_digest)
             isolation = prepared.isolation
-            ctx.journal.record_assignment(
-                key, kind="checkpoint", snapshot_digest=snapshot.digest,
-                isolation=None if isolation is None else msgspec.json.encode(isolation).decode())
+            # Committed, not synced here: nothing acts on the row until a later commit
+            # that is synced first (the next launch's, before its Hello is answered; a
+            # probe's assignment names this snapshot), and one fdatasync covers every
+            # commit before it. The event loop does not wait on the disk for it.
+            with ctx.journal.unsynced():
+                ctx.journal.record_assignment(
+                    key, kind="checkpoint", snapshot_digest=snapshot.digest,
+                    isolation=None if isolation is None
+                    else msgspec.json.encode(isolation).decode())
     if code is None and snapshot is None:
         code = Code.LOOKUP_PREPARATION_INVALID
     return PrepResult(key, snapshot, code, tree, int((time.monotonic() - started) * 1000),

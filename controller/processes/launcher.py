@@ -151,7 +151,7 @@ class WorkerHandle:
         self._closed = False
         self._members_noted = False  # set by ``note_members``, once per launch
         # Whether the exit row waits deferred for the writer's next commit (a run's
-        # probe launches: ``supervise(defer_exit=True)``) or is committed at once.
+        # launches: ``supervise(defer_exit=True)``) or is committed at once.
         self.defer_exit = False
 
     @property

@@ -165,8 +165,7 @@ class RunContext:
                 async with supervise(self.journal, assignment, policy=policy,
                                      env=child_environment(), program=self.program,
                                      credential=credential, template=self.template,
-                                     cgroups=self.cgroups,
-                                     defer_exit=assignment.kind == "probe") as handle:
+                                     cgroups=self.cgroups, defer_exit=True) as handle:
                     yielded = True
                     yield handle
             except RegistryError:
