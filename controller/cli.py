@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import os
+import signal
 import sys
 import textwrap
 import threading
@@ -104,19 +105,6 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return load_command(cmd_name) if cmd_name in COMMANDS else None
 
-    def invoke(self, ctx: click.Context) -> object:
-        """The command; Ctrl-C that reaches here (a command that does not handle it, or
-        one interrupted before its own handling is up: loading, checking the
-        registration, claiming the run) ends with the status a shell gives SIGINT, 130,
-        not click's "Aborted!" and 1, which reads as a check that failed (``EXIT_ONE``).
-        The context still closes first: what it holds (``pilot``'s early template) is
-        released on the way out."""
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            raise SystemExit(130) from None
-
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
@@ -191,14 +179,46 @@ def run() -> NoReturn:
     is left to the interpreter: its traceback and status are the usual ones. ``main``
     itself (what tests invoke in process) never exits this way."""
     try:
-        main()
+        status = _standalone()
     except SystemExit as exc:
         _exit_now(exc.code)
-    _exit_now(0)  # click's standalone mode always raises SystemExit; never reached
+    _exit_now(status)
+
+
+def _standalone() -> int:
+    """``main`` as click's standalone mode runs it (a usage error or a refusal shown,
+    with its status; end of input "Aborted!" and 1), except that Ctrl-C, wherever it
+    lands in click (the arguments being parsed, a command without handling of its own,
+    one interrupted before its handling is up, the context closing after it returned),
+    ends with 130 and "interrupted": the status a shell gives SIGINT, where 1 would
+    read as a check that failed (``EXIT_ONE``). The context has closed by then: what
+    it held (``pilot``'s early template) is released."""
+    try:
+        result = main(standalone_mode=False)
+    except click.Abort as exc:
+        # Raised while Ctrl-C was handled (``from`` it, or ``from None`` at a prompt),
+        # or for end of input (``EOFError``), click's "Aborted!".
+        if not isinstance(exc.__context__, KeyboardInterrupt):
+            click.echo("Aborted!", err=True)
+            return 1
+    except KeyboardInterrupt:  # one that came after click's own handlers
+        pass
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    else:
+        # An explicit exit's status (``--help``, ``--version``: click returns it); no
+        # command returns a value of its own.
+        return result if isinstance(result, int) else 0
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # decided: a second Ctrl-C changes nothing
+    click.echo("interrupted", err=True)
+    return 130
 
 
 def _exit_now(code: object) -> NoReturn:
-    """Exit with ``code`` as ``SystemExit(code)`` would, without the teardown (``run``)."""
+    """Exit with ``code`` as ``SystemExit(code)`` would, without the teardown (``run``).
+    The command is over: a Ctrl-C from here on changes neither its status nor its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if code is None:
         status = 0
     elif isinstance(code, int):

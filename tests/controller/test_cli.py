@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
-from efold.controller import commands
+from efold.controller import cli, commands
 from efold.controller.cli import COMMANDS, load_command, main
 
 
@@ -84,3 +85,44 @@ def test_the_top_level_exit_one_line_names_exactly_the_commands_that_exit_1() ->
     readme = (Path(__file__).resolve().parents[2] / "docs" / "commands.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| 1 |"))
     assert {name for name in COMMANDS if f"`{name}" in row} == declaring
+
+
+def _interrupt(*args: object, **kwargs: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _at_a_prompt(self: click.Group, ctx: click.Context) -> None:
+    try:
+        raise KeyboardInterrupt  # as Ctrl-C at ``click.confirm``
+    except KeyboardInterrupt:
+        raise click.Abort() from None
+
+
+def _end_of_input(self: click.Group, ctx: click.Context) -> None:
+    try:
+        raise EOFError
+    except EOFError:
+        raise click.Abort() from None
+
+
+@pytest.mark.parametrize(("where", "patch", "status", "said"), [
+    ("the arguments being parsed", ("make_context", _interrupt), 130, "interrupted"),
+    ("a command without handling of its own", ("invoke", _interrupt), 130, "interrupted"),
+    ("the context closing after the command", ("close", _interrupt), 130, "interrupted"),
+    ("a prompt", ("invoke", _at_a_prompt), 130, "interrupted"),
+    ("end of input at a prompt", ("invoke", _end_of_input), 1, "Aborted!"),
+])
+def test_ctrl_c_anywhere_in_click_is_130_and_end_of_input_stays_aborted(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], where: str,
+        patch: tuple[str, object], status: int, said: str) -> None:
+    """The program (``cli.run``) ends Ctrl-C with 130 and "interrupted" wherever click
+    would have said "Aborted!" and 1; end of input keeps click's word and status."""
+    name, replacement = patch
+    # The SIGINT disposition it sets on its way out is this test process's own.
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)
+    owner = click.Context if name == "close" else type(main)
+    monkeypatch.setattr(owner, name, replacement)
+    monkeypatch.setattr(sys, "argv", ["efold-controller", "--help" if name == "close" else "runs"])
+    assert cli._standalone() == status, where
+    err = capsys.readouterr().err
+    assert said in err and ("Aborted!" in err) == (said == "Aborted!"), err

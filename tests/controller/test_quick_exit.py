@@ -53,7 +53,7 @@ def test_atexit_functions_threads_and_temporary_directories_end_as_at_a_normal_e
 
 def test_an_exit_with_a_message_says_it_and_exits_1() -> None:
     done = _program("import efold.controller.cli as cli\n"
-                    "def failing():\n    raise SystemExit('the reason')\n"
+                    "def failing(**click_options):\n    raise SystemExit('the reason')\n"
                     "cli.main = failing\n")
     assert done.returncode == 1
     assert done.stderr.strip() == "the reason"
@@ -61,7 +61,7 @@ def test_an_exit_with_a_message_says_it_and_exits_1() -> None:
 
 def test_an_exception_keeps_the_interpreter_s_traceback_and_status() -> None:
     done = _program("import efold.controller.cli as cli\n"
-                    "def failing():\n    raise RuntimeError('boom')\n"
+                    "def failing(**click_options):\n    raise RuntimeError('boom')\n"
                     "cli.main = failing\n")
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "RuntimeError: boom" in done.stderr
