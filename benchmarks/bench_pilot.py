@@ -135,7 +135,8 @@ def load_baseline(run: Path) -> BaselineSetup:
     from efold.controller.campaigns.campaign import campaign_cases, campaign_items, probe_seconds
     from efold.controller.campaigns.profiles import route_of
     from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
-    from efold.controller.rundirs.aggregate import PLAN_NAME, RECEIPTS_DIR, receipt_name
+    from efold.controller.rundirs.aggregate import PLAN_NAME
+    from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR, receipt_name
     from efold.protocol.records import Plan, Receipt, SlotStatus
     from efold.protocol.tasks import ProbeTask
     from efold.worker.prep import snapshot_path

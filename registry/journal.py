@@ -36,11 +36,13 @@ from efold.identity import ProcessIdentity
 from efold.registry.errors import RegistryError
 
 JOURNAL_NAME = "journal.sqlite"
-# 2: launches.marker; 3: launches.cgroup, assignments.isolation, the run's containment in meta
-SCHEMA_VERSION = 3
+# 2: launches.marker; 3: launches.cgroup, assignments.isolation, the run's containment in
+# meta; 4: receipts.body
+SCHEMA_VERSION = 4
 # Journals this build still reads (and reaps): a version-2 journal has no cgroup column
-# and no containment in meta; it is a process-group run.
-READABLE_VERSIONS = frozenset({2, SCHEMA_VERSION})
+# and no containment in meta; it is a process-group run. Before version 4 a receipt's
+# row has its digest only, so a copy lost in a crash cannot be restored.
+READABLE_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -91,8 +93,11 @@ CREATE TABLE stops (
 CREATE TABLE slot_status (
     slot TEXT PRIMARY KEY, status TEXT NOT NULL, code TEXT, updated_ns INTEGER NOT NULL
 );
+-- A receipt's bytes are journaled with their digest, so that a copy a crash kept from
+-- being published can be restored (`reap`) exactly: nothing re-run, nothing invented.
 CREATE TABLE receipts (
-    slot TEXT PRIMARY KEY, digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL
+    slot TEXT PRIMARY KEY, digest TEXT NOT NULL, recorded_ns INTEGER NOT NULL,
+    body BLOB
 );
 -- What each launch was given, before it starts: a checkpoint's verified snapshot digest,
 -- a probe slot's cache key (unique across the run) and the snapshot it restores.
@@ -758,10 +763,12 @@ class JournalWriter(JournalReader):
             values["isolation"] = isolation
         self._insert("assignments", values)
 
-    def record_receipt(self, slot: str, digest: str) -> None:
-        """A slot's receipt digest, once. A second receipt for a slot is refused."""
+    def record_receipt(self, slot: str, digest: str, body: bytes) -> None:
+        """A slot's receipt, once: its ``digest`` (the sha256 of ``body``) and its bytes.
+        A second receipt for a slot is refused."""
         try:
-            self._insert("receipts", {"slot": slot, "digest": digest, "recorded_ns": _now()})
+            self._insert("receipts", {"slot": slot, "digest": digest, "recorded_ns": _now(),
+                                      "body": body})
         except RegistryError as exc:
             if isinstance(exc.__cause__, sqlite3.IntegrityError):
                 raise RegistryError(Code.RECEIPT_DUPLICATE, slot) from exc

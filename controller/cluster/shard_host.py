@@ -23,9 +23,9 @@ from efold.controller.campaigns.shards import ShardTicket
 from efold.controller.cluster.shard_keeper import last_line, private_file, read_end
 from efold.controller.errors import ControllerError
 from efold.controller.processes.proof import signal_pidfd
-from efold.controller.rundirs.aggregate import RECEIPTS_DIR
 from efold.controller.rundirs.cluster_collect import NodeRecords, run_records_tar
 from efold.controller.rundirs.cluster_run import shard_scratch_path
+from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR
 from efold.errors import Code, EfoldError
 from efold.identity import is_same_process
 from efold.registry.journal import JOURNAL_NAME

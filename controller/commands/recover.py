@@ -66,6 +66,9 @@ def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
                f"ppid={s.ppid} pgid={s.pgid} tie={s.tie.value}")
     if report.unsettled_launches:
         yield "never seen to end: launch " + ", ".join(map(str, report.unsettled_launches))
+    if report.lost_receipt_copies:
+        yield ("receipt copies lost (reap restores them from the journal): "
+               + ", ".join(report.lost_receipt_copies))
     yield report.verdict
 
 

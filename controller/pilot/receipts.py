@@ -1,9 +1,11 @@
 """Writing one content-free receipt per visited slot.
 
-Order: the receipt's digest is journaled first, with the slot's status in the same
-commit, then the file is published (exclusive, its data fsynced before its name
-exists). A crash in between leaves a journaled receipt whose copy is missing:
-aggregation counts it as a missing copy, never invents it. The ``receipts/`` directory
+Order: the receipt is journaled first (its bytes and their digest), with the slot's
+status in the same commit, then the file is published (exclusive, its data fsynced
+before its name exists). A crash in between leaves a journaled receipt whose copy is
+missing: ``recover`` names it and ``reap`` restores it from the journal
+(``controller.rundirs.receipt_copies``); aggregation counts a copy still missing as
+damage, never invents it. The ``receipts/`` directory
 is fsynced once at the end of the probe phase (``receipts_durable``), not per receipt:
 a power loss before that may lose the names of the copies published since, which then
 count as missing copies exactly as above (each name is whole or absent). A receipt is
@@ -24,7 +26,7 @@ from pathlib import Path
 import anyio
 
 from efold.controller.processes.durable import durable
-from efold.controller.rundirs.aggregate import RECEIPTS_DIR, receipt_name
+from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR, receipt_name
 from efold.digests import canonical_json, sha256_hex
 from efold.protocol.records import Receipt
 from efold.registry import publish_exclusive
@@ -63,7 +65,7 @@ async def write_receipt_off_loop(run_dir: Path, journal: JournalWriter,
 
 def _record(journal: JournalWriter, receipt: Receipt, data: bytes) -> str:
     digest = sha256_hex(data)
-    journal.record_receipt(receipt.slot, digest)
+    journal.record_receipt(receipt.slot, digest, data)
     journal.record_slot_status(receipt.slot, receipt.status.value, receipt.code)
     return digest
 

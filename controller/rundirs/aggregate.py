@@ -31,6 +31,7 @@ from efold.controller.campaigns.campaign import route_kind
 from efold.controller.campaigns.registration import REGISTRATION_NAME, Registration
 from efold.controller.processes.run_cgroups import META_MODE, META_OPERATOR_FALLBACK
 from efold.controller.processes.template import TEMPLATE_KIND
+from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR, receipt_name
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds.probe_modes import ProbeMode
@@ -68,7 +69,6 @@ from efold.report.schema import ContainmentMode, ControllerState, FoldIsolation,
 from efold.worker.judge import JUDGE_RUN_SUFFIX
 
 PLAN_NAME = "plan.json"
-RECEIPTS_DIR = "receipts"
 RESULTS_NAME = "results.json"
 _RECEIPTS_PREFIX = f"{RECEIPTS_DIR}/"
 _UNNAMED_RECEIPT = "(unnamed).json"  # stands for a receipt file whose name is no slot id
@@ -94,10 +94,6 @@ class RunView:
     route: RouteKind | None = None  # faux, local or real (``campaign.route_kind``)
     probe_mode: ProbeMode | None = None  # the registration's (``folds.probe_modes``)
     design: list[DesignRecord] = field(default_factory=list)  # the registration's
-
-
-def receipt_name(slot: str) -> str:
-    return f"{slot}.json"
 
 
 def run_records(run: Path) -> tuple[Plan, Registration]:

@@ -11,7 +11,8 @@ continued:
 * a run that already has a continuation: ``run_already_continued`` (a chain has no
   branches: continue its last link);
 * a run that ``recover`` would not call reconciled (a process of it may be alive, a
-  launch is unsettled): ``run_unreconciled``;
+  launch is unsettled, a receipt copy a crash lost is not restored yet: ``reap`` does
+  all three): ``run_unreconciled``;
 * a remainder the cap can no longer pay for: ``cap_below_rmax``, when what is left of the
   registration's cap after everything the chain settled and retained is below Rmax.
 
@@ -107,7 +108,7 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
         raise ControllerError(Code.RUN_ALREADY_CONTINUED,
                               f"{run} is already continued by {after}: continue the "
                               "chain's last link")
-    report = observe(run)
+    report = observe(run, lease_ours=holding)
     if not report.reconciled:
         raise ControllerError(Code.RUN_UNRECONCILED,
                               f"{run}: {report.verdict}; `efold-controller recover {run}` "

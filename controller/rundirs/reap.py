@@ -20,6 +20,10 @@ the run's cgroup (a process of a launch whose row was never written: the control
 between placing it and journaling it) is killed through the run cgroup's own
 ``cgroup.kill``, and the run's cgroups are removed once empty.
 
+Last, every receipt copy the dead controller journaled but did not publish is restored
+from the journal (``controller.rundirs.receipt_copies``): the slot is never run again,
+and its copy is exactly the journaled bytes.
+
 Afterwards the run is observed again and the report says whether it is reconciled now:
 in cgroup mode only when the run's cgroup is empty or gone.
 """
@@ -45,6 +49,7 @@ from efold.controller.processes.run_cgroups import (
     live_in_cgroup,
     open_run_cgroup,
 )
+from efold.controller.rundirs.receipt_copies import lost_copies, restore_copies
 from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 from efold.identity import ProcessIdentity, boot_id, current_identity
@@ -69,6 +74,8 @@ class ReapReport(msgspec.Struct, frozen=True):
     verdict: str
     # cgroup mode: processes killed through the run cgroup itself, in no launch's cgroup
     unattributed: int = 0
+    # slots whose receipt copy a crash lost, restored from the journal
+    restored_receipts: list[str] = msgspec.field(default_factory=list)
 
 
 async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
@@ -106,11 +113,13 @@ async def _reap(run_dir: str, policy: ContainmentPolicy) -> ReapReport:
                     survivors=len(result.survivors),
                 ))
             unattributed = await _empty_run_cgroup(run, policy) if run is not None else 0
+            restored = restore_copies(run_dir, lost_copies(run_dir, journal.rows("receipts")))
         finally:
             journal.close()
     after = observe(run_dir)
     return ReapReport(epoch=epoch, launches=reaped, reconciled=after.reconciled,
-                      verdict=after.verdict, unattributed=unattributed)
+                      verdict=after.verdict, unattributed=unattributed,
+                      restored_receipts=restored)
 
 
 def _refuse_a_live_controller(journal: JournalWriter) -> None:

@@ -21,7 +21,10 @@ only empty ones); one that cannot be read here makes the run NOT reconciled.
 
 Reconciled means all of: no live process tied to any launch (and, in cgroup mode, the
 run's cgroup empty or gone), every launch has an exit record or a finished containment
-episode, and no containment episode is unfinished. A
+episode, no containment episode is unfinished, and no receipt copy the journal could
+restore is missing once no controller holds the run (``controller.rundirs.receipt_copies``:
+a controller killed between journaling a receipt and publishing its copy; ``reap``
+restores it). A
 launch the controller never saw end (it died first) is unsettled even when nothing of it
 is visible now: only ``efold-controller reap`` (which proves and journals its end) or a
 finished containment settles it.
@@ -50,13 +53,15 @@ from efold.controller.processes.run_cgroups import (
     open_run_cgroup,
 )
 from efold.controller.processes.template import TEMPLATE_KIND
+from efold.controller.rundirs.receipt_copies import lost_copies
 from efold.identity import ProcessIdentity, boot_id
 from efold.registry.journal import JournalReader
-from efold.registry.lease import probe_lease
+from efold.registry.lease import LeaseState, probe_lease
 
 # 2: unsettled launches, marked survivors, verdict; 3: containment; 4: run_cgroup,
-# cgroup_state, survivors tied by cgroup (their launch None when no launch row names it)
-REPORT_VERSION = 4
+# cgroup_state, survivors tied by cgroup (their launch None when no launch row names it);
+# 5: lost_receipt_copies
+REPORT_VERSION = 5
 
 
 class SurvivorTie(enum.StrEnum):
@@ -124,6 +129,9 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     # cgroup mode: "empty", "gone" (removed: it was empty), "populated", or
     # "unreadable (why)"; None in process-group mode.
     cgroup_state: str | None
+    # Journaled receipts whose copy is missing and that ``reap`` restores from the
+    # journal, by slot; empty while a controller holds the run (it is publishing them).
+    lost_receipt_copies: list[str] = msgspec.field(default_factory=list)
 
 
 
@@ -230,9 +238,9 @@ def _cgroup_survivors(journaled: JournaledCgroup, launches: list[dict[str, Any]]
 
 
 def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
-             cgroup_state: str | None) -> str:
+             cgroup_state: str | None, lost_copies: int) -> str:
     unreadable = cgroup_state is not None and cgroup_state.startswith("unreadable")
-    if not (survivors or unsettled or unfinished or unreadable):
+    if not (survivors or unsettled or unfinished or unreadable or lost_copies):
         basis = (f"cgroup containment: the run's cgroup is {cgroup_state}"
                  if mode == CGROUP else PROCESS_GROUP_BLIND_SPOT)
         return ("reconciled: nothing of this run is alive and every launch has ended "
@@ -246,19 +254,27 @@ def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
         reasons.append(f"{unsettled} launch(es) never seen to end")
     if unfinished:
         reasons.append(f"{unfinished} unfinished containment(s)")
+    if lost_copies:
+        reasons.append(f"{lost_copies} receipt copy(ies) lost in a crash, restorable from "
+                       "the journal")
     return "NOT reconciled: " + ", ".join(reasons) + " (run `efold-controller reap RUN`)"
 
 
-def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
+def observe(run_dir: str | os.PathLike[str], *, lease_ours: bool = False) -> RecoveryReport:
     """The recovery report for ``run_dir``. Raises ``RegistryError(journal_invalid)`` if
-    the journal cannot be read."""
+    the journal cannot be read. ``lease_ours``: the caller holds the run's lease, so a
+    live lease is no controller publishing receipts (``reap``, a continuation)."""
     with JournalReader(run_dir) as journal:
         launches = journal.rows("launches")
         member_rows = journal.rows("members")
         containment_rows = journal.rows("containments")
         sticky = journal.sticky_stop()
         mode, journaled = journaled_mode(journal)
+        receipt_rows = journal.rows("receipts")
     lease = probe_lease(run_dir)
+    # A live controller publishes what it journaled: only a dead one's copies are lost.
+    publishing = lease.state is LeaseState.LIVE and not lease_ours
+    lost = [] if publishing else lost_copies(run_dir, receipt_rows)
     current_boot = boot_id()
     table = scan()
     marked = markers_by_process(table)
@@ -317,9 +333,10 @@ def observe(run_dir: str | os.PathLike[str]) -> RecoveryReport:
         survivors=survivors,
         unfinished_containments=unfinished,
         unsettled_launches=unsettled,
-        reconciled=not survivors and not unsettled and not unfinished
+        reconciled=not survivors and not unsettled and not unfinished and not lost
         and not (cgroup_state or "").startswith("unreadable"),
-        verdict=_verdict(len(survivors), len(unsettled), unfinished, mode, cgroup_state),
+        verdict=_verdict(len(survivors), len(unsettled), unfinished, mode, cgroup_state,
+                         len(lost)),
         containment=mode, run_cgroup=journaled.rel if journaled else None,
-        cgroup_state=cgroup_state,
+        cgroup_state=cgroup_state, lost_receipt_copies=[copy.slot for copy in lost],
     )

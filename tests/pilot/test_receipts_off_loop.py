@@ -15,7 +15,7 @@ from proc_harness import Run
 
 from efold.controller.pilot import receipts
 from efold.controller.pilot.receipts import encode_receipt, write_receipt_off_loop
-from efold.controller.rundirs.aggregate import RECEIPTS_DIR
+from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR
 from efold.digests import sha256_hex
 from efold.protocol.records import Receipt, SlotStatus
 from efold.registry.journal import JournalReader

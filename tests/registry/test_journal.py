@@ -277,8 +277,8 @@ def test_stops_receipts_and_slot_status(run_dir: Path) -> None:
         writer.record_stop(epoch=1, code="lookup_invalid_usage", slot="s1", sticky=True)
         writer.record_stop(epoch=1, code="unreconciled_containment", slot=None, sticky=True)
         assert writer.sticky_stop() == "unreconciled_containment"  # outranks every cause
-        writer.record_receipt("s1", "r" * 64)
-        assert _code_of(lambda: writer.record_receipt("s1", "q" * 64)) \
+        writer.record_receipt("s1", "r" * 64, b"{}")
+        assert _code_of(lambda: writer.record_receipt("s1", "q" * 64, b"{}")) \
             is Code.RECEIPT_DUPLICATE
         writer.record_slot_status("s1", "incomplete", "lookup_stream_lost")
         writer.record_slot_status("s1", "completed")
@@ -364,13 +364,13 @@ def test_a_batch_commits_its_records_together_or_not_at_all(run_dir: Path) -> No
     with acquire_lease(run_dir) as lease:
         writer = JournalWriter(run_dir, lease)
         with writer.batched():
-            writer.record_receipt("s1", "r" * 64)
+            writer.record_receipt("s1", "r" * 64, b"{}")
             assert seen() == "0 0"  # not yet committed
             writer.record_slot_status("s1", "completed")
         assert seen() == "1 1"
         with pytest.raises(RegistryError) as info, writer.batched():
             writer.record_slot_status("s2", "completed")
-            writer.record_receipt("s1", "q" * 64)  # a second receipt: refused
+            writer.record_receipt("s1", "q" * 64, b"{}")  # a second receipt: refused
         assert info.value.code is Code.RECEIPT_DUPLICATE
         assert seen() == "1 1"  # s2's status rolled back with it
         with pytest.raises(RuntimeError), writer.batched(), writer.batched():
@@ -379,7 +379,7 @@ def test_a_batch_commits_its_records_together_or_not_at_all(run_dir: Path) -> No
         with pytest.raises(RegistryError) as info, writer.batched():
             writer.record_slot_status("s4", "completed")
             with pytest.raises(RegistryError):
-                writer.record_receipt("s1", "q" * 64)
+                writer.record_receipt("s1", "q" * 64, b"{}")
         assert info.value.code is Code.JOURNAL_WRITE_FAILED
         assert seen() == "1 1"
         writer.record_slot_status("s3", "completed")  # the writer still commits alone
@@ -402,19 +402,19 @@ def test_deferred_rows_ride_with_the_next_commit(run_dir: Path) -> None:
             writer.record_slot_status("s1", "completed")
         assert writer.pending and len(writer.rows("slot_status")) == 1
         assert seen() == "0 0"
-        writer.record_receipt("s1", "r" * 64)  # its commit carries s1's status
+        writer.record_receipt("s1", "r" * 64, b"{}")  # its commit carries s1's status
         assert not writer.pending and seen() == "1 1"
         with writer.deferred():
             writer.record_slot_status("s2", "completed")
             with pytest.raises(RegistryError) as info:
-                writer.record_receipt("s1", "q" * 64)  # a second receipt: refused
+                writer.record_receipt("s1", "q" * 64, b"{}")  # a second receipt: refused
             assert info.value.code is Code.RECEIPT_DUPLICATE
         assert writer.pending and seen() == "1 1"
         with pytest.raises(RegistryError), writer.batched():
-            writer.record_receipt("s1", "q" * 64)  # a failed batch keeps what waits
+            writer.record_receipt("s1", "q" * 64, b"{}")  # a failed batch keeps what waits
         assert writer.pending
         with writer.batched():
-            writer.record_receipt("s2", "r" * 64)
+            writer.record_receipt("s2", "r" * 64, b"{}")
         assert not writer.pending and seen() == "2 2"
         with pytest.raises(RuntimeError), writer.deferred(), writer.deferred():
             pass

@@ -41,7 +41,8 @@ from efold.controller.campaigns.registration import Registration
 from efold.controller.pilot.pilot import PilotOutcome, run_pilot
 from efold.controller.processes.marker import markers_by_process
 from efold.controller.processes.proctable import scan
-from efold.controller.rundirs.aggregate import RECEIPTS_DIR, AggregateError, read_run, run_reports
+from efold.controller.rundirs.aggregate import AggregateError, read_run, run_reports
+from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR
 from efold.controller.rundirs.recovery import observe
 from efold.controller.rundirs.runroot import claim_run_dir
 from efold.errors import Code, EfoldError

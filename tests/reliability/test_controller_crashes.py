@@ -2,7 +2,8 @@
 (and, in the long run, at every write, before and after its commit). After each crash:
 
 * ``recover`` tells the truth: not reconciled while a launch has no recorded end;
-* ``reap`` leaves nothing of the run alive (no process carries any launch marker);
+* ``reap`` leaves nothing of the run alive (no process carries any launch marker), and
+  restores every receipt copy the crash kept from being published, byte for byte;
 * ``aggregate`` either refuses with a fixed code or counts every slot at most once, and
   its spend is exactly the journal's;
 * T never exceeds C (settled plus retained, from the journal's holds);
@@ -116,6 +117,11 @@ def _run_markers(run: Path) -> set[str]:
         return {m for (m,) in conn.execute("SELECT marker FROM launches") if m}
 
 
+def _journaled_receipts(run: Path) -> dict[str, bytes]:
+    with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
+        return {slot: body for slot, body in conn.execute("SELECT slot, body FROM receipts")}
+
+
 def _spend_from_journal(run: Path) -> int:
     with contextlib.closing(sqlite3.connect(f"file:{run / 'journal.sqlite'}?mode=ro", uri=True)) as conn, conn:
         rows = conn.execute("SELECT state, hold_units, settled_units FROM holds").fetchall()
@@ -173,8 +179,16 @@ def test_a_controller_killed_at_a_write_point(tmp_path: Path, mode: str, crash_a
     report = observe(run)
     if report.unsettled_launches or report.survivors:
         assert not report.reconciled and report.verdict.startswith("NOT reconciled")
+    journaled = _journaled_receipts(run)
+    lost = sorted(slot for slot in journaled if not (run / "receipts" / f"{slot}.json").exists())
+    assert report.lost_receipt_copies == lost  # journaled, never published: named
+    if lost:
+        assert not report.reconciled and "receipt copy" in report.verdict
     reaped = reap(run)
     assert reaped.reconciled, reaped.verdict
+    assert reaped.restored_receipts == lost
+    for slot, body in journaled.items():  # every copy, exactly the journaled bytes
+        assert (run / "receipts" / f"{slot}.json").read_bytes() == body
     alive = markers_by_process(scan())
     assert not markers & set(alive.values())  # nothing of the run is alive
 

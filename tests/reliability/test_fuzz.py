@@ -66,7 +66,8 @@ from efold.controller.campaigns.registration import (
     load_registration,
 )
 from efold.controller.errors import CampaignError
-from efold.controller.rundirs.aggregate import RECEIPTS_DIR, RunView, read_run, run_reports
+from efold.controller.rundirs.aggregate import RunView, read_run, run_reports
+from efold.controller.rundirs.receipt_copies import RECEIPTS_DIR
 from efold.corpus import (
     CorpusError,
     ProbeFile,
