@@ -47,6 +47,7 @@ from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, n
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.protocol.tasks import RouteKind
+from efold.registry.journal import JOURNAL_NAME
 from efold.registry.lease import Lease, acquire_lease
 
 
@@ -278,8 +279,7 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     except KeyboardInterrupt:
         # Only before the run's signal watcher is up (or after it closed): whatever was
         # launched was contained on the way out.
-        click.echo(f"interrupted: {run} is incomplete; "
-                   f"`efold-controller recover {run}` shows what it left", err=True)
+        click.echo(_interrupted_early(run), err=True)
         raise SystemExit(130) from None
     finally:  # released when linked; else (a refusal before the link) here
         if continued is not None:
@@ -287,6 +287,16 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)
+
+
+def _interrupted_early(run: Path) -> str:
+    """What an interruption before the run's own handling left: a directory without a
+    journal launched nothing (every launch is journaled first), so ``recover`` has
+    nothing to say of it."""
+    if not (run / JOURNAL_NAME).exists():
+        return (f"interrupted: {run} was claimed but nothing was recorded or launched in "
+                "it (it has no journal); it can be removed")
+    return f"interrupted: {run} is incomplete; `efold-controller recover {run}` shows what it left"
 
 
 def _early_template(launcher: Launcher, *, faux: bool, local: bool,
