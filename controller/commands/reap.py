@@ -43,8 +43,8 @@ def _text(report: ReapReport) -> Iterator[str]:
         yield (f"  {report.unattributed} process(es) in the run's cgroup and no launch's: "
                "killed through the run cgroup")
     if report.restored_receipts:
-        yield (f"  restored {len(report.restored_receipts)} receipt copy(ies) a crash lost, "
-               "from the journal: " + ", ".join(report.restored_receipts))
+        yield (f"  restored {len(report.restored_receipts)} missing receipt copy(ies) from "
+               "the journal: " + ", ".join(report.restored_receipts))
     if not report.launches and not report.unattributed and not report.restored_receipts:
         yield "  nothing to reap"
 

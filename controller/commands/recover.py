@@ -67,7 +67,7 @@ def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
     if report.unsettled_launches:
         yield "never seen to end: launch " + ", ".join(map(str, report.unsettled_launches))
     if report.lost_receipt_copies:
-        yield ("receipt copies lost (reap restores them from the journal): "
+        yield ("receipt copies missing (reap restores them from the journal): "
                + ", ".join(report.lost_receipt_copies))
     yield report.verdict
 

@@ -19,8 +19,10 @@ writes: the lease probe takes only a brief shared lock and the journal opens rea
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -139,8 +141,12 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
     rdir = run / RECEIPTS_DIR
     # Only published receipts: a crash inside an exclusive publish can leave a hidden
     # temporary file (".<name>.tmp-..."), which is never a receipt.
-    names = sorted(n for n in os.listdir(rdir) if n.endswith(".json") and not n.startswith(".")) \
-        if rdir.is_dir() else []
+    try:
+        listed = os.listdir(rdir) if rdir.is_dir() else []
+    except OSError as exc:
+        raise AggregateError(Code.RECEIPT_UNREADABLE,
+                             f"{RECEIPTS_DIR}/: {exc.strerror or 'unreadable'}") from exc
+    names = sorted(n for n in listed if n.endswith(".json") and not n.startswith("."))
     for name in names:
         try:
             receipt = _verified_receipt(rdir, name, planned, journaled, seen)
@@ -158,7 +164,7 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
     receipts = sorted(seen.values(), key=lambda r: order[r.slot])
     missing = sorted(set(journaled) - set(seen), key=lambda s: order.get(s, -1))
     damaged.update(_RECEIPTS_PREFIX + receipt_name(slot) for slot in missing
-                   if not (rdir / receipt_name(slot)).exists())
+                   if not os.path.lexists(rdir / receipt_name(slot)))
     if not _results_parse(run):
         damaged.add(RESULTS_NAME)
     # The fork-server template is the controller's own machinery, not a slot's launch,
@@ -185,13 +191,28 @@ def read_run(run_dir: str | os.PathLike[str], *, allow_damaged: bool = False) ->
     return registered_view(reg, plan, receipts, missing, in_flight, summaries, facts)
 
 
+def _read_regular(path: Path) -> bytes:
+    """A regular file's bytes. Opened without blocking: a FIFO at the name is refused
+    (``EINVAL``, "not a regular file") instead of waiting forever for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _verified_receipt(rdir: Path, name: str, planned: set[str], journaled: dict[str, str],
                       seen: dict[str, Receipt]) -> Receipt:
     """The receipt in ``rdir/name`` if every check holds; else ``AggregateError`` with
     the check's code (module docstring)."""
     try:
-        data = (rdir / name).read_bytes()
-    except OSError as exc:  # gone or unreadable since it was listed
+        data = _read_regular(rdir / name)
+    except OSError as exc:  # gone or unreadable since it was listed, or not a file
         raise AggregateError(Code.RECEIPT_UNREADABLE,
                              f"{name}: {exc.strerror or 'unreadable'}") from exc
     try:

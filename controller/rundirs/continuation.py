@@ -11,8 +11,9 @@ continued:
 * a run that already has a continuation: ``run_already_continued`` (a chain has no
   branches: continue its last link);
 * a run that ``recover`` would not call reconciled (a process of it may be alive, a
-  launch is unsettled, a receipt copy a crash lost is not restored yet: ``reap`` does
-  all three): ``run_unreconciled``;
+  launch is unsettled, a receipt copy is missing that its journal can restore: ``reap``
+  settles all three), or an earlier link of its chain with such a copy:
+  ``run_unreconciled``;
 * a remainder the cap can no longer pay for: ``cap_below_rmax``, when what is left of the
   registration's cap after everything the chain settled and retained is below Rmax.
 
@@ -39,6 +40,7 @@ import os
 import re
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -52,6 +54,7 @@ from efold.controller.errors import ControllerError
 from efold.controller.rundirs.aggregate import PLAN_NAME, journal_money, run_records
 from efold.controller.rundirs.chain import TERMINAL, chain_links, continued_by, read_chain
 from efold.controller.rundirs.cluster_run import is_cluster_run
+from efold.controller.rundirs.receipt_copies import lost_copies
 from efold.controller.rundirs.recovery import observe
 from efold.errors import Code
 from efold.protocol.records import ChainLink, Plan, schedule_digest
@@ -124,6 +127,8 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
     for link in links:
         with JournalReader(link) as journal:
             moneys.append(journal_money(journal.rows("holds")))
+            if link != run:  # ``run``'s own were checked with its processes, above
+                _refuse_lost_copies(link, journal.rows("receipts"))
             finished.update(row["slot"] for row in journal.rows("slot_status")
                             if row["status"] in TERMINAL
                             and row["slot"] in view.journaled_missing)
@@ -156,6 +161,17 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
         link=ChainLink(index=len(links) + 1, previous=str(run),
                        previous_journal_sha256=digest),
     )
+
+
+def _refuse_lost_copies(link: Path, receipt_rows: list[dict[str, Any]]) -> None:
+    """``run_unreconciled`` while an earlier link of the chain has a receipt copy missing
+    that its journal can restore: the chain's reports would read damaged."""
+    lost = lost_copies(link, receipt_rows)
+    if lost:
+        raise ControllerError(Code.RUN_UNRECONCILED,
+                              f"{link} (an earlier link of the chain): {len(lost)} receipt "
+                              "copy(ies) missing, restorable from the journal; "
+                              f"`efold-controller reap {link}` first")
 
 
 def refuse_no_run(run: Path) -> None:

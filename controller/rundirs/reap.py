@@ -74,7 +74,7 @@ class ReapReport(msgspec.Struct, frozen=True):
     verdict: str
     # cgroup mode: processes killed through the run cgroup itself, in no launch's cgroup
     unattributed: int = 0
-    # slots whose receipt copy a crash lost, restored from the journal
+    # slots whose missing receipt copy was restored from the journal
     restored_receipts: list[str] = msgspec.field(default_factory=list)
 
 

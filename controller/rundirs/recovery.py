@@ -131,6 +131,7 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     cgroup_state: str | None
     # Journaled receipts whose copy is missing and that ``reap`` restores from the
     # journal, by slot; empty while a controller holds the run (it is publishing them).
+    # (The field keeps its first name, ``lost``: a crash is the usual way to lose one.)
     lost_receipt_copies: list[str] = msgspec.field(default_factory=list)
 
 
@@ -255,8 +256,8 @@ def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
     if unfinished:
         reasons.append(f"{unfinished} unfinished containment(s)")
     if lost_copies:
-        reasons.append(f"{lost_copies} receipt copy(ies) lost in a crash, restorable from "
-                       "the journal")
+        reasons.append(f"{lost_copies} receipt copy(ies) missing, restorable from the "
+                       "journal")
     return "NOT reconciled: " + ", ".join(reasons) + " (run `efold-controller reap RUN`)"
 
 

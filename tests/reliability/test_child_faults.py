@@ -390,6 +390,13 @@ def _swap_names(run: Path, f: FinishedRun) -> None:
     parked.rename(other)
 
 
+def _fifo(run: Path, f: FinishedRun) -> None:
+    """A FIFO at the receipt's name: read, it would wait for a writer forever."""
+    path = _rfile(run, f.killed)
+    path.unlink()
+    os.mkfifo(path)
+
+
 # (fault, code, what the refusal's detail names: "killed" for the killed slot's id)
 TAMPERED = [
     pytest.param(_flip, Code.RECEIPT_CHANGED, "killed", id="byte-flipped"),
@@ -402,6 +409,7 @@ TAMPERED = [
     pytest.param(_rename_unplanned, Code.RECEIPT_UNPLANNED, "r9.native.nowhere",
                  id="renamed-unplanned"),
     pytest.param(_swap_names, Code.RECEIPT_DUPLICATE, "", id="two-names-swapped"),
+    pytest.param(_fifo, Code.RECEIPT_UNREADABLE, "not a regular file", id="a-fifo"),
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def test_a_lost_copy_is_named_restored_exactly_and_the_run_then_continues(
     for _ in range(2):  # the crash's own state, then a copy lost in a reconciled run
         reaped = _cli("reap", str(run))
         assert reaped.returncode == 0, reaped.stdout + reaped.stderr
-        assert f"restored 1 receipt copy(ies) a crash lost, from the journal: {slot}" \
+        assert f"restored 1 missing receipt copy(ies) from the journal: {slot}" \
             in reaped.stdout
         assert copy.read_bytes() == body
         assert copy.stat().st_mode & 0o777 == 0o600
@@ -82,7 +83,7 @@ def test_a_lost_copy_is_named_restored_exactly_and_the_run_then_continues(
         assert refused.returncode == 2
         line = json.loads(refused.stdout.splitlines()[-1])
         assert line["refused"] == "run_unreconciled"
-        assert "NOT reconciled: 1 receipt copy(ies) lost" in line["detail"]
+        assert "NOT reconciled: 1 receipt copy(ies) missing" in line["detail"]
     _cli("reap", str(run))
     aggregated = _cli("aggregate", str(run))
     assert aggregated.returncode == 0, aggregated.stderr
@@ -101,7 +102,8 @@ def _damage(run: Path, slot: str, sql: str, *params: object) -> None:
         conn.execute(sql, (*params, slot))
 
 
-@pytest.mark.parametrize("case", ["older journal", "bytes not the digest's", "name taken"])
+@pytest.mark.parametrize("case", ["older journal", "bytes not the digest's", "name taken",
+                                  "receipts/ not a directory", "no single name"])
 def test_what_the_journal_cannot_restore_exactly_is_left_alone(
         crashed: Path, tmp_path: Path, case: str) -> None:
     run = tmp_path / "run"
@@ -113,10 +115,55 @@ def test_what_the_journal_cannot_restore_exactly_is_left_alone(
         _damage(run, slot, "UPDATE receipts SET body = NULL WHERE slot = ?")
     elif case == "bytes not the digest's":
         _damage(run, slot, "UPDATE receipts SET body = ? WHERE slot = ?", b"{}\n")
-    else:
+    elif case == "name taken":
         copy.mkdir()
+    elif case == "receipts/ not a directory":
+        shutil.rmtree(run / "receipts")
+        (run / "receipts").write_bytes(b"")
+    else:  # a slot id no file can be named after (only a changed journal holds one)
+        _damage(run, slot, "UPDATE receipts SET slot = ? WHERE slot = ?", "../x")
     assert lost_copies(run, _receipt_rows(run)) == []
     assert observe(run).lost_receipt_copies == []
     reaped = _cli("reap", str(run))
-    assert "restored" not in reaped.stdout
-    assert copy.is_dir() if case == "name taken" else not os.path.lexists(copy)
+    assert "restored" not in reaped.stdout and "Traceback" not in reaped.stderr
+    if case == "name taken":
+        assert copy.is_dir()
+    elif case != "receipts/ not a directory":
+        assert not os.path.lexists(copy)
+
+
+def test_an_unreadable_receipts_directory_is_not_taken_for_lost_copies(
+        crashed: Path, tmp_path: Path) -> None:
+    """As an ordinary user, a ``receipts/`` this user cannot read hides whether a copy
+    is there: nothing is called missing (``reap`` could not restore it anyway)."""
+    if os.geteuid() == 0:
+        pytest.skip("root reads a directory of any mode")
+    run = tmp_path / "run"
+    subprocess.run(["cp", "-a", str(crashed), str(run)], check=True)
+    (run / "receipts").chmod(0)
+    try:
+        assert observe(run).lost_receipt_copies == []
+    finally:
+        (run / "receipts").chmod(0o700)
+
+
+def test_an_earlier_link_with_a_missing_copy_refuses_the_continuation(
+        crashed: Path, tmp_path: Path) -> None:
+    """A chain's reports read every link: a copy missing in an earlier link refuses the
+    next continuation until ``reap`` of that link has restored it."""
+    first = tmp_path / "first"
+    subprocess.run(["cp", "-a", str(crashed), str(first)], check=True)
+    assert _cli("reap", str(first)).returncode == 0
+    second = tmp_path / "second"  # a part of the rest: slots are left after it
+    ran = _cli("pilot", "--continue", str(first), "--slots", "0:3", "--run-dir", str(second),
+               "--no-progress")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (row,) = _receipt_rows(first)
+    (first / "receipts" / f"{row['slot']}.json").unlink()
+    refused = _cli("plan", "--continue", str(second))
+    assert refused.returncode == 2
+    assert f"{first} (an earlier link of the chain): 1 receipt copy(ies) missing" \
+        in refused.stderr
+    assert f"`efold-controller reap {first}` first" in refused.stderr
+    assert _cli("reap", str(first)).returncode == 0
+    assert "refused" not in _cli("plan", "--continue", str(second)).stderr
