@@ -118,6 +118,7 @@ EXIT_ONE: Final[dict[str, str]] = {
     "analyze": "the evidence gate is not met",
     "certify": "a threshold failed",
     "fold": "fold check failed or unusable",
+    "pilot": "a role measured nothing",
     "preflight": "a checkpoint failed",
     "prune": "a candidate was kept or not removed entirely",
     "reap": "incomplete",

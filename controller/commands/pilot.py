@@ -163,8 +163,9 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     --slots A:B and --chunk K/N run a part of the schedule on purpose; --continue runs
     the rest.
 
-    Exit status: 0 complete, 2 refused, 3 stopped (a stop code is printed), 130/143
-    interrupted.
+    Exit status: 0 complete, 1 complete but a role measured nothing (every slot of
+    it ended before its question was answered: the roles and their codes are printed),
+    2 refused, 3 stopped (a stop code is printed), 130/143 interrupted.
     """
 
     if continue_run is not None and (registration is not None or campaign is not None

@@ -190,7 +190,10 @@ def test_a_refusal_says_its_status_and_kind_and_only_the_private_file_its_words(
     assert op.real("smoke", "smoke2", op.authorize("smoke2", "--smoke")).returncode == 0
     peer.mode = "400"
     pilot = op.real("pilot", "pilot", op.authorize("pilot"), "--keep-answers")
-    assert pilot.returncode == 0, pilot.stdout + pilot.stderr  # one loss: no stop
+    # One loss: no stop; but the one role answered nothing, so the run says so (exit 1).
+    assert pilot.returncode == 1, pilot.stdout + pilot.stderr
+    assert "  role native: none of its 1 slot answered (1 lookup_http_status)" \
+        in pilot.stderr
     answers = op.runs / "pilot" / "answers.jsonl"
     [kept] = [json.loads(line) for line in answers.read_text().splitlines()]
     http = kept["http"]

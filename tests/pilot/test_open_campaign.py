@@ -78,10 +78,13 @@ command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]
     pilot = efold("pilot", "--faux", *reg, "--run-dir", str(tmp_path / "run"), "--no-progress",
                   cwd=tmp_path)
     # The run completes its other role; the failed checkpoint's slots are refused with
-    # the controller's code, and the output says what the fold itself reported.
-    assert pilot.returncode == 0, pilot.stdout + pilot.stderr
+    # the controller's code, and the output says what the fold itself reported. The
+    # broken role measured nothing: the run exits 1 and says so.
+    assert pilot.returncode == 1, pilot.stdout + pilot.stderr
     assert ("checkpoint r1.broken.orig-stage-hire not prepared: its fold said "
             "fold_plugin_failed (broken: exit status 3)") in pilot.stdout
+    assert "  role broken: none of its 1 slot answered (1 worker_body_failed)" \
+        in pilot.stderr
 
 
 def _alive_with_env(needle: str) -> list[int]:
