@@ -45,6 +45,8 @@ from efold.controller.pilot.pilot_view import (
     end_of_run,
     output_options,
     run_with_progress,
+    say_unmeasured,
+    unmeasured,
     verbosity_of,
 )
 from efold.controller.pilot.smoke import require_smoke
@@ -159,8 +161,10 @@ def pilot(faux: bool, local: bool, real: bool, authorization: str | None, trust:
     asks its own node's server for its model list before it starts (a model on each
     node's loopback: place shards next to theirs with --resource).
 
-    Exit status: 0 every shard complete, 2 refused, 3 a shard stopped, failed or was
-    lost, 130/143 interrupted.
+    Exit status: 0 every shard complete, 1 every shard complete but a role measured
+    nothing over the whole run (every slot of it ended before its question was
+    answered: the roles and their codes are printed), 2 refused, 3 a shard stopped,
+    failed or was lost, 130/143 interrupted.
     """
     if faux + local + real > 1:
         raise click.UsageError("choose one of --faux (offline), --local (models on each "
@@ -234,11 +238,14 @@ def _report(outcome: ClusterOutcome, as_json: bool) -> int:
     elif any(e.outcome is not ShardOutcome.COMPLETE for e in outcome.ends.values()) \
             or status is None or status.verdict != "complete":
         code = 3
+    elif say_unmeasured(results):
+        code = 1
     if as_json:
         click.echo(msgspec.json.encode({
             "run": str(run), "status": status.verdict if status else None,
             "planned": len(view.plan.slots), "visited": len(view.receipts),
             "shards": {str(i): e.outcome.value for i, e in sorted(outcome.ends.items())},
+            "unmeasured": [role.role for role in unmeasured(results)],
         }).decode())
     return code
 
@@ -269,7 +276,9 @@ def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose
           no_progress: bool, as_json: bool) -> None:
     """One shard of a cluster run, on its node (started by its Ray actor, never by
     hand): an ordinary pilot of the shard's slots under the shard's part of the cap,
-    consuming the shard's single-use authorization. Exit status as `pilot`'s."""
+    consuming the shard's single-use authorization. Exit status as `pilot`'s, except
+    that a role measuring nothing in this shard alone is no failure (1): the driver
+    judges roles over the whole cluster run."""
     verbosity = verbosity_of(quiet, verbose)
     try:
         loaded = load_registration(registration, sha256)
@@ -289,7 +298,7 @@ def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose
                                     verbosity=verbosity)
     except EfoldError as exc:
         refuse(exc)
-    status = end_of_run(outcome, verbosity, as_json)
+    status = end_of_run(outcome, verbosity, as_json, judge_roles=False)
     if status:
         raise SystemExit(status)
 

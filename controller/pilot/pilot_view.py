@@ -489,11 +489,13 @@ def _boundary_table(b: BoundaryResults) -> Table:
     return table
 
 
-def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> int:
+def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool, *,
+               judge_roles: bool = True) -> int:
     """What ``pilot`` prints once its run ended (the summary, the report paths, how it
     ended and the next step, then the ``--json`` line), and its exit status: 0
-    complete, 1 complete but a role measured nothing (``unmeasured_roles``), 3 stopped,
-    130/143 interrupted."""
+    complete, 1 complete but a role measured nothing (``unmeasured_roles``; not with
+    ``judge_roles`` False: a cluster's shard, whose roles are judged over the whole
+    cluster run), 3 stopped, 130/143 interrupted."""
     print_summary(outcome, verbosity)
     status = 0
     run = outcome.run_dir
@@ -510,11 +512,8 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool) -> in
         for line in stop_causes(outcome):
             click.echo(f"  {line}", err=to_err)
         status = 3
-    elif unmeasured := unmeasured_roles(outcome):
-        click.echo("nothing measured: every slot of a role ended before its question was "
-                   "answered", err=True)
-        for line in unmeasured:
-            click.echo(f"  {line}", err=True)
+    elif judge_roles and "results.json" in outcome.reports \
+            and say_unmeasured(decode_results(outcome.reports["results.json"])):
         status = 1
     chain = _chain(outcome)
     if outcome.reused and verbosity is not Verbosity.QUIET:
@@ -543,26 +542,29 @@ _HINTS: Final = {
 }
 
 
-def unmeasured_roles(outcome: PilotOutcome) -> list[str]:
-    """A line for each role that visited slots and answered none of them, not because
-    its plan said so (every slot skipped: inventory-infeasible, as ``plan`` shows) but
-    because they failed (a fold that failed at every checkpoint, a server that refused
-    every request...), naming the codes its slots ended with: a run that measured
-    nothing of a role did not do what it was run for, however completely it went
-    through its plan."""
-    if "results.json" not in outcome.reports:
-        return []
-    lines = []
-    for role in _unmeasured(decode_results(outcome.reports["results.json"])):
+def say_unmeasured(results: Results) -> bool:
+    """Whether a role measured nothing, said on stderr with a line for each such role
+    naming the codes its slots ended with (``unmeasured``): a run that measured nothing
+    of a role did not do what it was run for, however completely it went through its
+    plan."""
+    roles = unmeasured(results)
+    if roles:
+        click.echo("nothing measured: every slot of a role ended before its question was "
+                   "answered", err=True)
+    for role in roles:
         codes = ", ".join(f"{n:,} {code}" for code, n in
                           sorted(role.codes.items(), key=lambda item: -item[1]))
         visited = role.overall.execution.visited
-        lines.append(f"role {role.role}: none of its {visited:,} slot"
-                     f"{'s' if visited != 1 else ''} answered ({codes or 'no code'})")
-    return lines
+        click.echo(f"  role {role.role}: none of its {visited:,} slot"
+                   f"{'s' if visited != 1 else ''} answered ({codes or 'no code'})", err=True)
+    return bool(roles)
 
 
-def _unmeasured(results: Results) -> list[RoleResult]:
+def unmeasured(results: Results) -> list[RoleResult]:
+    """The roles that visited slots and answered none of them, not because their plan
+    said so (every slot skipped: inventory-infeasible, as ``plan`` shows) but because
+    they failed (a fold that failed at every checkpoint, a server that refused every
+    request...)."""
     return [role for role in results.results
             if not role.overall.execution.completed
             and role.overall.execution.skipped < role.overall.execution.visited]
@@ -631,6 +633,6 @@ def outcome_line(outcome: PilotOutcome) -> str:
                     retained_usd=None if spent is None else units_to_usd(spent.retained.units),
                     open_usd=None if spent is None else units_to_usd(spent.open.units),
                     cap_usd=units_to_usd(results.cap.units), faux=results.reader_faux,
-                    unmeasured=[role.role for role in _unmeasured(results)],
+                    unmeasured=[role.role for role in unmeasured(results)],
                     results=str(outcome.run_dir / "results.json"))
     return msgspec.json.encode(line).decode()

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -503,3 +504,27 @@ def test_a_node_killed_mid_run_leaves_its_shard_failed(ray_cluster: Any, tmp_pat
     assert json.loads((run / "results.json").read_bytes())["status"]["verdict"] == "crashed"
     assert _marker_alive(victim_run) == []
     ray_cluster.add_node(num_cpus=1)  # the module's cluster as it was, for any test after
+
+
+def test_a_role_that_measured_nothing_over_the_cluster_run_exits_1(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    """Its fold failed at every checkpoint: every shard completes (a shard is no failure
+    for a role it measured nothing of), and the cluster run, judging roles over all of
+    them, exits 1 naming the role."""
+    script = tmp_path / "broken_fold.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    campaign = _campaign(tmp_path, extra=f"""
+[role.broken]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]
+""")
+    campaign.write_text(campaign.read_text().replace('roles = ["native", "pack"]',
+                                                     'roles = ["native", "broken"]'))
+    done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
+                           "--campaign", str(campaign), "--runs", str(tmp_path / "runs"),
+                           "--json", "--shards", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["shards"] == {"1": "complete", "2": "complete"}
+    assert line["unmeasured"] == ["broken"]
+    assert "  role broken: none of its 8 slots answered (8 worker_body_failed)" in done.stderr

@@ -10,6 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from efold_pilot_kit import small_registration
+
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.pilot.pilot_view import Verbosity, end_of_run
+from efold.controller.rundirs.runroot import claim_run_dir
+
 CAMPAIGN = """
 name = "unmeasured"
 suite = "original"
@@ -55,3 +62,18 @@ def test_a_run_where_every_role_measured_something_exits_0(tmp_path: Path) -> No
     assert done.returncode == 0, done.stdout + done.stderr
     assert "nothing measured" not in done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["unmeasured"] == []
+
+
+def test_a_shard_is_no_failure_for_a_role_it_alone_measured_nothing_of(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cluster's shard holds part of the plan: whether a role measured nothing is the
+    driver's to say over the whole cluster run, so a shard's controller ends 0."""
+    script = tmp_path / "broken_fold.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+    reg, raw = small_registration(roles='["native", "broken"]', extra=BROKEN_ROLE.format(
+        python=sys.executable, script=str(script)))
+    outcome = run_pilot(reg, raw, claim_run_dir(tmp_path / "run"))
+    assert end_of_run(outcome, Verbosity.QUIET, False, judge_roles=False) == 0
+    assert "nothing measured" not in capsys.readouterr().err
+    assert end_of_run(outcome, Verbosity.QUIET, False) == 1
+    assert "  role broken: none of its" in capsys.readouterr().err
