@@ -65,7 +65,7 @@ from efold.controller.rundirs.cluster_run import (
     read_manifest,
     read_shard_ends,
 )
-from efold.controller.rundirs.interrupt import exit_status
+from efold.controller.rundirs.interrupt import ending, exit_status
 from efold.controller.rundirs.run_setup import check_real_grant
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir
 from efold.errors import EfoldError
@@ -217,7 +217,9 @@ def pilot(faux: bool, local: bool, real: bool, authorization: str | None, trust:
         # Only before the shards started (or after they all ended): nothing to contain.
         click.echo("interrupted: no shard was running", err=True)
         raise SystemExit(130) from None
-    raise SystemExit(_report(outcome, as_json))
+    with ending():  # a late Ctrl-C must not cut the run's last lines short
+        status = _report(outcome, as_json)
+    raise SystemExit(status)
 
 
 def _report(outcome: ClusterOutcome, as_json: bool) -> int:
@@ -298,7 +300,8 @@ def shard(registration: str, sha256: str, ticket_path: str, quiet: bool, verbose
                                     verbosity=verbosity)
     except EfoldError as exc:
         refuse(exc)
-    status = end_of_run(outcome, verbosity, as_json, judge_roles=False)
+    with ending():
+        status = end_of_run(outcome, verbosity, as_json, judge_roles=False)
     if status:
         raise SystemExit(status)
 

@@ -42,6 +42,7 @@ from efold.controller.processes.template import Launcher
 from efold.controller.processes.template_spawn import EarlyTemplate
 from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
 from efold.controller.rundirs.continuation import choose_run, refuse_no_run
+from efold.controller.rundirs.interrupt import ending
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
 from efold.digests import sha256_hex
@@ -285,7 +286,8 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     finally:  # released when linked; else (a refusal before the link) here
         if continued is not None:
             continued.release()
-    status = end_of_run(outcome, verbosity, as_json)
+    with ending():
+        status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)
 

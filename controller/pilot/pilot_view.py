@@ -513,7 +513,8 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool, *,
             click.echo(f"  {line}", err=to_err)
         status = 3
     elif judge_roles and "results.json" in outcome.reports \
-            and say_unmeasured(decode_results(outcome.reports["results.json"])):
+            and say_unmeasured(decode_results(outcome.reports["results.json"]),
+                               fold_said=_fold_said(outcome)):
         status = 1
     chain = _chain(outcome)
     if outcome.reused and verbosity is not Verbosity.QUIET:
@@ -542,11 +543,13 @@ _HINTS: Final = {
 }
 
 
-def say_unmeasured(results: Results) -> bool:
+def say_unmeasured(results: Results, *, fold_said: dict[str, list[str]] | None = None
+                   ) -> bool:
     """Whether a role measured nothing, said on stderr with a line for each such role
-    naming the codes its slots ended with (``unmeasured``): a run that measured nothing
-    of a role did not do what it was run for, however completely it went through its
-    plan."""
+    naming the codes its slots ended with (``unmeasured``) and what its fold said when
+    it failed (``fold_said``, by role: the cause, which ``--quiet`` prints nowhere else):
+    a run that measured nothing of a role did not do what it was run for, however
+    completely it went through its plan."""
     roles = unmeasured(results)
     if roles:
         click.echo("nothing measured: every slot of a role ended before its question was "
@@ -555,9 +558,24 @@ def say_unmeasured(results: Results) -> bool:
         codes = ", ".join(f"{n:,} {code}" for code, n in
                           sorted(role.codes.items(), key=lambda item: -item[1]))
         visited = role.overall.execution.visited
+        said = (fold_said or {}).get(role.role)
         click.echo(f"  role {role.role}: none of its {visited:,} slot"
-                   f"{'s' if visited != 1 else ''} answered ({codes or 'no code'})", err=True)
+                   f"{'s' if visited != 1 else ''} answered ({codes or 'no code'})"
+                   + (f"; its fold said {'; '.join(said)}" if said else ""), err=True)
     return bool(roles)
+
+
+def _fold_said(outcome: PilotOutcome) -> dict[str, list[str]]:
+    """What each role's fold said at the checkpoints it failed, by role, each distinct
+    saying once (at most three)."""
+    roles = {slot.checkpoint: slot.role for slot in outcome.plan.slots}
+    said: dict[str, list[str]] = {}
+    for key, cause in sorted(outcome.causes.items()):
+        text = cause.code + (f" ({cause.detail})" if cause.detail else "")
+        sayings = said.setdefault(roles.get(key, "?"), [])
+        if text not in sayings and len(sayings) < 3:
+            sayings.append(text)
+    return said
 
 
 def unmeasured(results: Results) -> list[RoleResult]:
@@ -633,6 +651,8 @@ def outcome_line(outcome: PilotOutcome) -> str:
                     retained_usd=None if spent is None else units_to_usd(spent.retained.units),
                     open_usd=None if spent is None else units_to_usd(spent.open.units),
                     cap_usd=units_to_usd(results.cap.units), faux=results.reader_faux,
-                    unmeasured=[role.role for role in unmeasured(results)],
+                    # Only a complete run's: an interrupted or stopped one ended early.
+                    unmeasured=[role.role for role in unmeasured(results)]
+                    if status == "complete" else [],
                     results=str(outcome.run_dir / "results.json"))
     return msgspec.json.encode(line).decode()

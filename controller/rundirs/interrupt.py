@@ -80,6 +80,17 @@ def caught(tell: Say = say) -> Iterator[Signals]:
             signal.signal(signum, handler)
 
 
+@contextmanager
+def ending(tell: Say = say) -> Iterator[None]:
+    """SIGINT and SIGTERM ignored with a word for the block: a finished run saying how it
+    ended (its summary, its report paths, the ``--json`` line scripts read last). Its
+    reports are written and its processes contained; a late Ctrl-C must not cut that
+    short into a bare ``interrupted``."""
+    with caught(tell) as signals:
+        signals.ending = True
+        yield
+
+
 def _interrupt(ctx: RunContext, signum: int, tell: Say) -> None:
     if ctx.interrupt(signum):
         tell(f"{signal.Signals(signum).name}: admission closed; containing every "

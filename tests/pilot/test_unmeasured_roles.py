@@ -5,6 +5,7 @@ a run where every role measured something exits 0 as before."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from efold_pilot_kit import small_registration
 from efold.controller.pilot.pilot import run_pilot
 from efold.controller.pilot.pilot_view import Verbosity, end_of_run
 from efold.controller.rundirs.runroot import claim_run_dir
+from efold.errors import Code
 
 CAMPAIGN = """
 name = "unmeasured"
@@ -50,8 +52,10 @@ def test_a_role_whose_fold_failed_everywhere_makes_the_run_exit_1(tmp_path: Path
     said = done.stderr.splitlines()
     start = said.index("nothing measured: every slot of a role ended before its question "
                        "was answered")
+    # The fold's own words too: under --quiet this line is the only place they show.
     assert said[start + 1:] == ["  role broken: none of its 8 slots answered "
-                                "(8 worker_body_failed)"]
+                                "(8 worker_body_failed); its fold said fold_plugin_failed "
+                                "(broken: exit status 3)"]
     line = json.loads(done.stdout.splitlines()[-1])
     assert line["status"] == "complete" and line["completed"] == 8  # native's, all of them
     assert line["unmeasured"] == ["broken"]
@@ -77,3 +81,8 @@ def test_a_shard_is_no_failure_for_a_role_it_alone_measured_nothing_of(
     assert "nothing measured" not in capsys.readouterr().err
     assert end_of_run(outcome, Verbosity.QUIET, False) == 1
     assert "  role broken: none of its" in capsys.readouterr().err
+    # A run that ended early (stopped, interrupted) measured little by its end, not by
+    # its folds: its status says so, and the --json line names no role.
+    stopped = dataclasses.replace(outcome, stop_code=Code.NOT_ADMITTED_CAP)
+    assert end_of_run(stopped, Verbosity.QUIET, True) == 3
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["unmeasured"] == []
