@@ -247,7 +247,9 @@ def _report(outcome: ClusterOutcome, as_json: bool) -> int:
             "run": str(run), "status": status.verdict if status else None,
             "planned": len(view.plan.slots), "visited": len(view.receipts),
             "shards": {str(i): e.outcome.value for i, e in sorted(outcome.ends.items())},
-            "unmeasured": [role.role for role in unmeasured(results)],
+            # Only a complete run's: a stopped or interrupted one ended early.
+            "unmeasured": [role.role for role in unmeasured(results)] if code in (0, 1)
+            else [],
         }).decode())
     return code
 

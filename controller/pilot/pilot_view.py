@@ -493,7 +493,7 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool, *,
                judge_roles: bool = True) -> int:
     """What ``pilot`` prints once its run ended (the summary, the report paths, how it
     ended and the next step, then the ``--json`` line), and its exit status: 0
-    complete, 1 complete but a role measured nothing (``unmeasured_roles``; not with
+    complete, 1 complete but a role measured nothing (``say_unmeasured``; not with
     ``judge_roles`` False: a cluster's shard, whose roles are judged over the whole
     cluster run), 3 stopped, 130/143 interrupted."""
     print_summary(outcome, verbosity)
