@@ -45,11 +45,10 @@ from efold.controller.pilot.pilot_view import (
     end_of_run,
     output_options,
     run_with_progress,
-    say_unmeasured,
-    unmeasured,
     verbosity_of,
 )
 from efold.controller.pilot.smoke import require_smoke
+from efold.controller.pilot.unmeasured import say_unmeasured, unmeasured
 from efold.controller.rundirs.aggregate import publish_reports, run_reports
 from efold.controller.rundirs.authorize_run import (
     LOCAL_GRANT,

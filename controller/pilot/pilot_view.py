@@ -56,6 +56,7 @@ from efold.controller.pilot.pilot import (
     inline_smoke,
     run_pilot,
 )
+from efold.controller.pilot.unmeasured import folds_said, say_unmeasured, unmeasured
 from efold.controller.rundirs.interrupt import exit_status, say
 from efold.controller.rundirs.run_log import RunLog
 from efold.errors import Code, EfoldError
@@ -65,7 +66,7 @@ from efold.report import decode_results
 from efold.report.numbers import spend_line
 from efold.report.readings import accuracy_brief, checkpoint_size
 from efold.report.results import money, stand_in_lines
-from efold.report.schema import BoundaryResults, ChainFacts, Results, RoleResult, RunMoney
+from efold.report.schema import BoundaryResults, ChainFacts, RunMoney
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -514,7 +515,7 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool, *,
         status = 3
     elif judge_roles and "results.json" in outcome.reports \
             and say_unmeasured(decode_results(outcome.reports["results.json"]),
-                               fold_said=_fold_said(outcome)):
+                               fold_said=folds_said(outcome)):
         status = 1
     chain = _chain(outcome)
     if outcome.reused and verbosity is not Verbosity.QUIET:
@@ -541,51 +542,6 @@ _HINTS: Final = {
     Code.LOOKUP_MODEL_SWITCH_FORBIDDEN: "the server answered as another model: serve it "
                                         "under the campaign's model name",
 }
-
-
-def say_unmeasured(results: Results, *, fold_said: dict[str, list[str]] | None = None
-                   ) -> bool:
-    """Whether a role measured nothing, said on stderr with a line for each such role
-    naming the codes its slots ended with (``unmeasured``) and what its fold said when
-    it failed (``fold_said``, by role: the cause, which ``--quiet`` prints nowhere else):
-    a run that measured nothing of a role did not do what it was run for, however
-    completely it went through its plan."""
-    roles = unmeasured(results)
-    if roles:
-        click.echo("nothing measured: every slot of a role ended before its question was "
-                   "answered", err=True)
-    for role in roles:
-        codes = ", ".join(f"{n:,} {code}" for code, n in
-                          sorted(role.codes.items(), key=lambda item: -item[1]))
-        visited = role.overall.execution.visited
-        said = (fold_said or {}).get(role.role)
-        click.echo(f"  role {role.role}: none of its {visited:,} slot"
-                   f"{'s' if visited != 1 else ''} answered ({codes or 'no code'})"
-                   + (f"; its fold said {'; '.join(said)}" if said else ""), err=True)
-    return bool(roles)
-
-
-def _fold_said(outcome: PilotOutcome) -> dict[str, list[str]]:
-    """What each role's fold said at the checkpoints it failed, by role, each distinct
-    saying once (at most three)."""
-    roles = {slot.checkpoint: slot.role for slot in outcome.plan.slots}
-    said: dict[str, list[str]] = {}
-    for key, cause in sorted(outcome.causes.items()):
-        text = cause.code + (f" ({cause.detail})" if cause.detail else "")
-        sayings = said.setdefault(roles.get(key, "?"), [])
-        if text not in sayings and len(sayings) < 3:
-            sayings.append(text)
-    return said
-
-
-def unmeasured(results: Results) -> list[RoleResult]:
-    """The roles that visited slots and answered none of them, not because their plan
-    said so (every slot skipped: inventory-infeasible, as ``plan`` shows) but because
-    they failed (a fold that failed at every checkpoint, a server that refused every
-    request...)."""
-    return [role for role in results.results
-            if not role.overall.execution.completed
-            and role.overall.execution.skipped < role.overall.execution.visited]
 
 
 def stop_causes(outcome: PilotOutcome) -> list[str]:
