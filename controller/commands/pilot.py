@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from dataclasses import replace
@@ -282,6 +283,9 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         # Only before the run's signal watcher is up (or after it closed): whatever was
         # launched was contained on the way out.
         click.echo(_interrupted_early(run), err=True)
+        if as_json:  # the last line, whatever the outcome
+            click.echo(json.dumps({"run": str(run), "status": "interrupted", "code": None,
+                                   "signal": int(signal.SIGINT)}))
         raise SystemExit(130) from None
     finally:  # released when linked; else (a refusal before the link) here
         if continued is not None:

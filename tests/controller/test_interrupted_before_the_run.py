@@ -6,6 +6,7 @@ to ``recover``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,9 @@ from efold.registry.journal import JOURNAL_NAME
 
 
 @pytest.mark.parametrize("journal", [False, True])
+@pytest.mark.parametrize("as_json", [False, True])
 def test_the_message_says_what_an_early_interruption_left(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journal: bool) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, journal: bool, as_json: bool) -> None:
     run = tmp_path / "run"
 
     def interrupted(*args: object, **kwargs: object) -> None:
@@ -28,9 +30,14 @@ def test_the_message_says_what_an_early_interruption_left(
 
     monkeypatch.setattr(pilot_command, "run_with_progress", interrupted)
     done = CliRunner().invoke(main, ["pilot", "--faux", "--run-dir", str(run),
-                                     "--launcher", "spawn"], terminal_width=400)
+                                     "--launcher", "spawn"] + (["--json"] if as_json else []),
+                              terminal_width=400)
     assert done.exit_code == 130, done.output
-    said = done.output.splitlines()[-1]
+    lines = done.output.splitlines()
+    if as_json:  # --json ends the output with its line, whatever the outcome
+        assert json.loads(lines.pop()) == {"run": str(run), "status": "interrupted",
+                                           "code": None, "signal": 2}
+    said = lines[-1]
     if journal:
         assert said == (f"interrupted: {run} is incomplete; `efold-controller recover "
                         f"{run}` shows what it left")
