@@ -140,17 +140,25 @@ def preload(routes: str = "real") -> None:
 def warm(modules: list[str]) -> None:
     """Build, once before the fork, what every worker would build on identical inputs
     at its start: msgspec's type information of every message and record type of the
-    child's modules (each ``Struct`` class's, cached on the class), the decoder of the
-    controller's messages, this boot's id, and the bundled price catalog (parsed from the package's
-    own file, which the pinned build digest covers). Nothing here reads a per-slot
-    input: what can differ per slot (the assignment, its hold, its snapshot) is still
-    read and checked by each worker."""
+    child's modules (each ``Struct`` class's, cached on the class), every lazy export of
+    their packages (``efold.lazy``: else each worker would read its package's
+    ``__init__`` file again to find one), the decoder of the controller's messages,
+    this boot's id, and the bundled price catalog (parsed from the package's own file,
+    which the pinned build digest covers). Nothing here reads a per-slot input: what can
+    differ per slot (the assignment, its hold, its snapshot) is still read and checked
+    by each worker."""
     from efold.guard.catalog import bundled_catalog
     from efold.identity import boot_id
     from efold.ipc.lockstep import warm_decoders
 
     for name in modules:
         module = sys.modules.get(name)
+        if module is not None and "__getattr__" in vars(module):
+            for export in dir(module):  # a lazy package's ``__dir__`` lists its exports
+                try:
+                    getattr(module, export)  # cached on the package from now on
+                except Exception:  # as for an import: the worker meets it and refuses
+                    continue
         for value in list(vars(module).values()) if module is not None else ():
             if isinstance(value, type) and issubclass(value, msgspec.Struct) \
                     and value.__module__ == name:

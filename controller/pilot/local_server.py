@@ -14,8 +14,6 @@ another shape) is not judged here: the inline smoke's first request is.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from typing import Final
 
 from efold.controller.campaigns.campaign import Campaign
@@ -42,6 +40,11 @@ def served_models(base_url: str) -> list[str] | None:
 
 
 def _model_list(base_url: str) -> list[str] | None:
+    # Imported here: only a local route's run asks, and every pilot would pay its
+    # import (http.client, email, ssl) at its start.
+    import urllib.error
+    import urllib.request
+
     url = f"{base_url}/models"
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     try:

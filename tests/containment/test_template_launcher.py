@@ -262,6 +262,28 @@ def test_the_template_starts_no_thread_and_imports_the_bodies() -> None:
     assert time.monotonic() - start < 60
 
 
+def test_a_worker_finds_every_lazy_export_already_resolved() -> None:
+    # Each worker would otherwise open and parse its package's __init__ file again for
+    # the first lazy name it imports (``from efold.guard import HISTORY_TOOLS``).
+    code = ("import builtins, io, os, sys\n"
+            "from efold.worker import template\n"
+            "template.preload('faux')\n"
+            "opened = []\n"
+            "real_open = io.open\n"
+            "def spy(file, *a, **k):\n"
+            "    opened.append(str(file))\n"
+            "    return real_open(file, *a, **k)\n"
+            "builtins.open = io.open = spy\n"
+            "from efold.guard import HISTORY_TOOLS, Guard\n"
+            "from efold.folds import Meter\n"
+            "from efold.registry import JournalReader\n"
+            "from efold.corpus import SuiteItem\n"
+            "print(opened)\n")
+    done = subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=60,
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize(("routes", "client", "tls"), [
     ("faux", False, False), ("local", True, False), ("real", True, True)])
 def test_the_template_preloads_only_what_its_routes_use(routes: str, client: bool,

@@ -231,3 +231,14 @@ def test_a_local_run_in_parts_is_continued_with_its_own_authorization(
     for run in (first, second):
         marker = json.loads((run / "authorization-consumed.json").read_text())
         assert marker["domain"] == AuthorizationDomain.LOCAL.value, marker
+
+
+def test_only_a_local_run_imports_the_http_client_that_checks_its_server() -> None:
+    # The model-list check's urllib (http.client, email, ssl) is imported when a local
+    # run asks, not at every pilot's start.
+    code = ("import sys\n"
+            "import efold.controller.commands.pilot\n"
+            "print([m for m in ('urllib.request', 'http.client') if m in sys.modules])\n")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
