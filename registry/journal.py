@@ -20,6 +20,7 @@ lease at open). Every other process, children included, opens ``JournalReader``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -36,6 +37,8 @@ from efold.identity import ProcessIdentity
 from efold.registry.errors import RegistryError
 
 JOURNAL_NAME = "journal.sqlite"
+# The journal while its schema is written (``_create_complete``); never read.
+CREATING_NAME = JOURNAL_NAME + ".creating"
 # 2: launches.marker; 3: launches.cgroup, assignments.isolation, the run's containment in
 # meta; 4: receipts.body
 SCHEMA_VERSION = 4
@@ -144,9 +147,9 @@ def _refuse_unsafe(st: os.stat_result) -> None:
         raise RegistryError(Code.JOURNAL_INVALID, "journal is not owner-only")
 
 
-def _open_journal_file(run_dir: str | os.PathLike[str], *, create: bool) -> tuple[bool, int]:
-    """Check (or create, exclusively and 0600) ``journal.sqlite`` without following a
-    link anywhere in its path: (created, inode). A symlink, a hard link, another owner
+def _open_journal_file(run_dir: str | os.PathLike[str], *, create: bool) -> int:
+    """Check (or create complete and 0600: ``_create_complete``) ``journal.sqlite``
+    without following a link anywhere in its path: its inode. A symlink, a hard link, another owner
     or a group/other-writable file refuses (``path_refused`` for a linked directory,
     ``journal_invalid`` for the file). SQLite then opens the path; the caller checks the
     inode again once connected, so a swap in between is refused too."""
@@ -165,18 +168,60 @@ def _open_journal_file(run_dir: str | os.PathLike[str], *, create: bool) -> tupl
                 except FileNotFoundError:
                     continue
                 raise RegistryError(Code.JOURNAL_INVALID, f"a stray {suffix} file exists") from None
-            flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | os.O_CLOEXEC
-            fd = os.open(JOURNAL_NAME, flags, 0o600, dir_fd=dir_fd)
-            try:
-                os.fchmod(fd, 0o600)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            return True, st.st_ino
+            return _create_complete(run_dir, dir_fd)
         _refuse_unsafe(st)
-        return False, st.st_ino
+        return st.st_ino
     finally:
         os.close(dir_fd)
+
+
+def _create_complete(run_dir: str | os.PathLike[str], dir_fd: int) -> int:
+    """Create the journal complete or not at all; its inode. It is turned to WAL mode,
+    its schema written, committed and synced under ``CREATING_NAME`` (closed, SQLite
+    leaves nothing beside it), then renamed to ``JOURNAL_NAME``, which was just found
+    absent, and the directory synced. Created in place, a controller killed before its
+    schema's first commit left an empty ``journal.sqlite``, and one killed while it
+    turned the file to WAL mode a hot rollback journal that no read-only reader can
+    replay: every later ``recover`` and ``reap`` refused either (``journal_invalid``).
+    Now such a kill leaves no journal at all, as one before the creation does: the run
+    recorded and launched nothing."""
+    flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | os.O_CLOEXEC
+    try:
+        fd = os.open(CREATING_NAME, flags, 0o600, dir_fd=dir_fd)
+    except FileExistsError:
+        raise RegistryError(Code.JOURNAL_INVALID,
+                            f"a stray {CREATING_NAME} exists (a journal's creation was "
+                            "cut short there)") from None
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            inode = os.fstat(fd).st_ino
+            path = os.path.join(os.fspath(run_dir), CREATING_NAME)
+            conn = sqlite3.connect(path, isolation_level=None)
+            try:
+                _same_file(path, inode)  # SQLite opened the file we made, not a swap
+                if str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() != "wal":
+                    raise RegistryError(Code.JOURNAL_INVALID, "journal is not in WAL mode")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("BEGIN IMMEDIATE")
+                for stmt in _schema_statements():
+                    conn.execute(stmt)
+                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(CREATING_NAME, JOURNAL_NAME, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except sqlite3.Error as exc:
+        raise RegistryError(Code.JOURNAL_WRITE_FAILED, str(exc)) from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # renamed: nothing left by that name
+            os.unlink(CREATING_NAME, dir_fd=dir_fd)
+    os.fsync(dir_fd)
+    return inode
 
 
 def _same_file(path: str, inode: int) -> None:
@@ -229,12 +274,12 @@ def _reader_uri(path: str) -> str:
     return uri + "?mode=ro&immutable=1"
 
 
-def _connect(run_dir: str | os.PathLike[str], *, writer: bool) -> tuple[sqlite3.Connection, bool]:
+def _connect(run_dir: str | os.PathLike[str], *, writer: bool) -> sqlite3.Connection:
     """Connect to the checked journal file (the writer creates it when absent, the
     reader opens it read-only, see ``_reader_uri``) and check the inode again once
-    connected: (connection, whether the file was just created)."""
+    connected."""
     path = journal_path(run_dir)
-    fresh, inode = _open_journal_file(run_dir, create=writer)
+    inode = _open_journal_file(run_dir, create=writer)
     try:
         if writer:
             conn = sqlite3.connect(path, isolation_level=None)
@@ -245,14 +290,14 @@ def _connect(run_dir: str | os.PathLike[str], *, writer: bool) -> tuple[sqlite3.
     with _closed_on_error(conn):
         _same_file(path, inode)
         conn.row_factory = sqlite3.Row
-    return conn, fresh
+    return conn
 
 
 class JournalReader:
     """Read-only view; safe from any process while the writer is live."""
 
     def __init__(self, run_dir: str | os.PathLike[str]) -> None:
-        self._conn, _ = _connect(run_dir, writer=False)
+        self._conn = _connect(run_dir, writer=False)
         with _closed_on_error(self._conn):
             self._check_version()
 
@@ -362,19 +407,12 @@ class JournalWriter(JournalReader):
         self._sync_now = False  # a record of the open batch must be synced at its commit
         self._wal_fd: int | None = None
         self._run_dir = os.fspath(run_dir)
-        self._conn, fresh = _connect(run_dir, writer=True)
+        self._conn = _connect(run_dir, writer=True)
         with _closed_on_error(self._conn):
             mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise RegistryError(Code.JOURNAL_INVALID, "journal is not in WAL mode")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            if fresh:
-                with self._transaction() as c:
-                    for stmt in _schema_statements():
-                        c.execute(stmt)
-                    c.execute(
-                        "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                    )
             self._check_version()
 
     @contextmanager

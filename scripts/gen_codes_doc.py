@@ -130,7 +130,8 @@ MEANINGS: dict[str, str] = {
     "lease_not_held": "This process no longer holds the run lease (released, or the lease "
         "file or its descriptor was removed or replaced).",
     "journal_invalid": "The journal is missing, not a private single-link regular file, "
-        "replaced while opening, has stray side files, or does not read as a journal.",
+        "replaced while opening, has stray side files (a `journal.sqlite.creating` among them:"
+        " a creation cut short there), or does not read as a journal.",
     "journal_read_only": _NOT_RAISED,
     "journal_write_failed": "A journal write failed; nothing more may be recorded and the "
         "run stops.",

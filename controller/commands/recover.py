@@ -38,14 +38,16 @@ from efold.controller.commands._options import (
 )
 from efold.controller.rundirs.cluster_recovery import cluster_text, observe_cluster
 from efold.controller.rundirs.cluster_run import is_cluster_run
-from efold.controller.rundirs.recovery import RecoveryReport, observe
+from efold.controller.rundirs.recovery import RecoveryReport, named, observe
 from efold.errors import EfoldError
 
 
-def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
-    """The verdict, the counts and what needs the operator (survivors, launches never
-    seen to end); with ``verbose`` also one line per launch (a large run has thousands)."""
-    yield report.verdict
+def _text(report: RecoveryReport, verbose: bool, run_dir: str) -> Iterator[str]:
+    """The verdict (naming ``run_dir`` in what it says to run), the counts and what
+    needs the operator (survivors, launches never seen to end); with ``verbose`` also
+    one line per launch (a large run has thousands)."""
+    verdict = named(report.verdict, run_dir)
+    yield verdict
     yield f"lease: {report.lease}"
     if report.run_cgroup is not None:
         yield f"containment: cgroup, run cgroup {report.run_cgroup} {report.cgroup_state}"
@@ -69,7 +71,7 @@ def _text(report: RecoveryReport, verbose: bool) -> Iterator[str]:
     if report.lost_receipt_copies:
         yield ("receipt copies missing (reap restores them from the journal): "
                + ", ".join(report.lost_receipt_copies))
-    yield report.verdict
+    yield verdict
 
 
 def _cluster(run_dir: str, as_json: bool, refuse_: Callable[[str, str], NoReturn]) -> NoReturn:
@@ -107,5 +109,5 @@ def command(run_dir: str | None, latest: bool, root: str | None, as_json: bool,
     except EfoldError as exc:
         refuse_(exc.code.value, journal_refusal(run_dir, exc)
                 or f"{run_dir}: {exc.detail or 'refused'}")
-    echo_report(report, as_json=as_json, text=_text(report, verbose))
+    echo_report(report, as_json=as_json, text=_text(report, verbose, run_dir))
     raise SystemExit(0 if report.reconciled else 1)

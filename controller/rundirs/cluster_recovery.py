@@ -21,7 +21,7 @@ import msgspec
 from efold.controller.rundirs.cluster_collect import Reach, ShardRun, collect_run, reach_shards
 from efold.controller.rundirs.cluster_run import read_manifest, read_shard_ends
 from efold.controller.rundirs.reap import reap
-from efold.controller.rundirs.recovery import observe
+from efold.controller.rundirs.recovery import named, observe
 from efold.errors import EfoldError
 from efold.registry.lease import LeaseState, probe_lease
 
@@ -50,13 +50,15 @@ def _verdict(shards: list[ShardRecovery]) -> str:
             + " (each line says why and what to run)")
 
 
-def _shard_line(shard: ShardRun, refused: bool, failed: str | None) -> ShardRecovery:
+def _shard_line(run: Path, shard: ShardRun, refused: bool,
+                failed: str | None) -> ShardRecovery:
     """How one shard's run reads from here (``recover``'s own verdict where it can)."""
     placed = shard.placed
     reconciled, verdict = False, ""
     if shard.reach in (Reach.READ, Reach.RUNNING, Reach.OLDER):
         report = observe(placed.run_dir)
-        reconciled, verdict = report.reconciled, report.verdict
+        # ``reap`` on the cluster run reaps the shard runs it reaches.
+        reconciled, verdict = report.reconciled, named(report.verdict, run)
     elif refused and shard.reach in (Reach.NO_RUN, Reach.UNREACHABLE):
         # Its actor refused (nothing started on the node), or its controller refused
         # and exited before opening a run (and launching anything): nothing is alive.
@@ -80,7 +82,7 @@ def observe_cluster(run: Path, refusals: dict[int, str] | None = None) -> Cluste
     for shard in reach_shards(run):
         index = shard.placed.spec.mark.index
         end = ends.get(index)
-        shards.append(_shard_line(shard, end is not None and end.outcome.value == "refused",
+        shards.append(_shard_line(run, shard, end is not None and end.outcome.value == "refused",
                                   (refusals or {}).get(index)))
     return ClusterRecovery(reconciled=all(s.reconciled for s in shards), verdict=_verdict(shards),
                            lease=probe_lease(run).state.value, shards=shards)

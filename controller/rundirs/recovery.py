@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any
+import shlex
+from typing import Any, Final
 
 import msgspec
 
@@ -258,7 +259,17 @@ def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
     if lost_copies:
         reasons.append(f"{lost_copies} receipt copy(ies) missing, restorable from the "
                        "journal")
-    return "NOT reconciled: " + ", ".join(reasons) + " (run `efold-controller reap RUN`)"
+    return "NOT reconciled: " + ", ".join(reasons) + f" (run `{REAP_HINT}`)"
+
+
+# What the verdict says to run; the report names no path, its text does (``named``).
+REAP_HINT: Final = "efold-controller reap RUN"
+
+
+def named(verdict: str, run_dir: str | os.PathLike[str]) -> str:
+    """``verdict`` as text for an operator: the command it says to run names the run
+    (quoted for a shell) instead of ``RUN``."""
+    return verdict.replace(REAP_HINT, f"efold-controller reap {shlex.quote(os.fspath(run_dir))}")
 
 
 def observe(run_dir: str | os.PathLike[str], *, lease_ours: bool = False) -> RecoveryReport:

@@ -29,6 +29,7 @@ from efold.controller.rundirs.aggregate import build_run_results, run_records
 from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
+from efold.registry.lease import LEASE_NAME
 from efold.report import REPORT_FILES, Results
 from efold.report.numbers import spend_line
 from efold.report.readings import accuracy_brief, checkpoint_size
@@ -141,6 +142,11 @@ def not_a_run(path: str | os.PathLike[str]) -> str | None:
     if not os.path.isdir(path):
         return "not a directory"
     if not os.path.lexists(os.path.join(path, JOURNAL_NAME)):
+        if os.path.lexists(os.path.join(path, LEASE_NAME)):
+            # Claimed, then stopped before its journal was complete (it is created
+            # complete or not at all): every launch is journaled first.
+            return (f"no {JOURNAL_NAME}: a controller claimed it and stopped before it "
+                    "recorded anything, so nothing was launched for it; it can be removed")
         return f"no {JOURNAL_NAME}"
     return None
 

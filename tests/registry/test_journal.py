@@ -4,12 +4,14 @@ readers in other processes, and the hold state machine."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import sqlite3
 import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from efold.errors import Code
 from efold.identity import ProcessIdentity, current_identity
 from efold.registry.errors import RegistryError
 from efold.registry.journal import (
+    CREATING_NAME,
     HOLD_ACTIVE,
     HOLD_CONSUMED,
     HOLD_LOST,
@@ -48,7 +51,8 @@ def test_writer_creates_a_private_wal_journal_with_full_sync(run_dir: Path) -> N
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # SQLite commits unsynced; the writer fdatasyncs the WAL after every commit.
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-        assert writer.written == writer.synced == 1  # the schema's commit
+        # The schema was committed and synced before the writer opened the journal.
+        assert writer.written == writer.synced == 0
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert tables - {"sqlite_sequence"} == {
             "meta", "epochs", "launches", "containments", "members", "signals", "holds",
@@ -484,3 +488,49 @@ def test_a_settlement_above_its_hold_is_never_deferred(
         with JournalReader(run_dir) as reader:
             assert [r["state"] for r in reader.rows("holds")] == [HOLD_SETTLED, HOLD_LOST]
         writer.close()
+
+
+_CREATE_FOREVER = textwrap.dedent("""
+    import os, sys
+    from efold.registry.journal import JournalWriter
+    from efold.registry.lease import acquire_lease
+    root = sys.argv[1]
+    for n in range(100000):
+        run = os.path.join(root, f"run{n:05d}")
+        os.mkdir(run, 0o700)
+        with acquire_lease(run) as lease:
+            JournalWriter(run, lease).close()
+        if n == 0:
+            print("created", flush=True)
+""")
+
+
+def test_a_journal_is_created_complete_or_not_at_all(tmp_path: Path) -> None:
+    """A controller killed while its journal is created leaves it complete or absent,
+    never a file without its schema (which ``recover`` and ``reap`` would refuse for
+    good as ``journal_invalid``). Real kills at random moments of a creation loop."""
+    for attempt in range(8):
+        root = tmp_path / f"root{attempt}"
+        root.mkdir()
+        child = subprocess.Popen([sys.executable, "-c", _CREATE_FOREVER, str(root)],
+                                 stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline() == "created\n"
+        time.sleep(random.uniform(0.05, 0.3))
+        child.kill()
+        child.wait()
+        runs = sorted(root.iterdir())
+        assert len(runs) > 1
+        for run in runs:
+            if not (run / JOURNAL_NAME).exists():
+                assert run == runs[-1]  # only the creation the kill cut short
+                continue
+            with JournalReader(run) as reader:
+                assert reader.rows("meta") == [
+                    {"key": "schema_version", "value": str(SCHEMA_VERSION)}]
+
+
+def test_a_stray_creation_file_refuses_a_second_creation(run_dir: Path) -> None:
+    (run_dir / CREATING_NAME).write_bytes(b"")
+    with acquire_lease(run_dir) as lease:
+        assert _code_of(lambda: JournalWriter(run_dir, lease)) == Code.JOURNAL_INVALID
+    assert not (run_dir / JOURNAL_NAME).exists()

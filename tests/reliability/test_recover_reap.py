@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -75,7 +76,12 @@ def test_recover_names_every_process_and_reap_kills_them_all(crashed_run) -> Non
 
     text = _cli("recover", str(run))
     assert text.returncode == 1
-    assert text.stdout.splitlines()[0].startswith("NOT reconciled")
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("NOT reconciled")
+    # What it says to run names this run, on the first line and the last.
+    assert lines[0].endswith(f"(run `efold-controller reap {shlex.quote(str(run))}`)")
+    assert lines[-1] == lines[0]
+    assert observe(run).verdict.endswith("(run `efold-controller reap RUN`)")  # path-free
 
     reaped = _cli("reap", str(run), "--json")
     assert reaped.returncode == 0, reaped.stdout + reaped.stderr
