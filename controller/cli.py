@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import json
 import os
 import signal
 import sys
@@ -213,7 +214,23 @@ def _standalone() -> int:
         return result if isinstance(result, int) else 0
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # decided: a second Ctrl-C changes nothing
     click.echo("interrupted", err=True)
+    line = _closing_json_line(sys.argv[1:])
+    if line is not None:
+        click.echo(line)
     return 130
+
+
+def _closing_json_line(args: list[str]) -> str | None:
+    """The line ``pilot --json`` ends its output with whatever the outcome, for a Ctrl-C
+    that came before the command could say it itself (its arguments parsed, its modules
+    imported, its registration checked): no run was claimed yet, so ``run`` is null.
+    Read from the arguments as given: the interruption may have come before click
+    parsed them."""
+    words = args[:args.index("--")] if "--" in args else args
+    if not words or words[0] != "pilot" or "--json" not in words:
+        return None
+    return json.dumps({"run": None, "status": "interrupted", "code": None,
+                       "signal": int(signal.SIGINT)})
 
 
 def _exit_now(code: object) -> NoReturn:
