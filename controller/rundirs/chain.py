@@ -47,7 +47,7 @@ from efold.controller.rundirs.aggregate import (
     registered_view,
     run_records,
 )
-from efold.errors import Code
+from efold.errors import Code, EfoldError
 from efold.identity import current_identity
 from efold.protocol.records import Plan, Receipt, SlotSpend, SlotStatus, TokenCounts
 from efold.registry.journal import JournalReader, JournalWriter
@@ -182,11 +182,21 @@ def read_linked(run: Path, *, allow_damaged: bool = False, chain: bool = True) -
     return read_run(run, allow_damaged=allow_damaged)
 
 
+def _read_link(k: int, link: Path, links: int, allow_damaged: bool) -> RunView:
+    """One link's view; a refusal of a chain's link names which link and where."""
+    try:
+        return read_run(link, allow_damaged=allow_damaged)
+    except EfoldError as exc:
+        if links == 1:
+            raise
+        raise type(exc)(exc.code, f"link {k + 1} of {links} ({link}): {exc.detail}") from exc
+
+
 def read_chain(links: Sequence[Path], *, allow_damaged: bool = False) -> RunView:
     """The chain (``chain_links``'s, first to last) as one view of the registration's
     whole plan (module docstring). Refuses ``receipt_duplicate`` for a slot paid twice
     and ``chain_invalid`` for a link whose slots are not the plan's."""
-    views = [read_run(link, allow_damaged=allow_damaged) for link in links]
+    views = [_read_link(k, link, len(links), allow_damaged) for k, link in enumerate(links)]
     _, reg = run_records(links[0])
     if views[0].plan.shard is not None or views[0].plan.smoke:
         raise _refuse("a smoke or a cluster shard is never a link of a chain")

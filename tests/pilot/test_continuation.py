@@ -466,3 +466,20 @@ def test_a_cap_left_equal_to_rmax_admits_one_request(tmp_path: Path) -> None:
     assert rest.returncode == 3 and "not_admitted_cap" in rest.stdout + rest.stderr
     admitted = journal_rows(tmp_path / "two", "SELECT permit_id FROM holds")
     assert len(admitted) == 1  # equality admitted one; the next did not fit
+
+
+def test_a_damaged_receipt_in_an_earlier_link_is_named_with_its_link(tmp_path: Path) -> None:
+    reg, sha = register(tmp_path)
+    first = efold(tmp_path, "pilot", "--faux", "--registration", reg, "--sha256", sha,
+                  "--chunk", "1/3", "--run-dir", "c1", "--quiet")
+    assert first.returncode == 0, first.stderr
+    second = efold(tmp_path, "pilot", "--faux", "--continue", "c1", "--chunk", "2/3",
+                   "--run-dir", "c2", "--quiet")
+    assert second.returncode == 0, second.stderr
+    damaged = sorted((tmp_path / "c1" / "receipts").iterdir())[0]
+    damaged.write_bytes(damaged.read_bytes()[:-20])
+    third = efold(tmp_path, "pilot", "--faux", "--continue", "c2", "--chunk", "3/3",
+                  "--run-dir", "c3", "--quiet")
+    assert third.returncode == 2
+    assert f"link 1 of 2 ({tmp_path / 'c1'}): " in third.stderr, third.stderr
+    assert not (tmp_path / "c3").exists()
