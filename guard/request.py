@@ -48,6 +48,7 @@ from efold.guard.permits import (
     PermitSource,
     Refusal,
     UsageRecord,
+    is_permit_source,
 )
 from efold.guard.pricing import rmax_units
 from efold.guard.settlement import (
@@ -143,7 +144,7 @@ class Guard:
             raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "input envelope is not the model's")
         if getattr(transport, "route", None) != contract.base_url:
             raise GuardError(Code.LOOKUP_ROUTE_MISMATCH, "transport route differs from contract")
-        if not isinstance(permit_source, PermitSource):
+        if not is_permit_source(permit_source):
             raise GuardError(Code.LOOKUP_PERMIT_INVALID, "not a permit source")
         if deadline_s <= 0:
             raise ValueError("deadline_s must be > 0")

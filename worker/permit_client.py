@@ -47,12 +47,11 @@ class SessionPermitSource:
         self._session.consume(permit_id=permit.permit_id, body_digest=body_digest)
 
     def _verify_hold(self, permit: Permit, body_digest: str) -> None:
-        from efold.registry.journal import JournalReader
+        from efold.worker.run_journal import run_journal
 
         assignment = self._session.assignment
         try:
-            with JournalReader(assignment.run_dir) as journal:
-                row = journal.hold(permit.permit_id)
+            row = run_journal(assignment.run_dir).hold(permit.permit_id)
         except EfoldError as exc:
             raise GuardError(Code.LOOKUP_HOLD_UNVERIFIED, exc.code.value) from exc
         if row is None or (row["slot"], row["epoch"], row["hold_units"], row["payload_digest"],

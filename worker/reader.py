@@ -44,12 +44,12 @@ def verify_journaled_assignment(assignment: Assignment, snapshot_digest: str) ->
     slot's cache key and snapshot before the launch, and no other slot has the key: the
     child reads the acknowledgement from disk itself, not from the pipe alone."""
     from efold.errors import EfoldError
-    from efold.registry.journal import JournalReader
+    from efold.worker.run_journal import run_journal
 
     try:
-        with JournalReader(assignment.run_dir) as journal:
-            mine = journal.rows("assignments", "slot = ?", (assignment.slot,))
-            same_key = journal.rows("assignments", "cache_key = ?", (assignment.cache_key,))
+        journal = run_journal(assignment.run_dir)
+        mine = journal.rows("assignments", "slot = ?", (assignment.slot,))
+        same_key = journal.rows("assignments", "cache_key = ?", (assignment.cache_key,))
     except EfoldError as exc:
         raise WorkerError(Code.LOOKUP_CACHE_ASSIGNMENT_INVALID, exc.code.value) from exc
     if len(mine) != 1 or len(same_key) != 1 or mine[0]["kind"] != "probe" \

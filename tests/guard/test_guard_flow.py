@@ -24,6 +24,7 @@ from efold.guard import (
     assert_real_source,
     input_budget,
 )
+from efold.guard.permits import _SOURCE_METHODS, PermitSource, is_permit_source
 from efold.guard.testing import TestOnlyPermitSource
 from efold.guard.transport import SendTicket, mint_ticket
 from efold.guard.wire import RESPONSES
@@ -432,3 +433,25 @@ def test_faux_path_imports_no_httpx() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_permit_source_check_decides_as_the_protocols_runtime_check() -> None:
+    class Whole:
+        def admit(self, request: AdmitRequest) -> Refusal:
+            return Refusal(code=Code.NOT_ADMITTED_CAP)
+
+        def consume(self, permit: Permit, body_digest: str) -> None: ...
+        def settle(self, *args: Any) -> None: ...
+        def stop(self, code: Code) -> None: ...
+
+    class NoStop:
+        admit = Whole.admit
+        consume = Whole.consume
+        settle = Whole.settle
+
+    class StopIsNone(Whole):
+        stop = None  # type: ignore[assignment]
+
+    assert _SOURCE_METHODS == ("admit", "consume", "settle", "stop")
+    for candidate in (Whole(), NoStop(), StopIsNone(), object(), TestOnlyPermitSource(), None):
+        assert is_permit_source(candidate) is isinstance(candidate, PermitSource), candidate
