@@ -1,3 +1,26 @@
-from efold.controller.cli import run
+"""The ``efold-controller`` program (its console script, and ``python -m
+efold.controller``): ``cli.run``. The command line's modules are imported here, so that
+a Ctrl-C in the program's first moments, while they are still being imported, ends as
+any other early one does (``interrupted``, status 130, and ``pilot --json``'s closing
+line), never as a traceback."""
 
-run()
+from __future__ import annotations
+
+import signal
+from typing import NoReturn
+
+try:
+    from efold.controller import cli
+except KeyboardInterrupt:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C changes nothing
+    from efold.controller import cli  # again: nothing interrupts it now
+
+    cli.interrupted_before_start()
+
+
+def run() -> NoReturn:
+    cli.run()
+
+
+if __name__ == "__main__":
+    run()

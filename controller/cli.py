@@ -220,17 +220,42 @@ def _standalone() -> int:
     return 130
 
 
+def interrupted_before_start() -> NoReturn:
+    """A Ctrl-C while this module was being imported (the program's first moments,
+    ``controller.program``): said as ``_standalone`` says one, with its status."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    click.echo("interrupted", err=True)
+    line = _closing_json_line(sys.argv[1:])
+    if line is not None:
+        click.echo(line)
+    _exit_now(130)
+
+
 def _closing_json_line(args: list[str]) -> str | None:
     """The line ``pilot --json`` ends its output with whatever the outcome, for a Ctrl-C
     that came before the command could say it itself (its arguments parsed, its modules
     imported, its registration checked): no run was claimed yet, so ``run`` is null.
-    Read from the arguments as given: the interruption may have come before click
-    parsed them."""
+    Read from the arguments as given, with the command's own options (the interruption
+    may have come before click parsed them): ``--json`` counts only as itself, not as
+    the value of an option that takes one (``--run-dir --json``)."""
     words = args[:args.index("--")] if "--" in args else args
     if not words or words[0] != "pilot" or "--json" not in words:
         return None
-    return json.dumps({"run": None, "status": "interrupted", "code": None,
-                       "signal": int(signal.SIGINT)})
+    try:
+        command = load_command("pilot")
+    except Exception:  # it cannot be read: nothing says what its options take
+        return None
+    takes_value = {name for p in command.params
+                   if isinstance(p, click.Option) and not p.is_flag and not p.count
+                   for name in p.opts}
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "--json":
+            return json.dumps({"run": None, "status": "interrupted", "code": None,
+                               "signal": int(signal.SIGINT)})
+        if word in takes_value:
+            next(rest, None)  # its value, whatever it reads
+    return None
 
 
 def _exit_now(code: object) -> NoReturn:

@@ -46,6 +46,7 @@ from efold.controller.rundirs.continuation import choose_run, refuse_no_run
 from efold.controller.rundirs.interrupt import ending
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
 from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
+from efold.controller.rundirs.suggest import suggest
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.protocol.tasks import RouteKind
@@ -303,7 +304,7 @@ def _interrupted_early(run: Path) -> str:
     if not (run / JOURNAL_NAME).exists():
         return (f"interrupted: {run} was claimed but nothing was recorded or launched in "
                 "it (it has no journal); it can be removed")
-    return f"interrupted: {run} is incomplete; `efold-controller recover {run}` shows what it left"
+    return f"interrupted: {run} is incomplete; `{suggest('recover', run)}` shows what it left"
 
 
 def _early_template(launcher: Launcher, *, faux: bool, local: bool,

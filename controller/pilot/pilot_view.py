@@ -59,6 +59,7 @@ from efold.controller.pilot.pilot import (
 from efold.controller.pilot.unmeasured import folds_said, say_unmeasured, unmeasured
 from efold.controller.rundirs.interrupt import exit_status, say
 from efold.controller.rundirs.run_log import RunLog
+from efold.controller.rundirs.suggest import suggest
 from efold.errors import Code, EfoldError
 from efold.guard import units_to_usd
 from efold.protocol.records import Receipt, SlotStatus
@@ -504,8 +505,8 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool, *,
     if outcome.interrupted is not None:
         click.echo(f"interrupted: {interrupted_counts(outcome)}; the reports are in {run}",
                    err=to_err)
-        click.echo(f"next: `efold-controller recover {run}` (should say reconciled), then "
-                   f"`efold-controller pilot --continue {run}` runs what is left, as a new "
+        click.echo(f"next: `{suggest('recover', run)}` (should say reconciled), then "
+                   f"`{suggest('pilot --continue', run)}` runs what is left, as a new "
                    "run linked to this one", err=to_err)
         status = exit_status(outcome.interrupted)
     elif outcome.stop_code is not None:
@@ -524,7 +525,7 @@ def end_of_run(outcome: PilotOutcome, verbosity: Verbosity, as_json: bool, *,
     if chain is not None and chain.to_run and outcome.interrupted is None:
         links = f"{len(chain.links)} link" + ("" if len(chain.links) == 1 else "s")
         click.echo(f"chain: {links}, {chain.to_run:,} slots still to run; "
-                   f"`efold-controller pilot --continue {run}` runs them", err=to_err)
+                   f"`{suggest('pilot --continue', run)}` runs them", err=to_err)
     if as_json:  # always the very last line
         click.echo(outcome_line(outcome))
     return status

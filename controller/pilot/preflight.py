@@ -32,6 +32,7 @@ from efold.controller.rundirs.interrupt import Say, Signals, caught, interruptib
 from efold.controller.rundirs.run_index import PRIVATE_ROOT_PREFIX, PRIVATE_RUN
 from efold.controller.rundirs.run_setup import check_containment, open_run
 from efold.controller.rundirs.runroot import claim_run_dir, private_subdir
+from efold.controller.rundirs.suggest import suggest
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.folds import copy_snapshot
@@ -179,7 +180,7 @@ def run_preflight(reg: Registration, reg_bytes: bytes, *,
     # Said first: a command killed before its end cannot say it then, and a root left
     # behind is where ``recover``/``reap`` find what the kill left (they accept it).
     tell(f"private root {root} (removed at the end; if this command is killed first: "
-         f"`efold-controller recover {root}`, then `efold-controller reap {root}`)")
+         f"`{suggest('recover', root)}`, then `{suggest('reap', root)}`)")
     try:
         return anyio.run(lambda: _preflight(reg, reg_bytes, root, program, on_restored,
                                             on_prep_dir), backend="trio")

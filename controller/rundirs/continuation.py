@@ -55,7 +55,8 @@ from efold.controller.rundirs.aggregate import PLAN_NAME, journal_money, run_rec
 from efold.controller.rundirs.chain import TERMINAL, chain_links, continued_by, read_chain
 from efold.controller.rundirs.cluster_run import is_cluster_run
 from efold.controller.rundirs.receipt_copies import lost_copies
-from efold.controller.rundirs.recovery import observe
+from efold.controller.rundirs.recovery import named, observe
+from efold.controller.rundirs.suggest import suggest
 from efold.errors import Code
 from efold.protocol.records import ChainLink, Plan, schedule_digest
 from efold.registry.journal import JOURNAL_NAME, JournalReader
@@ -114,8 +115,7 @@ def plan_continuation(run_dir: str | os.PathLike[str], *,
     report = observe(run, lease_ours=holding)
     if not report.reconciled:
         raise ControllerError(Code.RUN_UNRECONCILED,
-                              f"{run}: {report.verdict}; `efold-controller recover {run}` "
-                              "(then `reap`) first")
+                              f"{run}: {named(report.verdict, run)}")
     links = chain_links(run)
     _, registration = run_records(run)
     plan = plan_for(registration)
@@ -171,7 +171,7 @@ def _refuse_lost_copies(link: Path, receipt_rows: list[dict[str, Any]]) -> None:
         raise ControllerError(Code.RUN_UNRECONCILED,
                               f"{link} (an earlier link of the chain): {len(lost)} receipt "
                               "copy(ies) missing, restorable from the journal; "
-                              f"`efold-controller reap {link}` first")
+                              f"`{suggest('reap', link)}` first")
 
 
 def refuse_no_run(run: Path) -> None:

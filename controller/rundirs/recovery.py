@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import enum
 import os
-import shlex
 from typing import Any, Final
 
 import msgspec
@@ -55,6 +54,7 @@ from efold.controller.processes.run_cgroups import (
 )
 from efold.controller.processes.template import TEMPLATE_KIND
 from efold.controller.rundirs.receipt_copies import lost_copies
+from efold.controller.rundirs.suggest import suggest
 from efold.identity import ProcessIdentity, boot_id
 from efold.registry.journal import JournalReader
 from efold.registry.lease import LeaseState, probe_lease
@@ -240,10 +240,13 @@ def _cgroup_survivors(journaled: JournaledCgroup, launches: list[dict[str, Any]]
 
 
 def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
-             cgroup_state: str | None, lost_copies: int) -> str:
+             cgroup_state: str | None, lost_copies: int, launched: int) -> str:
     unreadable = cgroup_state is not None and cgroup_state.startswith("unreadable")
     if not (survivors or unsettled or unfinished or unreadable or lost_copies):
-        basis = (f"cgroup containment: the run's cgroup is {cgroup_state}"
+        # No launch row: nothing was launched (each is journaled before it starts), as
+        # in a run stopped before it recorded its containment.
+        basis = ("nothing was launched for it" if not launched else
+                 f"cgroup containment: the run's cgroup is {cgroup_state}"
                  if mode == CGROUP else PROCESS_GROUP_BLIND_SPOT)
         return ("reconciled: nothing of this run is alive and every launch has ended "
                 f"({basis})")
@@ -269,7 +272,7 @@ REAP_HINT: Final = "efold-controller reap RUN"
 def named(verdict: str, run_dir: str | os.PathLike[str]) -> str:
     """``verdict`` as text for an operator: the command it says to run names the run
     (quoted for a shell) instead of ``RUN``."""
-    return verdict.replace(REAP_HINT, f"efold-controller reap {shlex.quote(os.fspath(run_dir))}")
+    return verdict.replace(REAP_HINT, suggest("reap", run_dir))
 
 
 def observe(run_dir: str | os.PathLike[str], *, lease_ours: bool = False) -> RecoveryReport:
@@ -348,7 +351,7 @@ def observe(run_dir: str | os.PathLike[str], *, lease_ours: bool = False) -> Rec
         reconciled=not survivors and not unsettled and not unfinished and not lost
         and not (cgroup_state or "").startswith("unreadable"),
         verdict=_verdict(len(survivors), len(unsettled), unfinished, mode, cgroup_state,
-                         len(lost)),
+                         len(lost), len(launch_states)),
         containment=mode, run_cgroup=journaled.rel if journaled else None,
         cgroup_state=cgroup_state, lost_receipt_copies=[copy.slot for copy in lost],
     )

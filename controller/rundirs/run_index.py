@@ -29,7 +29,7 @@ from efold.controller.rundirs.aggregate import build_run_results, run_records
 from efold.controller.rundirs.cluster_collect import read_any_run
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
-from efold.registry.lease import LEASE_NAME
+from efold.registry.lease import LEASE_NAME, LeaseState, probe_lease
 from efold.report import REPORT_FILES, Results
 from efold.report.numbers import spend_line
 from efold.report.readings import accuracy_brief, checkpoint_size
@@ -142,13 +142,25 @@ def not_a_run(path: str | os.PathLike[str]) -> str | None:
     if not os.path.isdir(path):
         return "not a directory"
     if not os.path.lexists(os.path.join(path, JOURNAL_NAME)):
-        if os.path.lexists(os.path.join(path, LEASE_NAME)):
-            # Claimed, then stopped before its journal was complete (it is created
-            # complete or not at all): every launch is journaled first.
-            return (f"no {JOURNAL_NAME}: a controller claimed it and stopped before it "
-                    "recorded anything, so nothing was launched for it; it can be removed")
-        return f"no {JOURNAL_NAME}"
+        return f"no {JOURNAL_NAME}" + _claimed_without_journal(path)
     return None
+
+
+def _claimed_without_journal(path: str | os.PathLike[str]) -> str:
+    """What a directory a controller claimed but has no journal in holds: its claim's
+    controller is starting (it holds the lease), or it stopped before it recorded
+    anything (a journal is created complete or not at all, and every launch is
+    journaled first). Nothing when it holds no lease to tell by."""
+    if not os.path.lexists(os.path.join(path, LEASE_NAME)):
+        return ""
+    try:
+        state = probe_lease(path).state
+    except EfoldError:  # a lease this user cannot read, or not a private file
+        return ""
+    if state is LeaseState.LIVE:
+        return " yet: the controller that claimed it is live and still starting"
+    return (": a controller claimed it and stopped before it recorded anything, so "
+            "nothing was launched for it; it can be removed")
 
 
 def run_start(run: str | os.PathLike[str]) -> tuple[int, StartSource]:

@@ -18,7 +18,11 @@ from click.testing import CliRunner
 
 from efold.controller.cli import main
 from efold.controller.commands import pilot as pilot_command
-from efold.registry.journal import JOURNAL_NAME
+from efold.controller.rundirs.recovery import observe
+from efold.controller.rundirs.run_index import not_a_run
+from efold.controller.rundirs.suggest import suggest
+from efold.registry.journal import JOURNAL_NAME, JournalWriter
+from efold.registry.lease import acquire_lease
 
 
 @pytest.mark.parametrize("journal", [False, True])
@@ -72,3 +76,92 @@ def test_pilot_json_interrupted_before_it_claims_a_run_still_ends_with_its_line(
         assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     else:  # claimed in the meantime: the run's own line, which names it
         assert line["status"] == "interrupted"
+
+
+def test_a_claimed_directory_without_a_journal_says_whether_its_controller_lives(
+        tmp_path: Path) -> None:
+    """``recover`` on a directory a controller claimed but has no journal in: while the
+    claim's controller lives it is starting (never "can be removed"); once it is gone,
+    nothing was launched for it and it can be removed."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    lease = acquire_lease(run)
+    try:
+        assert not_a_run(run) == ("no journal.sqlite yet: the controller that claimed it is "
+                                  "live and still starting")
+    finally:
+        lease.release()
+    done = CliRunner().invoke(main, ["recover", str(run)])
+    assert done.exit_code == 2
+    assert "nothing was launched for it; it can be removed" in done.output
+
+
+def test_a_run_stopped_before_it_launched_anything_is_reconciled_as_such(
+        tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    with acquire_lease(run) as lease:
+        JournalWriter(run, lease).close()
+    report = observe(run)
+    assert report.reconciled and report.launches == []
+    assert report.verdict.endswith("(nothing was launched for it)")
+
+
+@pytest.mark.parametrize(("path", "said"), [
+    ("runs/a b", "efold-controller reap 'runs/a b'"),
+    ("-h", "efold-controller reap ./-h"),
+    ("it's", "efold-controller reap 'it'\"'\"'s'"),
+    ("/abs/run", "efold-controller reap /abs/run"),
+])
+def test_a_suggested_command_pastes_as_it_reads(path: str, said: str) -> None:
+    assert suggest("reap", path) == said
+
+
+_INTERRUPTED_IMPORT = """
+import builtins, sys
+sys.argv = ["efold-controller", *sys.argv[1:]]
+real = builtins.__import__
+def interrupting(name, globals=None, locals=None, fromlist=(), level=0):
+    if name == "efold.controller" and "cli" in (fromlist or ()) \\
+            and "efold.controller.cli" not in sys.modules \\
+            and not getattr(builtins, "interrupted", False):
+        builtins.interrupted = True
+        raise KeyboardInterrupt  # a Ctrl-C while the program's modules are imported
+    return real(name, globals, locals, fromlist, level)
+builtins.__import__ = interrupting
+from efold.controller.__main__ import run
+run()
+"""
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["pilot", "--faux", "--json"], True),
+    (["pilot", "--faux"], False),
+    (["runs", "--json"], False),
+])
+def test_a_ctrl_c_while_the_program_starts_is_said_as_any_early_one(
+        tmp_path: Path, args: list[str], line: bool) -> None:
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT, *args],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted\n"  # no traceback
+    if line:
+        assert json.loads(done.stdout) == {"run": None, "status": "interrupted",
+                                           "code": None, "signal": 2}
+    else:
+        assert done.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["pilot", "--faux", "--json"], True),
+    (["pilot", "--json", "--run-dir", "x"], True),
+    (["pilot", "--run-dir", "--json"], False),  # the run directory's name
+    (["pilot", "--campaign", "--json", "--faux"], False),
+    (["pilot", "--faux", "--", "--json"], False),
+    (["runs", "--json"], False),
+])
+def test_the_closing_line_reads_json_only_as_the_option_itself(args: list[str],
+                                                              line: bool) -> None:
+    from efold.controller.cli import _closing_json_line
+
+    assert (_closing_json_line(args) is not None) is line
