@@ -212,23 +212,25 @@ def _standalone() -> int:
         # An explicit exit's status (``--help``, ``--version``: click returns it); no
         # command returns a value of its own.
         return result if isinstance(result, int) else 0
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # decided: a second Ctrl-C changes nothing
-    click.echo("interrupted", err=True)
-    line = _closing_json_line(sys.argv[1:])
-    if line is not None:
-        click.echo(line)
+    _say_interrupted()
     return 130
 
 
 def interrupted_before_start() -> NoReturn:
     """A Ctrl-C while this module was being imported (the program's first moments,
-    ``controller.program``): said as ``_standalone`` says one, with its status."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ``controller.__main__``): said as ``_standalone`` says one, with its status."""
+    _say_interrupted()
+    _exit_now(130)
+
+
+def _say_interrupted() -> None:
+    """``interrupted`` on stderr and, for ``pilot --json``, its closing line: a Ctrl-C
+    that came before the command could say either itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # decided: a second Ctrl-C changes nothing
     click.echo("interrupted", err=True)
     line = _closing_json_line(sys.argv[1:])
     if line is not None:
         click.echo(line)
-    _exit_now(130)
 
 
 def _closing_json_line(args: list[str]) -> str | None:

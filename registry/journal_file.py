@@ -93,6 +93,7 @@ CREATE TABLE assignments (
 );
 """
 
+
 def _schema_statements() -> list[str]:
     # Comments are dropped first: a ';' inside one must not split a statement.
     # (executescript would COMMIT outside our transaction.)
@@ -115,9 +116,9 @@ def _refuse_unsafe(st: os.stat_result) -> None:
 
 def _open_journal_file(run_dir: str | os.PathLike[str], *, create: bool) -> int:
     """Check (or create complete and 0600: ``_create_complete``) ``journal.sqlite``
-    without following a link anywhere in its path: its inode. A symlink, a hard link, another owner
-    or a group/other-writable file refuses (``path_refused`` for a linked directory,
-    ``journal_invalid`` for the file). SQLite then opens the path; the caller checks the
+    without following a link anywhere in its path: its inode. A symlink, a hard link,
+    another owner or a group/other-writable file refuses (``path_refused`` for a linked
+    directory, ``journal_invalid`` for the file). SQLite then opens the path; the caller checks the
     inode again once connected, so a swap in between is refused too."""
     from efold.registry.files import open_dir_nofollow
 

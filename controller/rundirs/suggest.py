@@ -9,7 +9,7 @@ import os
 import shlex
 
 
-def word(value: str | os.PathLike[str]) -> str:
+def _word(value: str | os.PathLike[str]) -> str:
     """One word of a command, quoted for a shell; a path starting with ``-`` as ``./-…``."""
     text = os.fspath(value)
     return shlex.quote("./" + text if text.startswith("-") else text)
@@ -18,4 +18,4 @@ def word(value: str | os.PathLike[str]) -> str:
 def suggest(command: str, *paths: str | os.PathLike[str]) -> str:
     """``efold-controller COMMAND PATH…`` for the operator to paste (``command`` is the
     program's own words, ``paths`` the operator's, quoted)."""
-    return " ".join(["efold-controller", command, *(word(p) for p in paths)])
+    return " ".join(["efold-controller", command, *(_word(p) for p in paths)])
