@@ -293,3 +293,17 @@ class EfoldError(Exception):
         # Pickled as its own arguments, so that it crosses a process boundary (a Ray
         # task's error) as itself.
         return type(self), (self.code, self.detail)
+
+
+def interrupted_by(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C, or an error a Ctrl-C caused: one that lands while a
+    module is imported can come out wrapped (a class's ``__set_name__`` raising it
+    becomes a ``RuntimeError`` whose cause it is)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -11,8 +11,14 @@ from typing import NoReturn
 
 try:
     from efold.controller import cli
-except KeyboardInterrupt:
+except (KeyboardInterrupt, RuntimeError) as exc:
+    # A Ctrl-C, or what one caused (``interrupted_by``: from a class's ``__set_name__``
+    # it comes out as a ``RuntimeError``).
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C changes nothing
+    from efold.errors import interrupted_by
+
+    if not interrupted_by(exc):
+        raise
     from efold.controller import cli  # again: nothing interrupts it now
 
     cli.interrupted_before_start()

@@ -25,7 +25,7 @@ import click
 
 import efold
 from efold.closed_stdout import tolerate_closed_stdout
-from efold.errors import Code
+from efold.errors import Code, interrupted_by
 
 # Command name -> (module under efold.controller.commands, one-line help).
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
@@ -208,6 +208,9 @@ def _standalone() -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
+    except Exception as exc:
+        if not interrupted_by(exc):
+            raise
     else:
         # An explicit exit's status (``--help``, ``--version``: click returns it); no
         # command returns a value of its own.
@@ -239,9 +242,8 @@ def _closing_json_line(args: list[str]) -> str | None:
     imported, its registration checked): no run was claimed yet, so ``run`` is null.
     Read from the arguments as given, with the command's own options (the interruption
     may have come before click parsed them): ``--json`` counts only as itself, not as
-    the value of an option that takes one (``--run-dir --json``)."""
-    words = args[:args.index("--")] if "--" in args else args
-    if not words or words[0] != "pilot" or "--json" not in words:
+    the value of an option that takes one (``--run-dir --json``) or after ``--``."""
+    if not args or args[0] != "pilot" or "--json" not in args:
         return None
     try:
         command = load_command("pilot")
@@ -250,8 +252,10 @@ def _closing_json_line(args: list[str]) -> str | None:
     takes_value = {name for p in command.params
                    if isinstance(p, click.Option) and not p.is_flag and not p.count
                    for name in p.opts}
-    rest = iter(words[1:])
+    rest = iter(args[1:])
     for word in rest:
+        if word == "--":  # what follows is no option
+            return None
         if word == "--json":
             return json.dumps({"run": None, "status": "interrupted", "code": None,
                                "signal": int(signal.SIGINT)})

@@ -51,6 +51,8 @@ def _text(report: RecoveryReport, verbose: bool, run_dir: str) -> Iterator[str]:
     yield f"lease: {report.lease}"
     if report.run_cgroup is not None:
         yield f"containment: cgroup, run cgroup {report.run_cgroup} {report.cgroup_state}"
+    elif not report.launches:  # stopped before it recorded its containment
+        yield "containment: none recorded (nothing was launched)"
     else:
         yield f"containment: {report.containment}"
     yield f"sticky stop: {report.sticky_stop or '-'}"

@@ -245,8 +245,11 @@ def _verdict(survivors: int, unsettled: int, unfinished: int, mode: str,
     if not (survivors or unsettled or unfinished or unreadable or lost_copies):
         # No launch row: nothing was launched (each is journaled before it starts), as
         # in a run stopped before it recorded its containment.
+        # An empty cgroup left by a dead controller holds nothing, but stays until
+        # ``reap`` removes it.
+        left = f"; `{REAP_HINT}` removes it" if cgroup_state == "empty" else ""
         basis = ("nothing was launched for it" if not launched else
-                 f"cgroup containment: the run's cgroup is {cgroup_state}"
+                 f"cgroup containment: the run's cgroup is {cgroup_state}{left}"
                  if mode == CGROUP else PROCESS_GROUP_BLIND_SPOT)
         return ("reconciled: nothing of this run is alive and every launch has ended "
                 f"({basis})")

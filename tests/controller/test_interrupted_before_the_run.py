@@ -21,6 +21,7 @@ from efold.controller.commands import pilot as pilot_command
 from efold.controller.rundirs.recovery import observe
 from efold.controller.rundirs.run_index import not_a_run
 from efold.controller.rundirs.suggest import suggest
+from efold.errors import interrupted_by
 from efold.registry.journal import JOURNAL_NAME, JournalWriter
 from efold.registry.lease import acquire_lease
 
@@ -105,6 +106,9 @@ def test_a_run_stopped_before_it_launched_anything_is_reconciled_as_such(
     report = observe(run)
     assert report.reconciled and report.launches == []
     assert report.verdict.endswith("(nothing was launched for it)")
+    said = CliRunner().invoke(main, ["recover", str(run)])
+    assert said.exit_code == 0
+    assert "containment: none recorded (nothing was launched)" in said.output.splitlines()
 
 
 @pytest.mark.parametrize(("path", "said"), [
@@ -158,6 +162,7 @@ def test_a_ctrl_c_while_the_program_starts_is_said_as_any_early_one(
     (["pilot", "--run-dir", "--json"], False),  # the run directory's name
     (["pilot", "--campaign", "--json", "--faux"], False),
     (["pilot", "--faux", "--", "--json"], False),
+    (["pilot", "--run-dir", "--", "--json"], True),  # a run directory named "--"
     (["runs", "--json"], False),
 ])
 def test_the_closing_line_reads_json_only_as_the_option_itself(args: list[str],
@@ -165,3 +170,44 @@ def test_the_closing_line_reads_json_only_as_the_option_itself(args: list[str],
     from efold.controller.cli import _closing_json_line
 
     assert (_closing_json_line(args) is not None) is line
+
+
+_WRAPPED_INTERRUPT = """
+import sys
+sys.argv = ["efold-controller", *sys.argv[1:]]
+from efold.controller import __main__ as program, cli
+real = cli.load_command
+calls = []
+def load(name):
+    calls.append(name)
+    if len(calls) == 1:  # as a Ctrl-C inside a class's __set_name__ comes out
+        raise RuntimeError("Error calling __set_name__") from KeyboardInterrupt()
+    return real(name)
+cli.load_command = load
+program.run()
+"""
+
+
+def test_a_ctrl_c_wrapped_by_an_import_is_an_interruption(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", _WRAPPED_INTERRUPT, "pilot", "--faux",
+                           "--json"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted\n"
+    assert json.loads(done.stdout)["status"] == "interrupted"
+
+
+def test_interrupted_by_follows_causes_and_contexts() -> None:
+    assert interrupted_by(KeyboardInterrupt())
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert interrupted_by(outer)
+    assert not interrupted_by(RuntimeError("a bug"))
+    looped = ValueError("a")
+    looped.__context__ = ValueError("b")
+    looped.__context__.__context__ = looped
+    assert not interrupted_by(looped)
