@@ -6,14 +6,15 @@ line), never as a traceback."""
 
 from __future__ import annotations
 
-import signal
-from typing import NoReturn
+try:  # every import inside: the standard library's take time too
+    from typing import NoReturn
 
-try:
     from efold.controller import cli
 except (KeyboardInterrupt, RuntimeError) as exc:
     # A Ctrl-C, or what one caused (``interrupted_by``: from a class's ``__set_name__``
     # it comes out as a ``RuntimeError``).
+    import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C changes nothing
     from efold.errors import interrupted_by
 
