@@ -8,21 +8,33 @@ until the worker exits. Each read is a statement of its own (autocommit), so it 
 every commit made before it, as a fresh connection would: a worker runs only while its
 controller's writer has the journal open, so its view reads through the WAL
 (``journal_file._reader_uri``). The fork-server template never opens it: a worker's
-view is its own.
+view is its own, one for each of its threads that reads.
 """
 
 from __future__ import annotations
 
+import threading
+
 from efold.registry.journal import JournalReader
 
-# Invariant: at most one view per run directory, opened in this process.
-_views: dict[str, JournalReader] = {}
+
+class _Views(threading.local):
+    """Invariant: at most one view per run directory and thread, opened in this process
+    by that thread. Per thread: an SQLite connection is used only by the thread that
+    opened it (a compaction proxy's holds are verified on its server's threads)."""
+
+    def __init__(self) -> None:
+        self.by_run: dict[str, JournalReader] = {}
+
+
+_VIEWS = _Views()
 
 
 def run_journal(run_dir: str) -> JournalReader:
-    """The journal of ``run_dir``, read-only; opened at the first call (refusals as
-    ``JournalReader``'s), the same view after."""
-    view = _views.get(run_dir)
+    """The journal of ``run_dir``, read-only; opened at this thread's first call
+    (refusals as ``JournalReader``'s), the same view after."""
+    views = _VIEWS.by_run
+    view = views.get(run_dir)
     if view is None:
-        view = _views[run_dir] = JournalReader(run_dir)
+        view = views[run_dir] = JournalReader(run_dir)
     return view
