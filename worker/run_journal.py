@@ -1,4 +1,4 @@
-"""A worker's one read-only view of its run's journal.
+"""A worker's read-only views of its run's journal: one per thread that reads.
 
 A worker confirms from disk what the controller told it over the pipe: its assignment
 once, then each hold before it spends it. Each check used to open the journal anew

@@ -283,15 +283,16 @@ def test_ctrl_c_interrupts_and_contains_every_shard(ray_cluster: Any, tmp_path: 
 
 def test_a_shard_that_cannot_be_placed_is_refused_in_bounded_time(ray_cluster: Any,
                                                                    tmp_path: Path) -> None:
-    """Four shards on three one-CPU nodes: the fourth shares a node whose CPU the first
-    holds for its whole run. It is refused (``cluster_unschedulable``) after
-    ``--place-seconds``, naming what it asked and what the node has; the others run;
-    the cluster run is readable and says which shard refused.
+    """Four shards on three one-CPU nodes: the first and the fourth share a node, and
+    whichever of them Ray places holds its CPU for its whole run. The other is refused
+    (``cluster_unschedulable``) after ``--place-seconds``, naming what it asked and what
+    the node has; the others run; the cluster run is readable and says which shard
+    refused.
 
     The window is wide (30 s) because a loaded machine can take several seconds to start
-    a shard's controller: a first shard refused for being slow would free its node for
-    the fourth. The first shard's host holds its CPU until the driver collects, after
-    every start has been waited for, so the fourth is refused whatever the window."""
+    a shard's controller: a placed shard refused for being slow would free its node for
+    the other. A placed shard's host holds its CPU until the driver collects, after
+    every start has been waited for, so the other is refused whatever the window."""
     campaign = _campaign(tmp_path)
     started = time.monotonic()
     done = subprocess.run([*CLI, "cluster", "pilot", "--faux", "--ray", ray_cluster.address,
@@ -302,11 +303,16 @@ def test_a_shard_that_cannot_be_placed_is_refused_in_bounded_time(ray_cluster: A
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 3, done.stdout + done.stderr
     line = json.loads(done.stdout.strip().splitlines()[-1])
-    assert line["shards"]["4"] == "refused"
-    assert all(line["shards"][k] == "complete" for k in ("1", "2", "3"))
-    assert "shard 4: not placed on node" in done.stdout and "it asks CPU 1" in done.stdout
+    # Shards 1 and 4 share the first node (round robin over three). Ray does not promise
+    # to place actors in the order they were asked for, so either may get its CPU: the
+    # other is refused, and the shards on the other nodes run.
+    refused = [k for k, v in line["shards"].items() if v == "refused"]
+    assert refused in (["1"], ["4"]), done.stdout
+    assert all(v == "complete" for k, v in line["shards"].items() if k not in refused)
+    assert (f"shard {refused[0]}: not placed on node" in done.stdout
+            and "it asks CPU 1" in done.stdout), done.stdout
     summary = (Path(line["run"]) / "summary.md").read_text()
-    assert "Shard 4: refused (`cluster_unschedulable`)" in summary
+    assert f"Shard {refused[0]}: refused (`cluster_unschedulable`)" in summary
     assert took < 300
 
 
