@@ -44,9 +44,15 @@ from efold.controller.processes.template_spawn import EarlyTemplate
 from efold.controller.rundirs.authorize_run import LOCAL_GRANT, load_grant
 from efold.controller.rundirs.continuation import choose_run, refuse_no_run
 from efold.controller.rundirs.interrupt import ending
+from efold.controller.rundirs.run_index import is_bare_claim
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
-from efold.controller.rundirs.runroot import DEFAULT_RUNS_ROOT, claim_run_dir, new_run_dir
-from efold.controller.rundirs.suggest import suggest
+from efold.controller.rundirs.runroot import (
+    DEFAULT_RUNS_ROOT,
+    claim_run_dir,
+    new_run_dir,
+    unclaim_run_dir,
+)
+from efold.controller.rundirs.suggest import suggest, suggest_prune
 from efold.digests import sha256_hex
 from efold.errors import Code, EfoldError
 from efold.protocol.tasks import RouteKind
@@ -264,47 +270,71 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         if continued is not None:
             continued.release()
         raise
-    click.echo(f"run: {run}")
-    tell_containment(containment, verbosity)
-    # The run publishes these bytes as its registration.json. --quiet prints only the
-    # result: the registration stays in the run directory.
-    link = chosen.part.link if chosen.part is not None else None
-    if link is not None and verbosity is not Verbosity.QUIET:
-        click.echo(f"continues: {link.previous} (link {link.index} of its chain: "
-                   f"{len(dispatch.part.slots) if dispatch.part else 0:,} slots)")
-    if made is not None and made.made and verbosity is not Verbosity.QUIET:
-        click.echo(f"registration: {run / REGISTRATION_NAME}")
-        click.echo(f"sha256: {sha256_hex(reg_bytes)}")
+    claimed: Lease | None = None
     try:
+        # Held from the claim on: until its journal exists, the directory reads as a
+        # live claim (never as one a stopped controller left, for prune to remove).
+        claimed = acquire_lease(run)
+        dispatch = replace(dispatch, claimed=claimed)
+        click.echo(f"run: {run}")
+        tell_containment(containment, verbosity)
+        # The run publishes these bytes as its registration.json. --quiet prints only the
+        # result: the registration stays in the run directory.
+        link = chosen.part.link if chosen.part is not None else None
+        if link is not None and verbosity is not Verbosity.QUIET:
+            click.echo(f"continues: {link.previous} (link {link.index} of its chain: "
+                       f"{len(dispatch.part.slots) if dispatch.part else 0:,} slots)")
+        if made is not None and made.made and verbosity is not Verbosity.QUIET:
+            click.echo(f"registration: {run / REGISTRATION_NAME}")
+            click.echo(f"sha256: {sha256_hex(reg_bytes)}")
         outcome = run_with_progress(reg, reg_bytes, run, show=not no_progress,
                                     dispatch=dispatch, verbosity=verbosity)
     except EfoldError as exc:
+        _undo_claim(run, claimed)  # refused before it recorded anything: nothing to keep
         refuse_(exc.code.value, exc.detail)
     except KeyboardInterrupt:
         # Only before the run's signal watcher is up (or after it closed): whatever was
         # launched was contained on the way out.
-        click.echo(_interrupted_early(run), err=True)
+        removed = _undo_claim(run, claimed)
+        click.echo(_interrupted_early(run, removed), err=True)
         if as_json:  # the last line, whatever the outcome
-            click.echo(json.dumps({"run": str(run), "status": "interrupted", "code": None,
+            click.echo(json.dumps({"run": None if removed else str(run),
+                                   "status": "interrupted", "code": None,
                                    "signal": int(signal.SIGINT)}))
         raise SystemExit(130) from None
-    finally:  # released when linked; else (a refusal before the link) here
+    finally:  # released when linked, or when the run let go; else here
         if continued is not None:
             continued.release()
+        if claimed is not None:
+            claimed.release()
     with ending():
         status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)
 
 
-def _interrupted_early(run: Path) -> str:
-    """What an interruption before the run's own handling left: a directory without a
-    journal launched nothing (every launch is journaled first), so ``recover`` has
-    nothing to say of it."""
+def _undo_claim(run: Path, claimed: Lease | None) -> bool:
+    """Let go of the claim's lease; then remove the directory this command claimed
+    when the run stopped before its journal: it recorded and launched nothing (every
+    launch is journaled first). False when it has a journal, or holds anything a claim
+    does not leave."""
+    if claimed is not None:
+        claimed.release()
+    return not (run / JOURNAL_NAME).exists() and unclaim_run_dir(run)
+
+
+def _interrupted_early(run: Path, removed: bool) -> str:
+    """What an interruption before the run's own handling left."""
+    if removed:
+        return f"interrupted: nothing was recorded or launched in {run}, so it was removed"
     if not (run / JOURNAL_NAME).exists():
         return (f"interrupted: {run} was claimed but nothing was recorded or launched in "
-                "it (it has no journal); it can be removed")
+                f"it (it has no journal); {_removes(run)}")
     return f"interrupted: {run} is incomplete; `{suggest('recover', run)}` shows what it left"
+
+
+def _removes(run: Path) -> str:
+    return f"`{suggest_prune(run)}` removes it" if is_bare_claim(run) else "it can be removed"
 
 
 def _early_template(launcher: Launcher, *, faux: bool, local: bool,

@@ -6,7 +6,8 @@ What would go is decided and measured first; ``--dry-run`` stops there. Removing
 ``--yes``, or a "yes" at the prompt when stdin is a terminal (``prune_not_confirmed``
 otherwise: nothing is removed). A run that is not reconciled (``prune_unreconciled``),
 whose lease is held (``prune_run_live``) or whose records do not read is kept, whatever
-the options, and named on stderr with its code.
+the options, and named on stderr with its code. The leftovers of a controller stopped as
+it started (a bare claim, a run stopped before its plan) are candidates too.
 """
 
 from __future__ import annotations
@@ -113,9 +114,11 @@ def command(root: str, older_than: int | None, keep: int | None, runs: tuple[str
             slots_only: bool, dry_run: bool, yes: bool, as_json: bool) -> None:
     """Remove old run directories under ROOT (default ./efold-runs) that are over.
 
-    Only directories directly under ROOT that hold journal.sqlite are runs; nothing
-    else is touched (a symlink is never followed). Without --older-than, --keep or
-    --run every run is a candidate. A candidate is removed only when no controller
+    Only directories directly under ROOT that hold journal.sqlite are runs; so are the
+    leftovers of a controller stopped as it started (a claim that recorded nothing: its
+    lease alone; a run stopped before its plan). Nothing else is touched (a symlink is
+    never followed). Without --older-than, --keep or --run every run is a candidate;
+    --keep counts runs only. A candidate is removed only when no controller
     holds its lease and it is reconciled (complete, stopped, interrupted or crashed,
     and `recover` would say reconciled); otherwise it is kept and named on stderr
     (prune_run_live, prune_unreconciled, or its records' refusal code), whatever the

@@ -131,6 +131,9 @@ class Dispatch:
     # The lease of the run a continuation continues, taken before its directory was
     # claimed (``run_setup.open_run``): no other continuation can link to it first.
     continued: Lease | None = None
+    # The run's own lease, taken by the command as it claimed the directory
+    # (``run_setup.open_run`` runs under it, and releases it).
+    claimed: Lease | None = None
     # A template started as the command began (``template_spawn.EarlyTemplate``): the
     # run's, if it fits (``run_setup.open_run``).
     early: EarlyTemplate | None = None
@@ -206,7 +209,7 @@ async def _execute(reg: Registration, reg_bytes: bytes, run: Path, tick: Progres
                         launcher=dispatch.launcher, shard=dispatch.shard,
                         process_group_ok=dispatch.process_group_ok,
                         part=dispatch.part, continued=dispatch.continued,
-                        early=dispatch.early) as opened:
+                        claimed=dispatch.claimed, early=dispatch.early) as opened:
         ctx, plan, items, cases = opened.ctx, opened.plan, opened.items, opened.cases
 
         causes: dict[str, PrepCause] = {}

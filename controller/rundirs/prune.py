@@ -5,10 +5,14 @@ Selection. The candidates are the run directories ``efold.controller.rundirs.run
 under ROOT (one level down, never through a symlink, holding ``journal.sqlite``), newest
 start first: ``keep`` spares the N newest, ``older_than_ns`` spares every run that
 started that recently or later, ``runs`` names runs exactly (each must be a run
-directory directly under ROOT, else ``run_not_found``). Anything else under ROOT (a
-directory without a journal, a symlink, the smoke and faux-burn records ``.efold-*``)
-is never a candidate: it is left alone, and listed as a note unless its name starts
-with a dot.
+directory directly under ROOT, else ``run_not_found``). Without ``slots_only``, the
+*bare claims* under ROOT are candidates too (``run_index.is_bare_claim``: a directory
+holding nothing but a controller's lease and the journal it was still creating, left
+by a controller stopped before it recorded anything); ``older_than_ns`` applies to them
+by their directory's mtime, ``keep`` does not (they are no runs), and ``runs`` may name
+one. Anything else under ROOT (another directory without a journal, a symlink, the
+smoke and faux-burn records ``.efold-*``) is never a candidate: it is left alone, and
+listed as a note unless its name starts with a dot.
 
 Decision, per run, while this process holds the run lease *shared* (``_held``): a
 controller or ``reap`` taking the lease meanwhile is refused ``lease_held``, so what was
@@ -23,6 +27,11 @@ decided still holds when the removal runs. A run is removable only when all of:
   removable once reconciled;
 * it is no link of a chain (``pilot --continue``), or every link of its chain is
   removed with it (else ``prune_chain_partial``): a chain goes only whole.
+
+Two kinds of leftover of a controller stopped in its first moments are removable too,
+under the same lease rule: a bare claim, and a run *stopped before its plan* (its
+journal written, ``plan.json`` absent rather than damaged, so its records refuse
+``run_records_invalid``) that ``recover`` calls reconciled and that launched nothing.
 
 Removal never follows a link and never leaves the file system (``runroot.remove_at``).
 A whole run goes in two steps: everything but its records first, then the records
@@ -50,17 +59,21 @@ from typing import Final, Literal
 import msgspec
 
 from efold.controller.errors import ControllerError
+from efold.controller.rundirs.aggregate import PLAN_NAME
 from efold.controller.rundirs.chain import chain_links, is_chained
 from efold.controller.rundirs.recovery import observe
 from efold.controller.rundirs.run_index import (
     FoundRun,
     RunEntry,
     describe,
+    describe_claim,
+    find_claims,
     find_runs,
+    is_bare_claim,
     started_text,
     status_text,
 )
-from efold.controller.rundirs.runroot import Removal, measure_at, remove_at
+from efold.controller.rundirs.runroot import Removal, holds_only_a_claim, measure_at, remove_at
 from efold.errors import Code, EfoldError
 from efold.registry.files import check_owner_safe, open_dir_nofollow, unsafe_file_reason
 from efold.registry.journal import JOURNAL_NAME
@@ -76,6 +89,8 @@ _RECORDS: Final = (LEASE_NAME, "registration.json", "plan.json",
 # and unlocking it holds the lock a moment longer (``registry.lease``).
 _LOCK_ATTEMPTS: Final = 10
 _LOCK_RETRY_S: Final = 0.005
+# A run whose controller stopped after creating its journal, before its plan.
+BEFORE_PLAN_STATUS: Final = "stopped before its plan"
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
@@ -190,16 +205,24 @@ def _named(root: str, name: str, found: list[FoundRun]) -> FoundRun:
             return run
     raise ControllerError(Code.RUN_NOT_FOUND,
                           f"{base}: no run directory of that name under {root} (one holding "
-                          f"{JOURNAL_NAME}; a symlink is never followed)")
+                          f"{JOURNAL_NAME}, or a claim that recorded nothing; a symlink is "
+                          "never followed)")
 
 
-def _select(root: str, selection: Selection, now_ns: int) -> list[FoundRun]:
-    found = find_runs(root)
+def _found(root: str, slots_only: bool) -> tuple[list[FoundRun], list[FoundRun]]:
+    """The runs under ROOT, newest first, and (unless ``slots_only``) its bare claims."""
+    return find_runs(root), [] if slots_only else find_claims(root)
+
+
+def _select(root: str, selection: Selection, now_ns: int, found: list[FoundRun],
+            bare: list[FoundRun]) -> list[FoundRun]:
+    """The selected runs (``found``), then the selected bare claims (``bare``)."""
     if selection.runs:
-        named = [_named(root, name, found) for name in selection.runs]
+        named = [_named(root, name, found + bare) for name in selection.runs]
         unique = {os.path.basename(f.path): f for f in named}
-        return [f for f in found if os.path.basename(f.path) in unique]
-    chosen = found[selection.keep:] if selection.keep is not None else found
+        return [f for f in found + bare if os.path.basename(f.path) in unique]
+    # --keep spares the newest runs: a claim that recorded nothing is no run.
+    chosen = (found[selection.keep:] if selection.keep is not None else found) + bare
     if selection.older_than_ns is not None:
         limit = selection.older_than_ns
         chosen = [f for f in chosen if now_ns - f.started_ns > limit]
@@ -296,16 +319,44 @@ def _remove_run(root_fd: int, run_fd: int, name: str) -> Removal:
     return total
 
 
+def _stopped_before_its_plan(found: FoundRun,
+                             entry: RunEntry) -> tuple[Code | None, str] | None:
+    """For a run whose controller stopped after its journal but before it published its
+    plan (``run_records_invalid``, ``plan.json`` absent, not damaged): why it stays, or
+    (None, "") when nothing was launched for it and it is reconciled. None for any
+    other run. Called with its lease held shared."""
+    if entry.refused != Code.RUN_RECORDS_INVALID.value \
+            or os.path.lexists(os.path.join(found.path, PLAN_NAME)):
+        return None
+    try:
+        report = observe(found.path)
+    except EfoldError as exc:
+        return exc.code, exc.detail
+    if not report.reconciled:
+        return Code.PRUNE_UNRECONCILED, report.verdict
+    if report.launches:  # launched without a plan: not a state efold leaves; kept as is
+        return Code(entry.refused), entry.detail or ""
+    return None, ""
+
+
 def _assess(root_fd: int, found: FoundRun, slots_only: bool, *, remove: bool) -> PruneEntry:
     """The run decided (and measured) under its lease held shared; with ``remove``, and
     when nothing keeps it, removed before the lease is let go."""
     name = os.path.basename(found.path)
+    if not slots_only and is_bare_claim(found.path):
+        return _assess_claim(root_fd, found, remove=remove)
     try:
         with _held(root_fd, name) as run_fd:
             # A link of a chain is decided on its own records (``_whole_chains`` then
             # keeps it unless its whole chain goes).
             entry = describe(found, chain=False)
-            code, detail = _why_kept(found, entry)
+            early = None if slots_only else _stopped_before_its_plan(found, entry)
+            if early is None:
+                code, detail = _why_kept(found, entry)
+            else:
+                code, detail = early
+                entry = msgspec.structs.replace(entry, refused=None, detail=None,
+                                                status=BEFORE_PLAN_STATUS)
             size = (measure_at(run_fd, SLOTS_DIR) if slots_only
                     else measure_at(root_fd, name)).bytes
             done: Removal | None = None
@@ -320,7 +371,35 @@ def _assess(root_fd: int, found: FoundRun, slots_only: bool, *, remove: bool) ->
     except OSError as exc:  # the directory vanished or was swapped for a link meanwhile
         return PruneEntry(name, found.path, "-", "unknown", 0, "keep",
                           code=Code.RUN_NOT_FOUND.value, detail=exc.strerror or "unreadable")
-    head = (entry.name, found.path, started_text(entry), status_text(entry), size)
+    return _decided(entry, size, code, detail, done)
+
+
+def _assess_claim(root_fd: int, found: FoundRun, *, remove: bool) -> PruneEntry:
+    """A bare claim (``run_index.is_bare_claim``) decided under its lease held shared: a
+    live holder is its controller, still starting; with none, nothing was recorded or
+    launched for it, and it goes as a run does (its lease last)."""
+    name = os.path.basename(found.path)
+    entry = describe_claim(found)
+    try:
+        with _held(root_fd, name) as run_fd:
+            if not holds_only_a_claim(os.listdir(run_fd)):
+                return _decided(entry, 0, Code.RUN_NOT_FOUND,
+                                "no longer a claim that recorded nothing", None)
+            size = measure_at(root_fd, name).bytes
+            done = _remove_run(root_fd, run_fd, name) if remove else None
+    except _Live:
+        return _decided(entry, 0, Code.PRUNE_RUN_LIVE,
+                        "the controller that claimed it is live and still starting", None)
+    except OSError as exc:  # the directory vanished or was swapped for a link meanwhile
+        return PruneEntry(name, found.path, "-", "unknown", 0, "keep",
+                          code=Code.RUN_NOT_FOUND.value, detail=exc.strerror or "unreadable")
+    return _decided(entry, size, None, "", done)
+
+
+def _decided(entry: RunEntry, size: int, code: Code | None, detail: str,
+             done: Removal | None) -> PruneEntry:
+    """The line for a run decided (``code``: why it stays) and, when ``done``, removed."""
+    head = (entry.name, entry.path, started_text(entry), status_text(entry), size)
     if code is not None:
         return PruneEntry(*head, "keep", code=code.value, detail=detail or None)
     if done is None:
@@ -349,14 +428,16 @@ def plan_prune(root: str, selection: Selection, *, slots_only: bool = False,
     nothing is removed. ``runs_root_invalid`` / ``run_not_found`` refuse."""
     root_fd = _open_root(root)
     try:
-        chosen = _select(root, selection, time.time_ns() if now_ns is None else now_ns)
+        runs, claims = _found(root, slots_only)
+        chosen = _select(root, selection, time.time_ns() if now_ns is None else now_ns,
+                         runs, claims)
         entries = [_assess(root_fd, found, slots_only, remove=False) for found in chosen]
     finally:
         os.close(root_fd)
     if not slots_only:
         entries = _whole_chains(entries)
     notes = [] if selection.runs else _notes(root, {os.path.basename(f.path)
-                                                    for f in find_runs(root)})
+                                                    for f in runs + claims})
     return _report(root, slots_only, False, entries, notes)
 
 
@@ -367,7 +448,9 @@ def _whole_chains(entries: list[PruneEntry]) -> list[PruneEntry]:
     going = {os.path.abspath(e.path) for e in entries if e.action == "remove"}
     out = []
     for entry in entries:
-        if entry.action == "remove":
+        # Without a plan no run is a link: a continuation names itself in the run it
+        # continues only once its plan is published (``run_setup.link_continuation``).
+        if entry.action == "remove" and os.path.lexists(os.path.join(entry.path, PLAN_NAME)):
             try:
                 links = [str(p) for p in chain_links(entry.path)] \
                     if is_chained(Path(entry.path)) else []
@@ -390,7 +473,8 @@ def apply_prune(planned: PruneReport) -> PruneReport:
     lease (a run whose decision changed meanwhile is kept, with the new reason)."""
     root_fd = _open_root(planned.root)
     try:
-        by_name = {os.path.basename(f.path): f for f in find_runs(planned.root)}
+        runs, claims = _found(planned.root, planned.slots_only)
+        by_name = {os.path.basename(f.path): f for f in runs + claims}
         done: list[PruneEntry] = []
         for entry in planned.runs:
             found = by_name.get(entry.name)

@@ -27,6 +27,8 @@ import msgspec
 from efold.controller.errors import ControllerError
 from efold.controller.rundirs.aggregate import build_run_results, run_records
 from efold.controller.rundirs.cluster_collect import read_any_run
+from efold.controller.rundirs.runroot import holds_only_a_claim
+from efold.controller.rundirs.suggest import suggest_prune
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
 from efold.registry.lease import LEASE_NAME, LeaseState, probe_lease
@@ -160,7 +162,44 @@ def _claimed_without_journal(path: str | os.PathLike[str]) -> str:
     if state is LeaseState.LIVE:
         return " yet: the controller that claimed it is live and still starting"
     return (": a controller claimed it and stopped before it recorded anything, so "
-            "nothing was launched for it; it can be removed")
+            "nothing was launched for it; it can be removed"
+            + (f" (`{suggest_prune(path)}`)" if is_bare_claim(path) else ""))
+
+
+def is_bare_claim(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory (not a link) that holds nothing but what a claim
+    leaves before its journal (``runroot.holds_only_a_claim``). Whether the controller
+    that claimed it still lives is its lease's to say."""
+    try:
+        if os.path.islink(path) or not os.path.isdir(path):
+            return False
+        return holds_only_a_claim(os.listdir(path))
+    except OSError:
+        return False
+
+
+def find_claims(root: str | os.PathLike[str]) -> list[FoundRun]:
+    """The bare claims (``is_bare_claim``) directly under ``root``, each dated by its
+    directory's mtime, newest first; none when ``root`` cannot be listed."""
+    try:
+        with os.scandir(root) as entries:
+            paths = [e.path for e in entries
+                     if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+                     and is_bare_claim(e.path)]
+        found = [FoundRun(p, os.stat(p, follow_symlinks=False).st_mtime_ns, "mtime")
+                 for p in paths]
+    except OSError:
+        return []
+    return sorted(found, key=lambda r: (r.started_ns, os.path.basename(r.path)), reverse=True)
+
+
+CLAIM_STATUS: Final = "claimed, nothing recorded"
+
+
+def describe_claim(found: FoundRun) -> RunEntry:
+    """A bare claim's entry: its directory's mtime, and ``CLAIM_STATUS``."""
+    return RunEntry(name=os.path.basename(found.path), path=found.path,
+                    started=_iso(found.started_ns), started_from="mtime", status=CLAIM_STATUS)
 
 
 def run_start(run: str | os.PathLike[str]) -> tuple[int, StartSource]:

@@ -4,7 +4,8 @@
 1. the plan (a pure function of the registration); an admitting run refuses a reader
    that is not faux (``lookup_pilot_real_route_unavailable``): the paid route is refused
    before this point, and a faux authorization is never minted for a real reader;
-2. take the run lease; open the journal; start epoch 1 (the lease carries it); the
+2. take the run lease (or run under the one the caller took as it claimed the
+   directory: ``claimed``); open the journal; start epoch 1 (the lease carries it); the
    run's membership (``open_membership``): its cgroup, or process groups and why,
    journaled before any launch (``containment_unavailable`` where the campaign or a
    real run requires a cgroup and none can be made);
@@ -102,7 +103,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                    shard: ShardTicket | None = None,
                    process_group_ok: bool = False,
                    part: Plan | None = None,
-                   continued: Lease | None = None,
+                   continued: Lease | None = None, claimed: Lease | None = None,
                    early: EarlyTemplate | None = None) -> AsyncIterator[OpenRun]:
     """Open the claimed run directory ``run`` for one registration (see the module
     docstring for the order).
@@ -132,6 +133,8 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
     that run's lease) once its own plan is published, before any child starts.
     ``continued``: that run's lease, when the caller took it before claiming ``run`` (so
     that no other continuation can link first): used for the link, then released.
+    ``claimed``: the run's own lease, when the caller took it as it claimed ``run``
+    (the run runs under it, and it is released as one taken here would be).
     ``early``: a template the command started as it began (``template_spawn.EarlyTemplate``):
     the run's template if it fits, else discarded; the caller discards it too on every
     path out (a no-op once taken)."""
@@ -150,7 +153,7 @@ async def open_run(reg: Registration, reg_bytes: bytes, run: Path, *, admitting:
                              "a shard's")
         plan, cap = part, part.cap_units
     plan_bytes = canonical_json(plan) + b"\n"
-    with acquire_lease(run) as lease:
+    with claimed if claimed is not None else acquire_lease(run) as lease:
         journal = JournalWriter(run, lease)
         epoch = journal.record_epoch(current_identity())
         lease.set_epoch(epoch)

@@ -30,12 +30,14 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from efold import digests
 from efold.controller.errors import ControllerError
-from efold.errors import Code
+from efold.errors import Code, EfoldError
 from efold.registry.files import (
     NOT_WRITABLE_ERRNOS,
     check_owner_safe,
@@ -45,6 +47,8 @@ from efold.registry.files import (
     open_dir_nofollow,
     open_private_child,
 )
+from efold.registry.journal import CREATING_NAME
+from efold.registry.lease import LEASE_NAME
 
 DEFAULT_RUNS_ROOT = "efold-runs"
 
@@ -146,6 +150,47 @@ def claim_run_dir(path: str | os.PathLike[str], *, parent_is: str = "runs root")
 def new_run_dir(runs_root: str | os.PathLike[str], campaign: str) -> Path:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return claim_run_dir(Path(runs_root) / f"{campaign}-{stamp}-{secrets.token_hex(3)}")
+
+
+# What a controller leaves in the directory it claimed before its journal exists: its
+# lease, and the journal it was creating (``registry.journal_file``: created whole under
+# this name, then renamed into place, so the name outlives only a killed creation).
+CLAIM_NAMES: Final = frozenset({LEASE_NAME, CREATING_NAME, *(
+    f"{CREATING_NAME}-{suffix}" for suffix in ("wal", "shm", "journal"))})
+
+
+def holds_only_a_claim(names: Iterable[str]) -> bool:
+    """Whether a directory's ``names`` are what a claim leaves before its journal, its
+    lease among them (a *bare claim*: nothing was recorded or launched for it)."""
+    held = set(names)
+    return LEASE_NAME in held and held <= CLAIM_NAMES
+
+
+def unclaim_run_dir(run: Path) -> bool:
+    """Remove the directory this process claimed (``claim_run_dir``) while it holds
+    nothing but what a claim leaves (nothing at all, or ``CLAIM_NAMES``): the lease
+    last, then the directory. False, and nothing removed, when it holds anything else
+    or cannot be removed."""
+    try:
+        parent_fd = open_dir_nofollow(run.parent)
+    except (EfoldError, OSError):
+        return False
+    try:
+        run_fd = os.open(run.name, _DIR_FLAGS, dir_fd=parent_fd)
+        try:
+            names = set(os.listdir(run_fd))
+            if not names <= CLAIM_NAMES:
+                return False
+            for name in sorted(names - {LEASE_NAME}) + sorted(names & {LEASE_NAME}):
+                os.unlink(name, dir_fd=run_fd)
+        finally:
+            os.close(run_fd)
+        os.rmdir(run.name, dir_fd=parent_fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(parent_fd)
 
 
 def private_subdir(run: Path, *parts: str, durable: bool = True) -> Path:

@@ -19,3 +19,10 @@ def suggest(command: str, *paths: str | os.PathLike[str]) -> str:
     """``efold-controller COMMAND PATH…`` for the operator to paste (``command`` is the
     program's own words, ``paths`` the operator's, quoted)."""
     return " ".join(["efold-controller", command, *(_word(p) for p in paths)])
+
+
+def suggest_prune(run: str | os.PathLike[str]) -> str:
+    """``efold-controller prune ROOT --run RUN``: what removes the one directory ``run``
+    (a run, or a claim that recorded nothing) from its runs root."""
+    root = os.path.dirname(os.path.normpath(os.fspath(run))) or "."
+    return f"{suggest('prune', root)} --run {_word(run)}"

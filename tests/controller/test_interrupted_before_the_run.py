@@ -7,6 +7,7 @@ to ``recover``."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -44,23 +45,26 @@ def test_the_message_says_what_an_early_interruption_left(
     assert done.exit_code == 130, done.output
     lines = done.output.splitlines()
     if as_json:  # --json ends the output with its line, whatever the outcome
-        assert json.loads(lines.pop()) == {"run": str(run), "status": "interrupted",
-                                           "code": None, "signal": 2}
+        assert json.loads(lines.pop()) == {"run": str(run) if journal else None,
+                                           "status": "interrupted", "code": None,
+                                           "signal": 2}
     said = lines[-1]
     if journal:
         assert said == (f"interrupted: {run} is incomplete; `efold-controller recover "
                         f"{run}` shows what it left")
-    else:
-        assert said == (f"interrupted: {run} was claimed but nothing was recorded or "
-                        "launched in it (it has no journal); it can be removed")
-        assert CliRunner().invoke(main, ["recover", str(run)]).exit_code == 2
+        assert run.is_dir()
+    else:  # the claim is undone: nothing is left to remove by hand
+        assert said == (f"interrupted: nothing was recorded or launched in {run}, so it "
+                        "was removed")
+        assert not os.path.lexists(run)
 
 
 @pytest.mark.parametrize("delay", [0.1, 0.2, 0.4])
 def test_pilot_json_interrupted_before_it_claims_a_run_still_ends_with_its_line(
         tmp_path: Path, delay: float) -> None:
-    """A real Ctrl-C in the command's first moments (its imports, its registration): no
-    run was claimed, and the JSON line still ends the output, with ``run`` null."""
+    """A real Ctrl-C in the command's first moments (its imports, its registration, its
+    claim): no run was claimed, or the claim was undone, and the JSON line still ends
+    the output, with ``run`` null."""
     child = subprocess.Popen(
         [sys.executable, "-m", "efold.controller", "pilot", "--faux", "--json",
          "--no-progress", "--runs", str(tmp_path / "runs")],
@@ -71,9 +75,11 @@ def test_pilot_json_interrupted_before_it_claims_a_run_still_ends_with_its_line(
     if child.returncode != 130:  # -2: before the interpreter's own handler was up
         pytest.skip(f"the interruption came before Python's handler (exit {child.returncode})")
     line = json.loads(out.splitlines()[-1])
-    if line["run"] is None:
+    if line["run"] is None:  # none claimed yet, or one claimed and undone
         assert line == {"run": None, "status": "interrupted", "code": None, "signal": 2}
-        assert err.splitlines()[-1] == "interrupted"
+        said = err.splitlines()[-1]
+        assert said == "interrupted" or (said.startswith("interrupted: nothing was recorded")
+                                         and said.endswith("so it was removed")), said
         assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     else:  # claimed in the meantime: the run's own line, which names it
         assert line["status"] == "interrupted"
@@ -94,7 +100,8 @@ def test_a_claimed_directory_without_a_journal_says_whether_its_controller_lives
         lease.release()
     done = CliRunner().invoke(main, ["recover", str(run)])
     assert done.exit_code == 2
-    assert "nothing was launched for it; it can be removed" in done.output
+    assert ("nothing was launched for it; it can be removed (`efold-controller prune "
+            f"{tmp_path} --run {run}`)") in done.output
 
 
 def test_a_run_stopped_before_it_launched_anything_is_reconciled_as_such(
