@@ -48,8 +48,8 @@ from efold.controller.rundirs.run_index import is_bare_claim
 from efold.controller.rundirs.run_setup import check_containment, check_real_grant
 from efold.controller.rundirs.runroot import (
     DEFAULT_RUNS_ROOT,
-    claim_run_dir,
-    new_run_dir,
+    claim_leased_run_dir,
+    new_run_path,
     unclaim_run_dir,
 )
 from efold.controller.rundirs.suggest import suggest, suggest_prune
@@ -260,8 +260,10 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         refuse_output_inside_builds(reg.campaign.roles,
                                     run_dir or runs_root or beside or DEFAULT_RUNS_ROOT,
                                     "the run directory" if run_dir else "the runs root")
-        run = claim_run_dir(run_dir) if run_dir else new_run_dir(
-            runs_root or beside or DEFAULT_RUNS_ROOT, reg.campaign.name)
+        # Leased from the claim on: until its journal exists, the directory reads as a
+        # live claim (never as one a stopped controller left, for prune to remove).
+        run, claimed = claim_leased_run_dir(run_dir or new_run_path(
+            runs_root or beside or DEFAULT_RUNS_ROOT, reg.campaign.name))
     except EfoldError as exc:
         if continued is not None:
             continued.release()
@@ -270,11 +272,7 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
         if continued is not None:
             continued.release()
         raise
-    claimed: Lease | None = None
     try:
-        # Held from the claim on: until its journal exists, the directory reads as a
-        # live claim (never as one a stopped controller left, for prune to remove).
-        claimed = acquire_lease(run)
         dispatch = replace(dispatch, claimed=claimed)
         click.echo(f"run: {run}")
         tell_containment(containment, verbosity)
@@ -305,22 +303,22 @@ def command(faux: bool, local: bool, real: bool, reader_url: str | None,
     finally:  # released when linked, or when the run let go; else here
         if continued is not None:
             continued.release()
-        if claimed is not None:
-            claimed.release()
+        claimed.release()
     with ending():
         status = end_of_run(outcome, verbosity, as_json)
     if status:
         raise SystemExit(status)
 
 
-def _undo_claim(run: Path, claimed: Lease | None) -> bool:
-    """Let go of the claim's lease; then remove the directory this command claimed
-    when the run stopped before its journal: it recorded and launched nothing (every
-    launch is journaled first). False when it has a journal, or holds anything a claim
-    does not leave."""
-    if claimed is not None:
+def _undo_claim(run: Path, claimed: Lease) -> bool:
+    """Remove the directory this command claimed when the run stopped before its
+    journal: it recorded and launched nothing (every launch is journaled first). Done
+    under the claim's lease (let go after), so that no prune can take it meanwhile.
+    False when it has a journal, or holds anything a claim does not leave."""
+    try:
+        return not (run / JOURNAL_NAME).exists() and unclaim_run_dir(run)
+    finally:
         claimed.release()
-    return not (run / JOURNAL_NAME).exists() and unclaim_run_dir(run)
 
 
 def _interrupted_early(run: Path, removed: bool) -> str:

@@ -73,11 +73,11 @@ from efold.controller.rundirs.run_index import (
     started_text,
     status_text,
 )
-from efold.controller.rundirs.runroot import Removal, holds_only_a_claim, measure_at, remove_at
+from efold.controller.rundirs.runroot import Removal, is_bare_claim_at, measure_at, remove_at
 from efold.errors import Code, EfoldError
 from efold.registry.files import check_owner_safe, open_dir_nofollow, unsafe_file_reason
 from efold.registry.journal import JOURNAL_NAME
-from efold.registry.lease import LEASE_NAME
+from efold.registry.lease import LEASE_NAME, LeaseState, probe_lease
 
 SLOTS_DIR: Final = "slots"
 # A run's records, removed last (in this order, the journal last of all): while they
@@ -89,6 +89,8 @@ _RECORDS: Final = (LEASE_NAME, "registration.json", "plan.json",
 # and unlocking it holds the lock a moment longer (``registry.lease``).
 _LOCK_ATTEMPTS: Final = 10
 _LOCK_RETRY_S: Final = 0.005
+# A claim's lease that names no holder is kept this long (``_lease_being_taken``).
+CLAIM_GRACE_S: Final = 60.0
 # A run whose controller stopped after creating its journal, before its plan.
 BEFORE_PLAN_STATUS: Final = "stopped before its plan"
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -221,8 +223,14 @@ def _select(root: str, selection: Selection, now_ns: int, found: list[FoundRun],
         named = [_named(root, name, found + bare) for name in selection.runs]
         unique = {os.path.basename(f.path): f for f in named}
         return [f for f in found + bare if os.path.basename(f.path) in unique]
-    # --keep spares the newest runs: a claim that recorded nothing is no run.
-    chosen = (found[selection.keep:] if selection.keep is not None else found) + bare
+    chosen = found
+    if selection.keep is not None:
+        # --keep spares the newest runs that have a plan: a run stopped before its plan,
+        # like a claim that recorded nothing, is no run to keep.
+        planned = [f for f in found if os.path.lexists(os.path.join(f.path, PLAN_NAME))]
+        spared = {f.path for f in planned[:selection.keep]}
+        chosen = [f for f in found if f.path not in spared]
+    chosen = chosen + bare
     if selection.older_than_ns is not None:
         limit = selection.older_than_ns
         chosen = [f for f in chosen if now_ns - f.started_ns > limit]
@@ -266,10 +274,20 @@ def _held(root_fd: int, name: str) -> Iterator[int]:
         os.close(run_fd)
 
 
+def _before_its_plan(found: FoundRun, entry: RunEntry) -> bool:
+    """Whether the run's controller stopped after its journal, before it published its
+    plan: its records refuse (``run_records_invalid``) for ``plan.json`` is absent, not
+    damaged."""
+    return entry.refused == Code.RUN_RECORDS_INVALID.value \
+        and not os.path.lexists(os.path.join(found.path, PLAN_NAME))
+
+
 def _why_kept(found: FoundRun, entry: RunEntry) -> tuple[Code | None, str]:
     """Why the run must stay (a fixed code and a detail), or None: it is over for
-    certain (see the module docstring). Called with its lease held shared."""
-    if entry.refused is not None:
+    certain (see the module docstring). A run stopped before its plan is over once
+    reconciled, if nothing was launched for it. Called with its lease held shared."""
+    early = _before_its_plan(found, entry)
+    if entry.refused is not None and not early:
         return Code(entry.refused), entry.detail or ""
     if entry.status in ("unreconciled", "running"):
         return Code.PRUNE_UNRECONCILED, f"status {entry.status}: run `recover` then `reap`"
@@ -279,6 +297,8 @@ def _why_kept(found: FoundRun, entry: RunEntry) -> tuple[Code | None, str]:
         return exc.code, exc.detail
     if not report.reconciled:
         return Code.PRUNE_UNRECONCILED, report.verdict
+    if early and report.launches:  # launched without a plan: not a state efold leaves
+        return Code.RUN_RECORDS_INVALID, entry.detail or ""
     return None, ""
 
 
@@ -319,26 +339,6 @@ def _remove_run(root_fd: int, run_fd: int, name: str) -> Removal:
     return total
 
 
-def _stopped_before_its_plan(found: FoundRun,
-                             entry: RunEntry) -> tuple[Code | None, str] | None:
-    """For a run whose controller stopped after its journal but before it published its
-    plan (``run_records_invalid``, ``plan.json`` absent, not damaged): why it stays, or
-    (None, "") when nothing was launched for it and it is reconciled. None for any
-    other run. Called with its lease held shared."""
-    if entry.refused != Code.RUN_RECORDS_INVALID.value \
-            or os.path.lexists(os.path.join(found.path, PLAN_NAME)):
-        return None
-    try:
-        report = observe(found.path)
-    except EfoldError as exc:
-        return exc.code, exc.detail
-    if not report.reconciled:
-        return Code.PRUNE_UNRECONCILED, report.verdict
-    if report.launches:  # launched without a plan: not a state efold leaves; kept as is
-        return Code(entry.refused), entry.detail or ""
-    return None, ""
-
-
 def _assess(root_fd: int, found: FoundRun, slots_only: bool, *, remove: bool) -> PruneEntry:
     """The run decided (and measured) under its lease held shared; with ``remove``, and
     when nothing keeps it, removed before the lease is let go."""
@@ -350,11 +350,8 @@ def _assess(root_fd: int, found: FoundRun, slots_only: bool, *, remove: bool) ->
             # A link of a chain is decided on its own records (``_whole_chains`` then
             # keeps it unless its whole chain goes).
             entry = describe(found, chain=False)
-            early = None if slots_only else _stopped_before_its_plan(found, entry)
-            if early is None:
-                code, detail = _why_kept(found, entry)
-            else:
-                code, detail = early
+            code, detail = _why_kept(found, entry)
+            if _before_its_plan(found, entry):
                 entry = msgspec.structs.replace(entry, refused=None, detail=None,
                                                 status=BEFORE_PLAN_STATUS)
             size = (measure_at(run_fd, SLOTS_DIR) if slots_only
@@ -382,9 +379,12 @@ def _assess_claim(root_fd: int, found: FoundRun, *, remove: bool) -> PruneEntry:
     entry = describe_claim(found)
     try:
         with _held(root_fd, name) as run_fd:
-            if not holds_only_a_claim(os.listdir(run_fd)):
+            if not is_bare_claim_at(run_fd):
                 return _decided(entry, 0, Code.RUN_NOT_FOUND,
                                 "no longer a claim that recorded nothing", None)
+            taking = _lease_being_taken(found.path, run_fd)
+            if taking is not None:
+                return _decided(entry, 0, Code.PRUNE_RUN_LIVE, taking, None)
             size = measure_at(root_fd, name).bytes
             done = _remove_run(root_fd, run_fd, name) if remove else None
     except _Live:
@@ -394,6 +394,24 @@ def _assess_claim(root_fd: int, found: FoundRun, *, remove: bool) -> PruneEntry:
         return PruneEntry(name, found.path, "-", "unknown", 0, "keep",
                           code=Code.RUN_NOT_FOUND.value, detail=exc.strerror or "unreadable")
     return _decided(entry, size, None, "", done)
+
+
+def _lease_being_taken(path: str, run_fd: int) -> str | None:
+    """Why a claim's lease, unlocked, may still be being taken, or None. A lease file is
+    created, then locked, then its holder written (``registry.lease``): no holder yet,
+    and younger than ``CLAIM_GRACE_S``, it is a controller between those steps; older,
+    one killed there."""
+    try:
+        status = probe_lease(path)
+    except EfoldError as exc:  # changed since it was found a bare claim: let it be
+        return f"its lease does not read now ({exc.code.value})"
+    if status.state is not LeaseState.HOLDER_DEAD or status.holder is not None:
+        return None
+    age_s = (time.time_ns() - os.stat(LEASE_NAME, dir_fd=run_fd).st_mtime_ns) / 1e9
+    if age_s >= CLAIM_GRACE_S:
+        return None
+    return (f"its lease names no holder yet ({age_s:.0f} s old): a controller may be "
+            f"taking it; kept until it is {CLAIM_GRACE_S:g} s old")
 
 
 def _decided(entry: RunEntry, size: int, code: Code | None, detail: str,

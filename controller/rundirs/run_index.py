@@ -27,7 +27,7 @@ import msgspec
 from efold.controller.errors import ControllerError
 from efold.controller.rundirs.aggregate import build_run_results, run_records
 from efold.controller.rundirs.cluster_collect import read_any_run
-from efold.controller.rundirs.runroot import holds_only_a_claim
+from efold.controller.rundirs.runroot import is_bare_claim_at
 from efold.controller.rundirs.suggest import suggest_prune
 from efold.errors import Code, EfoldError
 from efold.registry.journal import JOURNAL_NAME, JournalReader
@@ -167,15 +167,18 @@ def _claimed_without_journal(path: str | os.PathLike[str]) -> str:
 
 
 def is_bare_claim(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a directory (not a link) that holds nothing but what a claim
-    leaves before its journal (``runroot.holds_only_a_claim``). Whether the controller
-    that claimed it still lives is its lease's to say."""
+    """Whether ``path`` is a directory (not a link) holding nothing but what a claim
+    leaves before its journal (``runroot.is_bare_claim_at``)."""
     try:
-        if os.path.islink(path) or not os.path.isdir(path):
-            return False
-        return holds_only_a_claim(os.listdir(path))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
+    try:
+        return is_bare_claim_at(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def find_claims(root: str | os.PathLike[str]) -> list[FoundRun]:

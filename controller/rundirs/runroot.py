@@ -25,12 +25,12 @@ is counted (``Removal.failures``) and left in place.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
 import stat
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -46,9 +46,11 @@ from efold.registry.files import (
     not_writable,
     open_dir_nofollow,
     open_private_child,
+    shared_dir_reason,
+    unsafe_file_reason,
 )
 from efold.registry.journal import CREATING_NAME
-from efold.registry.lease import LEASE_NAME
+from efold.registry.lease import LEASE_NAME, Lease, acquire_lease
 
 DEFAULT_RUNS_ROOT = "efold-runs"
 
@@ -136,20 +138,30 @@ def claim_run_dir(path: str | os.PathLike[str], *, parent_is: str = "runs root")
             if exc.errno in NOT_WRITABLE_ERRNOS:
                 raise not_writable(run.parent, run.name, exc) from exc
             raise
-        run_fd = os.open(run.name, _DIR_FLAGS, dir_fd=parent_fd)
         try:
-            os.fchmod(run_fd, 0o700)  # exact mode whatever the umask
-        finally:
-            os.close(run_fd)
-        fsync_fd(parent_fd)  # the run's name is durable before anything relies on it
+            run_fd = os.open(run.name, _DIR_FLAGS, dir_fd=parent_fd)
+            try:
+                os.fchmod(run_fd, 0o700)  # exact mode whatever the umask
+            finally:
+                os.close(run_fd)
+            fsync_fd(parent_fd)  # the run's name is durable before anything relies on it
+        except BaseException:  # a Ctrl-C included: the directory is still empty, ours
+            with contextlib.suppress(OSError):
+                os.rmdir(run.name, dir_fd=parent_fd)
+            raise
     finally:
         os.close(parent_fd)
     return run
 
 
-def new_run_dir(runs_root: str | os.PathLike[str], campaign: str) -> Path:
+def new_run_path(runs_root: str | os.PathLike[str], campaign: str) -> Path:
+    """A new run's name under ``runs_root``: its campaign, the time, 6 random hex digits."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return claim_run_dir(Path(runs_root) / f"{campaign}-{stamp}-{secrets.token_hex(3)}")
+    return Path(runs_root) / f"{campaign}-{stamp}-{secrets.token_hex(3)}"
+
+
+def new_run_dir(runs_root: str | os.PathLike[str], campaign: str) -> Path:
+    return claim_run_dir(new_run_path(runs_root, campaign))
 
 
 # What a controller leaves in the directory it claimed before its journal exists: its
@@ -159,11 +171,28 @@ CLAIM_NAMES: Final = frozenset({LEASE_NAME, CREATING_NAME, *(
     f"{CREATING_NAME}-{suffix}" for suffix in ("wal", "shm", "journal"))})
 
 
-def holds_only_a_claim(names: Iterable[str]) -> bool:
-    """Whether a directory's ``names`` are what a claim leaves before its journal, its
-    lease among them (a *bare claim*: nothing was recorded or launched for it)."""
-    held = set(names)
-    return LEASE_NAME in held and held <= CLAIM_NAMES
+def _claim_files_only(run_fd: int) -> list[str] | None:
+    """The names in the directory open at ``run_fd`` when each is one a claim leaves
+    (``CLAIM_NAMES``) and a file efold may trust (regular, one link, ours, not group/
+    other-writable: never a directory, a link or a FIFO); else None."""
+    names = os.listdir(run_fd)
+    if not set(names) <= CLAIM_NAMES:
+        return None
+    for name in names:
+        if unsafe_file_reason(os.stat(name, dir_fd=run_fd, follow_symlinks=False)):
+            return None
+    return names
+
+
+def is_bare_claim_at(run_fd: int) -> bool:
+    """Whether the directory open at ``run_fd`` is a *bare claim*: private and ours, it
+    holds nothing but what a claim leaves before its journal, its lease among them, so
+    nothing was recorded or launched for it. Whether the controller that claimed it
+    still lives is its lease's to say."""
+    if shared_dir_reason(os.fstat(run_fd)) is not None:
+        return False
+    names = _claim_files_only(run_fd)
+    return names is not None and LEASE_NAME in names
 
 
 def unclaim_run_dir(run: Path) -> bool:
@@ -178,10 +207,10 @@ def unclaim_run_dir(run: Path) -> bool:
     try:
         run_fd = os.open(run.name, _DIR_FLAGS, dir_fd=parent_fd)
         try:
-            names = set(os.listdir(run_fd))
-            if not names <= CLAIM_NAMES:
+            names = _claim_files_only(run_fd)
+            if names is None:
                 return False
-            for name in sorted(names - {LEASE_NAME}) + sorted(names & {LEASE_NAME}):
+            for name in sorted(names, key=lambda n: n == LEASE_NAME):  # the lease last
                 os.unlink(name, dir_fd=run_fd)
         finally:
             os.close(run_fd)
@@ -191,6 +220,18 @@ def unclaim_run_dir(run: Path) -> bool:
         return False
     finally:
         os.close(parent_fd)
+
+
+def claim_leased_run_dir(path: str | os.PathLike[str]) -> tuple[Path, Lease]:
+    """``claim_run_dir``, then the run's lease at once: from its first moments the
+    directory reads as a live claim, never as one a stopped controller left. An
+    exception (a Ctrl-C included) before the lease is held removes the directory."""
+    run = claim_run_dir(path)
+    try:
+        return run, acquire_lease(run)
+    except BaseException:
+        unclaim_run_dir(run)
+        raise
 
 
 def private_subdir(run: Path, *parts: str, durable: bool = True) -> Path:

@@ -24,5 +24,5 @@ def suggest(command: str, *paths: str | os.PathLike[str]) -> str:
 def suggest_prune(run: str | os.PathLike[str]) -> str:
     """``efold-controller prune ROOT --run RUN``: what removes the one directory ``run``
     (a run, or a claim that recorded nothing) from its runs root."""
-    root = os.path.dirname(os.path.normpath(os.fspath(run))) or "."
-    return f"{suggest('prune', root)} --run {_word(run)}"
+    path = os.path.abspath(run)  # "." or "sub/.." name no directory under its parent
+    return f"{suggest('prune', os.path.dirname(path))} --run {_word(path)}"

@@ -21,9 +21,18 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pilot"))
+
+from efold_pilot_kit import small_registration
+
 from efold.controller.cli import main
+from efold.controller.pilot.pilot import run_pilot
+from efold.controller.rundirs import runroot
+from efold.controller.rundirs.runroot import claim_run_dir
+from efold.controller.rundirs.suggest import suggest_prune
 from efold.identity import current_identity
 from efold.registry.journal import CREATING_NAME, JOURNAL_NAME, JournalWriter
 from efold.registry.lease import LEASE_NAME, acquire_lease
@@ -135,6 +144,85 @@ def test_the_selection_applies_to_claims_as_to_runs_except_keep(tmp_path: Path) 
     # --slots-only touches runs' slots/ alone: a claim has none, and is only noted.
     slots = json.loads(invoke(str(root), "--slots-only", "--dry-run", "--json").stdout)
     assert slots["runs"] == [] and [n["name"] for n in slots["notes"]] == ["claimed"]
+
+
+def test_only_a_private_claim_of_plain_files_is_one(tmp_path: Path) -> None:
+    """A claim's names holding a directory (a user's files inside), a lease that is a
+    FIFO or group-writable, or a claim directory others may write: none is a bare claim,
+    each is left alone (as its files are), and listed as a note."""
+    root = tmp_path / "runs"
+    root.mkdir(mode=0o700)
+    (root / "lease-dir" / LEASE_NAME).mkdir(parents=True, mode=0o700)
+    (root / "lease-dir" / LEASE_NAME / "thesis.txt").write_text("mine")
+    _claim(root / "creating-dir")
+    (root / "creating-dir" / CREATING_NAME).mkdir()
+    (root / "creating-dir" / CREATING_NAME / "user.txt").write_text("mine")
+    (root / "fifo").mkdir(mode=0o700)
+    os.mkfifo(root / "fifo" / LEASE_NAME, 0o600)
+    _claim(root / "shared-lease")
+    os.chmod(root / "shared-lease" / LEASE_NAME, 0o664)
+    _claim(root / "shared-dir")
+    os.chmod(root / "shared-dir", 0o775)
+    before = sorted(os.listdir(root))
+    done = invoke(str(root), "--yes", "--json")
+    assert done.exit_code == 0, done.output
+    assert _rows(done) == {}
+    assert sorted(n["name"] for n in json.loads(done.stdout)["notes"]) == before
+    assert sorted(os.listdir(root)) == before
+    assert (root / "lease-dir" / LEASE_NAME / "thesis.txt").read_text() == "mine"
+    assert (root / "creating-dir" / CREATING_NAME / "user.txt").read_text() == "mine"
+
+
+def test_a_lease_that_names_no_holder_yet_is_kept_for_a_minute(tmp_path: Path) -> None:
+    """A lease file is created, then locked, then its holder written: a claim whose
+    lease names no holder may be a controller between those steps. Kept while the file
+    is younger than a minute; older, it was killed there, and the claim goes."""
+    root = tmp_path / "runs"
+    root.mkdir(mode=0o700)
+    run = root / "taking"
+    run.mkdir(mode=0o700)
+    lease = run / LEASE_NAME
+    os.close(os.open(lease, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    kept = invoke(str(root), "--yes")
+    assert kept.exit_code == 1, kept.output
+    assert "kept: prune_run_live (taking: its lease names no holder yet" in kept.output
+    old = time.time() - 120
+    os.utime(lease, (old, old))
+    gone = invoke(str(root), "--yes")
+    assert gone.exit_code == 0, gone.output
+    assert not run.exists()
+
+
+def test_keep_spares_runs_with_a_plan_only(tmp_path: Path) -> None:
+    """``--keep 1`` spares the newest run that has a plan: a run stopped before its
+    plan, newer, is no run to keep, and goes."""
+    root = tmp_path / "runs"
+    reg, raw = small_registration()
+    run_pilot(reg, raw, claim_run_dir(root / "complete"))
+    time.sleep(0.01)
+    _before_plan(root / "before-plan")
+    rows = _rows(invoke(str(root), "--keep", "1", "--dry-run", "--json"))
+    assert {name: row["action"] for name, row in rows.items()} == {"before-plan": "remove"}
+
+
+def test_a_claim_interrupted_before_its_lease_is_removed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A Ctrl-C between the claim and its lease removes the directory claimed."""
+    def interrupted(run: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runroot, "acquire_lease", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runroot.claim_leased_run_dir(tmp_path / "runs" / "run")
+    assert os.listdir(tmp_path / "runs") == []
+
+
+def test_the_suggested_prune_names_the_real_parent(monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """From inside the claim, ``recover .`` suggests the prune of its real path."""
+    run = _claim(tmp_path / "run")
+    monkeypatch.chdir(run)
+    assert suggest_prune(".") == f"efold-controller prune {tmp_path} --run {run}"
 
 
 def _kill_in_start(root: Path, rng: random.Random) -> None:
