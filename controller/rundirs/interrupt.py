@@ -1,8 +1,10 @@
 """Operator interruption (SIGINT, SIGTERM) as a first-class end of a run.
 
-From before a run's lease is taken until after it is released, both signals are caught
+From before a run opens until after its lease is released, both signals are caught
 (``caught``) instead of killing the controller or raising ``KeyboardInterrupt`` at an
-arbitrary point; while the run executes, a watcher task receives them. The first one interrupts the run
+arbitrary point (``pilot`` holds the lease from its claim, a moment before: a SIGTERM
+there ends the process with nothing recorded or launched, and leaves a claim that
+``prune`` removes); while the run executes, a watcher task receives them. The first one interrupts the run
 (``RunContext.interrupt``): admission closes with a journaled ``interrupted`` stop, the
 launches in flight (one per place of ``concurrency``) are cancelled and their children
 contained (shielded: nothing interrupts a containment), their slots are recorded with
@@ -44,8 +46,8 @@ def say(text: str) -> None:
 
 
 class Signals:
-    """SIGINT and SIGTERM for a run's whole life, from before its lease is taken until
-    after it is released (``caught``): never the default disposition there. A SIGTERM
+    """SIGINT and SIGTERM for a run's whole life, from before it opens until after its
+    lease is released (``caught``): never the default disposition there. A SIGTERM
     that killed the controller while its run opened (its fork-server template starting,
     before ``interruptible``) left the lease held by a dead process and a launch never
     seen to end: a shard whose keeper passed on its driver's death did exactly that.
