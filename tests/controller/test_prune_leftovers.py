@@ -49,8 +49,10 @@ def _claim(run: Path, *extra: str) -> Path:
     released, and ``extra`` files beside it."""
     run.mkdir(mode=0o700)
     acquire_lease(run).release()
-    for name in extra:
-        (run / name).write_bytes(b"partial")
+    for name in extra:  # private, as efold makes them, whatever the umask
+        fd = os.open(run / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"partial")
+        os.close(fd)
     return run
 
 
@@ -152,7 +154,8 @@ def test_only_a_private_claim_of_plain_files_is_one(tmp_path: Path) -> None:
     each is left alone (as its files are), and listed as a note."""
     root = tmp_path / "runs"
     root.mkdir(mode=0o700)
-    (root / "lease-dir" / LEASE_NAME).mkdir(parents=True, mode=0o700)
+    (root / "lease-dir").mkdir(mode=0o700)
+    (root / "lease-dir" / LEASE_NAME).mkdir(mode=0o700)
     (root / "lease-dir" / LEASE_NAME / "thesis.txt").write_text("mine")
     _claim(root / "creating-dir")
     (root / "creating-dir" / CREATING_NAME).mkdir()
